@@ -1,0 +1,199 @@
+/**
+ * Small async helpers the combinators share: abortable waits and iteration,
+ * fan-out (tee) and fan-in (merge) of async iterables. Each cleans up in
+ * `finally`, so an abandoned stream never leaves a producer running.
+ */
+import { abortError } from './errors.js';
+
+const noop = (): void => {};
+
+/**
+ * Settles like `promise`, or rejects with the abort error as soon as `signal`
+ * fires, whichever comes first. The losing promise is still observed, so its
+ * later rejection is never unhandled.
+ */
+export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  if (signal.aborted) {
+    promise.catch(noop);
+    return Promise.reject(abortError(signal));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(abortError(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** Waits `ms` milliseconds, or rejects with the abort error when `signal` fires first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.reject(abortError(signal));
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(abortError(signal as AbortSignal));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * Iterates `source`, but throws the abort error the moment `signal` fires, even
+ * while the source is stuck in an await. The source's `return()` is then
+ * requested without waiting for it (a generator runs its `finally` when its
+ * pending await settles; it has the same signal to settle it sooner).
+ */
+export async function* abortable<T>(source: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncGenerator<T> {
+  if (signal === undefined) {
+    yield* source;
+    return;
+  }
+  const iterator = source[Symbol.asyncIterator]();
+  let finished = false;
+  try {
+    for (;;) {
+      const result = await raceAbort(iterator.next(), signal);
+      if (result.done === true) {
+        finished = true;
+        return;
+      }
+      yield result.value;
+    }
+  } finally {
+    if (!finished) {
+      if (signal.aborted) iterator.return?.()?.catch(noop);
+      else await iterator.return?.();
+    }
+  }
+}
+
+/** An async iterable of one value. */
+export async function* once<T>(value: T): AsyncGenerator<T> {
+  yield value;
+}
+
+/**
+ * Splits one async iterable into `count` that each see every item. The source
+ * is pulled only as fast as the fastest reader; slower readers buffer. When
+ * every reader has stopped early, the source is returned.
+ */
+export function tee<T>(source: AsyncIterable<T>, count: number): AsyncIterable<T>[] {
+  const iterator = source[Symbol.asyncIterator]();
+  const buffers: T[][] = Array.from({ length: count }, () => []);
+  let done = false;
+  let failure: { error: unknown } | undefined;
+  let pulling: Promise<void> | undefined;
+  let open = count;
+
+  const pull = (): Promise<void> =>
+    (pulling ??= iterator.next().then(
+      (result) => {
+        pulling = undefined;
+        if (result.done === true) done = true;
+        else for (const buffer of buffers) buffer.push(result.value);
+      },
+      (error: unknown) => {
+        pulling = undefined;
+        done = true;
+        failure = { error };
+      },
+    ));
+
+  const reader = async function* (buffer: T[]): AsyncGenerator<T> {
+    try {
+      for (;;) {
+        if (buffer.length > 0) {
+          yield buffer.shift() as T;
+          continue;
+        }
+        if (failure !== undefined) throw failure.error;
+        if (done) return;
+        await pull();
+      }
+    } finally {
+      buffer.length = 0;
+      open -= 1;
+      if (open === 0 && !done) iterator.return?.()?.catch(noop);
+    }
+  };
+  return buffers.map((buffer) => reader(buffer));
+}
+
+/**
+ * Interleaves several async iterables, yielding `[key, value]` in the order
+ * values arrive. Each source is pulled again only after its last value was
+ * consumed. The first error ends the merge and returns the other sources.
+ */
+export async function* merge<K, T>(sources: ReadonlyArray<readonly [K, AsyncIterable<T>]>): AsyncGenerator<[K, T]> {
+  const iterators = sources.map(([key, source]) => [key, source[Symbol.asyncIterator]()] as const);
+  const pending = new Map<number, Promise<{ index: number; result: IteratorResult<T> }>>();
+  const pull = (index: number): void => {
+    const next = (iterators[index] as (typeof iterators)[number])[1].next().then((result) => ({ index, result }));
+    next.catch(noop);
+    pending.set(index, next);
+  };
+  iterators.forEach((_, index) => pull(index));
+  let completed = false;
+  try {
+    while (pending.size > 0) {
+      const { index, result } = await Promise.race(pending.values());
+      pending.delete(index);
+      if (result.done === true) continue;
+      yield [(iterators[index] as (typeof iterators)[number])[0], result.value];
+      pull(index);
+    }
+    completed = true;
+  } finally {
+    if (!completed) {
+      for (const [, iterator] of iterators) iterator.return?.()?.catch(noop);
+    }
+  }
+}
+
+/**
+ * Maps `items` through `fn` with at most `limit` calls in flight, results in
+ * input order. The first failure rejects at once (no new item starts); with
+ * `returnExceptions`, failures are returned in place instead. An abort
+ * rejects at once, whatever `returnExceptions` says.
+ */
+export async function mapConcurrently<T, R>(
+  items: readonly T[],
+  limit: number | undefined,
+  signal: AbortSignal | undefined,
+  returnExceptions: boolean,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<(R | Error)[]> {
+  const results = new Array<R | Error>(items.length);
+  const workers = limit !== undefined && limit > 0 ? Math.min(limit, items.length) : items.length;
+  let next = 0;
+  let failed = false;
+  const work = async (): Promise<void> => {
+    while (next < items.length && !failed) {
+      const index = next++;
+      try {
+        results[index] = await fn(items[index] as T, index);
+      } catch (error) {
+        if (!returnExceptions || signal?.aborted === true) {
+          failed = true;
+          throw error;
+        }
+        results[index] = error instanceof Error ? error : new Error(String(error));
+      }
+    }
+  };
+  await raceAbort(Promise.all(Array.from({ length: workers }, work)), signal);
+  return results;
+}

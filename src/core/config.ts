@@ -1,0 +1,216 @@
+/**
+ * Run configuration: what a caller passes (`RunnableConfig`), how configs
+ * merge, and the resolved, inheritable form (`Scope`) that every nested run
+ * receives, explicitly from its parent or through AsyncLocalStorage when user
+ * code calls a runnable without handing the config on.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Run } from './run.js';
+import { EventSink, type EventCallback, type RunListeners } from './events.js';
+
+/**
+ * Options for one call of a runnable. Every field is optional, and every
+ * nested run inherits them: tags (as a sorted union), metadata and
+ * configurable (merged, later wins), callbacks, signal and limits.
+ */
+export interface RunnableConfig {
+  /** Labels for this run and its children; they appear on every event. */
+  tags?: string[];
+  /** Free-form data for this run and its children; keys starting with `__` stay internal. */
+  metadata?: Record<string, unknown>;
+  /** Functions that receive the same events `streamEvents` yields. */
+  callbacks?: EventCallback[];
+  /** The name this run reports (children keep their own). */
+  runName?: string;
+  /** The id this run reports (children get their own). */
+  runId?: string;
+  /** At most this many concurrent calls in `batch` and `map()`. */
+  maxConcurrency?: number;
+  /** How many times a lambda may return a runnable to run in its place (default 25). */
+  recursionLimit?: number;
+  /** Values for the configurable fields and alternatives of the chain. */
+  configurable?: Record<string, unknown>;
+  /** Cancels the run and everything it started. */
+  signal?: AbortSignal;
+  /** Milliseconds after which the run is aborted with `RUNNEL_ERR_TIMEOUT`. */
+  timeout?: number;
+}
+
+/** The default `recursionLimit`. */
+export const DEFAULT_RECURSION_LIMIT = 25;
+
+/**
+ * The resolved configuration a run hands its children. Immutable; a child
+ * that changes something makes a new one.
+ * @internal
+ */
+export interface Scope {
+  readonly tags: readonly string[];
+  readonly metadata: Readonly<Record<string, unknown>>;
+  readonly configurable: Readonly<Record<string, unknown>>;
+  readonly signal: AbortSignal | undefined;
+  readonly recursionLimit: number;
+  readonly maxConcurrency: number | undefined;
+  /** Where events go; `undefined` when nobody observes, so runs skip emitting. */
+  readonly sink: EventSink | undefined;
+  /** The run whose children receive this scope. */
+  readonly parent: Run | undefined;
+  /** For the next run only: its name, id, extra tags, call options, listeners. */
+  readonly runName?: string | undefined;
+  readonly runId?: string | undefined;
+  readonly localTags?: readonly string[] | undefined;
+  readonly options?: Readonly<Record<string, unknown>> | undefined;
+  readonly listeners?: RunListeners | undefined;
+}
+
+/** The scope of a top-level call with no config. */
+export const ROOT_SCOPE: Scope = Object.freeze({
+  tags: [],
+  metadata: {},
+  configurable: {},
+  signal: undefined,
+  recursionLimit: DEFAULT_RECURSION_LIMIT,
+  maxConcurrency: undefined,
+  sink: undefined,
+  parent: undefined,
+});
+
+/** Where a lambda's scope lives while its user function runs. @internal */
+export const scopeStorage = new AsyncLocalStorage<Scope>();
+
+/** The key under which a config handed to user code points at its scope. @internal */
+export const SCOPE = Symbol('runnel.scope');
+
+/** Sorted union of two tag lists, without duplicates. */
+export function mergeTags(a: readonly string[] | undefined, b: readonly string[] | undefined): string[] {
+  if (b === undefined || b.length === 0) return a === undefined ? [] : [...a];
+  if (a === undefined || a.length === 0) return [...new Set(b)].sort();
+  return [...new Set([...a, ...b])].sort();
+}
+
+/**
+ * Merges configs left to right: tags as a sorted union, metadata and
+ * configurable merged with later keys winning, callbacks concatenated,
+ * `recursionLimit` only where it is not the default, anything else overwritten.
+ *
+ * @example
+ * mergeConfigs({ tags: ['b'], metadata: { a: 1 } }, { tags: ['a'], metadata: { a: 2 } })
+ * // { tags: ['a', 'b'], metadata: { a: 2 } }
+ */
+export function mergeConfigs(...configs: (RunnableConfig | undefined)[]): RunnableConfig {
+  const out: RunnableConfig = {};
+  for (const config of configs) {
+    if (config === undefined) continue;
+    for (const [key, value] of Object.entries(config) as [keyof RunnableConfig, unknown][]) {
+      if (value === undefined) continue;
+      switch (key) {
+        case 'tags':
+          out.tags = mergeTags(out.tags, value as string[]);
+          break;
+        case 'metadata':
+          out.metadata = { ...out.metadata, ...(value as Record<string, unknown>) };
+          break;
+        case 'configurable':
+          out.configurable = { ...out.configurable, ...(value as Record<string, unknown>) };
+          break;
+        case 'callbacks':
+          out.callbacks = [...(out.callbacks ?? []), ...(value as EventCallback[])];
+          break;
+        case 'recursionLimit':
+          if (value !== DEFAULT_RECURSION_LIMIT || out.recursionLimit === undefined) out.recursionLimit = value as number;
+          break;
+        default:
+          (out as Record<string, unknown>)[key] = value;
+      }
+    }
+  }
+  return out;
+}
+
+function signalFor(base: AbortSignal | undefined, config: RunnableConfig): AbortSignal | undefined {
+  const signals: AbortSignal[] = [];
+  if (base !== undefined) signals.push(base);
+  if (config.signal !== undefined && config.signal !== base) signals.push(config.signal);
+  if (config.timeout !== undefined && config.timeout > 0 && Number.isFinite(config.timeout)) {
+    signals.push(AbortSignal.timeout(config.timeout));
+  }
+  if (signals.length <= 1) return signals[0];
+  return AbortSignal.any(signals);
+}
+
+/**
+ * Resolves a caller's config on top of an inherited scope (the enclosing
+ * lambda's, found through AsyncLocalStorage, when the caller passes none).
+ * @internal
+ */
+export function resolveScope(config: RunnableConfig | undefined, inherited?: Scope): Scope {
+  const fromConfig = config === undefined ? undefined : (config as { [SCOPE]?: Scope })[SCOPE];
+  const base = fromConfig ?? inherited ?? scopeStorage.getStore() ?? ROOT_SCOPE;
+  if (config === undefined || config === null) return base;
+  // A config handed to user code already carries its scope's callbacks: only new ones are added.
+  const added = config.callbacks?.filter((callback) => !(base.sink?.hasCallback(callback) ?? false)) ?? [];
+  const sink = added.length === 0 ? base.sink : EventSink.extend(base.sink, { callbacks: added });
+  return {
+    tags: mergeTags(base.tags, config.tags),
+    metadata: config.metadata === undefined ? base.metadata : { ...base.metadata, ...config.metadata },
+    configurable: config.configurable === undefined ? base.configurable : { ...base.configurable, ...config.configurable },
+    signal: signalFor(base.signal, config),
+    recursionLimit: config.recursionLimit ?? base.recursionLimit,
+    maxConcurrency: config.maxConcurrency ?? base.maxConcurrency,
+    sink,
+    parent: base.parent,
+    runName: config.runName,
+    runId: config.runId,
+  };
+}
+
+/**
+ * Applies a config bound with `withConfig` under the scope of a call: the
+ * call's metadata, configurable and limits win, tags are united, signals and
+ * callbacks add up.
+ * @internal
+ */
+export function bindScope(scope: Scope, bound: RunnableConfig): Scope {
+  const added = bound.callbacks?.filter((callback) => !(scope.sink?.hasCallback(callback) ?? false)) ?? [];
+  return {
+    ...scope,
+    tags: mergeTags(scope.tags, bound.tags),
+    metadata: bound.metadata === undefined ? scope.metadata : { ...bound.metadata, ...scope.metadata },
+    configurable: bound.configurable === undefined ? scope.configurable : { ...bound.configurable, ...scope.configurable },
+    signal: signalFor(scope.signal, bound),
+    recursionLimit:
+      scope.recursionLimit === DEFAULT_RECURSION_LIMIT ? (bound.recursionLimit ?? scope.recursionLimit) : scope.recursionLimit,
+    maxConcurrency: scope.maxConcurrency ?? bound.maxConcurrency,
+    sink: added.length === 0 ? scope.sink : EventSink.extend(scope.sink, { callbacks: added }),
+    runName: scope.runName ?? bound.runName,
+    runId: scope.runId ?? bound.runId,
+  };
+}
+
+/** A scope with one-shot values for the next run (a step's tag, a binding's options). @internal */
+export function withOneShot(
+  scope: Scope,
+  extra: { localTags?: readonly string[]; options?: Record<string, unknown>; listeners?: RunListeners },
+): Scope {
+  const next: Record<string, unknown> = { ...scope };
+  if (extra.localTags !== undefined) next.localTags = [...(scope.localTags ?? []), ...extra.localTags];
+  if (extra.options !== undefined) next.options = { ...scope.options, ...extra.options };
+  if (extra.listeners !== undefined) next.listeners = extra.listeners;
+  return next as unknown as Scope;
+}
+
+/** The public config a scope corresponds to, as handed to user functions. @internal */
+export function configOf(scope: Scope): RunnableConfig {
+  const config: RunnableConfig & { [SCOPE]?: Scope } = {
+    tags: [...scope.tags],
+    metadata: { ...scope.metadata },
+    configurable: { ...scope.configurable },
+    recursionLimit: scope.recursionLimit,
+  };
+  const callbacks = scope.sink?.callbacks;
+  if (callbacks !== undefined && callbacks.length > 0) config.callbacks = [...callbacks];
+  if (scope.signal !== undefined) config.signal = scope.signal;
+  if (scope.maxConcurrency !== undefined) config.maxConcurrency = scope.maxConcurrency;
+  Object.defineProperty(config, SCOPE, { value: scope, enumerable: false });
+  return config;
+}

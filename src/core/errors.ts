@@ -1,0 +1,105 @@
+/**
+ * The one registry of Runnel's error codes. Every error Runnel raises on purpose
+ * carries one of these codes, with the HTTP status the server answers with and
+ * whether a retry may succeed. `docs/errors.md` documents each code; a test
+ * keeps the two in step.
+ */
+export const errorCodes = {
+  RUNNEL_ERR_ABORTED: {
+    status: 499,
+    retryable: false,
+    description: 'The run was cancelled through its AbortSignal (for example, the client disconnected).',
+  },
+  RUNNEL_ERR_TIMEOUT: {
+    status: 504,
+    retryable: true,
+    description: 'The run exceeded its `timeout` (config) or an idle timeout between streamed chunks.',
+  },
+  RUNNEL_ERR_RECURSION_LIMIT: {
+    status: 500,
+    retryable: false,
+    description: 'A lambda kept returning runnables past `recursionLimit` (default 25).',
+  },
+  RUNNEL_ERR_INPUT_INVALID: {
+    status: 422,
+    retryable: false,
+    description: 'The input does not match what the runnable accepts; `detail` lists each problem with its `loc`.',
+  },
+  RUNNEL_ERR_CONFIG_INVALID: {
+    status: 422,
+    retryable: false,
+    description: 'A config value (for example a `configurable` field) is invalid; `detail` lists each problem.',
+  },
+  RUNNEL_ERR_INVALID_ARGUMENT: {
+    status: 500,
+    retryable: false,
+    description: 'A runnable was built or called with arguments it cannot use (a programming error in the chain).',
+  },
+  RUNNEL_ERR_INTERNAL: {
+    status: 500,
+    retryable: false,
+    description: 'An unexpected error inside a chain. The message sent to clients is generic.',
+  },
+} as const satisfies Record<string, { status: number; retryable: boolean; description: string }>;
+
+/** A code from the registry, such as `'RUNNEL_ERR_ABORTED'`. */
+export type ErrorCode = keyof typeof errorCodes;
+
+/** One problem in a validation error, LangServe-style: `loc` is relative to the checked value. */
+export interface ErrorDetailItem {
+  type: string;
+  loc: (string | number)[];
+  msg: string;
+}
+
+/** Options for {@link RunnelError}. */
+export interface RunnelErrorOptions {
+  cause?: unknown;
+  detail?: unknown;
+}
+
+/**
+ * An error with a stable code. Its shape (`code`, `message`, `statusCode`)
+ * is the one Fastify's error serializer already understands, and it keeps
+ * whatever caused it in `cause`.
+ *
+ * @example
+ * throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', 'input.topic must be a string', {
+ *   detail: [{ type: 'string_type', loc: ['topic'], msg: 'expected string' }],
+ * });
+ */
+export class RunnelError extends Error {
+  readonly code: ErrorCode;
+  readonly statusCode: number;
+  readonly retryable: boolean;
+  readonly detail: unknown;
+
+  constructor(code: ErrorCode, message: string, options: RunnelErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'RunnelError';
+    this.code = code;
+    this.statusCode = errorCodes[code].status;
+    this.retryable = errorCodes[code].retryable;
+    this.detail = options.detail;
+  }
+}
+
+/** True when `error` is a {@link RunnelError}, optionally with the given code. */
+export function isRunnelError(error: unknown, code?: ErrorCode): error is RunnelError {
+  return error instanceof RunnelError && (code === undefined || error.code === code);
+}
+
+/** True for the errors cancellation produces: never retried, never sent to a fallback. */
+export function isAbortError(error: unknown): boolean {
+  return isRunnelError(error, 'RUNNEL_ERR_ABORTED') || isRunnelError(error, 'RUNNEL_ERR_TIMEOUT');
+}
+
+/** The error a run ends with when `signal` fires: a timeout or a cancellation, keeping the reason as `cause`. */
+export function abortError(signal: AbortSignal): RunnelError {
+  const reason: unknown = signal.reason;
+  if (reason instanceof RunnelError) return reason;
+  if (reason instanceof Error && reason.name === 'TimeoutError') {
+    return new RunnelError('RUNNEL_ERR_TIMEOUT', 'The run timed out', { cause: reason });
+  }
+  return new RunnelError('RUNNEL_ERR_ABORTED', 'The run was aborted', { cause: reason });
+}

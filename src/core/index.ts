@@ -1,0 +1,33 @@
+/**
+ * The Runnable core: the protocol (`Runnable`), its composition, config,
+ * events, schemas and errors. Loading this module wires every combinator.
+ */
+export { Runnable, isRunnable, scopeFor } from './runnable.js';
+export type { BatchOptions, GeneratorFunc, RunnableFunc, RunnableLike } from './runnable.js';
+export type { Run } from './run.js';
+export { lambda, RunnableLambda, type LambdaOptions } from './lambda.js';
+export { generator, RunnableGenerator } from './generator.js';
+export { sequence, RunnableSequence } from './sequence.js';
+export { parallel, RunnableParallel, RunnableParallel as RunnableMap } from './parallel.js';
+export { passthrough, assign, pick, RunnablePassthrough, RunnableAssign, RunnablePick } from './passthrough.js';
+export { branch, RunnableBranch } from './branch.js';
+export { RunnableBinding, type BindingOptions } from './binding.js';
+export { RunnableRetry, type RetryOptions } from './retry.js';
+export { RunnableWithFallbacks, type FallbackOptions } from './fallbacks.js';
+export {
+  RunnableConfigurableFields,
+  RunnableConfigurableAlternatives,
+  type ConfigurableFieldSpec,
+  type AlternativesOptions,
+} from './configurable.js';
+export { RunnableEach } from './each.js';
+export { toRunnable } from './coerce.js';
+export { dispatchCustomEvent } from './custom-event.js';
+export { mergeConfigs, DEFAULT_RECURSION_LIMIT, type RunnableConfig } from './config.js';
+export type { EventCallback, EventFilters, RunInfo, RunListeners, RunType, StreamEvent } from './events.js';
+export type { PatchOp, RunLogPatch } from './stream-log.js';
+export { concat, collect, type Mergeable } from './merge.js';
+export { Graph, type GraphEdge, type GraphNode } from './graph.js';
+export { toJsonSchema, type ConfigSpec, type JsonSchema } from './schema.js';
+export { errorCodes, RunnelError, isRunnelError, isAbortError, type ErrorCode, type ErrorDetailItem } from './errors.js';
+export { abortable, raceAbort, sleep } from './async.js';

@@ -1,0 +1,62 @@
+/**
+ * How streamed chunks add up. One function, `concat`, used wherever a run
+ * collects a stream into a value: a lambda gathering its input, a stream's
+ * final output, a cached stream replayed. Message chunks plug in by having a
+ * `concat(other)` method of their own.
+ */
+
+/** A value that knows how to add a later chunk to itself (message chunks do). */
+export interface Mergeable<T = unknown> {
+  concat(other: T): T;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object') return false;
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function hasConcat(value: unknown): value is Mergeable {
+  return (
+    value !== null &&
+    typeof value === 'object' &&
+    !Array.isArray(value) &&
+    typeof (value as { concat?: unknown }).concat === 'function'
+  );
+}
+
+/**
+ * Adds chunk `b` to the accumulated value `a`: strings concatenate, arrays
+ * concatenate, plain objects merge key-wise (recursively for values that are
+ * themselves mergeable), objects with a `concat` method merge themselves.
+ * Anything else cannot be added, and the later value wins.
+ *
+ * @example
+ * concat({ a: 'Hel', n: 1 }, { a: 'lo', b: [1] }) // { a: 'Hello', n: 1, b: [1] }
+ */
+export function concat<T>(a: T, b: T): T {
+  if (a === undefined || a === null) return b;
+  if (b === undefined || b === null) return a;
+  if (typeof a === 'string' && typeof b === 'string') return (a + b) as T;
+  if (Array.isArray(a) && Array.isArray(b)) return [...a, ...b] as T;
+  if (hasConcat(a)) return a.concat(b) as T;
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const merged: Record<string, unknown> = { ...a };
+    for (const key of Object.keys(b)) {
+      merged[key] = key in a ? concat(a[key], b[key]) : b[key];
+    }
+    return merged as T;
+  }
+  return b;
+}
+
+/** Adds up a whole stream with {@link concat}; `undefined` when the stream is empty. */
+export async function collect<T>(stream: AsyncIterable<T>): Promise<T | undefined> {
+  let acc: T | undefined;
+  let first = true;
+  for await (const chunk of stream) {
+    acc = first ? chunk : concat(acc as T, chunk);
+    first = false;
+  }
+  return acc;
+}

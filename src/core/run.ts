@@ -1,0 +1,191 @@
+/**
+ * One execution of a runnable. A `Run` knows its place in the tree (parent,
+ * tags, metadata), hands its children their scope, and emits its own start,
+ * stream, end and error events. A run nobody observes emits nothing and never
+ * even mints its id, which keeps an unobserved `invoke` close to the cost of
+ * the functions it composes.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Scope } from './config.js';
+import { callQuietly, type EventSink, type RunInfo, type RunListeners, type RunType, type StreamEvent } from './events.js';
+
+const State = { Created: 0, Started: 1, Ended: 2 } as const;
+
+function publicMetadata(metadata: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  let hasInternal = false;
+  for (const key in metadata) {
+    if (key.startsWith('__')) {
+      hasInternal = true;
+      break;
+    }
+  }
+  if (!hasInternal) return metadata as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(metadata)) if (!key.startsWith('__')) out[key] = value;
+  return out;
+}
+
+function errorMessage(error: unknown): string {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return typeof code === 'string' ? `${code}: ${error.message}` : `${error.name}: ${error.message}`;
+  }
+  return String(error);
+}
+
+/** One execution of a runnable; see the module comment. @internal */
+export class Run {
+  readonly name: string;
+  readonly runType: RunType;
+  readonly parent: Run | undefined;
+  readonly sink: EventSink | undefined;
+  readonly tags: readonly string[];
+  readonly metadata: Readonly<Record<string, unknown>>;
+  /** Call options bound to this run (`bind`), for components such as models. */
+  readonly options: Readonly<Record<string, unknown>>;
+  readonly signal: AbortSignal | undefined;
+  private readonly listeners: RunListeners | undefined;
+  private readonly inherited: Scope;
+  private _id: string | undefined;
+  private _scope: Scope | undefined;
+  private state: number = State.Created;
+  private input: unknown;
+  private hasInput = false;
+  private startTime = 0;
+
+  constructor(name: string, runType: RunType, scope: Scope) {
+    this.name = scope.runName ?? name;
+    this.runType = runType;
+    this.parent = scope.parent;
+    this.sink = scope.sink;
+    this.tags = scope.localTags === undefined ? scope.tags : [...scope.tags, ...scope.localTags];
+    this.metadata = scope.metadata;
+    this.options = scope.options ?? {};
+    this.signal = scope.signal;
+    this.listeners = scope.listeners;
+    this.inherited = scope;
+    this._id = scope.runId;
+  }
+
+  /** This run's id (a UUID, made on first use unless the config gave one). */
+  get id(): string {
+    return (this._id ??= randomUUID());
+  }
+
+  /** Ids of the enclosing runs, outermost first. */
+  get parentIds(): string[] {
+    const ids: string[] = [];
+    for (let run = this.parent; run !== undefined; run = run.parent) ids.push(run.id);
+    return ids.reverse();
+  }
+
+  /** True when events or listeners observe this run. */
+  get observed(): boolean {
+    return this.sink !== undefined || this.listeners !== undefined;
+  }
+
+  /** The scope this run hands its children. */
+  get scope(): Scope {
+    if (this._scope === undefined) {
+      const base = this.inherited;
+      this._scope = {
+        tags: base.tags,
+        metadata: base.metadata,
+        configurable: base.configurable,
+        signal: base.signal,
+        recursionLimit: base.recursionLimit,
+        maxConcurrency: base.maxConcurrency,
+        sink: base.sink,
+        parent: this,
+      };
+    }
+    return this._scope;
+  }
+
+  /** The scope for one child, with extra tags of its own (`seq:step:2`). */
+  child(localTags: readonly string[]): Scope {
+    return { ...this.scope, localTags };
+  }
+
+  get started(): boolean {
+    return this.state !== State.Created;
+  }
+
+  /** Records input that arrived in chunks, for the end event of a streaming run. */
+  setInput(input: unknown): void {
+    this.input = input;
+    this.hasInput = true;
+  }
+
+  /** Emits the start event once; `input` is included when the whole input is known. */
+  start(...input: [] | [unknown]): void {
+    if (this.state !== State.Created) return;
+    this.state = State.Started;
+    if (input.length > 0) this.setInput(input[0]);
+    if (this.listeners !== undefined) {
+      this.startTime = Date.now();
+      if (this.listeners.onStart !== undefined) callQuietly(this.listeners.onStart, this.info());
+    }
+    if (this.sink !== undefined) this.emit('start', input.length > 0 ? { input: input[0] } : {});
+  }
+
+  /** Emits one streamed chunk. */
+  chunk(chunk: unknown): void {
+    if (this.state === State.Created) this.start();
+    if (this.sink !== undefined) this.emit('stream', { chunk });
+  }
+
+  /** Emits the end event once. */
+  end(output: unknown): void {
+    if (this.state === State.Ended) return;
+    if (this.state === State.Created) this.start();
+    this.state = State.Ended;
+    if (this.sink !== undefined) this.emit('end', this.hasInput ? { output, input: this.input } : { output });
+    if (this.listeners?.onEnd !== undefined) callQuietly(this.listeners.onEnd, { ...this.info(), output, endTime: Date.now() });
+  }
+
+  /** Emits the error event once. */
+  fail(error: unknown): void {
+    if (this.state === State.Ended) return;
+    if (this.state === State.Created) this.start();
+    this.state = State.Ended;
+    if (this.sink !== undefined) {
+      const data = this.hasInput ? { error: errorMessage(error), input: this.input } : { error: errorMessage(error) };
+      this.emit('error', data);
+    }
+    if (this.listeners?.onError !== undefined) callQuietly(this.listeners.onError, { ...this.info(), error, endTime: Date.now() });
+  }
+
+  /** Emits a custom event under this run (`dispatchCustomEvent`). */
+  custom(name: string, data: unknown): void {
+    this.sink?.emit(this.event('on_custom_event', name, data as StreamEvent['data']));
+  }
+
+  private emit(phase: string, data: StreamEvent['data']): void {
+    (this.sink as EventSink).emit(this.event(`on_${this.runType}_${phase}`, this.name, data));
+  }
+
+  private event(event: string, name: string, data: StreamEvent['data']): StreamEvent {
+    return {
+      event,
+      name,
+      run_id: this.id,
+      parent_ids: this.parentIds,
+      tags: this.tags as string[],
+      metadata: publicMetadata(this.metadata),
+      data,
+    };
+  }
+
+  private info(): RunInfo {
+    return {
+      id: this.id,
+      name: this.name,
+      runType: this.runType,
+      tags: [...this.tags],
+      metadata: publicMetadata(this.metadata),
+      input: this.input,
+      startTime: this.startTime,
+    };
+  }
+}

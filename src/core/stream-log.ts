@@ -1,0 +1,133 @@
+/**
+ * `streamLog`: the run as a growing JSON document, sent as JSON Patch
+ * operations — LangServe's `/stream_log`. A view of the same events
+ * `streamEvents` yields: the root run fills `streamed_output` and
+ * `final_output`, every sub-run that passes the filters gets an entry under
+ * `/logs/{name}` (`name:2` for a repeated name).
+ */
+import type { Scope } from './config.js';
+import { eventFilter, runTypeOf, type EventFilters } from './events.js';
+import { concat } from './merge.js';
+import type { Runnable } from './runnable.js';
+import { timedEvents } from './stream-events.js';
+
+/** One JSON Patch operation. */
+export interface PatchOp {
+  op: 'add' | 'replace' | 'remove';
+  path: string;
+  value?: unknown;
+}
+
+/** One step of a run log: a batch of patch operations. */
+export interface RunLogPatch {
+  ops: PatchOp[];
+}
+
+function textOf(chunk: unknown): string | undefined {
+  if (typeof chunk === 'string') return chunk;
+  if (chunk !== null && typeof chunk === 'object') {
+    const content = (chunk as { content?: unknown; text?: unknown }).content ?? (chunk as { text?: unknown }).text;
+    if (typeof content === 'string') return content;
+  }
+  return undefined;
+}
+
+const escapeKey = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
+
+/** `Runnable.streamLog`. @internal */
+export async function* streamLog<I>(
+  runnable: Runnable<I, unknown>,
+  input: I,
+  scope: Scope,
+  filters?: EventFilters,
+): AsyncGenerator<RunLogPatch> {
+  const accept = eventFilter(filters);
+  const keys = new Map<string, string>();
+  const seen = new Map<string, number>();
+  let rootId: string | undefined;
+  let final: unknown;
+  let streamed = false;
+
+  for await (const [event, time] of timedEvents(runnable, input, scope)) {
+    const phase = event.event.slice(event.event.lastIndexOf('_') + 1);
+    // The first event is the root's start: its input is known, so it starts before anything inside it.
+    rootId ??= event.run_id;
+    if (event.run_id === rootId) {
+      if (phase === 'start') {
+        yield {
+          ops: [
+            {
+              op: 'replace',
+              path: '',
+              value: { id: event.run_id, streamed_output: [], final_output: null, logs: {}, name: event.name, type: runTypeOf(event) },
+            },
+          ],
+        };
+      } else if (phase === 'stream') {
+        final = streamed ? concat(final, event.data.chunk) : event.data.chunk;
+        streamed = true;
+        yield {
+          ops: [
+            { op: 'add', path: '/streamed_output/-', value: event.data.chunk },
+            { op: 'replace', path: '/final_output', value: final },
+          ],
+        };
+      } else if (phase === 'end' && !streamed) {
+        yield { ops: [{ op: 'replace', path: '/final_output', value: event.data.output ?? null }] };
+      }
+      continue;
+    }
+    if (event.event === 'on_custom_event') continue;
+    if (phase === 'start') {
+      if (accept !== undefined && !accept(event, runTypeOf(event))) continue;
+      const count = (seen.get(event.name) ?? 0) + 1;
+      seen.set(event.name, count);
+      const key = count === 1 ? event.name : `${event.name}:${count}`;
+      keys.set(event.run_id, key);
+      yield {
+        ops: [
+          {
+            op: 'add',
+            path: `/logs/${escapeKey(key)}`,
+            value: {
+              id: event.run_id,
+              name: event.name,
+              type: runTypeOf(event),
+              tags: event.tags,
+              metadata: event.metadata,
+              start_time: new Date(time).toISOString(),
+              streamed_output: [],
+              streamed_output_str: [],
+              final_output: null,
+              end_time: null,
+            },
+          },
+        ],
+      };
+      continue;
+    }
+    const key = keys.get(event.run_id);
+    if (key === undefined) continue;
+    const path = `/logs/${escapeKey(key)}`;
+    if (phase === 'stream') {
+      const ops = [{ op: 'add', path: `${path}/streamed_output/-`, value: event.data.chunk }] as RunLogPatch['ops'];
+      const text = textOf(event.data.chunk);
+      if (text !== undefined) ops.unshift({ op: 'add', path: `${path}/streamed_output_str/-`, value: text });
+      yield { ops };
+    } else if (phase === 'end') {
+      yield {
+        ops: [
+          { op: 'add', path: `${path}/final_output`, value: event.data.output ?? null },
+          { op: 'add', path: `${path}/end_time`, value: new Date(time).toISOString() },
+        ],
+      };
+    } else if (phase === 'error') {
+      yield {
+        ops: [
+          { op: 'add', path: `${path}/error`, value: event.data.error ?? null },
+          { op: 'add', path: `${path}/end_time`, value: new Date(time).toISOString() },
+        ],
+      };
+    }
+  }
+}

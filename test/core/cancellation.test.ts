@@ -1,0 +1,130 @@
+import { describe, expect, it } from 'vitest';
+import { generator, lambda, sequence, type StreamEvent } from '../../src/index.js';
+import { deferred, settleWithin, toArray } from '../helpers.js';
+
+const never = (): Promise<never> => new Promise<never>(() => {});
+
+describe('cancellation', () => {
+  it('stops a pending step that ignores the signal, with a stable code', async () => {
+    const controller = new AbortController();
+    const run = lambda(never).invoke(undefined, { signal: controller.signal });
+    controller.abort();
+    await expect(settleWithin(run, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED', statusCode: 499 });
+  });
+
+  it('times out with RUNNEL_ERR_TIMEOUT', async () => {
+    const run = lambda(never).invoke(undefined, { timeout: 20 });
+    await expect(settleWithin(run, 2000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_TIMEOUT' });
+  });
+
+  it('refuses to start when the signal has already fired', async () => {
+    let ran = false;
+    const step = lambda(() => {
+      ran = true;
+      return 1;
+    });
+    await expect(step.invoke(undefined, { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(ran).toBe(false);
+  });
+
+  it('hands the signal to whatever the step awaits', async () => {
+    const controller = new AbortController();
+    const sawAbort = deferred<unknown>();
+    const step = lambda(
+      (_: unknown, config) =>
+        new Promise((_, reject) => {
+          config.signal?.addEventListener('abort', () => {
+            sawAbort.resolve(config.signal?.reason);
+            reject(new Error('stopped'));
+          });
+        }),
+    );
+    const run = step.invoke(undefined, { signal: controller.signal });
+    controller.abort('user left');
+    await expect(run).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(await settleWithin(sawAbort.promise, 1000)).toBe('user left');
+  });
+
+  it('stops a batch queue: items not yet started never start', async () => {
+    const controller = new AbortController();
+    const started: number[] = [];
+    const step = lambda((i: number) => {
+      started.push(i);
+      return never();
+    });
+    const run = step.batch([0, 1, 2, 3], { maxConcurrency: 1, signal: controller.signal });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    controller.abort();
+    await expect(settleWithin(run, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(started).toEqual([0]);
+  });
+
+  it('stops all three steps of a streaming sequence at once, running generator cleanup', async () => {
+    const controller = new AbortController();
+    const cleaned: string[] = [];
+    const stage = (name: string) =>
+      generator(async function* (chunks: AsyncIterable<string>, config) {
+        try {
+          for await (const chunk of chunks) yield `${chunk}>${name}`;
+        } finally {
+          cleaned.push(name);
+          void config;
+        }
+      });
+    const source = generator(async function* (_: AsyncIterable<unknown>, config) {
+      try {
+        yield 'a';
+        // Waits until the run is aborted, as a cooperative producer would.
+        await new Promise<void>((resolve) => config.signal?.addEventListener('abort', () => resolve()));
+        yield 'never';
+      } finally {
+        cleaned.push('source');
+      }
+    });
+    const events: StreamEvent[] = [];
+    const stream = sequence(source, stage('one'), stage('two')).stream(undefined, {
+      signal: controller.signal,
+      callbacks: [(event) => void events.push(event)],
+    });
+    expect((await stream.next()).value).toBe('a>one>two');
+    const next = stream.next();
+    controller.abort();
+    await expect(settleWithin(next, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(cleaned.sort()).toEqual(['one', 'source', 'two']);
+    const errors = events.filter((e) => e.event === 'on_chain_error');
+    // The sequence and its three steps each end with an error event.
+    expect(errors).toHaveLength(4);
+    expect(errors.every((e) => e.data.error?.startsWith('RUNNEL_ERR_ABORTED'))).toBe(true);
+  });
+
+  it('ends an aborted run with its error event', async () => {
+    const controller = new AbortController();
+    const events: StreamEvent[] = [];
+    const run = lambda(never, { name: 'stuck' }).invoke(undefined, {
+      signal: controller.signal,
+      callbacks: [(event) => void events.push(event)],
+    });
+    controller.abort();
+    await expect(run).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(events.map((e) => e.event)).toEqual(['on_chain_start', 'on_chain_error']);
+  });
+
+  it('aborts a streamEvents run and a generator that never yields', async () => {
+    const controller = new AbortController();
+    const cleaned = deferred();
+    const stuck = generator(async function* (_: AsyncIterable<unknown>, config) {
+      try {
+        await new Promise<void>((resolve) => config.signal?.addEventListener('abort', () => resolve()));
+        yield 'never';
+      } finally {
+        cleaned.resolve();
+      }
+    });
+    const consume = toArray(stuck.streamEvents(undefined, { signal: controller.signal }));
+    setTimeout(() => controller.abort(), 5);
+    await expect(settleWithin(consume, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    await settleWithin(cleaned.promise, 1000);
+  });
+});

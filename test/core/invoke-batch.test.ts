@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { lambda, sequence, RunnelError, type RunnableConfig } from '../../src/index.js';
+import { deferred } from '../helpers.js';
+
+describe('invoke', () => {
+  it('runs a sequence of functions in order', async () => {
+    const chain = sequence(
+      (x: number) => x + 1,
+      async (x: number) => x * 2,
+      (x: number) => `v${x}`,
+    );
+    expect(await chain.invoke(1)).toBe('v4');
+  });
+
+  it('rejects (never throws synchronously) when a step throws', async () => {
+    const chain = lambda(() => {
+      throw new Error('boom');
+    });
+    const result = chain.invoke(1);
+    await expect(result).rejects.toThrow('boom');
+  });
+});
+
+describe('batch', () => {
+  it('returns outputs in input order even when later inputs finish first', async () => {
+    const slowFirst = lambda(async (x: number) => {
+      await new Promise((resolve) => setTimeout(resolve, x === 0 ? 30 : 1));
+      return x * 10;
+    });
+    expect(await slowFirst.batch([0, 1, 2, 3])).toEqual([0, 10, 20, 30]);
+  });
+
+  it('keeps at most maxConcurrency calls in flight', async () => {
+    let inFlight = 0;
+    let peak = 0;
+    const gates = Array.from({ length: 6 }, () => deferred());
+    const step = lambda(async (i: number) => {
+      inFlight += 1;
+      peak = Math.max(peak, inFlight);
+      await gates[i]?.promise;
+      inFlight -= 1;
+      return i;
+    });
+    const done = step.batch([0, 1, 2, 3, 4, 5], { maxConcurrency: 2 });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(inFlight).toBe(2);
+    gates.forEach((gate) => gate.resolve());
+    expect(await done).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(peak).toBe(2);
+  });
+
+  it('rejects with the first error, or returns errors in place with returnExceptions', async () => {
+    const step = lambda((x: number) => {
+      if (x === 2) throw new Error('two');
+      return x;
+    });
+    await expect(step.batch([1, 2, 3])).rejects.toThrow('two');
+    const results = await step.batch([1, 2, 3], undefined, { returnExceptions: true });
+    expect(results[0]).toBe(1);
+    expect(results[1]).toBeInstanceOf(Error);
+    expect((results[1] as Error).message).toBe('two');
+    expect(results[2]).toBe(3);
+  });
+
+  it('takes one config per input, and refuses a count that does not match', async () => {
+    const seen: string[][] = [];
+    const step = lambda((x: number, config: RunnableConfig) => {
+      seen[x] = config.tags ?? [];
+      return x;
+    });
+    await step.batch([0, 1], [{ tags: ['a'] }, { tags: ['b'] }]);
+    expect(seen).toEqual([['a'], ['b']]);
+    const mismatch = step.batch([0, 1], [{ tags: ['a'] }]);
+    await expect(mismatch).rejects.toBeInstanceOf(RunnelError);
+    await expect(mismatch).rejects.toMatchObject({ code: 'RUNNEL_ERR_INVALID_ARGUMENT' });
+  });
+
+  it('answers an empty batch with an empty array', async () => {
+    expect(await lambda((x: number) => x).batch([])).toEqual([]);
+  });
+});
