@@ -5,7 +5,7 @@
  * runnable runs in.
  */
 import type { ZodType } from 'zod';
-import { bindScope, type RunnableConfig, type Scope } from './config.js';
+import { bindScope, scopeWith, type RunnableConfig, type Scope } from './config.js';
 import type { RunListeners, RunType } from './events.js';
 import type { Graph, GraphSpan } from './graph.js';
 import { Runnable, type Known } from './runnable.js';
@@ -41,7 +41,7 @@ export class RunnableBinding<I, O> extends Runnable<I, O> {
     const { config, kwargs, listeners } = this.binding;
     let next = config === undefined ? scope : bindScope(scope, config);
     if (kwargs !== undefined || listeners !== undefined) {
-      next = { ...next, options: { ...kwargs, ...next.options }, listeners: listeners ?? next.listeners };
+      next = scopeWith(next, { options: { ...kwargs, ...next.options }, listeners: listeners ?? next.listeners });
     }
     return next;
   }

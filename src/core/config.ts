@@ -56,15 +56,58 @@ export interface Scope {
   /** The run whose children receive this scope. */
   readonly parent: Run | undefined;
   /** For the next run only: its name, id, extra tags, call options, listeners. */
-  readonly runName?: string | undefined;
-  readonly runId?: string | undefined;
-  readonly localTags?: readonly string[] | undefined;
-  readonly options?: Readonly<Record<string, unknown>> | undefined;
-  readonly listeners?: RunListeners | undefined;
+  readonly runName: string | undefined;
+  readonly runId: string | undefined;
+  readonly localTags: readonly string[] | undefined;
+  readonly options: Readonly<Record<string, unknown>> | undefined;
+  readonly listeners: RunListeners | undefined;
+}
+
+/**
+ * Makes a scope from `base` with some fields changed. Every scope is made
+ * here, with every key in the same order, so they all share one hidden class
+ * and the hot paths that read them stay monomorphic.
+ * @internal
+ */
+export function scopeWith(base: Scope, changes: Partial<Scope>): Scope {
+  return {
+    tags: 'tags' in changes ? (changes.tags as readonly string[]) : base.tags,
+    metadata: 'metadata' in changes ? (changes.metadata as Scope['metadata']) : base.metadata,
+    configurable: 'configurable' in changes ? (changes.configurable as Scope['configurable']) : base.configurable,
+    signal: 'signal' in changes ? changes.signal : base.signal,
+    recursionLimit: 'recursionLimit' in changes ? (changes.recursionLimit as number) : base.recursionLimit,
+    maxConcurrency: 'maxConcurrency' in changes ? changes.maxConcurrency : base.maxConcurrency,
+    sink: 'sink' in changes ? changes.sink : base.sink,
+    parent: 'parent' in changes ? changes.parent : base.parent,
+    runName: 'runName' in changes ? changes.runName : base.runName,
+    runId: 'runId' in changes ? changes.runId : base.runId,
+    localTags: 'localTags' in changes ? changes.localTags : base.localTags,
+    options: 'options' in changes ? changes.options : base.options,
+    listeners: 'listeners' in changes ? changes.listeners : base.listeners,
+  };
+}
+
+/** The scope a run hands its children: inherited values, no one-shot values. @internal */
+export function childScope(base: Scope, parent: Run, localTags: readonly string[] | undefined): Scope {
+  return {
+    tags: base.tags,
+    metadata: base.metadata,
+    configurable: base.configurable,
+    signal: base.signal,
+    recursionLimit: base.recursionLimit,
+    maxConcurrency: base.maxConcurrency,
+    sink: base.sink,
+    parent,
+    runName: undefined,
+    runId: undefined,
+    localTags,
+    options: undefined,
+    listeners: undefined,
+  };
 }
 
 /** The scope of a top-level call with no config. */
-export const ROOT_SCOPE: Scope = Object.freeze({
+export const ROOT_SCOPE: Scope = {
   tags: [],
   metadata: {},
   configurable: {},
@@ -73,7 +116,12 @@ export const ROOT_SCOPE: Scope = Object.freeze({
   maxConcurrency: undefined,
   sink: undefined,
   parent: undefined,
-});
+  runName: undefined,
+  runId: undefined,
+  localTags: undefined,
+  options: undefined,
+  listeners: undefined,
+};
 
 /** Where a lambda's scope lives while its user function runs. @internal */
 export const scopeStorage = new AsyncLocalStorage<Scope>();
@@ -150,18 +198,20 @@ export function resolveScope(config: RunnableConfig | undefined, inherited?: Sco
   // A config handed to user code already carries its scope's callbacks: only new ones are added.
   const added = config.callbacks?.filter((callback) => !(base.sink?.hasCallback(callback) ?? false)) ?? [];
   const sink = added.length === 0 ? base.sink : EventSink.extend(base.sink, { callbacks: added });
-  return {
-    tags: mergeTags(base.tags, config.tags),
+  return scopeWith(base, {
+    tags: config.tags === undefined ? base.tags : mergeTags(base.tags, config.tags),
     metadata: config.metadata === undefined ? base.metadata : { ...base.metadata, ...config.metadata },
     configurable: config.configurable === undefined ? base.configurable : { ...base.configurable, ...config.configurable },
     signal: signalFor(base.signal, config),
     recursionLimit: config.recursionLimit ?? base.recursionLimit,
     maxConcurrency: config.maxConcurrency ?? base.maxConcurrency,
     sink,
-    parent: base.parent,
     runName: config.runName,
     runId: config.runId,
-  };
+    localTags: undefined,
+    options: undefined,
+    listeners: undefined,
+  });
 }
 
 /**
@@ -172,9 +222,8 @@ export function resolveScope(config: RunnableConfig | undefined, inherited?: Sco
  */
 export function bindScope(scope: Scope, bound: RunnableConfig): Scope {
   const added = bound.callbacks?.filter((callback) => !(scope.sink?.hasCallback(callback) ?? false)) ?? [];
-  return {
-    ...scope,
-    tags: mergeTags(scope.tags, bound.tags),
+  return scopeWith(scope, {
+    tags: bound.tags === undefined ? scope.tags : mergeTags(scope.tags, bound.tags),
     metadata: bound.metadata === undefined ? scope.metadata : { ...bound.metadata, ...scope.metadata },
     configurable: bound.configurable === undefined ? scope.configurable : { ...bound.configurable, ...scope.configurable },
     signal: signalFor(scope.signal, bound),
@@ -184,7 +233,7 @@ export function bindScope(scope: Scope, bound: RunnableConfig): Scope {
     sink: added.length === 0 ? scope.sink : EventSink.extend(scope.sink, { callbacks: added }),
     runName: scope.runName ?? bound.runName,
     runId: scope.runId ?? bound.runId,
-  };
+  });
 }
 
 /** A scope with one-shot values for the next run (a step's tag, a binding's options). @internal */
@@ -192,25 +241,45 @@ export function withOneShot(
   scope: Scope,
   extra: { localTags?: readonly string[]; options?: Record<string, unknown>; listeners?: RunListeners },
 ): Scope {
-  const next: Record<string, unknown> = { ...scope };
-  if (extra.localTags !== undefined) next.localTags = [...(scope.localTags ?? []), ...extra.localTags];
-  if (extra.options !== undefined) next.options = { ...scope.options, ...extra.options };
-  if (extra.listeners !== undefined) next.listeners = extra.listeners;
-  return next as unknown as Scope;
+  return scopeWith(scope, {
+    localTags: extra.localTags === undefined ? scope.localTags : [...(scope.localTags ?? []), ...extra.localTags],
+    options: extra.options === undefined ? scope.options : { ...scope.options, ...extra.options },
+    listeners: extra.listeners ?? scope.listeners,
+  });
+}
+
+/**
+ * The config handed to user functions: the scope's values (shared, not
+ * copied: treat them as read-only), and a link back to the scope so that a
+ * runnable called with this config joins the run as its child.
+ * @internal
+ */
+class ScopedConfig implements RunnableConfig {
+  readonly tags: string[];
+  readonly metadata: Record<string, unknown>;
+  readonly configurable: Record<string, unknown>;
+  readonly recursionLimit: number;
+  readonly signal: AbortSignal | undefined;
+  readonly maxConcurrency: number | undefined;
+  readonly [SCOPE]: Scope;
+
+  constructor(scope: Scope) {
+    this.tags = scope.tags as string[];
+    this.metadata = scope.metadata as Record<string, unknown>;
+    this.configurable = scope.configurable as Record<string, unknown>;
+    this.recursionLimit = scope.recursionLimit;
+    this.signal = scope.signal;
+    this.maxConcurrency = scope.maxConcurrency;
+    this[SCOPE] = scope;
+  }
+
+  get callbacks(): EventCallback[] | undefined {
+    const callbacks = this[SCOPE].sink?.callbacks;
+    return callbacks === undefined || callbacks.length === 0 ? undefined : [...callbacks];
+  }
 }
 
 /** The public config a scope corresponds to, as handed to user functions. @internal */
 export function configOf(scope: Scope): RunnableConfig {
-  const config: RunnableConfig & { [SCOPE]?: Scope } = {
-    tags: [...scope.tags],
-    metadata: { ...scope.metadata },
-    configurable: { ...scope.configurable },
-    recursionLimit: scope.recursionLimit,
-  };
-  const callbacks = scope.sink?.callbacks;
-  if (callbacks !== undefined && callbacks.length > 0) config.callbacks = [...callbacks];
-  if (scope.signal !== undefined) config.signal = scope.signal;
-  if (scope.maxConcurrency !== undefined) config.maxConcurrency = scope.maxConcurrency;
-  Object.defineProperty(config, SCOPE, { value: scope, enumerable: false });
-  return config;
+  return new ScopedConfig(scope);
 }

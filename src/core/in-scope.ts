@@ -3,7 +3,7 @@
  * handing on the config still inherit it (tags, metadata, configurable,
  * signal) and appear as children of the run.
  */
-import { configOf, scopeStorage, type Scope } from './config.js';
+import { configOf, scopeStorage, scopeWith, type Scope } from './config.js';
 import { RunnelError } from './errors.js';
 import { isRunnable, type Runnable } from './runnable.js';
 
@@ -52,5 +52,5 @@ export function recurse(scope: Scope, returned: Runnable<never, unknown>): Scope
       `Recursion limit reached: ${returned.name} was returned by nested lambdas more than recursionLimit times`,
     );
   }
-  return { ...scope, recursionLimit: scope.recursionLimit - 1 };
+  return scopeWith(scope, { recursionLimit: scope.recursionLimit - 1 });
 }

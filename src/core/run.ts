@@ -6,10 +6,11 @@
  * the functions it composes.
  */
 import { randomUUID } from 'node:crypto';
-import type { Scope } from './config.js';
+import { childScope, type Scope } from './config.js';
 import { callQuietly, type EventSink, type RunInfo, type RunListeners, type RunType, type StreamEvent } from './events.js';
 
 const State = { Created: 0, Started: 1, Ended: 2 } as const;
+const EMPTY: Readonly<Record<string, unknown>> = Object.freeze({});
 
 function publicMetadata(metadata: Readonly<Record<string, unknown>>): Record<string, unknown> {
   let hasInternal = false;
@@ -37,32 +38,17 @@ function errorMessage(error: unknown): string {
 export class Run {
   readonly name: string;
   readonly runType: RunType;
-  readonly parent: Run | undefined;
-  readonly sink: EventSink | undefined;
-  readonly tags: readonly string[];
-  readonly metadata: Readonly<Record<string, unknown>>;
-  /** Call options bound to this run (`bind`), for components such as models. */
-  readonly options: Readonly<Record<string, unknown>>;
-  readonly signal: AbortSignal | undefined;
-  private readonly listeners: RunListeners | undefined;
   private readonly inherited: Scope;
   private _id: string | undefined;
   private _scope: Scope | undefined;
   private state: number = State.Created;
-  private input: unknown;
+  private input: unknown = undefined;
   private hasInput = false;
   private startTime = 0;
 
   constructor(name: string, runType: RunType, scope: Scope) {
     this.name = scope.runName ?? name;
     this.runType = runType;
-    this.parent = scope.parent;
-    this.sink = scope.sink;
-    this.tags = scope.localTags === undefined ? scope.tags : [...scope.tags, ...scope.localTags];
-    this.metadata = scope.metadata;
-    this.options = scope.options ?? {};
-    this.signal = scope.signal;
-    this.listeners = scope.listeners;
     this.inherited = scope;
     this._id = scope.runId;
   }
@@ -70,6 +56,37 @@ export class Run {
   /** This run's id (a UUID, made on first use unless the config gave one). */
   get id(): string {
     return (this._id ??= randomUUID());
+  }
+
+  get parent(): Run | undefined {
+    return this.inherited.parent;
+  }
+
+  get sink(): EventSink | undefined {
+    return this.inherited.sink;
+  }
+
+  get signal(): AbortSignal | undefined {
+    return this.inherited.signal;
+  }
+
+  /** Call options bound to this run (`bind`), for components such as models. */
+  get options(): Readonly<Record<string, unknown>> {
+    return this.inherited.options ?? EMPTY;
+  }
+
+  get metadata(): Readonly<Record<string, unknown>> {
+    return this.inherited.metadata;
+  }
+
+  /** The inherited tags and this run's own. */
+  get tags(): readonly string[] {
+    const { tags, localTags } = this.inherited;
+    return localTags === undefined ? tags : [...tags, ...localTags];
+  }
+
+  private get listeners(): RunListeners | undefined {
+    return this.inherited.listeners;
   }
 
   /** Ids of the enclosing runs, outermost first. */
@@ -81,30 +98,17 @@ export class Run {
 
   /** True when events or listeners observe this run. */
   get observed(): boolean {
-    return this.sink !== undefined || this.listeners !== undefined;
+    return this.inherited.sink !== undefined || this.inherited.listeners !== undefined;
   }
 
   /** The scope this run hands its children. */
   get scope(): Scope {
-    if (this._scope === undefined) {
-      const base = this.inherited;
-      this._scope = {
-        tags: base.tags,
-        metadata: base.metadata,
-        configurable: base.configurable,
-        signal: base.signal,
-        recursionLimit: base.recursionLimit,
-        maxConcurrency: base.maxConcurrency,
-        sink: base.sink,
-        parent: this,
-      };
-    }
-    return this._scope;
+    return (this._scope ??= childScope(this.inherited, this, undefined));
   }
 
   /** The scope for one child, with extra tags of its own (`seq:step:2`). */
   child(localTags: readonly string[]): Scope {
-    return { ...this.scope, localTags };
+    return childScope(this.inherited, this, localTags);
   }
 
   get started(): boolean {

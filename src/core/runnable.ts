@@ -173,11 +173,11 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
         if (known !== undefined) run.start(known.value);
         source = this._transform(known === undefined && observed ? tapInput(inputs, run) : inputs, run, known);
       } else {
-        const input = known !== undefined ? known.value : ((await collect(abortable(inputs, signal))) as I);
+        const input = known !== undefined ? known.value : ((await collect(signal === undefined ? inputs : abortable(inputs, signal))) as I);
         run.start(input);
         source = this._stream(input, run);
       }
-      for await (const chunk of abortable(source, signal)) {
+      for await (const chunk of signal === undefined ? source : abortable(source, signal)) {
         if (observed) {
           run.chunk(chunk);
           output = hasOutput ? concat(output as O, chunk) : chunk;

@@ -5,7 +5,7 @@
  * (events that runs emit while one output chunk is pending are queued).
  */
 import { once } from './async.js';
-import type { Scope } from './config.js';
+import { scopeWith, type Scope } from './config.js';
 import { eventFilter, EventSink, runTypeOf, type EventFilters, type StreamEvent } from './events.js';
 import type { Runnable } from './runnable.js';
 
@@ -34,7 +34,7 @@ export async function* timedEvents<I>(
       resume();
     }
   };
-  const scope: Scope = { ...base, sink: EventSink.extend(base.sink, { channel }) };
+  const scope = scopeWith(base, { sink: EventSink.extend(base.sink, { channel }) });
   const source = runnable._streamIn(once(input), scope, { value: input });
   let pending: Promise<void> | undefined;
   let done = false;
