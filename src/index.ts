@@ -3,3 +3,11 @@
  * here only.
  */
 export * from './core/index.js';
+export * from './messages/index.js';
+export * from './prompts/index.js';
+export * from './parsers/index.js';
+export * from './models/index.js';
+export * from './embeddings/index.js';
+export * from './documents/index.js';
+export * from './vectorstores/index.js';
+export * from './tools/index.js';

@@ -197,3 +197,44 @@ export async function mapConcurrently<T, R>(
   await raceAbort(Promise.all(Array.from({ length: workers }, work)), signal);
   return results;
 }
+
+/**
+ * Iterates `source`, but fails with `onIdle()` when no item arrives for `ms`
+ * milliseconds (the source is returned without waiting). Provider SDKs time
+ * out only the wait for response headers; this covers a stream that stalls.
+ */
+export async function* withIdleTimeout<T>(source: AsyncIterable<T>, ms: number, onIdle: () => Error): AsyncGenerator<T> {
+  if (!(ms > 0) || !Number.isFinite(ms)) {
+    yield* source;
+    return;
+  }
+  const iterator = source[Symbol.asyncIterator]();
+  let finished = false;
+  let timedOut = false;
+  try {
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const idle = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          timedOut = true;
+          reject(onIdle());
+        }, ms);
+      });
+      try {
+        const result = await Promise.race([iterator.next(), idle]);
+        if (result.done === true) {
+          finished = true;
+          return;
+        }
+        yield result.value;
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+  } finally {
+    if (!finished) {
+      if (timedOut) iterator.return?.()?.catch(noop);
+      else await iterator.return?.();
+    }
+  }
+}

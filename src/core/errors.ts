@@ -35,6 +35,36 @@ export const errorCodes = {
     retryable: false,
     description: 'A runnable was built or called with arguments it cannot use (a programming error in the chain).',
   },
+  RUNNEL_ERR_OUTPUT_PARSE: {
+    status: 502,
+    retryable: true,
+    description: "The model's output could not be parsed into the expected shape; `detail` carries the raw text and the problems.",
+  },
+  RUNNEL_ERR_PROVIDER_RATE_LIMITED: {
+    status: 429,
+    retryable: true,
+    description: 'The model provider rate-limited the request, and retries within `maxRetries` did not get through.',
+  },
+  RUNNEL_ERR_PROVIDER_TIMEOUT: {
+    status: 504,
+    retryable: true,
+    description: 'The model provider did not answer in time, or its stream stalled longer than the idle timeout.',
+  },
+  RUNNEL_ERR_PROVIDER_UNAVAILABLE: {
+    status: 502,
+    retryable: true,
+    description: 'The model provider failed (a 5xx answer or a broken connection), also after retries.',
+  },
+  RUNNEL_ERR_PROVIDER_REJECTED: {
+    status: 502,
+    retryable: false,
+    description: 'The model provider refused the request (bad credentials, unknown model, a request it cannot serve).',
+  },
+  RUNNEL_ERR_AGENT_MAX_ITERATIONS: {
+    status: 500,
+    retryable: false,
+    description: 'A tool-calling agent reached `maxIterations` without a final answer.',
+  },
   RUNNEL_ERR_INTERNAL: {
     status: 500,
     retryable: false,

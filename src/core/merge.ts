@@ -10,6 +10,22 @@ export interface Mergeable<T = unknown> {
   concat(other: T): T;
 }
 
+const REPLACES = Symbol.for('runnel.replaces');
+
+/**
+ * Marks an object chunk as a snapshot: it replaces everything streamed before
+ * it instead of adding to it (a JSON parser's ever more complete object).
+ * The mark is invisible in JSON.
+ */
+export function asSnapshot<T extends object>(value: T): T {
+  Object.defineProperty(value, REPLACES, { value: true, enumerable: false });
+  return value;
+}
+
+function isSnapshot(value: unknown): boolean {
+  return value !== null && typeof value === 'object' && (value as { [REPLACES]?: boolean })[REPLACES] === true;
+}
+
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (value === null || typeof value !== 'object') return false;
   const proto: unknown = Object.getPrototypeOf(value);
@@ -29,7 +45,8 @@ function hasConcat(value: unknown): value is Mergeable {
  * Adds chunk `b` to the accumulated value `a`: strings concatenate, arrays
  * concatenate, plain objects merge key-wise (recursively for values that are
  * themselves mergeable), objects with a `concat` method merge themselves.
- * Anything else cannot be added, and the later value wins.
+ * A snapshot (see {@link asSnapshot}) replaces what came before. Anything
+ * else cannot be added, and the later value wins.
  *
  * @example
  * concat({ a: 'Hel', n: 1 }, { a: 'lo', b: [1] }) // { a: 'Hello', n: 1, b: [1] }
@@ -37,6 +54,7 @@ function hasConcat(value: unknown): value is Mergeable {
 export function concat<T>(a: T, b: T): T {
   if (a === undefined || a === null) return b;
   if (b === undefined || b === null) return a;
+  if (isSnapshot(b)) return b;
   if (typeof a === 'string' && typeof b === 'string') return (a + b) as T;
   if (Array.isArray(a) && Array.isArray(b)) return [...a, ...b] as T;
   if (hasConcat(a)) return a.concat(b) as T;

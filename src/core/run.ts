@@ -136,7 +136,8 @@ export class Run {
   /** Emits one streamed chunk. */
   chunk(chunk: unknown): void {
     if (this.state === State.Created) this.start();
-    if (this.sink !== undefined) this.emit('stream', { chunk });
+    // A prompt's output is one value, not a stream: it reports start and end only.
+    if (this.sink !== undefined && this.runType !== 'prompt') this.emit('stream', { chunk });
   }
 
   /** Emits the end event once. */

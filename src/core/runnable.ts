@@ -129,6 +129,11 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
   /** A stream of input chunks to a stream of output chunks, for runnables that start before their input has ended. */
   protected _transform?(inputs: AsyncIterable<I>, run: Run, known?: Known<I>): AsyncIterable<O>;
 
+  /** The input as this runnable's start event shows it (chat models show `{messages: [[...]]}`). */
+  protected _eventInput(input: I): unknown {
+    return input;
+  }
+
   /** Runs this runnable within a scope. @internal */
   _invokeIn(input: I, scope: Scope): Promise<O> {
     const run = new Run(this.name, this.runType, scope);
@@ -146,7 +151,7 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
   }
 
   private async observedCall(input: I, run: Run, signal: AbortSignal | undefined): Promise<O> {
-    run.start(input);
+    run.start(this._eventInput(input));
     try {
       if (signal?.aborted === true) throw abortError(signal);
       const output = await raceAbort(this._call(input, run), signal);
@@ -170,11 +175,11 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
       if (signal?.aborted === true) throw abortError(signal);
       let source: AsyncIterable<O>;
       if (this._transform !== undefined) {
-        if (known !== undefined) run.start(known.value);
+        if (known !== undefined) run.start(this._eventInput(known.value));
         source = this._transform(known === undefined && observed ? tapInput(inputs, run) : inputs, run, known);
       } else {
         const input = known !== undefined ? known.value : ((await collect(signal === undefined ? inputs : abortable(inputs, signal))) as I);
-        run.start(input);
+        run.start(this._eventInput(input));
         source = this._stream(input, run);
       }
       for await (const chunk of signal === undefined ? source : abortable(source, signal)) {

@@ -1,0 +1,102 @@
+/**
+ * Document loaders: a text file, a Markdown file, a JSON Lines file, or a
+ * directory of them matched by a glob. Each document records its `source`.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import { extname, join, relative, sep } from 'node:path';
+import { RunnelError } from '../core/index.js';
+import { Document } from './document.js';
+
+/** Loads a UTF-8 text file as one document. */
+export async function loadText(path: string, metadata: Record<string, unknown> = {}): Promise<Document[]> {
+  const text = await readFile(path, 'utf8');
+  return [new Document({ pageContent: text, metadata: { source: path, ...metadata } })];
+}
+
+/** Loads a Markdown file as one document, with its first heading as `title`. */
+export async function loadMarkdown(path: string, metadata: Record<string, unknown> = {}): Promise<Document[]> {
+  const text = await readFile(path, 'utf8');
+  const title = /^#\s+(.+)$/m.exec(text)?.[1]?.trim();
+  return [new Document({ pageContent: text, metadata: { source: path, ...(title === undefined ? {} : { title }), ...metadata } })];
+}
+
+/**
+ * Loads a JSON Lines file: one document per line, its text from
+ * `contentKey` (default `text`), the line's other keys as metadata. A bad
+ * line is an error naming the line.
+ */
+export async function loadJsonLines(path: string, options: { contentKey?: string } = {}): Promise<Document[]> {
+  const contentKey = options.contentKey ?? 'text';
+  const lines = (await readFile(path, 'utf8')).split(/\r?\n/);
+  const docs: Document[] = [];
+  lines.forEach((line, index) => {
+    if (line.trim() === '') return;
+    let record: unknown;
+    try {
+      record = JSON.parse(line);
+    } catch (error) {
+      throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${path}:${index + 1} is not JSON`, { cause: error });
+    }
+    if (record === null || typeof record !== 'object' || Array.isArray(record) || typeof (record as Record<string, unknown>)[contentKey] !== 'string') {
+      throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${path}:${index + 1} has no string field '${contentKey}'`);
+    }
+    const { [contentKey]: content, id, ...rest } = record as Record<string, unknown>;
+    docs.push(new Document({ pageContent: content as string, id: typeof id === 'string' ? id : undefined, metadata: { source: path, line: index + 1, ...rest } }));
+  });
+  return docs;
+}
+
+/** A glob (`**` any folders, `*` any name part, `?` one character, `{a,b}` either) as a regular expression over `/`-separated paths. */
+export function globToRegExp(glob: string): RegExp {
+  let out = '';
+  for (let i = 0; i < glob.length; i++) {
+    const ch = glob[i] as string;
+    if (ch === '*' && glob[i + 1] === '*') {
+      out += glob[i + 2] === '/' ? '(?:.*/)?' : '.*';
+      i += glob[i + 2] === '/' ? 2 : 1;
+    } else if (ch === '*') out += '[^/]*';
+    else if (ch === '?') out += '[^/]';
+    else if (ch === '{') {
+      const end = glob.indexOf('}', i);
+      if (end === -1) out += '\\{';
+      else {
+        out += `(?:${glob.slice(i + 1, end).split(',').map((part) => part.replace(/[.+^$()|[\]\\]/g, '\\$&')).join('|')})`;
+        i = end;
+      }
+    } else out += ch.replace(/[.+^$()|[\]\\{}]/g, '\\$&');
+  }
+  return new RegExp(`^${out}$`);
+}
+
+async function walk(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const files: string[] = [];
+  for (const entry of entries) {
+    if (entry.name === 'node_modules' || entry.name.startsWith('.')) continue;
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) files.push(...(await walk(path)));
+    else if (entry.isFile()) files.push(path);
+  }
+  return files;
+}
+
+/**
+ * Loads every file under `dir` matching `glob` (default `**\/*.{md,txt}`):
+ * Markdown with `loadMarkdown`, `.jsonl` with `loadJsonLines`, others as text.
+ * Hidden files and `node_modules` are skipped; files come in path order.
+ *
+ * @example
+ * await loadDirectory('docs', { glob: '**\/*.md' });
+ */
+export async function loadDirectory(dir: string, options: { glob?: string } = {}): Promise<Document[]> {
+  const pattern = globToRegExp(options.glob ?? '**/*.{md,txt}');
+  const files = (await walk(dir)).filter((file) => pattern.test(relative(dir, file).split(sep).join('/'))).sort();
+  const docs: Document[] = [];
+  for (const file of files) {
+    const ext = extname(file).toLowerCase();
+    if (ext === '.md' || ext === '.markdown') docs.push(...(await loadMarkdown(file)));
+    else if (ext === '.jsonl') docs.push(...(await loadJsonLines(file)));
+    else docs.push(...(await loadText(file)));
+  }
+  return docs;
+}

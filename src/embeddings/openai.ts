@@ -1,0 +1,69 @@
+/** `OpenAIEmbeddings`: the OpenAI (or compatible) embeddings endpoint, in batched requests. */
+import OpenAI from 'openai';
+import { RunnelError } from '../core/index.js';
+import type { Embeddings } from './embeddings.js';
+
+/** Options of {@link OpenAIEmbeddings}. */
+export interface OpenAIEmbeddingsOptions {
+  model?: string;
+  /** Vector length; sent to models that can shorten their vectors. */
+  dimensions?: number;
+  /** Texts per request (default 512). */
+  batchSize?: number;
+  apiKey?: string;
+  baseURL?: string;
+  maxRetries?: number;
+  timeout?: number;
+}
+
+/**
+ * Embeddings from OpenAI's `/embeddings`, `batchSize` texts per request.
+ *
+ * @example
+ * new OpenAIEmbeddings({ model: 'text-embedding-3-small', dimensions: 384 });
+ */
+export class OpenAIEmbeddings implements Embeddings {
+  readonly dimensions: number;
+  readonly model: string;
+  private readonly batchSize: number;
+  private readonly options: OpenAIEmbeddingsOptions;
+  private client: OpenAI | undefined;
+
+  constructor(options: OpenAIEmbeddingsOptions = {}) {
+    this.options = options;
+    this.model = options.model ?? 'text-embedding-3-small';
+    this.dimensions = options.dimensions ?? 1536;
+    this.batchSize = Math.max(1, options.batchSize ?? 512);
+  }
+
+  private getClient(): OpenAI {
+    if (this.client !== undefined) return this.client;
+    const apiKey = this.options.apiKey ?? process.env.OPENAI_API_KEY;
+    if (apiKey === undefined || apiKey === '') throw new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', 'OpenAIEmbeddings has no API key: set OPENAI_API_KEY or pass apiKey');
+    this.client = new OpenAI({
+      apiKey,
+      baseURL: this.options.baseURL ?? process.env.OPENAI_BASE_URL ?? undefined,
+      maxRetries: this.options.maxRetries ?? 2,
+      ...(this.options.timeout === undefined ? {} : { timeout: this.options.timeout }),
+    });
+    return this.client;
+  }
+
+  async embedDocuments(texts: string[], options: { signal?: AbortSignal } = {}): Promise<number[][]> {
+    const out: number[][] = [];
+    for (let start = 0; start < texts.length; start += this.batchSize) {
+      const batch = texts.slice(start, start + this.batchSize);
+      const response = await this.getClient().embeddings.create(
+        { model: this.model, input: batch, ...(this.options.dimensions === undefined ? {} : { dimensions: this.options.dimensions }) },
+        options.signal === undefined ? {} : { signal: options.signal },
+      );
+      const ordered = [...response.data].sort((a, b) => a.index - b.index);
+      out.push(...ordered.map((item) => item.embedding));
+    }
+    return out;
+  }
+
+  async embedQuery(text: string, options: { signal?: AbortSignal } = {}): Promise<number[]> {
+    return (await this.embedDocuments([text], options))[0] as number[];
+  }
+}

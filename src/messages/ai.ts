@@ -1,0 +1,156 @@
+/**
+ * The model's messages: `AIMessage` (a whole answer) and `AIMessageChunk` (a
+ * piece of one as it streams). Chunks add up with `concat`: content
+ * concatenates, tool-call chunks merge by index and are parsed into tool
+ * calls (or invalid tool calls when their arguments are not JSON), usage adds
+ * up.
+ */
+import { BaseMessage } from './base.js';
+import { parsePartialJson } from './partial-json.js';
+import type { InvalidToolCall, MessageContent, MessageFields, ToolCall, ToolCallChunk, UsageMetadata } from './types.js';
+
+/** Fields of an {@link AIMessage}. */
+export interface AIMessageFields extends MessageFields {
+  tool_calls?: ToolCall[] | undefined;
+  invalid_tool_calls?: InvalidToolCall[] | undefined;
+  usage_metadata?: UsageMetadata | undefined;
+}
+
+const withToolCallType = (call: ToolCall): ToolCall => ({ name: call.name, args: call.args, id: call.id, type: 'tool_call' });
+
+/**
+ * A model's answer: content, tool calls and token usage.
+ * @example new AIMessage({ content: '', tool_calls: [{ name: 'add', args: { a: 1, b: 2 }, id: 'call_1' }] })
+ */
+export class AIMessage extends BaseMessage {
+  readonly type: 'ai' | 'AIMessageChunk' = 'ai';
+  readonly tool_calls: ToolCall[];
+  readonly invalid_tool_calls: InvalidToolCall[];
+  readonly usage_metadata: UsageMetadata | undefined;
+
+  constructor(fields: string | AIMessageFields) {
+    super(fields);
+    const f: AIMessageFields = typeof fields === 'string' ? { content: fields } : fields;
+    this.tool_calls = (f.tool_calls ?? []).map(withToolCallType);
+    this.invalid_tool_calls = (f.invalid_tool_calls ?? []).map((call) => ({ ...call, type: 'invalid_tool_call' as const }));
+    this.usage_metadata = f.usage_metadata;
+  }
+
+  protected override extraJSON(): Record<string, unknown> {
+    return {
+      tool_calls: this.tool_calls.map((call) => ({ ...call, id: call.id ?? null })),
+      invalid_tool_calls: this.invalid_tool_calls,
+      usage_metadata: this.usage_metadata ?? null,
+    };
+  }
+}
+
+/** Fields of an {@link AIMessageChunk}. */
+export interface AIMessageChunkFields extends AIMessageFields {
+  tool_call_chunks?: ToolCallChunk[] | undefined;
+}
+
+function concatContent(a: MessageContent, b: MessageContent): MessageContent {
+  if (typeof a === 'string' && typeof b === 'string') return a + b;
+  const blocks = (content: MessageContent) => (typeof content === 'string' ? (content === '' ? [] : [{ type: 'text', text: content }]) : content);
+  return [...blocks(a), ...blocks(b)];
+}
+
+function addUsage(a: UsageMetadata | undefined, b: UsageMetadata | undefined): UsageMetadata | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  return {
+    input_tokens: a.input_tokens + b.input_tokens,
+    output_tokens: a.output_tokens + b.output_tokens,
+    total_tokens: a.total_tokens + b.total_tokens,
+  };
+}
+
+/** Merges tool-call chunks with the same index (names and ids set once, arguments concatenated). */
+export function mergeToolCallChunks(a: ToolCallChunk[], b: ToolCallChunk[]): ToolCallChunk[] {
+  const merged = a.map((chunk) => ({ ...chunk }));
+  for (const chunk of b) {
+    const same = chunk.index === undefined ? undefined : merged.find((m) => m.index === chunk.index);
+    if (same === undefined) {
+      merged.push({ ...chunk, type: 'tool_call_chunk' });
+      continue;
+    }
+    same.name = (same.name ?? '') + (chunk.name ?? '') || undefined;
+    same.args = (same.args ?? '') + (chunk.args ?? '');
+    same.id = (same.id ?? '') + (chunk.id ?? '') || undefined;
+  }
+  return merged;
+}
+
+/** Parses streamed tool-call chunks into tool calls, or invalid tool calls when arguments are not JSON. */
+export function parseToolCallChunks(chunks: ToolCallChunk[]): { toolCalls: ToolCall[]; invalid: InvalidToolCall[] } {
+  const toolCalls: ToolCall[] = [];
+  const invalid: InvalidToolCall[] = [];
+  for (const chunk of chunks) {
+    const raw = chunk.args ?? '';
+    const args = raw.trim() === '' ? {} : parsePartialJson(raw);
+    if (args !== null && typeof args === 'object' && !Array.isArray(args) && chunk.name !== undefined) {
+      toolCalls.push({ name: chunk.name, args: args as Record<string, unknown>, id: chunk.id, type: 'tool_call' });
+    } else {
+      invalid.push({ name: chunk.name, args: raw, id: chunk.id, error: 'Malformed arguments: not a JSON object', type: 'invalid_tool_call' });
+    }
+  }
+  return { toolCalls, invalid };
+}
+
+/**
+ * A piece of a model's answer as it streams. `concat` adds the next piece.
+ * @example
+ * new AIMessageChunk('Hel').concat(new AIMessageChunk('lo')).content // 'Hello'
+ */
+export class AIMessageChunk extends AIMessage {
+  override readonly type = 'AIMessageChunk';
+  readonly tool_call_chunks: ToolCallChunk[];
+
+  constructor(fields: string | AIMessageChunkFields) {
+    const f: AIMessageChunkFields = typeof fields === 'string' ? { content: fields } : fields;
+    const chunks = (f.tool_call_chunks ?? []).map((chunk) => ({ ...chunk, type: 'tool_call_chunk' as const }));
+    // Tool calls of a chunk come from its tool-call chunks, so the two never disagree.
+    const parsed = chunks.length > 0 ? parseToolCallChunks(chunks) : undefined;
+    super({
+      ...f,
+      tool_calls: parsed?.toolCalls ?? f.tool_calls,
+      invalid_tool_calls: parsed?.invalid ?? f.invalid_tool_calls,
+    });
+    this.tool_call_chunks = chunks;
+  }
+
+  /** This chunk followed by `other`. */
+  concat(other: AIMessageChunk): AIMessageChunk {
+    return new AIMessageChunk({
+      content: concatContent(this.content, other.content),
+      additional_kwargs: { ...this.additional_kwargs, ...other.additional_kwargs },
+      response_metadata: { ...this.response_metadata, ...other.response_metadata },
+      name: this.name ?? other.name,
+      id: this.id ?? other.id,
+      tool_call_chunks: mergeToolCallChunks(this.tool_call_chunks, other.tool_call_chunks),
+      tool_calls: this.tool_call_chunks.length + other.tool_call_chunks.length === 0 ? [...this.tool_calls, ...other.tool_calls] : undefined,
+      invalid_tool_calls:
+        this.tool_call_chunks.length + other.tool_call_chunks.length === 0 ? [...this.invalid_tool_calls, ...other.invalid_tool_calls] : undefined,
+      usage_metadata: addUsage(this.usage_metadata, other.usage_metadata),
+    });
+  }
+
+  /** The whole message this chunk amounts to. */
+  toMessage(): AIMessage {
+    return new AIMessage({
+      content: this.content,
+      additional_kwargs: this.additional_kwargs,
+      response_metadata: this.response_metadata,
+      name: this.name,
+      id: this.id,
+      tool_calls: this.tool_calls,
+      invalid_tool_calls: this.invalid_tool_calls,
+      usage_metadata: this.usage_metadata,
+    });
+  }
+
+  protected override extraJSON(): Record<string, unknown> {
+    return { ...super.extraJSON(), tool_call_chunks: this.tool_call_chunks };
+  }
+}

@@ -1,0 +1,186 @@
+/**
+ * `ChatAnthropic`: the Messages API through `@anthropic-ai/sdk`, streamed:
+ * the system prompt split out, `tool_use` blocks, `input_json_delta`
+ * streaming of tool arguments, usage.
+ */
+import Anthropic from '@anthropic-ai/sdk';
+import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
+import { RunnelError } from '../core/index.js';
+import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent } from '../messages/index.js';
+import { ChatModel, type ChatModelOptions } from './chat-model.js';
+import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
+
+/** Options of {@link ChatAnthropic}. */
+export interface ChatAnthropicOptions extends ChatModelOptions {
+  /** Defaults to `ANTHROPIC_API_KEY`. Never logged, never sent anywhere but `baseURL`. */
+  apiKey?: string;
+  baseURL?: string;
+}
+
+type Block = Exclude<MessageParam['content'], string>[number];
+
+function imageBlock(url: string): Block {
+  const data = /^data:(image\/[a-z+]+);base64,(.*)$/s.exec(url);
+  if (data !== null) {
+    return { type: 'image', source: { type: 'base64', media_type: data[1] as 'image/png', data: data[2] as string } };
+  }
+  return { type: 'image', source: { type: 'url', url } };
+}
+
+function contentBlocks(content: MessageContent): Block[] {
+  if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }];
+  return content.flatMap((block): Block[] => {
+    if (block.type === 'text' && typeof block.text === 'string') return [{ type: 'text', text: block.text }];
+    if (block.type === 'image_url') {
+      const image = (block as { image_url: string | { url: string } }).image_url;
+      return [imageBlock(typeof image === 'string' ? image : image.url)];
+    }
+    return [];
+  });
+}
+
+/** Converts messages to the Messages API: the system text apart, consecutive same-role turns merged. */
+export function toAnthropicMessages(messages: readonly BaseMessage[]): { system: string | undefined; messages: MessageParam[] } {
+  const system: string[] = [];
+  const out: MessageParam[] = [];
+  const push = (role: 'user' | 'assistant', blocks: Block[]): void => {
+    const last = out.at(-1);
+    if (last !== undefined && last.role === role) (last.content as Block[]).push(...blocks);
+    else out.push({ role, content: blocks });
+  };
+  for (const message of messages) {
+    switch (message.type) {
+      case 'system':
+        system.push(message.text);
+        break;
+      case 'human':
+        push('user', contentBlocks(message.content));
+        break;
+      case 'chat':
+        push('user', [{ type: 'text', text: `${(message as ChatMessage).role}: ${message.text}` }]);
+        break;
+      case 'tool': {
+        const tool = message as ToolMessage;
+        push('user', [{ type: 'tool_result', tool_use_id: tool.tool_call_id, content: tool.text, is_error: tool.status === 'error' }]);
+        break;
+      }
+      default: {
+        const ai = message as AIMessage;
+        push('assistant', [
+          ...contentBlocks(ai.content),
+          ...ai.tool_calls.map((call, index): Block => ({ type: 'tool_use', id: call.id ?? `toolu_${index}`, name: call.name, input: call.args })),
+        ]);
+      }
+    }
+  }
+  return { system: system.length === 0 ? undefined : system.join('\n\n'), messages: out };
+}
+
+function anthropicToolChoice(choice: ToolChoice | undefined): MessageCreateParamsStreaming['tool_choice'] {
+  if (choice === undefined || choice === 'auto') return choice === undefined ? undefined : { type: 'auto' };
+  if (choice === 'any' || choice === 'required') return { type: 'any' };
+  if (choice === 'none') return { type: 'none' };
+  return { type: 'tool', name: choice };
+}
+
+/** Converts one Messages API stream event (`undefined` for events that carry nothing). */
+export function fromAnthropicEvent(event: RawMessageStreamEvent, state: { id?: string; model?: string }): AIMessageChunk | undefined {
+  switch (event.type) {
+    case 'message_start':
+      state.id = event.message.id;
+      state.model = event.message.model;
+      return new AIMessageChunk({
+        content: '',
+        id: state.id,
+        usage_metadata: { input_tokens: event.message.usage.input_tokens, output_tokens: 0, total_tokens: event.message.usage.input_tokens },
+      });
+    case 'content_block_start':
+      if (event.content_block.type === 'tool_use') {
+        return new AIMessageChunk({
+          content: '',
+          id: state.id,
+          tool_call_chunks: [{ index: event.index, id: event.content_block.id, name: event.content_block.name, args: '' }],
+        });
+      }
+      if (event.content_block.type === 'text' && event.content_block.text !== '') {
+        return new AIMessageChunk({ content: event.content_block.text, id: state.id });
+      }
+      return undefined;
+    case 'content_block_delta':
+      if (event.delta.type === 'text_delta') return new AIMessageChunk({ content: event.delta.text, id: state.id });
+      if (event.delta.type === 'input_json_delta') {
+        return new AIMessageChunk({ content: '', id: state.id, tool_call_chunks: [{ index: event.index, args: event.delta.partial_json }] });
+      }
+      return undefined;
+    case 'message_delta':
+      return new AIMessageChunk({
+        content: '',
+        id: state.id,
+        response_metadata: { finish_reason: event.delta.stop_reason, model_name: state.model },
+        usage_metadata: { input_tokens: 0, output_tokens: event.usage.output_tokens, total_tokens: event.usage.output_tokens },
+      });
+    default:
+      return undefined;
+  }
+}
+
+class AnthropicProvider implements ChatProvider {
+  readonly id = 'anthropic';
+  private client: Anthropic | undefined;
+
+  constructor(private readonly options: ChatAnthropicOptions) {}
+
+  private getClient(): Anthropic {
+    if (this.client !== undefined) return this.client;
+    const apiKey = this.options.apiKey ?? process.env.ANTHROPIC_API_KEY;
+    if (apiKey === undefined || apiKey === '') {
+      throw new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', 'ChatAnthropic has no API key: set ANTHROPIC_API_KEY or pass apiKey');
+    }
+    this.client = new Anthropic({
+      apiKey,
+      ...(this.options.baseURL === undefined ? {} : { baseURL: this.options.baseURL }),
+      maxRetries: this.options.maxRetries ?? 2,
+      ...(this.options.timeout === undefined ? {} : { timeout: this.options.timeout }),
+    });
+    return this.client;
+  }
+
+  async *stream(request: ChatRequest): AsyncGenerator<AIMessageChunk> {
+    const { params } = request;
+    const { system, messages } = toAnthropicMessages(request.messages);
+    const toolChoice = anthropicToolChoice(params.toolChoice);
+    const body: MessageCreateParamsStreaming = {
+      model: params.model,
+      max_tokens: params.maxTokens ?? 1024,
+      messages,
+      stream: true,
+      ...(system === undefined ? {} : { system }),
+      ...(params.temperature === undefined ? {} : { temperature: params.temperature }),
+      ...(params.stop === undefined ? {} : { stop_sequences: params.stop }),
+      ...(params.tools === undefined || params.tools.length === 0
+        ? {}
+        : {
+            tools: params.tools.map((tool) => ({ name: tool.name, description: tool.description, input_schema: tool.parameters as never })),
+            ...(toolChoice === undefined ? {} : { tool_choice: toolChoice }),
+          }),
+    };
+    const stream = await this.getClient().messages.create(body, { signal: request.signal });
+    const state: { id?: string; model?: string } = {};
+    for await (const event of stream) {
+      const chunk = fromAnthropicEvent(event, state);
+      if (chunk !== undefined) yield chunk;
+    }
+  }
+}
+
+/**
+ * An Anthropic chat model.
+ *
+ * @example
+ * const model = new ChatAnthropic({ model: 'claude-3-5-haiku-latest', maxTokens: 512 });
+ */
+export class ChatAnthropic extends ChatModel {
+  constructor(options: ChatAnthropicOptions = {}) {
+    super(new AnthropicProvider(options), { ...options, name: 'ChatAnthropic', defaultModel: 'claude-3-5-haiku-latest' });
+  }
+}

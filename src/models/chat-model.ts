@@ -1,0 +1,229 @@
+/**
+ * `ChatModel`: a chat model as a runnable. It holds a provider (OpenAI,
+ * Anthropic, a fake) and turns the provider's stream into invoke, stream,
+ * batch and `on_chat_model_*` events, with the standard parameters, tool
+ * binding, structured output, a response cache, the run's AbortSignal handed
+ * to the provider, and an idle timeout between streamed chunks.
+ */
+import { z, type ZodType } from 'zod';
+import {
+  lambda,
+  Runnable,
+  RunnelError,
+  toJsonSchema,
+  withIdleTimeout,
+  type Run,
+  type RunType,
+} from '../core/index.js';
+import {
+  type AIMessage,
+  AIMessageChunk,
+  aiMessageOutputSchema,
+  BaseMessage,
+  coerceMessages,
+  HumanMessage,
+  messagesSchema,
+} from '../messages/index.js';
+import { isPromptValue, type PromptValue } from '../prompts/index.js';
+import { cacheKey, type ModelCache } from './cache.js';
+import { providerError } from './errors.js';
+import type { CallParams, ChatCallOptions, ChatProvider, ToolChoice, ToolDefinition } from './types.js';
+
+/** What a chat model accepts: a string, a prompt value, or a list of messages. */
+export type ChatModelInput = string | PromptValue | BaseMessage[] | unknown[];
+
+/** The standard options of every chat model. */
+export interface ChatModelOptions {
+  /** The provider's model name. */
+  model?: string;
+  temperature?: number;
+  maxTokens?: number;
+  stop?: string[];
+  /** Milliseconds the provider has to start answering (the SDK's request timeout). */
+  timeout?: number;
+  /** Retries of rate limits and 5xx answers, with the provider's `retry-after` (default 2). */
+  maxRetries?: number;
+  /** Milliseconds a stream may go without a chunk before it fails with `RUNNEL_ERR_PROVIDER_TIMEOUT` (default 60,000). */
+  streamIdleTimeoutMs?: number;
+  /** Where answers are cached; nothing is cached without one. */
+  cache?: ModelCache;
+}
+
+/** Something `bindTools` accepts: a tool (name, description, zod schema) or a ready definition. */
+export type ToolLike = ToolDefinition | { name: string; description?: string; schema: ZodType };
+
+/** Converts a tool-like into the definition sent to the provider. */
+export function toToolDefinition(tool: ToolLike): ToolDefinition {
+  if ('parameters' in tool) return tool;
+  const parameters = toJsonSchema(tool.schema, { io: 'input' });
+  return { name: tool.name, description: tool.description ?? '', parameters };
+}
+
+/** The messages of a chat model's input. */
+export function toMessages(input: unknown): BaseMessage[] {
+  if (typeof input === 'string') return [new HumanMessage(input)];
+  if (isPromptValue(input)) return input.toMessages();
+  if (input instanceof BaseMessage) return [input];
+  if (Array.isArray(input)) return coerceMessages(input);
+  if (input !== null && typeof input === 'object') {
+    // A prompt value that arrived as JSON ({type: 'ChatPromptValueConcrete', messages} or {type: 'StringPromptValue', text}).
+    const value = input as { type?: unknown; messages?: unknown; text?: unknown };
+    if (value.type === 'ChatPromptValueConcrete' && Array.isArray(value.messages)) return coerceMessages(value.messages, ['messages']);
+    if (value.type === 'StringPromptValue' && typeof value.text === 'string') return [new HumanMessage(value.text)];
+  }
+  throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', 'A chat model takes a string, a prompt value or a list of messages', {
+    detail: [{ type: 'model_input', loc: [], msg: 'Expected a string, a prompt value or a list of messages' }],
+  });
+}
+
+/**
+ * A chat model. Providers' classes (`ChatOpenAI`, `ChatAnthropic`, the fakes)
+ * give it a provider and their options; everything else is here.
+ */
+export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptions> {
+  readonly name: string;
+  override readonly runType: RunType = 'chat_model';
+  readonly provider: ChatProvider;
+  model: string;
+  temperature: number | undefined;
+  maxTokens: number | undefined;
+  stop: string[] | undefined;
+  streamIdleTimeoutMs: number;
+  cache: ModelCache | undefined;
+
+  constructor(provider: ChatProvider, options: ChatModelOptions & { name: string; defaultModel: string }) {
+    super();
+    this.provider = provider;
+    this.name = options.name;
+    this.model = options.model ?? options.defaultModel;
+    this.temperature = options.temperature;
+    this.maxTokens = options.maxTokens;
+    this.stop = options.stop;
+    this.streamIdleTimeoutMs = options.streamIdleTimeoutMs ?? 60_000;
+    this.cache = options.cache;
+  }
+
+  override get inputSchema(): ZodType {
+    return z.union([z.string(), messagesSchema, z.object({ type: z.enum(['ChatPromptValueConcrete']), messages: messagesSchema }), z.object({ type: z.enum(['StringPromptValue']), text: z.string() })]);
+  }
+
+  override get outputSchema(): ZodType {
+    return aiMessageOutputSchema;
+  }
+
+  protected override _eventInput(input: ChatModelInput): unknown {
+    try {
+      return { messages: [toMessages(input)] };
+    } catch {
+      return input;
+    }
+  }
+
+  /** The parameters of a call: the model's own, overridden by the call's options. */
+  callParams(options: Readonly<Record<string, unknown>>): CallParams {
+    const o = options as ChatCallOptions;
+    return {
+      model: this.model,
+      temperature: this.temperature,
+      maxTokens: this.maxTokens,
+      stop: o.stop ?? this.stop,
+      tools: o.tools,
+      toolChoice: o.toolChoice,
+      responseFormat: o.responseFormat,
+    };
+  }
+
+  protected override async _call(input: ChatModelInput, run: Run): Promise<AIMessage> {
+    let answer: AIMessageChunk | undefined;
+    for await (const chunk of this.generate(input, run)) {
+      // Observed runs (streamEvents) stream even under invoke, so tokens show up as they come.
+      if (run.sink !== undefined) run.chunk(chunk);
+      answer = answer === undefined ? chunk : answer.concat(chunk);
+    }
+    return (answer ?? new AIMessageChunk('')).toMessage();
+  }
+
+  protected override _stream(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
+    return this.generate(input, run);
+  }
+
+  private async *generate(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
+    const messages = toMessages(input);
+    const params = this.callParams(run.options);
+    const cache = (run.options as { cache?: unknown }).cache === false ? undefined : this.cache;
+    const key = cache === undefined ? undefined : cacheKey(this.provider.id, params, messages);
+    if (cache !== undefined && key !== undefined) {
+      const hit = await cache.lookup(key).catch(() => undefined);
+      if (hit !== undefined) {
+        yield* hit;
+        return;
+      }
+    }
+    const upstream = new AbortController();
+    const onAbort = (): void => upstream.abort(run.signal?.reason);
+    run.signal?.addEventListener('abort', onAbort, { once: true });
+    if (run.signal?.aborted === true) onAbort();
+    const chunks: AIMessageChunk[] = [];
+    let complete = false;
+    try {
+      const stalled = (): Error => {
+        const error = new RunnelError('RUNNEL_ERR_PROVIDER_TIMEOUT', `${this.name}: no chunk for ${this.streamIdleTimeoutMs} ms, stream abandoned`);
+        upstream.abort(error);
+        return error;
+      };
+      const stream = this.provider.stream({ messages, params, signal: upstream.signal });
+      for await (const chunk of withIdleTimeout(stream, this.streamIdleTimeoutMs, stalled)) {
+        chunks.push(chunk);
+        yield chunk;
+      }
+      complete = true;
+    } catch (error) {
+      throw providerError(this.name, upstream.signal.reason instanceof RunnelError ? upstream.signal.reason : error, run.signal);
+    } finally {
+      run.signal?.removeEventListener('abort', onAbort);
+      // Whoever stopped reading early (an abort, a stall, a consumer gone): close the upstream request.
+      if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
+    }
+    // Only a whole, successful answer is cached.
+    if (cache !== undefined && key !== undefined) await cache.update(key, chunks).catch(() => undefined);
+  }
+
+  /**
+   * The same model with tools it may call.
+   *
+   * @example
+   * const withTools = model.bindTools([calculator], { toolChoice: 'auto' });
+   */
+  bindTools(tools: ToolLike[], options: { toolChoice?: ToolChoice } = {}): Runnable<ChatModelInput, AIMessage, ChatCallOptions> {
+    return this.bind({ tools: tools.map(toToolDefinition), ...(options.toolChoice === undefined ? {} : { toolChoice: options.toolChoice }) });
+  }
+
+  /**
+   * A runnable that answers with an object matching `schema`, through tool
+   * calling; a mismatch fails with `RUNNEL_ERR_OUTPUT_PARSE`.
+   *
+   * @example
+   * const extract = model.withStructuredOutput(z.object({ name: z.string(), age: z.number() }));
+   */
+  withStructuredOutput<T>(schema: ZodType<T>, options: { name?: string; description?: string } = {}): Runnable<ChatModelInput, T> {
+    const name = options.name ?? 'extract';
+    const description = options.description ?? schema.description ?? 'Answer with the extracted data';
+    const parse = lambda(
+      (message: AIMessage): T => {
+        const call = message.tool_calls.find((c) => c.name === name) ?? message.tool_calls[0];
+        const result = schema.safeParse(call?.args);
+        if (result.success) return result.data;
+        throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', `${this.name} did not answer with the expected structure`, {
+          detail: {
+            text: JSON.stringify(call?.args ?? message.content),
+            issues: result.error.issues.map((issue) => ({ type: issue.code, loc: issue.path.map(String), msg: issue.message })),
+          },
+        });
+      },
+      { name: 'StructuredOutputParser' },
+    );
+    return this.bindTools([{ name, description, schema }], { toolChoice: name })
+      .pipe(parse)
+      .withTypes({ input: this.inputSchema as ZodType<ChatModelInput>, output: schema });
+  }
+}

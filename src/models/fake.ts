@@ -1,0 +1,120 @@
+/**
+ * Fake chat models for tests and for running offline: canned answers,
+ * streamed token by token, with tool calls if asked. They go through the same
+ * `ChatModel` as real providers (events, cache, abort, idle timeout), and
+ * record the messages of every call.
+ */
+import { sleep } from '../core/index.js';
+import { AIMessageChunk, type BaseMessage, type ToolCall } from '../messages/index.js';
+import { ChatModel, type ChatModelOptions } from './chat-model.js';
+import type { ChatProvider, ChatRequest } from './types.js';
+
+/** A canned answer: text, and tool calls to make. */
+export interface FakeResponse {
+  content?: string;
+  tool_calls?: Omit<ToolCall, 'type'>[];
+}
+
+/** Splits text into tokens that keep their leading whitespace ("Hello", " world"). */
+export function fakeTokens(text: string): string[] {
+  return text.match(/\s*\S+|\s+$/g) ?? [text];
+}
+
+const countWords = (messages: readonly BaseMessage[]): number =>
+  messages.reduce((sum, message) => sum + message.text.split(/\s+/).filter((w) => w !== '').length, 0);
+
+class FakeProvider implements ChatProvider {
+  readonly id = 'fake';
+  /** The messages of every call, in order. */
+  readonly calls: BaseMessage[][] = [];
+  private next = 0;
+
+  constructor(
+    private readonly responses: readonly FakeResponse[],
+    private readonly sleepMs: number,
+  ) {}
+
+  async *stream(request: ChatRequest): AsyncGenerator<AIMessageChunk> {
+    this.calls.push(request.messages);
+    const response = this.responses[this.next++ % this.responses.length] ?? {};
+    const id = `fake-${this.next}`;
+    const tokens = response.content === undefined || response.content === '' ? [] : fakeTokens(response.content);
+    const pieces: AIMessageChunk[] = tokens.map((token) => new AIMessageChunk({ content: token, id }));
+    (response.tool_calls ?? []).forEach((call, index) => {
+      const args = JSON.stringify(call.args);
+      const half = Math.ceil(args.length / 2);
+      const callId = call.id ?? `call_${this.next}_${index}`;
+      pieces.push(new AIMessageChunk({ content: '', id, tool_call_chunks: [{ index, id: callId, name: call.name, args: args.slice(0, half) }] }));
+      pieces.push(new AIMessageChunk({ content: '', id, tool_call_chunks: [{ index, args: args.slice(half) }] }));
+    });
+    const input = countWords(request.messages);
+    const output = Math.max(1, pieces.length);
+    pieces.push(
+      new AIMessageChunk({
+        content: '',
+        id,
+        response_metadata: { model_name: request.params.model, finish_reason: response.tool_calls?.length ? 'tool_calls' : 'stop' },
+        usage_metadata: { input_tokens: input, output_tokens: output, total_tokens: input + output },
+      }),
+    );
+    for (const piece of pieces) {
+      if (this.sleepMs > 0) await sleep(this.sleepMs, request.signal);
+      else request.signal.throwIfAborted();
+      yield piece;
+    }
+  }
+}
+
+/** Options of {@link FakeListChatModel}. */
+export interface FakeListChatModelOptions extends ChatModelOptions {
+  /** Answers given in turn, starting over after the last. */
+  responses: string[];
+  /** Milliseconds before each token. */
+  sleepMs?: number;
+}
+
+/**
+ * A chat model that answers with `responses` in turn, token by token.
+ *
+ * @example
+ * const model = new FakeListChatModel({ responses: ['Why did the cat sit on the computer?'], sleepMs: 10 });
+ */
+export class FakeListChatModel extends ChatModel {
+  constructor(options: FakeListChatModelOptions) {
+    super(new FakeProvider(options.responses.map((content) => ({ content })), options.sleepMs ?? 0), {
+      ...options,
+      name: 'FakeListChatModel',
+      defaultModel: 'fake-list',
+    });
+  }
+
+  /** The messages of every call, in order. */
+  get calls(): BaseMessage[][] {
+    return (this.provider as FakeProvider).calls;
+  }
+}
+
+/** Options of {@link FakeToolCallingModel}. */
+export interface FakeToolCallingModelOptions extends ChatModelOptions {
+  /** Answers given in turn: text, or tool calls to make. */
+  responses: (string | FakeResponse)[];
+  sleepMs?: number;
+}
+
+/**
+ * A chat model that answers with tool calls (streamed as tool-call chunks)
+ * or text, in turn — for testing tools, agents and structured output.
+ *
+ * @example
+ * new FakeToolCallingModel({ responses: [{ tool_calls: [{ name: 'add', args: { a: 1, b: 2 } }] }, 'The sum is 3.'] });
+ */
+export class FakeToolCallingModel extends ChatModel {
+  constructor(options: FakeToolCallingModelOptions) {
+    const responses = options.responses.map((r) => (typeof r === 'string' ? { content: r } : r));
+    super(new FakeProvider(responses, options.sleepMs ?? 0), { ...options, name: 'FakeToolCallingModel', defaultModel: 'fake-tools' });
+  }
+
+  get calls(): BaseMessage[][] {
+    return (this.provider as FakeProvider).calls;
+  }
+}

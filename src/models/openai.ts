@@ -1,0 +1,151 @@
+/**
+ * `ChatOpenAI`: chat completions through the `openai` SDK, streamed, with
+ * tool-call deltas and usage. Works with any OpenAI-compatible server given a
+ * `baseURL` (Ollama, vLLM, llama.cpp).
+ */
+import OpenAI from 'openai';
+import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import { RunnelError } from '../core/index.js';
+import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent } from '../messages/index.js';
+import { ChatModel, type ChatModelOptions } from './chat-model.js';
+import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
+
+/** Options of {@link ChatOpenAI}. */
+export interface ChatOpenAIOptions extends ChatModelOptions {
+  /** Defaults to `OPENAI_API_KEY`. Never logged, never sent anywhere but `baseURL`. */
+  apiKey?: string;
+  /** Defaults to `OPENAI_BASE_URL`, else OpenAI. */
+  baseURL?: string;
+  /** Ask OpenAI-compatible servers for token usage at the end of the stream (default true). */
+  streamUsage?: boolean;
+}
+
+function openAIContent(content: MessageContent): string | OpenAI.Chat.Completions.ChatCompletionContentPart[] {
+  if (typeof content === 'string') return content;
+  return content.flatMap((block): OpenAI.Chat.Completions.ChatCompletionContentPart[] => {
+    if (block.type === 'text' && typeof block.text === 'string') return [{ type: 'text', text: block.text }];
+    if (block.type === 'image_url') {
+      const image = (block as { image_url: string | { url: string; detail?: 'auto' | 'low' | 'high' } }).image_url;
+      return [{ type: 'image_url', image_url: typeof image === 'string' ? { url: image } : image }];
+    }
+    return [];
+  });
+}
+
+/** Converts messages to chat-completions messages. */
+export function toOpenAIMessages(messages: readonly BaseMessage[]): ChatCompletionMessageParam[] {
+  return messages.map((message): ChatCompletionMessageParam => {
+    switch (message.type) {
+      case 'system':
+        return { role: 'system', content: message.text };
+      case 'human':
+        return { role: 'user', content: openAIContent(message.content), ...(message.name === undefined ? {} : { name: message.name }) };
+      case 'tool':
+        return { role: 'tool', content: message.text, tool_call_id: (message as ToolMessage).tool_call_id };
+      case 'chat':
+        return { role: 'user', content: `${(message as ChatMessage).role}: ${message.text}` };
+      default: {
+        const ai = message as AIMessage;
+        return {
+          role: 'assistant',
+          content: ai.text === '' && ai.tool_calls.length > 0 ? null : ai.text,
+          ...(ai.tool_calls.length === 0
+            ? {}
+            : {
+                tool_calls: ai.tool_calls.map((call, index) => ({
+                  id: call.id ?? `call_${index}`,
+                  type: 'function' as const,
+                  function: { name: call.name, arguments: JSON.stringify(call.args) },
+                })),
+              }),
+        };
+      }
+    }
+  });
+}
+
+function openAIToolChoice(choice: ToolChoice | undefined): ChatCompletionCreateParamsStreaming['tool_choice'] {
+  if (choice === undefined) return undefined;
+  if (choice === 'auto' || choice === 'none' || choice === 'required') return choice as 'auto' | 'none' | 'required';
+  if (choice === 'any') return 'required';
+  return { type: 'function', function: { name: choice } };
+}
+
+/** Converts one streamed chat-completions chunk. */
+export function fromOpenAIChunk(chunk: ChatCompletionChunk): AIMessageChunk | undefined {
+  const choice = chunk.choices[0];
+  const usage = chunk.usage
+    ? { input_tokens: chunk.usage.prompt_tokens, output_tokens: chunk.usage.completion_tokens, total_tokens: chunk.usage.total_tokens }
+    : undefined;
+  if (choice === undefined) return usage === undefined ? undefined : new AIMessageChunk({ content: '', id: chunk.id, usage_metadata: usage });
+  const delta = choice.delta;
+  return new AIMessageChunk({
+    content: delta.content ?? '',
+    id: chunk.id,
+    tool_call_chunks: delta.tool_calls?.map((call) => ({
+      index: call.index,
+      id: call.id ?? undefined,
+      name: call.function?.name ?? undefined,
+      args: call.function?.arguments ?? undefined,
+    })),
+    response_metadata: choice.finish_reason ? { finish_reason: choice.finish_reason, model_name: chunk.model } : {},
+    usage_metadata: usage,
+  });
+}
+
+class OpenAIProvider implements ChatProvider {
+  readonly id = 'openai';
+  private client: OpenAI | undefined;
+
+  constructor(private readonly options: ChatOpenAIOptions) {}
+
+  private getClient(): OpenAI {
+    if (this.client !== undefined) return this.client;
+    const apiKey = this.options.apiKey ?? process.env.OPENAI_API_KEY;
+    if (apiKey === undefined || apiKey === '') {
+      throw new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', 'ChatOpenAI has no API key: set OPENAI_API_KEY or pass apiKey');
+    }
+    this.client = new OpenAI({
+      apiKey,
+      baseURL: this.options.baseURL ?? process.env.OPENAI_BASE_URL ?? undefined,
+      maxRetries: this.options.maxRetries ?? 2,
+      ...(this.options.timeout === undefined ? {} : { timeout: this.options.timeout }),
+    });
+    return this.client;
+  }
+
+  async *stream(request: ChatRequest): AsyncGenerator<AIMessageChunk> {
+    const { params } = request;
+    const body: ChatCompletionCreateParamsStreaming = {
+      model: params.model,
+      messages: toOpenAIMessages(request.messages),
+      stream: true,
+      ...(this.options.streamUsage === false ? {} : { stream_options: { include_usage: true } }),
+      ...(params.temperature === undefined ? {} : { temperature: params.temperature }),
+      ...(params.maxTokens === undefined ? {} : { max_tokens: params.maxTokens }),
+      ...(params.stop === undefined ? {} : { stop: params.stop }),
+      ...(params.tools === undefined || params.tools.length === 0
+        ? {}
+        : { tools: params.tools.map((tool) => ({ type: 'function' as const, function: tool })), tool_choice: openAIToolChoice(params.toolChoice) }),
+      ...(params.responseFormat === undefined ? {} : { response_format: params.responseFormat as never }),
+    };
+    const stream = await this.getClient().chat.completions.create(body, { signal: request.signal });
+    for await (const chunk of stream) {
+      const message = fromOpenAIChunk(chunk);
+      if (message !== undefined) yield message;
+    }
+  }
+}
+
+/**
+ * An OpenAI (or OpenAI-compatible) chat model.
+ *
+ * @example
+ * const model = new ChatOpenAI({ model: 'gpt-4o-mini', temperature: 0 });
+ * const local = new ChatOpenAI({ model: 'llama3.1', baseURL: 'http://127.0.0.1:11434/v1', apiKey: 'ollama' });
+ */
+export class ChatOpenAI extends ChatModel {
+  constructor(options: ChatOpenAIOptions = {}) {
+    super(new OpenAIProvider(options), { ...options, name: 'ChatOpenAI', defaultModel: 'gpt-4o-mini' });
+  }
+}

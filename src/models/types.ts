@@ -1,0 +1,48 @@
+/** What chat models are called with, and what providers implement. */
+import type { RunnableConfig } from '../core/index.js';
+import type { AIMessageChunk, BaseMessage } from '../messages/index.js';
+
+/** A tool as a model sees it: a name, what it does, and a JSON Schema of its arguments. */
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+/** Which tool the model must call: `auto` (its choice), `any`/`required` (some tool), `none`, or a tool's name. */
+export type ToolChoice = 'auto' | 'any' | 'required' | 'none' | (string & {});
+
+/** Per-call options of a chat model (beyond the run config). */
+export interface ChatCallOptions extends RunnableConfig {
+  stop?: string[];
+  tools?: ToolDefinition[];
+  toolChoice?: ToolChoice;
+  /** Provider response format (OpenAI's `response_format`), passed through. */
+  responseFormat?: Record<string, unknown>;
+}
+
+/** Everything that decides a model's answer besides the messages; the cache key covers all of it. */
+export interface CallParams {
+  model: string;
+  temperature?: number | undefined;
+  maxTokens?: number | undefined;
+  stop?: string[] | undefined;
+  tools?: ToolDefinition[] | undefined;
+  toolChoice?: ToolChoice | undefined;
+  responseFormat?: Record<string, unknown> | undefined;
+}
+
+/** One request to a provider. */
+export interface ChatRequest {
+  messages: BaseMessage[];
+  params: CallParams;
+  /** Fires when the run is aborted or the stream stalls; the provider must close its HTTP request. */
+  signal: AbortSignal;
+}
+
+/** A model provider: turns a request into a stream of message chunks. */
+export interface ChatProvider {
+  /** The provider's id, part of the cache key (`openai`, `anthropic`, `fake`). */
+  readonly id: string;
+  stream(request: ChatRequest): AsyncIterable<AIMessageChunk>;
+}

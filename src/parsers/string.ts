@@ -1,0 +1,30 @@
+/** `StringOutputParser`: a model's answer as plain text, streamed token by token. */
+import { z, type ZodType } from 'zod';
+import { Runnable, type RunType } from '../core/index.js';
+import { textOf } from './text.js';
+
+/**
+ * Turns messages (and message chunks, as they stream) into their text.
+ *
+ * @example
+ * prompt.pipe(model).pipe(new StringOutputParser());
+ */
+export class StringOutputParser extends Runnable<unknown, string> {
+  readonly name = 'StringOutputParser';
+  override readonly runType: RunType = 'parser';
+
+  override get outputSchema(): ZodType {
+    return z.string();
+  }
+
+  protected override async _call(input: unknown): Promise<string> {
+    return textOf(input, this.name);
+  }
+
+  protected override async *_transform(inputs: AsyncIterable<unknown>): AsyncGenerator<string> {
+    for await (const chunk of inputs) {
+      const text = textOf(chunk, this.name);
+      if (text !== '') yield text;
+    }
+  }
+}

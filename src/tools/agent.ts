@@ -1,0 +1,128 @@
+/**
+ * `createToolCallingAgent`: a runnable that loops model → tool calls (run
+ * concurrently) → tool messages → model, until the model answers without
+ * calling a tool. Streamed, the answer's tokens come as they are generated;
+ * every model and tool run shows in the events. It stops with
+ * `RUNNEL_ERR_AGENT_MAX_ITERATIONS` after `maxIterations` model calls.
+ */
+import { z, type ZodType } from 'zod';
+import { once, Runnable, RunnelError, type Run } from '../core/index.js';
+import { type AIMessage, AIMessageChunk, coerceMessages, HumanMessage, messagesSchema, SystemMessage, ToolMessage, type BaseMessage } from '../messages/index.js';
+import type { ChatModel, ChatModelInput } from '../models/index.js';
+import type { ChatPromptTemplate } from '../prompts/index.js';
+import type { StructuredTool } from './tool.js';
+
+/** Options of {@link createToolCallingAgent}. */
+export interface ToolCallingAgentOptions {
+  model: ChatModel;
+  tools: StructuredTool[];
+  /** Formats the conversation from the input (`{input}`, and optionally `{chat_history}`); a plain system prompt by default. */
+  prompt?: ChatPromptTemplate;
+  /** Model calls at most (default 10). */
+  maxIterations?: number;
+  /** The system prompt when no `prompt` is given. */
+  system?: string;
+}
+
+/** The agent's input: a question (and earlier messages). */
+export interface AgentInput {
+  input: string;
+  chat_history?: unknown[];
+}
+
+/** The tool-calling agent; see {@link createToolCallingAgent}. */
+export class ToolCallingAgent extends Runnable<AgentInput, string> {
+  readonly name = 'ToolCallingAgent';
+  private readonly model: Runnable<ChatModelInput, AIMessage>;
+  private readonly tools: Map<string, StructuredTool>;
+  private readonly prompt: ChatPromptTemplate | undefined;
+  private readonly maxIterations: number;
+  private readonly system: string;
+
+  constructor(options: ToolCallingAgentOptions) {
+    super();
+    this.tools = new Map(options.tools.map((t) => [t.name, t]));
+    this.model = options.model.bindTools(options.tools);
+    this.prompt = options.prompt;
+    this.maxIterations = options.maxIterations ?? 10;
+    this.system = options.system ?? 'You are a helpful assistant. Use the tools when they help; answer plainly when you have what you need.';
+  }
+
+  override get inputSchema(): ZodType {
+    return z.object({ input: z.string(), chat_history: messagesSchema.optional() });
+  }
+
+  override get outputSchema(): ZodType {
+    return z.string();
+  }
+
+  override _children(): Runnable<never, unknown>[] {
+    return [this.model as Runnable<never, unknown>, ...(this.tools.values() as Iterable<Runnable<never, unknown>>)];
+  }
+
+  private async conversation(input: AgentInput, run: Run): Promise<BaseMessage[]> {
+    if (input === null || typeof input !== 'object' || typeof input.input !== 'string') {
+      throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', 'The agent takes {input: string, chat_history?: messages}', {
+        detail: [{ type: 'missing', loc: ['input'], msg: 'Field required' }],
+      });
+    }
+    if (this.prompt !== undefined) return (await this.prompt._invokeIn(input as never, run.scope)).toMessages();
+    const history = input.chat_history === undefined ? [] : coerceMessages(input.chat_history, ['chat_history']);
+    return [new SystemMessage(this.system), ...history, new HumanMessage(input.input)];
+  }
+
+  private async callTools(message: AIMessage, run: Run): Promise<ToolMessage[]> {
+    return Promise.all(
+      message.tool_calls.map(async (call) => {
+        const found = this.tools.get(call.name);
+        if (found === undefined) {
+          return new ToolMessage({ content: `Error: there is no tool named ${call.name}. Use one of: ${[...this.tools.keys()].join(', ')}.`, tool_call_id: call.id ?? '', status: 'error' });
+        }
+        return (await found._invokeIn({ ...call, type: 'tool_call' } as never, run.scope)) as ToolMessage;
+      }),
+    );
+  }
+
+  private tooMany(): RunnelError {
+    return new RunnelError('RUNNEL_ERR_AGENT_MAX_ITERATIONS', `The agent made ${this.maxIterations} model calls without a final answer`);
+  }
+
+  protected override async _call(input: AgentInput, run: Run): Promise<string> {
+    const messages = await this.conversation(input, run);
+    for (let step = 1; step <= this.maxIterations; step++) {
+      const answer = await this.model._invokeIn(messages, run.child([`agent:step:${step}`]));
+      messages.push(answer);
+      if (answer.tool_calls.length === 0) return answer.text;
+      messages.push(...(await this.callTools(answer, run)));
+    }
+    throw this.tooMany();
+  }
+
+  protected override async *_stream(input: AgentInput, run: Run): AsyncGenerator<string> {
+    const messages = await this.conversation(input, run);
+    for (let step = 1; step <= this.maxIterations; step++) {
+      let answer: AIMessageChunk | undefined;
+      for await (const chunk of this.model._streamIn(once(messages), run.child([`agent:step:${step}`]), { value: messages })) {
+        const piece = chunk as unknown as AIMessageChunk;
+        answer = answer === undefined ? piece : answer.concat(piece);
+        if (piece.text !== '') yield piece.text;
+      }
+      const message = (answer ?? new AIMessageChunk('')).toMessage();
+      messages.push(message);
+      if (message.tool_calls.length === 0) return;
+      messages.push(...(await this.callTools(message, run)));
+    }
+    throw this.tooMany();
+  }
+}
+
+/**
+ * An agent that answers with the help of tools.
+ *
+ * @example
+ * const agent = createToolCallingAgent({ model, tools: [calculator], maxIterations: 5 });
+ * await agent.invoke({ input: 'What is 17 * 23?' });
+ */
+export function createToolCallingAgent(options: ToolCallingAgentOptions): ToolCallingAgent {
+  return new ToolCallingAgent(options);
+}

@@ -1,0 +1,3 @@
+/** Tools and the tool-calling agent. */
+export { tool, StructuredTool, type ToolOptions } from './tool.js';
+export { createToolCallingAgent, ToolCallingAgent, type ToolCallingAgentOptions, type AgentInput } from './agent.js';

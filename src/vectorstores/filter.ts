@@ -1,0 +1,82 @@
+/**
+ * Metadata filters, the same language for every vector store:
+ * `{key: value}` (equality), `{key: {$eq|$ne|$gt|$gte|$lt|$lte: v}}`,
+ * `{key: {$in|$nin: [...]}}`, `{$and: [...]}`, `{$or: [...]}`. Keys are
+ * validated (letters, digits, `_`, `-`, `.` for nesting), so a store that
+ * compiles filters to SQL never builds SQL from a user's string.
+ */
+import { RunnelError } from '../core/index.js';
+
+/** A metadata filter. */
+export type Filter = { [key: string]: unknown };
+
+const OPERATORS = new Set(['$eq', '$ne', '$gt', '$gte', '$lt', '$lte', '$in', '$nin']);
+const KEY = /^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$/;
+
+/** A filter problem, located. */
+function invalid(message: string, loc: (string | number)[]): RunnelError {
+  return new RunnelError('RUNNEL_ERR_INPUT_INVALID', `Invalid filter: ${message}`, { detail: [{ type: 'filter', loc: ['filter', ...loc], msg: message }] });
+}
+
+const isScalar = (value: unknown): boolean => value === null || ['string', 'number', 'boolean'].includes(typeof value);
+
+/** Checks a filter's shape: known operators, valid keys, scalar operands. Throws `RUNNEL_ERR_INPUT_INVALID`. */
+export function validateFilter(filter: unknown, loc: (string | number)[] = []): asserts filter is Filter {
+  if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) throw invalid('a filter is an object', loc);
+  for (const [key, condition] of Object.entries(filter)) {
+    if (key === '$and' || key === '$or') {
+      if (!Array.isArray(condition) || condition.length === 0) throw invalid(`${key} takes a non-empty list of filters`, [...loc, key]);
+      condition.forEach((sub, i) => validateFilter(sub, [...loc, key, i]));
+      continue;
+    }
+    if (!KEY.test(key)) throw invalid(`'${key}' is not a valid metadata key`, [...loc, key]);
+    if (isScalar(condition)) continue;
+    if (condition === null || typeof condition !== 'object' || Array.isArray(condition)) throw invalid(`the condition on '${key}' must be a value or an operator object`, [...loc, key]);
+    for (const [op, operand] of Object.entries(condition)) {
+      if (!OPERATORS.has(op)) throw invalid(`unknown operator '${op}'`, [...loc, key, op]);
+      if (op === '$in' || op === '$nin') {
+        if (!Array.isArray(operand) || !operand.every(isScalar)) throw invalid(`${op} takes a list of values`, [...loc, key, op]);
+      } else if (!isScalar(operand)) throw invalid(`${op} takes a string, number, boolean or null`, [...loc, key, op]);
+    }
+  }
+}
+
+/** The value at a dotted path of `metadata`. */
+export function valueAt(metadata: Record<string, unknown>, key: string): unknown {
+  let value: unknown = metadata;
+  for (const part of key.split('.')) {
+    if (value === null || typeof value !== 'object' || !Object.hasOwn(value, part)) return undefined;
+    value = (value as Record<string, unknown>)[part];
+  }
+  return value;
+}
+
+function compare(value: unknown, op: string, operand: unknown): boolean {
+  switch (op) {
+    case '$eq':
+      return value === operand;
+    case '$ne':
+      return value !== operand;
+    case '$in':
+      return (operand as unknown[]).includes(value);
+    case '$nin':
+      return !(operand as unknown[]).includes(value);
+    default: {
+      if (typeof value !== typeof operand || (typeof value !== 'number' && typeof value !== 'string')) return false;
+      const a = value as number | string;
+      const b = operand as number | string;
+      return op === '$gt' ? a > b : op === '$gte' ? a >= b : op === '$lt' ? a < b : a <= b;
+    }
+  }
+}
+
+/** True when `metadata` satisfies `filter` (a validated filter). */
+export function matchesFilter(metadata: Record<string, unknown>, filter: Filter): boolean {
+  return Object.entries(filter).every(([key, condition]) => {
+    if (key === '$and') return (condition as Filter[]).every((sub) => matchesFilter(metadata, sub));
+    if (key === '$or') return (condition as Filter[]).some((sub) => matchesFilter(metadata, sub));
+    const value = valueAt(metadata, key);
+    if (isScalar(condition)) return value === condition;
+    return Object.entries(condition as Record<string, unknown>).every(([op, operand]) => compare(value, op, operand));
+  });
+}

@@ -1,0 +1,5 @@
+/** Vector stores: the contract, filters, the in-memory store, the retriever. */
+export { VectorStore, MAX_K, checkK, type ScoredMatch, type MmrOptions } from './vector-store.js';
+export { MemoryVectorStore } from './memory.js';
+export { VectorStoreRetriever, type RetrieverOptions } from './retriever.js';
+export { validateFilter, matchesFilter, type Filter } from './filter.js';

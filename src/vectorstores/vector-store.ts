@@ -1,0 +1,140 @@
+/**
+ * The `VectorStore` contract, and what every store shares: embedding,
+ * validation of `k` and filters, maximal marginal relevance, and the
+ * retriever. A store implements storage and nearest-neighbour search only.
+ */
+import { RunnelError } from '../core/index.js';
+import type { Document } from '../documents/index.js';
+import type { Embeddings } from '../embeddings/index.js';
+import { validateFilter, type Filter } from './filter.js';
+import { VectorStoreRetriever, type RetrieverOptions } from './retriever.js';
+
+/** A stored document found by a search, with its similarity (higher is closer) and vector. */
+export interface ScoredMatch {
+  document: Document;
+  score: number;
+  embedding: number[];
+}
+
+/** Options of `maxMarginalRelevanceSearch`. */
+export interface MmrOptions {
+  k?: number;
+  /** Candidates fetched before diversifying (default 20). */
+  fetchK?: number;
+  /** 1 is pure relevance, 0 pure diversity (default 0.5). */
+  lambda?: number;
+  filter?: Filter;
+}
+
+/** The most results one search returns. */
+export const MAX_K = 100;
+
+function cosine(a: readonly number[], b: readonly number[]): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] as number;
+    const y = b[i] as number;
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb);
+}
+
+/** Checks `k`: a whole number from 1 to {@link MAX_K}. */
+export function checkK(k: number): number {
+  if (!Number.isInteger(k) || k < 1 || k > MAX_K) {
+    throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `k must be a whole number from 1 to ${MAX_K}, got ${k}`, {
+      detail: [{ type: 'k_range', loc: ['k'], msg: `k must be from 1 to ${MAX_K}` }],
+    });
+  }
+  return k;
+}
+
+/**
+ * A store of documents searchable by meaning. Implementations provide
+ * `addVectors`, `delete` and `searchVectors`; the rest is shared.
+ */
+export abstract class VectorStore {
+  readonly embeddings: Embeddings;
+
+  constructor(embeddings: Embeddings) {
+    this.embeddings = embeddings;
+  }
+
+  /** Stores documents with their vectors, replacing documents with the same id; returns the ids. */
+  abstract addVectors(vectors: number[][], documents: Document[]): Promise<string[]>;
+
+  /** Deletes documents by ids or by filter; returns how many were deleted. */
+  abstract delete(options: { ids?: string[]; filter?: Filter }): Promise<number>;
+
+  /** The `k` stored documents closest to `vector` that pass `filter`, closest first. */
+  abstract searchVectors(vector: number[], k: number, filter?: Filter): Promise<ScoredMatch[]>;
+
+  /** Embeds and stores documents (upsert by id). */
+  async addDocuments(documents: Document[]): Promise<string[]> {
+    if (documents.length === 0) return [];
+    const vectors = await this.embeddings.embedDocuments(documents.map((doc) => doc.pageContent));
+    return this.addVectors(vectors, documents);
+  }
+
+  protected checkDelete(options: { ids?: string[]; filter?: Filter }): void {
+    if (options.ids === undefined && options.filter === undefined) {
+      throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'delete needs ids or a filter (an empty filter {} deletes everything)');
+    }
+    if (options.filter !== undefined) validateFilter(options.filter);
+  }
+
+  /** The `k` documents most similar to `query`, with their similarity. */
+  async similaritySearchWithScore(query: string, k = 4, filter?: Filter): Promise<[Document, number][]> {
+    checkK(k);
+    if (filter !== undefined) validateFilter(filter);
+    const vector = await this.embeddings.embedQuery(query);
+    return (await this.searchVectors(vector, k, filter)).map((match) => [match.document, match.score]);
+  }
+
+  /** The `k` documents most similar to `query`. */
+  async similaritySearch(query: string, k = 4, filter?: Filter): Promise<Document[]> {
+    return (await this.similaritySearchWithScore(query, k, filter)).map(([doc]) => doc);
+  }
+
+  /** `k` documents relevant to `query` and different from each other (maximal marginal relevance). */
+  async maxMarginalRelevanceSearch(query: string, options: MmrOptions = {}): Promise<Document[]> {
+    const k = checkK(options.k ?? 4);
+    const fetchK = checkK(Math.max(k, options.fetchK ?? 20));
+    const lambda = options.lambda ?? 0.5;
+    if (options.filter !== undefined) validateFilter(options.filter);
+    const queryVector = await this.embeddings.embedQuery(query);
+    const candidates = await this.searchVectors(queryVector, fetchK, options.filter);
+    const chosen: ScoredMatch[] = [];
+    const left = [...candidates];
+    while (chosen.length < k && left.length > 0) {
+      let best = 0;
+      let bestScore = -Infinity;
+      left.forEach((candidate, index) => {
+        const redundancy = chosen.length === 0 ? 0 : Math.max(...chosen.map((c) => cosine(c.embedding, candidate.embedding)));
+        const score = lambda * cosine(queryVector, candidate.embedding) - (1 - lambda) * redundancy;
+        if (score > bestScore) {
+          bestScore = score;
+          best = index;
+        }
+      });
+      chosen.push(left.splice(best, 1)[0] as ScoredMatch);
+    }
+    return chosen.map((match) => match.document);
+  }
+
+  /**
+   * A runnable (run type `retriever`) from a query string to documents.
+   *
+   * @example
+   * const retriever = store.asRetriever({ k: 4, filter: { source: 'README.md' } });
+   */
+  asRetriever(options: RetrieverOptions = {}): VectorStoreRetriever {
+    return new VectorStoreRetriever(this, options);
+  }
+}
+
+export { cosine };
