@@ -1,0 +1,152 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AIMessage, ChatAnthropic, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, SystemMessage, ToolMessage, type ChatModel, type ChatModelOptions } from '../../src/index.js';
+import { settleWithin, toArray } from '../helpers.js';
+import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+
+const KEY = 'sk-test-canary-4f9d2c';
+
+const providers = [
+  { name: 'openai' as const, make: (server: ProviderServer, options: ChatModelOptions) => new ChatOpenAI({ apiKey: KEY, baseURL: server.url, ...options }) },
+  { name: 'anthropic' as const, make: (server: ProviderServer, options: ChatModelOptions) => new ChatAnthropic({ apiKey: KEY, baseURL: server.url, ...options }) },
+];
+
+describe.each(providers)('$name adapter through its real SDK', ({ name, make }) => {
+  let server: ProviderServer;
+  const model = (options: ChatModelOptions = {}): ChatModel => make(server, { maxRetries: 0, ...options });
+
+  beforeAll(async () => {
+    server = await startProviderServer(name);
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  it('streams text token by token and reports usage', async () => {
+    const chunks = await toArray(model({ model: 'text' }).stream('Tell me a joke'));
+    expect(chunks.map((c) => c.text).filter((t) => t !== '')).toEqual(['Why', ' did', ' the', ' cat', ' sit?']);
+    const answer = await model({ model: 'text' }).invoke('Tell me a joke');
+    expect(answer).toBeInstanceOf(AIMessage);
+    expect(answer.text).toBe('Why did the cat sit?');
+    expect(answer.usage_metadata).toEqual({ input_tokens: 12, output_tokens: 5, total_tokens: 17 });
+    expect(answer.response_metadata.finish_reason).toBe(name === 'openai' ? 'stop' : 'end_turn');
+  });
+
+  it('sends the conversation in the provider format, with the API key only in its header', async () => {
+    const before = server.requests.length;
+    await model({ model: 'text', temperature: 0.2, maxTokens: 50, stop: ['\n\n'] }).invoke([
+      new SystemMessage('Be brief.'),
+      new HumanMessage('hi'),
+      new AIMessage({ content: '', tool_calls: [{ name: 'get_weather', args: { city: 'Paris' }, id: 'call_a' }] }),
+      new ToolMessage({ content: 'sunny', tool_call_id: 'call_a' }),
+    ]);
+    const request = server.requests[before];
+    expect(request?.body.stream).toBe(true);
+    expect(request?.body.temperature).toBe(0.2);
+    if (name === 'openai') {
+      expect(request?.path).toBe('/v1/chat/completions');
+      expect(request?.headers.authorization).toBe(`Bearer ${KEY}`);
+      expect(request?.body.max_tokens).toBe(50);
+      expect(request?.body.stop).toEqual(['\n\n']);
+      expect(request?.body.messages).toEqual([
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+        { role: 'tool', content: 'sunny', tool_call_id: 'call_a' },
+      ]);
+    } else {
+      expect(request?.path).toBe('/v1/messages');
+      // @anthropic-ai/sdk 1.x sends the key as a bearer token; older versions used x-api-key.
+      expect(request?.headers['x-api-key'] === KEY || request?.headers.authorization === `Bearer ${KEY}`).toBe(true);
+      expect(JSON.stringify(request?.body)).not.toContain(KEY);
+      expect(request?.body.system).toBe('Be brief.');
+      expect(request?.body.max_tokens).toBe(50);
+      expect(request?.body.stop_sequences).toEqual(['\n\n']);
+      expect(request?.body.messages).toEqual([
+        { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'call_a', name: 'get_weather', input: { city: 'Paris' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_a', content: 'sunny', is_error: false }] },
+      ]);
+    }
+  });
+
+  it('streams tool-call deltas into parsed tool calls, and sends bound tools', async () => {
+    const { z } = await import('zod');
+    const before = server.requests.length;
+    const withTools = model({ model: 'tools' }).bindTools(
+      [{ name: 'get_weather', description: 'Weather in a city', schema: z.object({ city: z.string() }) }],
+      { toolChoice: 'get_weather' },
+    );
+    const chunks = await toArray(withTools.stream('Weather in Paris?'));
+    expect(chunks.some((c) => (c as unknown as { tool_call_chunks: unknown[] }).tool_call_chunks.length > 0)).toBe(true);
+    const answer = await withTools.invoke('Weather in Paris?');
+    expect(answer.tool_calls[0]).toMatchObject({ name: 'get_weather', args: { city: 'Paris' }, type: 'tool_call' });
+    if (name === 'openai') {
+      expect(answer.tool_calls[1]).toMatchObject({ name: 'get_time', args: { tz: 'CET' }, id: 'call_fx2' });
+      expect(server.requests[before]?.body.tool_choice).toEqual({ type: 'function', function: { name: 'get_weather' } });
+      expect((server.requests[before]?.body.tools as unknown[])[0]).toMatchObject({ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } });
+    } else {
+      expect(answer.text).toBe('Let me check.');
+      expect(server.requests[before]?.body.tool_choice).toEqual({ type: 'tool', name: 'get_weather' });
+      expect((server.requests[before]?.body.tools as unknown[])[0]).toMatchObject({ name: 'get_weather', input_schema: { type: 'object' } });
+    }
+  });
+
+  it('retries a 429 with retry-after within maxRetries, then surfaces RUNNEL_ERR_PROVIDER_RATE_LIMITED (429)', async () => {
+    expect((await model({ model: 'rate-limited-once', maxRetries: 2 }).invoke('hi')).text).toBe('Why did the cat sit?');
+    const before = server.requests.length;
+    const failure = model({ model: 'rate-limited', maxRetries: 1 }).invoke('hi');
+    await expect(failure).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_RATE_LIMITED', statusCode: 429 });
+    expect(server.requests.length - before).toBe(2);
+  });
+
+  it('retries a 500, then surfaces RUNNEL_ERR_PROVIDER_UNAVAILABLE without the key', async () => {
+    expect((await model({ model: 'error-once', maxRetries: 1 }).invoke('hi')).text).toBe('Why did the cat sit?');
+    const error = await model({ model: 'error', maxRetries: 0 }).invoke('hi').catch((e: unknown) => e as Error);
+    expect(error).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', statusCode: 502 });
+    expect(JSON.stringify({ message: (error as Error).message, detail: (error as { detail?: unknown }).detail })).not.toContain(KEY);
+  });
+
+  it('ends a stream that stalls after two chunks with RUNNEL_ERR_PROVIDER_TIMEOUT, closes the request and caches nothing', async () => {
+    const cache = new InMemoryCache();
+    const stalled = model({ model: 'stall', streamIdleTimeoutMs: 150, cache });
+    const abandoned = server.nextAbandon();
+    const seen: string[] = [];
+    await expect(
+      (async () => {
+        for await (const chunk of stalled.stream('hi')) seen.push(chunk.text);
+      })(),
+    ).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_TIMEOUT' });
+    expect(seen.join('')).toBe('Why did');
+    await settleWithin(abandoned, 2000);
+    expect(cache.size).toBe(0);
+  });
+
+  it('closes the upstream socket when the run is aborted mid-stream', async () => {
+    const controller = new AbortController();
+    const abandoned = server.nextAbandon();
+    const stream = model({ model: 'slow' }).stream('hi', { signal: controller.signal });
+    await stream.next();
+    controller.abort();
+    await expect(stream.next()).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    await settleWithin(abandoned, 2000);
+  });
+
+  it('caches whole answers: a second identical call makes no request; another parameter does', async () => {
+    const cache = new InMemoryCache();
+    const cached = model({ model: 'text', cache });
+    const before = server.requests.length;
+    const first = await cached.invoke('same question');
+    const replay = await toArray(cached.stream('same question'));
+    expect(server.requests.length - before).toBe(1);
+    expect(replay.map((c) => c.text).join('')).toBe(first.text);
+    await model({ model: 'text', cache, temperature: 0.9 }).invoke('same question');
+    await cached.invoke('same question', { stop: ['x'] });
+    expect(server.requests.length - before).toBe(3);
+  });
+
+  it('works inside a prompt | model chain', async () => {
+    const prompt = ChatPromptTemplate.fromMessages([['system', 'You are {persona}.'], ['human', '{question}']]);
+    const answer = await prompt.pipe(model({ model: 'text' })).invoke({ persona: 'a cat', question: 'why?' });
+    expect(answer.text).toBe('Why did the cat sit?');
+  });
+});

@@ -1,0 +1,126 @@
+/**
+ * A local HTTP server that speaks OpenAI's and Anthropic's streaming wire
+ * formats from recorded fixtures (test/fixtures/providers), so the adapters
+ * are tested through the real SDKs. The request's `model` picks the scenario:
+ *
+ * - `text`, `tools`: the recorded stream;
+ * - `stall`: two chunks, then silence with the socket open;
+ * - `rate-limited`: 429 with `retry-after` every time; `rate-limited-once`: 429, then `text`;
+ * - `error`: 500 every time; `error-once`: 500, then `text`;
+ * - `slow`: the text stream, one frame every 50 ms.
+ *
+ * It records every request and counts requests whose client went away
+ * before the response ended.
+ */
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+type Provider = 'openai' | 'anthropic';
+
+export interface RecordedRequest {
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: Record<string, unknown>;
+}
+
+const fixture = (name: string): string => readFileSync(new URL(`../fixtures/providers/${name}`, import.meta.url), 'utf8');
+
+/** Splits an SSE body into frames (each ending with a blank line). */
+function frames(body: string): string[] {
+  return body.split(/(?<=\n\n)/).filter((frame) => frame.length > 0);
+}
+
+export interface ProviderServer {
+  url: string;
+  requests: RecordedRequest[];
+  /** Requests whose client closed the connection before the response ended. */
+  abandoned: number;
+  /** Resolves when the next request is abandoned. */
+  nextAbandon(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startProviderServer(provider: Provider): Promise<ProviderServer> {
+  const requests: RecordedRequest[] = [];
+  const seen = new Map<string, number>();
+  const open = new Set<ServerResponse>();
+  let abandonWaiters: (() => void)[] = [];
+  const state = { abandoned: 0 };
+
+  const streamFrames = async (res: ServerResponse, parts: string[], options: { gapMs?: number; hang?: boolean } = {}): Promise<void> => {
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-request-id': 'req_fx' });
+    for (const part of parts) {
+      if (res.destroyed) return;
+      res.write(part);
+      if (options.gapMs !== undefined) await new Promise((resolve) => setTimeout(resolve, options.gapMs));
+    }
+    if (!options.hang) res.end();
+  };
+
+  const fail = (res: ServerResponse, status: number, body: string): void => {
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      ...(status === 429 ? { 'retry-after': '1', 'retry-after-ms': '10' } : {}),
+      'x-should-retry': status >= 500 || status === 429 ? 'true' : 'false',
+    });
+    res.end(body);
+  };
+
+  const server: Server = createServer((req, res) => {
+    let raw = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (raw += chunk));
+    req.on('end', () => {
+      const body = (raw === '' ? {} : JSON.parse(raw)) as Record<string, unknown>;
+      requests.push({ path: req.url ?? '', headers: req.headers, body });
+      open.add(res);
+      res.on('close', () => {
+        open.delete(res);
+        if (!res.writableEnded) {
+          state.abandoned += 1;
+          const waiters = abandonWaiters;
+          abandonWaiters = [];
+          waiters.forEach((resolve) => resolve());
+        }
+      });
+      const scenario = String(body.model ?? 'text');
+      const count = (seen.get(scenario) ?? 0) + 1;
+      seen.set(scenario, count);
+      const stream = (name: string, options?: { gapMs?: number; hang?: boolean }) => void streamFrames(res, frames(fixture(`${provider}-${name}.sse`)), options);
+      switch (scenario) {
+        case 'tools':
+          return stream('tools');
+        case 'stall':
+          return stream('stall', { hang: true });
+        case 'slow':
+          return stream('text', { gapMs: 50 });
+        case 'rate-limited':
+          return fail(res, 429, fixture(`${provider}-429.json`));
+        case 'rate-limited-once':
+          return count === 1 ? fail(res, 429, fixture(`${provider}-429.json`)) : stream('text');
+        case 'error':
+          return fail(res, 500, fixture(`${provider}-500.json`));
+        case 'error-once':
+          return count === 1 ? fail(res, 500, fixture(`${provider}-500.json`)) : stream('text');
+        default:
+          return stream('text');
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: provider === 'openai' ? `http://127.0.0.1:${port}/v1` : `http://127.0.0.1:${port}`,
+    requests,
+    get abandoned() {
+      return state.abandoned;
+    },
+    nextAbandon: () => new Promise<void>((resolve) => abandonWaiters.push(resolve)),
+    close: async () => {
+      for (const res of open) res.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
