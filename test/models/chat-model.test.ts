@@ -1,0 +1,117 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  AIMessage,
+  ChatAnthropic,
+  chatModelFromEnv,
+  ChatOpenAI,
+  FakeListChatModel,
+  FakeToolCallingModel,
+  HumanMessage,
+  InMemoryCache,
+  OFFLINE_ANSWER,
+  type StreamEvent,
+} from '../../src/index.js';
+import { settleWithin, toArray } from '../helpers.js';
+
+describe('FakeListChatModel', () => {
+  it('answers in turn, token by token, and records what it was sent', async () => {
+    const model = new FakeListChatModel({ responses: ['one two', 'three'] });
+    const tokens = (await toArray(model.stream('a'))).map((c) => c.text).filter((t) => t !== '');
+    expect(tokens).toEqual(['one', ' two']);
+    expect((await model.invoke([new HumanMessage('b')])).text).toBe('three');
+    expect((await model.invoke('c')).text).toBe('one two');
+    expect(model.calls.map((messages) => messages.map((m) => m.text))).toEqual([['a'], ['b'], ['c']]);
+  });
+
+  it('stops promptly when aborted mid-stream', async () => {
+    const model = new FakeListChatModel({ responses: ['a b c d e f g h'], sleepMs: 200 });
+    const controller = new AbortController();
+    const run = toArray(model.stream('x', { signal: controller.signal }));
+    setTimeout(() => controller.abort(), 20);
+    await expect(settleWithin(run, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+  });
+
+  it('emits on_chat_model_stream events even when invoked inside a lambda', async () => {
+    const model = new FakeListChatModel({ responses: ['x y'] });
+    const { lambda } = await import('../../src/index.js');
+    const events: StreamEvent[] = [];
+    for await (const event of lambda(async (q: string) => (await model.invoke(q)).text).streamEvents('q')) events.push(event);
+    expect(events.filter((e) => e.event === 'on_chat_model_stream').length).toBeGreaterThanOrEqual(2);
+    expect(events.find((e) => e.event === 'on_chat_model_start')?.data.input).toEqual({ messages: [[new HumanMessage('q')]] });
+  });
+
+  it('declares its config fields for configurableFields', async () => {
+    const model = new FakeListChatModel({ responses: ['x'] }).configurableFields({
+      temperature: { id: 'temperature', schema: z.number().min(0).max(2) },
+    });
+    expect(model.configJsonSchema()).toMatchObject({ properties: { configurable: { properties: { temperature: { type: 'number' } } } } });
+  });
+});
+
+describe('cache', () => {
+  it('replays a cached answer chunk by chunk and never caches an aborted call', async () => {
+    const cache = new InMemoryCache();
+    const model = new FakeListChatModel({ responses: ['first answer', 'second answer'], cache });
+    expect((await model.invoke('q')).text).toBe('first answer');
+    expect((await toArray(model.stream('q'))).map((c) => c.text).join('')).toBe('first answer');
+    expect(model.calls).toHaveLength(1);
+    expect((await model.invoke('q', { stop: ['.'] })).text).toBe('second answer');
+    expect(model.calls).toHaveLength(2);
+
+    const slow = new FakeListChatModel({ responses: ['a b c'], sleepMs: 50, cache: new InMemoryCache() });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 60);
+    await expect(slow.invoke('z', { signal: controller.signal })).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect((slow.cache as InMemoryCache).size).toBe(0);
+  });
+});
+
+describe('tools and structured output', () => {
+  it('bindTools sends tool definitions and the model answers with tool calls', async () => {
+    const model = new FakeToolCallingModel({ responses: [{ tool_calls: [{ name: 'add', args: { a: 1, b: 2 }, id: 'c1' }] }] });
+    const bound = model.bindTools([{ name: 'add', description: 'Adds', schema: z.object({ a: z.number(), b: z.number() }) }]);
+    const answer = await bound.invoke('1+2?');
+    expect(answer).toBeInstanceOf(AIMessage);
+    expect(answer.tool_calls).toEqual([{ name: 'add', args: { a: 1, b: 2 }, id: 'c1', type: 'tool_call' }]);
+  });
+
+  it('withStructuredOutput returns the parsed object, typed in its output schema', async () => {
+    const schema = z.object({ name: z.string(), age: z.number() });
+    const model = new FakeToolCallingModel({ responses: [{ tool_calls: [{ name: 'extract', args: { name: 'Ada', age: 36 } }] }] });
+    const extract = model.withStructuredOutput(schema);
+    expect(await extract.invoke('Ada is 36')).toEqual({ name: 'Ada', age: 36 });
+    expect(extract.outputJsonSchema()).toMatchObject({ properties: { name: { type: 'string' }, age: { type: 'number' } } });
+    const wrong = new FakeToolCallingModel({ responses: [{ tool_calls: [{ name: 'extract', args: { name: 'Ada' } }] }] }).withStructuredOutput(schema);
+    await expect(wrong.invoke('x')).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE', detail: { issues: [{ loc: ['age'] }] } });
+  });
+});
+
+describe('chatModelFromEnv', () => {
+  it('chooses from RUNNEL_MODEL, then the keys, else the offline model, saying so once', async () => {
+    const lines: string[] = [];
+    const log = (line: string) => void lines.push(line);
+    expect(chatModelFromEnv({ env: { RUNNEL_MODEL: 'openai:gpt-4o' }, log })).toBeInstanceOf(ChatOpenAI);
+    expect(chatModelFromEnv({ env: { RUNNEL_MODEL: 'anthropic:claude-x' }, log }).model).toBe('claude-x');
+    expect(chatModelFromEnv({ env: { OPENAI_API_KEY: 'k' }, log })).toBeInstanceOf(ChatOpenAI);
+    expect(chatModelFromEnv({ env: { ANTHROPIC_API_KEY: 'k' }, log })).toBeInstanceOf(ChatAnthropic);
+    const offline = chatModelFromEnv({ env: {}, log });
+    expect(offline).toBeInstanceOf(FakeListChatModel);
+    expect((await offline.invoke('hi')).text).toBe(OFFLINE_ANSWER);
+    expect(lines).toHaveLength(5);
+    expect(lines.at(-1)).toMatch(/offline fake model/);
+    expect(lines.join('\n')).not.toMatch(/\bk\b/);
+    expect(() => chatModelFromEnv({ env: { RUNNEL_MODEL: 'cohere:x' } })).toThrow(/RUNNEL_MODEL/);
+  });
+
+  it('fails clearly, without calling out, when a provider has no key', async () => {
+    const model = new ChatOpenAI({ apiKey: '' });
+    const saved = process.env.OPENAI_API_KEY;
+    delete process.env.OPENAI_API_KEY;
+    try {
+      await expect(model.invoke('hi')).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_REJECTED', message: expect.stringMatching(/OPENAI_API_KEY/) });
+    } finally {
+      if (saved !== undefined) process.env.OPENAI_API_KEY = saved;
+    }
+  });
+});
