@@ -9,6 +9,8 @@
  * - `error`: 500 every time; `error-once`: 500, then `text`;
  * - `slow`: the text stream, one frame every 50 ms.
  *
+ * `/embeddings` answers with deterministic vectors `[text length, index, 1]`.
+ *
  * It records every request and counts requests whose client went away
  * before the response ended.
  */
@@ -84,6 +86,17 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
           waiters.forEach((resolve) => resolve());
         }
       });
+      if (req.url?.endsWith('/embeddings')) {
+        // Deterministic vectors, returned out of order: the client must sort by index.
+        const inputs = (Array.isArray(body.input) ? body.input : [body.input]) as string[];
+        // The SDK asks for base64 (little-endian float32) unless told otherwise, as the real API allows.
+        const encode = (vector: number[]) =>
+          body.encoding_format === 'base64' ? Buffer.from(new Float32Array(vector).buffer).toString('base64') : vector;
+        const data = inputs.map((text, index) => ({ object: 'embedding', index, embedding: encode([text.length, index, 1]) })).reverse();
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', data, model: body.model, usage: { prompt_tokens: inputs.length, total_tokens: inputs.length } }));
+        return;
+      }
       const scenario = String(body.model ?? 'text');
       const count = (seen.get(scenario) ?? 0) + 1;
       seen.set(scenario, count);

@@ -1,0 +1,96 @@
+import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { Document, globToRegExp, loadDirectory, loadJsonLines, loadMarkdown, RecursiveCharacterTextSplitter } from '../../src/index.js';
+
+function tree(files: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'runnel-docs-'));
+  for (const [path, content] of Object.entries(files)) {
+    mkdirSync(join(dir, path, '..'), { recursive: true });
+    writeFileSync(join(dir, path), content);
+  }
+  return dir;
+}
+
+describe('Document', () => {
+  it('serializes as LangServe does', () => {
+    expect(new Document({ id: 'd1', pageContent: 'abc', metadata: { a: 'b' } }).toJSON()).toEqual({ type: 'Document', id: 'd1', page_content: 'abc', metadata: { a: 'b' } });
+  });
+});
+
+describe('loaders', () => {
+  const dir = tree({
+    'README.md': '# Runnel\n\nServes chains.',
+    'docs/guide.md': '# Guide\n\nText.',
+    'docs/notes.txt': 'plain notes',
+    'docs/data.jsonl': '{"text": "first", "id": "r1", "lang": "en"}\n\n{"text": "second"}\n',
+    'docs/skip.json': '{}',
+    'node_modules/x/readme.md': '# no',
+    '.hidden/secret.md': '# no',
+  });
+
+  it('loads Markdown with its title, and JSON Lines with metadata and ids', async () => {
+    const [readme] = await loadMarkdown(join(dir, 'README.md'));
+    expect(readme?.metadata).toEqual({ source: join(dir, 'README.md'), title: 'Runnel' });
+    const rows = await loadJsonLines(join(dir, 'docs/data.jsonl'));
+    expect(rows.map((d) => [d.id, d.pageContent, d.metadata.lang, d.metadata.line])).toEqual([
+      ['r1', 'first', 'en', 1],
+      [undefined, 'second', undefined, 3],
+    ]);
+  });
+
+  it('names the line of a bad JSON Lines record', async () => {
+    const bad = tree({ 'bad.jsonl': '{"text": "ok"}\n{"nope": 1}\n' });
+    await expect(loadJsonLines(join(bad, 'bad.jsonl'))).rejects.toThrow(/bad.jsonl:2/);
+  });
+
+  it('loads a directory by glob, skipping hidden folders and node_modules', async () => {
+    const docs = await loadDirectory(dir, { glob: '**/*.{md,txt,jsonl}' });
+    expect(docs.map((d) => String(d.metadata.source).slice(dir.length + 1))).toEqual([
+      'README.md',
+      'docs/data.jsonl',
+      'docs/data.jsonl',
+      'docs/guide.md',
+      'docs/notes.txt',
+    ]);
+    expect(globToRegExp('docs/*.md').test('docs/a.md')).toBe(true);
+    expect(globToRegExp('docs/*.md').test('docs/x/a.md')).toBe(false);
+    expect(globToRegExp('**/*.md').test('a.md')).toBe(true);
+  });
+});
+
+describe('RecursiveCharacterTextSplitter', () => {
+  const text = ['# Title', '', 'First paragraph has some words in it.', '', 'Second paragraph, also words, more words here.', 'A line right after.'].join('\n');
+
+  it('keeps every chunk within chunkSize, splitting at the coarsest separator first', () => {
+    const splitter = new RecursiveCharacterTextSplitter({ chunkSize: 40, chunkOverlap: 10 });
+    const chunks = splitter.splitText(text);
+    expect(chunks.every((c) => c.length <= 40)).toBe(true);
+    expect(chunks[0]).toBe('# Title');
+    expect(chunks).toContain('First paragraph has some words in it.');
+  });
+
+  it('overlaps neighbouring chunks', () => {
+    const words = Array.from({ length: 40 }, (_, i) => `w${i}`).join(' ');
+    const chunks = new RecursiveCharacterTextSplitter({ chunkSize: 30, chunkOverlap: 10 }).splitText(words);
+    for (let i = 1; i < chunks.length; i++) {
+      const previousTail = (chunks[i - 1] as string).split(' ').at(-1) as string;
+      expect(chunks[i]?.split(' ')).toContain(previousTail);
+    }
+    expect(chunks.join(' ')).toContain('w39');
+  });
+
+  it('copies metadata and records each chunk line range; uses the length function', async () => {
+    const splitter = new RecursiveCharacterTextSplitter({ chunkSize: 40, chunkOverlap: 0 });
+    const chunks = await splitter.splitDocuments([new Document({ pageContent: text, metadata: { source: 's.md' } })]);
+    expect(chunks[0]?.metadata).toEqual({ source: 's.md', loc: { lines: { from: 1, to: 1 } } });
+    expect(chunks.at(-1)?.metadata.loc).toEqual({ lines: { from: 6, to: 6 } });
+    const [spanning] = await new RecursiveCharacterTextSplitter({ chunkSize: 60, chunkOverlap: 0 }).splitDocuments([new Document({ pageContent: text })]);
+    expect(spanning?.pageContent).toBe('# Title\n\nFirst paragraph has some words in it.');
+    expect(spanning?.metadata.loc).toEqual({ lines: { from: 1, to: 3 } });
+    const byWords = new RecursiveCharacterTextSplitter({ chunkSize: 3, chunkOverlap: 0, lengthFunction: (t) => t.split(/\s+/).filter(Boolean).length });
+    expect(byWords.splitText('a b c d e f g').every((c) => c.split(' ').length <= 3)).toBe(true);
+    expect(() => new RecursiveCharacterTextSplitter({ chunkSize: 10, chunkOverlap: 10 })).toThrow(/chunkOverlap/);
+  });
+});
