@@ -9,7 +9,10 @@ import { randomUUID } from 'node:crypto';
 import { Runnable as LcRunnable, RunnableLambda as LcLambda, RunnableSequence as LcSequence } from '@langchain/core/runnables';
 import type { CallbackManagerForChainRun } from '@langchain/core/callbacks/manager';
 import type { RunnableConfig as LcConfig } from '@langchain/core/runnables';
-import { generator, lambda, sequence } from '../src/index.js';
+import { ChatPromptTemplate as LcChatPrompt } from '@langchain/core/prompts';
+import { StringOutputParser as LcStringParser } from '@langchain/core/output_parsers';
+import { FakeListChatModel as LcFakeChat } from '@langchain/core/utils/testing';
+import { ChatPromptTemplate, FakeListChatModel, generator, lambda, sequence, StringOutputParser } from '../src/index.js';
 import { printTable, runCase, type CaseResult } from './harness.js';
 
 const f1 = (x: number): number => x + 1;
@@ -104,6 +107,35 @@ const lcGen = LcSequence.from([
   }),
 ]);
 
+// --- prompt | fake model (50 tokens) | string parser ---------------------------------------------
+// @langchain/core's fake streams one character per chunk, Runnel's one word: both answers are 50 chunks.
+const ourAnswer = Array.from({ length: 50 }, () => 'x').join(' ');
+const theirAnswer = 'x'.repeat(50);
+const messages: [string, string][] = [
+  ['system', 'You are a comedian.'],
+  ['human', 'Tell me a joke about {topic}'],
+];
+const runnelLlmChain = ChatPromptTemplate.fromMessages(messages)
+  .pipe(new FakeListChatModel({ responses: [ourAnswer] }))
+  .pipe(new StringOutputParser());
+const lcLlmChain = LcChatPrompt.fromMessages(messages)
+  .pipe(new LcFakeChat({ responses: [theirAnswer] }))
+  .pipe(new LcStringParser());
+
+/** Median microseconds from calling stream() to the first chunk. */
+async function timeToFirstChunk(open: () => Promise<AsyncIterable<unknown>>, runs = 300): Promise<number> {
+  const samples: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const start = performance.now();
+    const iterator = (await open())[Symbol.asyncIterator]();
+    await iterator.next();
+    samples.push((performance.now() - start) * 1000);
+    await iterator.return?.();
+  }
+  samples.sort((a, b) => a - b);
+  return samples[Math.floor(samples.length / 2)] as number;
+}
+
 async function drain(iterable: AsyncIterable<unknown>): Promise<number> {
   let count = 0;
   for await (const _ of iterable) count++;
@@ -119,6 +151,10 @@ async function checkEquivalence(): Promise<void> {
   const ours = await drain(runnelGen.stream(200));
   const theirs = await drain(await lcGen.stream(200));
   if (ours !== 200 || theirs !== 200) throw new Error(`generator chunk counts differ: ${ours}, ${theirs}`);
+  const ourText = await runnelLlmChain.invoke({ topic: 'cats' });
+  const theirText = await lcLlmChain.invoke({ topic: 'cats' });
+  if (ourText !== ourAnswer || theirText !== theirAnswer) throw new Error('LLM chains answered unexpectedly');
+  console.log(`chunks per 50-token stream: runnel ${await drain(runnelLlmChain.stream({ topic: 'x' }))}, @langchain/core ${await drain(await lcLlmChain.stream({ topic: 'x' }))}`);
   const ourEvents = await drain(runnelChain.streamEvents(5));
   const theirEvents = await drain(lcChain.streamEvents(5, { version: 'v2' }));
   console.log(`events per 3-step streamEvents call: runnel ${ourEvents}, @langchain/core ${theirEvents}, floor ${await drain(plainEvents(5))}`);
@@ -163,8 +199,38 @@ async function main(): Promise<void> {
       { name: '@langchain/core', run: async () => drain(await lcGen.stream(200)) },
     ], { rounds: 11 }),
   );
+  const topic = { topic: 'cats' };
+  const llm: CaseResult[] = [];
+  llm.push(
+    await runCase('prompt ▸ model ▸ parser: invoke', [
+      { name: 'runnel', run: () => runnelLlmChain.invoke(topic) },
+      { name: '@langchain/core', run: () => lcLlmChain.invoke(topic) },
+    ], { rounds: 11 }),
+  );
+  llm.push(
+    await runCase('prompt ▸ model ▸ parser: stream 50 tokens', [
+      { name: 'runnel', run: () => drain(runnelLlmChain.stream(topic)) },
+      { name: '@langchain/core', run: async () => drain(await lcLlmChain.stream(topic)) },
+    ], { rounds: 11 }),
+  );
+  llm.push(
+    await runCase('prompt ▸ model ▸ parser: streamEvents', [
+      { name: 'runnel', run: () => drain(runnelLlmChain.streamEvents(topic)) },
+      { name: '@langchain/core', run: () => drain(lcLlmChain.streamEvents(topic, { version: 'v2' })) },
+    ], { rounds: 11 }),
+  );
+  llm.push({
+    name: 'prompt ▸ model ▸ parser: time to first chunk',
+    medians: {
+      runnel: await timeToFirstChunk(async () => runnelLlmChain.stream(topic)),
+      '@langchain/core': await timeToFirstChunk(() => lcLlmChain.stream(topic)),
+    },
+  });
+
   console.log('\nMedian time per call (lower is better):\n');
   printTable(results, { floor: 'plain', ours: 'runnel', peer: '@langchain/core' });
+  console.log('');
+  printTable(llm, { floor: 'plain', ours: 'runnel', peer: '@langchain/core' });
   const get = (name: string) => results.find((r) => r.name === name)?.medians as Record<string, number>;
   const invoke = get('3-step invoke');
   const events = get('3-step streamEvents');
@@ -173,6 +239,10 @@ async function main(): Promise<void> {
   goal('invoke ≥ 10× faster than @langchain/core', invoke['@langchain/core']! / invoke.runnel! >= 10, `${(invoke['@langchain/core']! / invoke.runnel!).toFixed(1)}×`);
   goal('streamEvents ≥ 10× faster than @langchain/core', events['@langchain/core']! / events.runnel! >= 10, `${(events['@langchain/core']! / events.runnel!).toFixed(1)}×`);
   goal('invoke within 10× of the plain floor', invoke.runnel! / invoke.plain! <= 10, `${(invoke.runnel! / invoke.plain!).toFixed(1)}×`);
+  for (const result of llm) {
+    const ratio = result.medians['@langchain/core']! / result.medians.runnel!;
+    goal(`${result.name} ≥ 10× faster than @langchain/core`, ratio >= 10, `${ratio.toFixed(1)}×`);
+  }
 }
 
 await main();

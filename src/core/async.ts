@@ -211,27 +211,34 @@ export async function* withIdleTimeout<T>(source: AsyncIterable<T>, ms: number, 
   const iterator = source[Symbol.asyncIterator]();
   let finished = false;
   let timedOut = false;
+  // One timer, pushed back on every item: cheaper than a timer per item on a fast stream.
+  let fail!: (error: Error) => void;
+  const idle = new Promise<never>((_, reject) => (fail = reject));
+  idle.catch(noop);
+  let waiting = false;
+  const timer = setTimeout(() => {
+    // Only the source can stall: while the reader holds an item, the clock starts over.
+    if (!waiting) {
+      timer.refresh();
+      return;
+    }
+    timedOut = true;
+    fail(onIdle());
+  }, ms);
   try {
     for (;;) {
-      let timer: NodeJS.Timeout | undefined;
-      const idle = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          timedOut = true;
-          reject(onIdle());
-        }, ms);
-      });
-      try {
-        const result = await Promise.race([iterator.next(), idle]);
-        if (result.done === true) {
-          finished = true;
-          return;
-        }
-        yield result.value;
-      } finally {
-        clearTimeout(timer);
+      timer.refresh();
+      waiting = true;
+      const result = await Promise.race([iterator.next(), idle]);
+      waiting = false;
+      if (result.done === true) {
+        finished = true;
+        return;
       }
+      yield result.value;
     }
   } finally {
+    clearTimeout(timer);
     if (!finished) {
       if (timedOut) iterator.return?.()?.catch(noop);
       else await iterator.return?.();

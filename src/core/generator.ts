@@ -19,7 +19,7 @@ export class RunnableGenerator<I, O> extends Runnable<I, O> {
     this.name = options.name ?? (func.name !== '' ? func.name : 'RunnableGenerator');
   }
 
-  protected override _transform(inputs: AsyncIterable<I>, run: Run): AsyncIterable<O> {
+  protected override _transform(inputs: AsyncIterable<I>, run: Run): AsyncGenerator<O> {
     const scope = run.scope;
     return iterateInScope(scope, () => this.func(inputs, configOf(scope)));
   }

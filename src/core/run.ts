@@ -45,6 +45,8 @@ export class Run {
   private input: unknown = undefined;
   private hasInput = false;
   private startTime = 0;
+  /** What every event of this run repeats, computed on the first event. */
+  private stamp: { tags: string[]; parentIds: string[]; metadata: Record<string, unknown> } | undefined;
 
   constructor(name: string, runType: RunType, scope: Scope) {
     this.name = scope.runName ?? name;
@@ -171,15 +173,8 @@ export class Run {
   }
 
   private event(event: string, name: string, data: StreamEvent['data']): StreamEvent {
-    return {
-      event,
-      name,
-      run_id: this.id,
-      parent_ids: this.parentIds,
-      tags: this.tags as string[],
-      metadata: publicMetadata(this.metadata),
-      data,
-    };
+    const stamp = (this.stamp ??= { tags: this.tags as string[], parentIds: this.parentIds, metadata: publicMetadata(this.metadata) });
+    return { event, name, run_id: this.id, parent_ids: stamp.parentIds, tags: stamp.tags, metadata: stamp.metadata, data };
   }
 
   private info(): RunInfo {

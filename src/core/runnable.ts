@@ -121,13 +121,17 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
   }
 
   /** The whole input to a stream of output chunks. By default, one chunk: the whole output. */
-  protected async *_stream(input: I, run: Run): AsyncGenerator<O> {
-    if (this._transform !== undefined) yield* this._transform(once(input), run, { value: input });
-    else yield await this._call(input, run);
+  protected _stream(input: I, run: Run): AsyncGenerator<O> {
+    if (this._transform !== undefined) return this._transform(once(input), run, { value: input });
+    return this.callAsStream(input, run);
+  }
+
+  private async *callAsStream(input: I, run: Run): AsyncGenerator<O> {
+    yield await this._call(input, run);
   }
 
   /** A stream of input chunks to a stream of output chunks, for runnables that start before their input has ended. */
-  protected _transform?(inputs: AsyncIterable<I>, run: Run, known?: Known<I>): AsyncIterable<O>;
+  protected _transform?(inputs: AsyncIterable<I>, run: Run, known?: Known<I>): AsyncGenerator<O>;
 
   /** The input as this runnable's start event shows it (chat models show `{messages: [[...]]}`). */
   protected _eventInput(input: I): unknown {
@@ -164,16 +168,24 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
   }
 
   /** Streams this runnable within a scope. @internal */
-  async *_streamIn(inputs: AsyncIterable<I>, scope: Scope, known?: Known<I>): AsyncGenerator<O> {
+  _streamIn(inputs: AsyncIterable<I>, scope: Scope, known?: Known<I>): AsyncGenerator<O> {
     const run = new Run(this.name, this.runType, scope);
+    // Nobody observes this run and nothing can abort it: no wrapper, the chunks flow straight through.
+    if (!run.observed && scope.signal === undefined) {
+      if (this._transform !== undefined) return this._transform(inputs, run, known);
+      if (known !== undefined) return this._stream(known.value, run);
+    }
+    return this.runStream(inputs, run, scope.signal, known);
+  }
+
+  private async *runStream(inputs: AsyncIterable<I>, run: Run, signal: AbortSignal | undefined, known?: Known<I>): AsyncGenerator<O> {
     const observed = run.observed;
-    const signal = scope.signal;
     let output: O | undefined;
     let hasOutput = false;
     let settled = false;
     try {
       if (signal?.aborted === true) throw abortError(signal);
-      let source: AsyncIterable<O>;
+      let source: AsyncGenerator<O>;
       if (this._transform !== undefined) {
         if (known !== undefined) run.start(this._eventInput(known.value));
         source = this._transform(known === undefined && observed ? tapInput(inputs, run) : inputs, run, known);

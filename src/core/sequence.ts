@@ -60,13 +60,13 @@ export class RunnableSequence<I, O> extends Runnable<I, O> {
     return value as O;
   }
 
-  protected override _transform(inputs: AsyncIterable<I>, run: Run, known?: Known<I>): AsyncIterable<O> {
+  protected override _transform(inputs: AsyncIterable<I>, run: Run, known?: Known<I>): AsyncGenerator<O> {
     let stream: AsyncIterable<unknown> = inputs;
     for (let index = 0; index < this.steps.length; index++) {
       const step = this.steps[index] as Runnable<unknown, unknown>;
       stream = step._streamIn(stream, run.child(this.stepTags[index] as string[]), index === 0 ? known : undefined);
     }
-    return stream as AsyncIterable<O>;
+    return stream as AsyncGenerator<O>;
   }
 
   override _children(): AnyRunnable[] {

@@ -12,22 +12,23 @@ import type { Runnable } from './runnable.js';
 const noop = (): void => {};
 
 /**
- * Runs `runnable` and yields its events with the time each was emitted
- * (ms since the epoch). Shared by `streamEvents` and `streamLog`.
+ * Runs `runnable` and yields its events, each mapped with the time it was
+ * emitted (ms since the epoch). Shared by `streamEvents` and `streamLog`.
  * @internal
  */
-export async function* timedEvents<I>(
+export async function* runEvents<I, T>(
   runnable: Runnable<I, unknown>,
   input: I,
   base: Scope,
-  filters?: EventFilters,
-): AsyncGenerator<[StreamEvent, number]> {
-  const queue: [StreamEvent, number][] = [];
+  options: { filters?: EventFilters | undefined; map: (event: StreamEvent, time: number) => T },
+): AsyncGenerator<T> {
+  const { filters, map } = options;
+  const queue: T[] = [];
   const accept = eventFilter(filters);
   let wake: (() => void) | undefined;
   const channel = (event: StreamEvent, time: number): void => {
     if (accept !== undefined && !accept(event, runTypeOf(event))) return;
-    queue.push([event, time]);
+    queue.push(map(event, time));
     if (wake !== undefined) {
       const resume = wake;
       wake = undefined;
@@ -41,7 +42,7 @@ export async function* timedEvents<I>(
   let failure: { error: unknown } | undefined;
   try {
     for (;;) {
-      while (queue.length > 0) yield queue.shift() as [StreamEvent, number];
+      while (queue.length > 0) yield queue.shift() as T;
       if (done) {
         if (failure !== undefined) throw failure.error;
         return;
@@ -69,12 +70,9 @@ export async function* timedEvents<I>(
   }
 }
 
+const eventOnly = (event: StreamEvent): StreamEvent => event;
+
 /** `Runnable.streamEvents`: the events alone. @internal */
-export async function* streamEvents<I>(
-  runnable: Runnable<I, unknown>,
-  input: I,
-  scope: Scope,
-  filters?: EventFilters,
-): AsyncGenerator<StreamEvent> {
-  for await (const [event] of timedEvents(runnable, input, scope, filters)) yield event;
+export function streamEvents<I>(runnable: Runnable<I, unknown>, input: I, scope: Scope, filters?: EventFilters): AsyncGenerator<StreamEvent> {
+  return runEvents(runnable, input, scope, { filters, map: eventOnly });
 }

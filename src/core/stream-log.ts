@@ -9,7 +9,7 @@ import type { Scope } from './config.js';
 import { eventFilter, runTypeOf, type EventFilters } from './events.js';
 import { concat } from './merge.js';
 import type { Runnable } from './runnable.js';
-import { timedEvents } from './stream-events.js';
+import { runEvents } from './stream-events.js';
 
 /** One JSON Patch operation. */
 export interface PatchOp {
@@ -48,7 +48,7 @@ export async function* streamLog<I>(
   let final: unknown;
   let streamed = false;
 
-  for await (const [event, time] of timedEvents(runnable, input, scope)) {
+  for await (const [event, time] of runEvents(runnable, input, scope, { map: (e, t) => [e, t] as const })) {
     const phase = event.event.slice(event.event.lastIndexOf('_') + 1);
     // The first event is the root's start: its input is known, so it starts before anything inside it.
     rootId ??= event.run_id;

@@ -7,7 +7,7 @@
  */
 import { BaseMessage } from './base.js';
 import { parsePartialJson } from './partial-json.js';
-import type { InvalidToolCall, MessageContent, MessageFields, ToolCall, ToolCallChunk, UsageMetadata } from './types.js';
+import type { ContentBlock, InvalidToolCall, MessageFields, ToolCall, ToolCallChunk, UsageMetadata } from './types.js';
 
 /** Fields of an {@link AIMessage}. */
 export interface AIMessageFields extends MessageFields {
@@ -30,10 +30,16 @@ export class AIMessage extends BaseMessage {
 
   constructor(fields: string | AIMessageFields) {
     super(fields);
-    const f: AIMessageFields = typeof fields === 'string' ? { content: fields } : fields;
-    this.tool_calls = (f.tool_calls ?? []).map(withToolCallType);
-    this.invalid_tool_calls = (f.invalid_tool_calls ?? []).map((call) => ({ ...call, type: 'invalid_tool_call' as const }));
-    this.usage_metadata = f.usage_metadata;
+    if (typeof fields === 'string') {
+      this.tool_calls = [];
+      this.invalid_tool_calls = [];
+      this.usage_metadata = undefined;
+      return;
+    }
+    const { tool_calls: calls, invalid_tool_calls: invalid } = fields;
+    this.tool_calls = calls === undefined || calls.length === 0 ? [] : calls.map(withToolCallType);
+    this.invalid_tool_calls = invalid === undefined || invalid.length === 0 ? [] : invalid.map((call) => ({ ...call, type: 'invalid_tool_call' as const }));
+    this.usage_metadata = fields.usage_metadata;
   }
 
   protected override extraJSON(): Record<string, unknown> {
@@ -48,12 +54,6 @@ export class AIMessage extends BaseMessage {
 /** Fields of an {@link AIMessageChunk}. */
 export interface AIMessageChunkFields extends AIMessageFields {
   tool_call_chunks?: ToolCallChunk[] | undefined;
-}
-
-function concatContent(a: MessageContent, b: MessageContent): MessageContent {
-  if (typeof a === 'string' && typeof b === 'string') return a + b;
-  const blocks = (content: MessageContent) => (typeof content === 'string' ? (content === '' ? [] : [{ type: 'text', text: content }]) : content);
-  return [...blocks(a), ...blocks(b)];
 }
 
 function addUsage(a: UsageMetadata | undefined, b: UsageMetadata | undefined): UsageMetadata | undefined {
@@ -108,31 +108,63 @@ export class AIMessageChunk extends AIMessage {
   readonly tool_call_chunks: ToolCallChunk[];
 
   constructor(fields: string | AIMessageChunkFields) {
-    const f: AIMessageChunkFields = typeof fields === 'string' ? { content: fields } : fields;
-    const chunks = (f.tool_call_chunks ?? []).map((chunk) => ({ ...chunk, type: 'tool_call_chunk' as const }));
+    const chunks = typeof fields === 'string' || fields.tool_call_chunks === undefined || fields.tool_call_chunks.length === 0
+      ? undefined
+      : fields.tool_call_chunks.map((chunk) => ({ ...chunk, type: 'tool_call_chunk' as const }));
     // Tool calls of a chunk come from its tool-call chunks, so the two never disagree.
-    const parsed = chunks.length > 0 ? parseToolCallChunks(chunks) : undefined;
-    super({
-      ...f,
-      tool_calls: parsed?.toolCalls ?? f.tool_calls,
-      invalid_tool_calls: parsed?.invalid ?? f.invalid_tool_calls,
-    });
-    this.tool_call_chunks = chunks;
+    if (chunks === undefined) super(fields);
+    else {
+      const parsed = parseToolCallChunks(chunks);
+      super({ ...(fields as AIMessageChunkFields), tool_calls: parsed.toolCalls, invalid_tool_calls: parsed.invalid });
+    }
+    this.tool_call_chunks = chunks ?? [];
   }
 
   /** This chunk followed by `other`. */
   concat(other: AIMessageChunk): AIMessageChunk {
+    return AIMessageChunk.merge([this, other]);
+  }
+
+  /** The chunks of a stream added up in one pass (what `concat` does pairwise). */
+  static merge(chunks: readonly AIMessageChunk[]): AIMessageChunk {
+    if (chunks.length === 1) return chunks[0] as AIMessageChunk;
+    let text = '';
+    let blocks: ContentBlock[] | undefined;
+    let additional: Record<string, unknown> | undefined;
+    let response: Record<string, unknown> | undefined;
+    let name: string | undefined;
+    let id: string | undefined;
+    let toolChunks: ToolCallChunk[] = [];
+    let toolCalls: ToolCall[] = [];
+    let invalid: InvalidToolCall[] = [];
+    let usage: UsageMetadata | undefined;
+    for (const chunk of chunks) {
+      if (typeof chunk.content === 'string' && blocks === undefined) text += chunk.content;
+      else {
+        blocks ??= text === '' ? [] : [{ type: 'text', text }];
+        blocks.push(...(typeof chunk.content === 'string' ? (chunk.content === '' ? [] : [{ type: 'text' as const, text: chunk.content }]) : chunk.content));
+      }
+      if (Object.keys(chunk.additional_kwargs).length > 0) additional = { ...additional, ...chunk.additional_kwargs };
+      if (Object.keys(chunk.response_metadata).length > 0) response = { ...response, ...chunk.response_metadata };
+      name ??= chunk.name;
+      id ??= chunk.id;
+      if (chunk.tool_call_chunks.length > 0) toolChunks = mergeToolCallChunks(toolChunks, chunk.tool_call_chunks);
+      else if (chunk.tool_calls.length > 0 || chunk.invalid_tool_calls.length > 0) {
+        toolCalls = [...toolCalls, ...chunk.tool_calls];
+        invalid = [...invalid, ...chunk.invalid_tool_calls];
+      }
+      usage = addUsage(usage, chunk.usage_metadata);
+    }
     return new AIMessageChunk({
-      content: concatContent(this.content, other.content),
-      additional_kwargs: { ...this.additional_kwargs, ...other.additional_kwargs },
-      response_metadata: { ...this.response_metadata, ...other.response_metadata },
-      name: this.name ?? other.name,
-      id: this.id ?? other.id,
-      tool_call_chunks: mergeToolCallChunks(this.tool_call_chunks, other.tool_call_chunks),
-      tool_calls: this.tool_call_chunks.length + other.tool_call_chunks.length === 0 ? [...this.tool_calls, ...other.tool_calls] : undefined,
-      invalid_tool_calls:
-        this.tool_call_chunks.length + other.tool_call_chunks.length === 0 ? [...this.invalid_tool_calls, ...other.invalid_tool_calls] : undefined,
-      usage_metadata: addUsage(this.usage_metadata, other.usage_metadata),
+      content: blocks ?? text,
+      additional_kwargs: additional,
+      response_metadata: response,
+      name,
+      id,
+      tool_call_chunks: toolChunks,
+      tool_calls: toolChunks.length === 0 ? toolCalls : undefined,
+      invalid_tool_calls: toolChunks.length === 0 ? invalid : undefined,
+      usage_metadata: usage,
     });
   }
 

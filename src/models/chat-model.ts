@@ -27,7 +27,7 @@ import {
 import { isPromptValue, type PromptValue } from '../prompts/index.js';
 import { cacheKey, type ModelCache } from './cache.js';
 import { providerError } from './errors.js';
-import type { CallParams, ChatCallOptions, ChatProvider, ToolChoice, ToolDefinition } from './types.js';
+import type { CallParams, ChatCallOptions, ChatProvider, ChatRequest, ToolChoice, ToolDefinition } from './types.js';
 
 /** What a chat model accepts: a string, a prompt value, or a list of messages. */
 export type ChatModelInput = string | PromptValue | BaseMessage[] | unknown[];
@@ -134,25 +134,47 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   }
 
   protected override async _call(input: ChatModelInput, run: Run): Promise<AIMessage> {
-    let answer: AIMessageChunk | undefined;
+    if (run.sink === undefined && this.provider.generate !== undefined) return (await this.generateWhole(input, run)).toMessage();
+    const chunks: AIMessageChunk[] = [];
     for await (const chunk of this.generate(input, run)) {
       // Observed runs (streamEvents) stream even under invoke, so tokens show up as they come.
       if (run.sink !== undefined) run.chunk(chunk);
-      answer = answer === undefined ? chunk : answer.concat(chunk);
+      chunks.push(chunk);
     }
-    return (answer ?? new AIMessageChunk('')).toMessage();
+    return (chunks.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(chunks)).toMessage();
   }
 
   protected override _stream(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
     return this.generate(input, run);
   }
 
-  private async *generate(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
+  /** The request of a call, and its cache entry. */
+  private prepare(input: ChatModelInput, run: Run): { messages: BaseMessage[]; params: CallParams; cache: ModelCache | undefined; key: string } {
     const messages = toMessages(input);
     const params = this.callParams(run.options);
     const cache = (run.options as { cache?: unknown }).cache === false ? undefined : this.cache;
-    const key = cache === undefined ? undefined : cacheKey(this.provider.id, params, messages);
-    if (cache !== undefined && key !== undefined) {
+    return { messages, params, cache, key: cache === undefined ? '' : cacheKey(this.provider.id, params, messages) };
+  }
+
+  /** The provider's whole answer in one piece (see `ChatProvider.generate`), cached like a stream of one chunk. */
+  private async generateWhole(input: ChatModelInput, run: Run): Promise<AIMessageChunk> {
+    const { messages, params, cache, key } = this.prepare(input, run);
+    const hit = cache === undefined ? undefined : await cache.lookup(key).catch(() => undefined);
+    if (hit !== undefined) return hit.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(hit);
+    const signal = run.signal ?? new AbortController().signal;
+    let answer: AIMessageChunk;
+    try {
+      answer = await (this.provider.generate as (request: ChatRequest) => Promise<AIMessageChunk>)({ messages, params, signal });
+    } catch (error) {
+      throw providerError(this.name, error, run.signal);
+    }
+    if (cache !== undefined) await cache.update(key, [answer]).catch(() => undefined);
+    return answer;
+  }
+
+  private async *generate(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
+    const { messages, params, cache, key } = this.prepare(input, run);
+    if (cache !== undefined) {
       const hit = await cache.lookup(key).catch(() => undefined);
       if (hit !== undefined) {
         yield* hit;
@@ -185,7 +207,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
     }
     // Only a whole, successful answer is cached.
-    if (cache !== undefined && key !== undefined) await cache.update(key, chunks).catch(() => undefined);
+    if (cache !== undefined) await cache.update(key, chunks).catch(() => undefined);
   }
 
   /**

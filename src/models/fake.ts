@@ -34,34 +34,64 @@ class FakeProvider implements ChatProvider {
     private readonly sleepMs: number,
   ) {}
 
+  async generate(request: ChatRequest): Promise<AIMessageChunk> {
+    if (this.sleepMs > 0) {
+      // Paced like the stream, so a slow fake is slow either way.
+      const chunks: AIMessageChunk[] = [];
+      for await (const chunk of this.stream(request)) chunks.push(chunk);
+      return AIMessageChunk.merge(chunks);
+    }
+    request.signal.throwIfAborted();
+    this.calls.push(request.messages);
+    const response = this.responses[this.next++ % this.responses.length] ?? {};
+    const calls = response.tool_calls ?? [];
+    const tokens = response.content === undefined || response.content === '' ? 0 : fakeTokens(response.content).length;
+    const input = countWords(request.messages);
+    const output = Math.max(1, tokens + 2 * calls.length);
+    return new AIMessageChunk({
+      content: response.content ?? '',
+      id: `fake-${this.next}`,
+      tool_calls: calls.map((call, index) => ({ name: call.name, args: call.args, id: call.id ?? `call_${this.next}_${index}` })),
+      response_metadata: { model_name: request.params.model, finish_reason: calls.length > 0 ? 'tool_calls' : 'stop' },
+      usage_metadata: { input_tokens: input, output_tokens: output, total_tokens: input + output },
+    });
+  }
+
   async *stream(request: ChatRequest): AsyncGenerator<AIMessageChunk> {
     this.calls.push(request.messages);
     const response = this.responses[this.next++ % this.responses.length] ?? {};
     const id = `fake-${this.next}`;
-    const tokens = response.content === undefined || response.content === '' ? [] : fakeTokens(response.content);
-    const pieces: AIMessageChunk[] = tokens.map((token) => new AIMessageChunk({ content: token, id }));
-    (response.tool_calls ?? []).forEach((call, index) => {
+    let produced = 0;
+    const pace = async (): Promise<void> => {
+      if (this.sleepMs > 0) await sleep(this.sleepMs, request.signal);
+      else request.signal.throwIfAborted();
+      produced++;
+    };
+    // Chunks are made as they are sent, like a real stream: the first token does not wait for the last.
+    if (response.content !== undefined && response.content !== '') {
+      for (const token of fakeTokens(response.content)) {
+        await pace();
+        yield new AIMessageChunk({ content: token, id });
+      }
+    }
+    for (const [index, call] of (response.tool_calls ?? []).entries()) {
       const args = JSON.stringify(call.args);
       const half = Math.ceil(args.length / 2);
       const callId = call.id ?? `call_${this.next}_${index}`;
-      pieces.push(new AIMessageChunk({ content: '', id, tool_call_chunks: [{ index, id: callId, name: call.name, args: args.slice(0, half) }] }));
-      pieces.push(new AIMessageChunk({ content: '', id, tool_call_chunks: [{ index, args: args.slice(half) }] }));
-    });
-    const input = countWords(request.messages);
-    const output = Math.max(1, pieces.length);
-    pieces.push(
-      new AIMessageChunk({
-        content: '',
-        id,
-        response_metadata: { model_name: request.params.model, finish_reason: response.tool_calls?.length ? 'tool_calls' : 'stop' },
-        usage_metadata: { input_tokens: input, output_tokens: output, total_tokens: input + output },
-      }),
-    );
-    for (const piece of pieces) {
-      if (this.sleepMs > 0) await sleep(this.sleepMs, request.signal);
-      else request.signal.throwIfAborted();
-      yield piece;
+      await pace();
+      yield new AIMessageChunk({ content: '', id, tool_call_chunks: [{ index, id: callId, name: call.name, args: args.slice(0, half) }] });
+      await pace();
+      yield new AIMessageChunk({ content: '', id, tool_call_chunks: [{ index, args: args.slice(half) }] });
     }
+    const input = countWords(request.messages);
+    const output = Math.max(1, produced);
+    await pace();
+    yield new AIMessageChunk({
+      content: '',
+      id,
+      response_metadata: { model_name: request.params.model, finish_reason: response.tool_calls?.length ? 'tool_calls' : 'stop' },
+      usage_metadata: { input_tokens: input, output_tokens: output, total_tokens: input + output },
+    });
   }
 }
 

@@ -45,4 +45,9 @@ export interface ChatProvider {
   /** The provider's id, part of the cache key (`openai`, `anthropic`, `fake`). */
   readonly id: string;
   stream(request: ChatRequest): AsyncIterable<AIMessageChunk>;
+  /**
+   * The whole answer in one piece, for calls nobody streams (invoke without
+   * observers). Optional: without it, invoke collects the stream.
+   */
+  generate?(request: ChatRequest): Promise<AIMessageChunk>;
 }

@@ -115,3 +115,14 @@ describe('chatModelFromEnv', () => {
     }
   });
 });
+
+describe('invoke without observers', () => {
+  it('gives the same answer whether the provider answers whole or streamed', async () => {
+    const responses = [{ content: 'Let me add.', tool_calls: [{ name: 'add', args: { a: 1, b: 2 }, id: 'c1' }] }];
+    const whole = await new FakeToolCallingModel({ responses }).invoke('1+2?');
+    const events: StreamEvent[] = [];
+    const streamed = await new FakeToolCallingModel({ responses }).invoke('1+2?', { callbacks: [(e) => void events.push(e)] });
+    expect(events.some((e) => e.event === 'on_chat_model_stream')).toBe(true);
+    expect(whole.toJSON()).toEqual(streamed.toJSON());
+  });
+});
