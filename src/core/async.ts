@@ -199,6 +199,49 @@ export async function mapConcurrently<T, R>(
 }
 
 /**
+ * A stall detector for one stream: `next(iterator)` pulls the next item, or
+ * rejects with `onIdle()` when the source gives nothing for `ms`
+ * milliseconds. Time the reader spends holding an item does not count. One
+ * timer serves the whole stream. Call `dispose()` when done.
+ */
+export class IdleGuard {
+  private readonly timer: NodeJS.Timeout;
+  private readonly idle: Promise<never>;
+  private fail!: (error: Error) => void;
+  private waiting = false;
+  /** True once the source was given up on. */
+  timedOut = false;
+
+  constructor(ms: number, onIdle: () => Error) {
+    this.idle = new Promise<never>((_, reject) => (this.fail = reject));
+    this.idle.catch(noop);
+    this.timer = setTimeout(() => {
+      // Only the source can stall: while the reader holds an item, the clock starts over.
+      if (!this.waiting) {
+        this.timer.refresh();
+        return;
+      }
+      this.timedOut = true;
+      this.fail(onIdle());
+    }, ms);
+  }
+
+  async next<T>(iterator: AsyncIterator<T>): Promise<IteratorResult<T>> {
+    this.timer.refresh();
+    this.waiting = true;
+    try {
+      return await Promise.race([iterator.next(), this.idle]);
+    } finally {
+      this.waiting = false;
+    }
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+  }
+}
+
+/**
  * Iterates `source`, but fails with `onIdle()` when no item arrives for `ms`
  * milliseconds (the source is returned without waiting). Provider SDKs time
  * out only the wait for response headers; this covers a stream that stalls.
@@ -209,28 +252,11 @@ export async function* withIdleTimeout<T>(source: AsyncIterable<T>, ms: number, 
     return;
   }
   const iterator = source[Symbol.asyncIterator]();
+  const guard = new IdleGuard(ms, onIdle);
   let finished = false;
-  let timedOut = false;
-  // One timer, pushed back on every item: cheaper than a timer per item on a fast stream.
-  let fail!: (error: Error) => void;
-  const idle = new Promise<never>((_, reject) => (fail = reject));
-  idle.catch(noop);
-  let waiting = false;
-  const timer = setTimeout(() => {
-    // Only the source can stall: while the reader holds an item, the clock starts over.
-    if (!waiting) {
-      timer.refresh();
-      return;
-    }
-    timedOut = true;
-    fail(onIdle());
-  }, ms);
   try {
     for (;;) {
-      timer.refresh();
-      waiting = true;
-      const result = await Promise.race([iterator.next(), idle]);
-      waiting = false;
+      const result = await guard.next(iterator);
       if (result.done === true) {
         finished = true;
         return;
@@ -238,9 +264,9 @@ export async function* withIdleTimeout<T>(source: AsyncIterable<T>, ms: number, 
       yield result.value;
     }
   } finally {
-    clearTimeout(timer);
+    guard.dispose();
     if (!finished) {
-      if (timedOut) iterator.return?.()?.catch(noop);
+      if (guard.timedOut) iterator.return?.()?.catch(noop);
       else await iterator.return?.();
     }
   }

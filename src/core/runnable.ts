@@ -174,8 +174,13 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
     if (!run.observed && scope.signal === undefined) {
       if (this._transform !== undefined) return this._transform(inputs, run, known);
       if (known !== undefined) return this._stream(known.value, run);
+      return this.collectThenStream(inputs, run);
     }
     return this.runStream(inputs, run, scope.signal, known);
+  }
+
+  private async *collectThenStream(inputs: AsyncIterable<I>, run: Run): AsyncGenerator<O> {
+    yield* this._stream((await collect(inputs)) as I, run);
   }
 
   private async *runStream(inputs: AsyncIterable<I>, run: Run, signal: AbortSignal | undefined, known?: Known<I>): AsyncGenerator<O> {

@@ -11,7 +11,7 @@ import {
   Runnable,
   RunnelError,
   toJsonSchema,
-  withIdleTimeout,
+  IdleGuard,
   type Run,
   type RunType,
 } from '../core/index.js';
@@ -187,21 +187,24 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     if (run.signal?.aborted === true) onAbort();
     const chunks: AIMessageChunk[] = [];
     let complete = false;
+    const guard = new IdleGuard(this.streamIdleTimeoutMs, () => {
+      const error = new RunnelError('RUNNEL_ERR_PROVIDER_TIMEOUT', `${this.name}: no chunk for ${this.streamIdleTimeoutMs} ms, stream abandoned`);
+      upstream.abort(error);
+      return error;
+    });
     try {
-      const stalled = (): Error => {
-        const error = new RunnelError('RUNNEL_ERR_PROVIDER_TIMEOUT', `${this.name}: no chunk for ${this.streamIdleTimeoutMs} ms, stream abandoned`);
-        upstream.abort(error);
-        return error;
-      };
-      const stream = this.provider.stream({ messages, params, signal: upstream.signal });
-      for await (const chunk of withIdleTimeout(stream, this.streamIdleTimeoutMs, stalled)) {
-        chunks.push(chunk);
-        yield chunk;
+      const stream = this.provider.stream({ messages, params, signal: upstream.signal })[Symbol.asyncIterator]();
+      for (;;) {
+        const next = await guard.next(stream);
+        if (next.done === true) break;
+        chunks.push(next.value);
+        yield next.value;
       }
       complete = true;
     } catch (error) {
       throw providerError(this.name, upstream.signal.reason instanceof RunnelError ? upstream.signal.reason : error, run.signal);
     } finally {
+      guard.dispose();
       run.signal?.removeEventListener('abort', onAbort);
       // Whoever stopped reading early (an abort, a stall, a consumer gone): close the upstream request.
       if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
