@@ -28,7 +28,7 @@ export default tseslint.config(
   },
   {
     files: ['src/**/*.ts'],
-    ignores: ['src/core/**', 'src/server/**', 'src/client/**'],
+    ignores: ['src/core/**', 'src/server/**', 'src/client/**', 'src/index.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

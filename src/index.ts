@@ -11,3 +11,4 @@ export * from './embeddings/index.js';
 export * from './documents/index.js';
 export * from './vectorstores/index.js';
 export * from './tools/index.js';
+export * from './server/index.js';

@@ -65,6 +65,61 @@ export const errorCodes = {
     retryable: false,
     description: 'A tool-calling agent reached `maxIterations` without a final answer.',
   },
+  RUNNEL_ERR_BODY_INVALID: {
+    status: 422,
+    retryable: false,
+    description: 'The request body is not JSON, not an object, or lacks `input`/`inputs`; `detail` says where.',
+  },
+  RUNNEL_ERR_BODY_TOO_LARGE: {
+    status: 413,
+    retryable: false,
+    description: 'The request body is larger than the limit (`RUNNEL_BODY_LIMIT`, default 1 MiB).',
+  },
+  RUNNEL_ERR_BATCH_TOO_LARGE: {
+    status: 422,
+    retryable: false,
+    description: 'A batch has more inputs than the limit (`RUNNEL_MAX_BATCH`, default 100).',
+  },
+  RUNNEL_ERR_CONFIG_HASH_INVALID: {
+    status: 400,
+    retryable: false,
+    description: 'The `/c/{config_hash}/` part of the URL does not decode to a config object.',
+  },
+  RUNNEL_ERR_UNAUTHORIZED: {
+    status: 401,
+    retryable: false,
+    description: 'API keys are on (`RUNNEL_API_KEYS`) and the request has none, or a wrong one.',
+  },
+  RUNNEL_ERR_FORBIDDEN: {
+    status: 403,
+    retryable: false,
+    description: 'The caller may not use this resource (for example, another caller\'s history).',
+  },
+  RUNNEL_ERR_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    description: 'No such route, chain or endpoint (endpoints a chain has not enabled do not exist).',
+  },
+  RUNNEL_ERR_RATE_LIMITED: {
+    status: 429,
+    retryable: true,
+    description: 'The caller sent more requests than its rate limit allows (`RUNNEL_RATE_LIMIT`); see `retry-after`.',
+  },
+  RUNNEL_ERR_OVERLOADED: {
+    status: 503,
+    retryable: true,
+    description: 'All stream slots are taken (`RUNNEL_MAX_STREAMS`); see `retry-after`.',
+  },
+  RUNNEL_ERR_SHUTTING_DOWN: {
+    status: 503,
+    retryable: true,
+    description: 'The server is shutting down; another replica will answer.',
+  },
+  RUNNEL_ERR_STREAM_STALLED: {
+    status: 408,
+    retryable: false,
+    description: 'The client read nothing of a stream for longer than `RUNNEL_STREAM_STALL_MS`; the stream was cut.',
+  },
   RUNNEL_ERR_INTERNAL: {
     status: 500,
     retryable: false,

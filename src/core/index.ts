@@ -28,7 +28,7 @@ export type { EventCallback, EventFilters, RunInfo, RunListeners, RunType, Strea
 export type { PatchOp, RunLogPatch } from './stream-log.js';
 export { concat, collect, asSnapshot, type Mergeable } from './merge.js';
 export { Graph, type GraphEdge, type GraphNode } from './graph.js';
-export { toJsonSchema, type ConfigSpec, type JsonSchema } from './schema.js';
+export { toJsonSchema, specJsonSchema, type ConfigSpec, type JsonSchema } from './schema.js';
 export { errorCodes, RunnelError, isRunnelError, isAbortError, abortError, type ErrorCode, type ErrorDetailItem } from './errors.js';
 export { abortable, raceAbort, sleep, withIdleTimeout, IdleGuard, once } from './async.js';
 export { callInScope } from './in-scope.js';

@@ -1,0 +1,56 @@
+/**
+ * `POST /{path}/batch`: `{inputs: [...], config?: {} | [{}...]}` → outputs in
+ * input order with one run id each. At most `RUNNEL_MAX_BATCH` inputs; a
+ * bad item, a non-list `inputs` or `config: null` is a 422 (LangServe: 500).
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { RunnelError } from '../src/core/index.js';
+import type { PreparedChain } from '../src/server/prepared.js';
+import { bodyObject, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
+import { usageCallbacks } from '../src/server/usage.js';
+
+export function batchHandler(chain: PreparedChain) {
+  return async (request: FastifyRequest<{ Params: { configHash?: string } }>, reply: FastifyReply) => {
+    const body = bodyObject(request.body);
+    const inputs = required(body, 'inputs');
+    if (!Array.isArray(inputs)) {
+      throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'inputs must be a list', { detail: [{ type: 'list_type', loc: ['inputs'], msg: 'Input should be a valid list' }] });
+    }
+    const limit = request.server.runnel.config.maxBatch;
+    if (inputs.length > limit) {
+      throw new RunnelError('RUNNEL_ERR_BATCH_TOO_LARGE', `A batch takes at most ${limit} inputs, got ${inputs.length}`, {
+        detail: [{ type: 'too_long', loc: ['inputs'], msg: `List should have at most ${limit} items` }],
+      });
+    }
+    const bodyConfig = body.config;
+    if (Object.hasOwn(body, 'config') && (bodyConfig === null || typeof bodyConfig !== 'object')) {
+      throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', "Value for 'config' key must be a dict or list if provided", {
+        detail: [{ type: 'dict_or_list', loc: ['config'], msg: 'config must be an object or a list of objects' }],
+      });
+    }
+    if (Array.isArray(bodyConfig) && bodyConfig.length !== inputs.length) {
+      throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `Number of configs (${bodyConfig.length}) must match number of inputs (${inputs.length})`, {
+        detail: [{ type: 'length', loc: ['config'], msg: `Number of configs (${bodyConfig.length}) must match number of inputs (${inputs.length})` }],
+      });
+    }
+    const hash = decodeConfigHash(request.params.configHash);
+    const context = requestContext(request, 'batch', chain.spec.path);
+    const resolved = [];
+    for (let i = 0; i < inputs.length; i++) {
+      chain.checkInput(inputs[i], ['inputs', i]);
+      const one = Array.isArray(bodyConfig) ? bodyConfig[i] : bodyConfig;
+      resolved.push(await chain.resolveConfig({ hash, body: one, bodyLoc: Array.isArray(bodyConfig) ? ['config', i] : ['config'] }, context));
+    }
+    const connection = disconnectSignal(reply);
+    try {
+      const output = await chain.spec.runnable.batch(
+        inputs as never[],
+        resolved.map(({ config }) => ({ ...config, signal: connection.signal, ...usageCallbacks(request.server.runnel, chain, config) })),
+      );
+      const runIds = resolved.map(({ runId }) => runId);
+      return { output, metadata: { run_ids: runIds, responses: runIds.map((run_id) => ({ run_id, feedback_tokens: [] })) } };
+    } finally {
+      connection.dispose();
+    }
+  };
+}

@@ -1,0 +1,58 @@
+/**
+ * A chain's routes, registered under its path (and again under
+ * `/{path}/c/{config_hash}/` when config hashes are on). Only enabled
+ * endpoints exist; the others answer 404.
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import { streamResponses } from '../src/server/openapi.js';
+import type { PreparedChain } from '../src/server/prepared.js';
+import { batchHandler } from './batch.js';
+import { invokeHandler } from './invoke.js';
+import { schemaHandler } from './schemas.js';
+import { streamHandler } from './streams.js';
+
+export interface ChainRoutesOptions {
+  chain: PreparedChain;
+  /** True for the `/c/{config_hash}/` copy of the routes. */
+  hashed: boolean;
+}
+
+const errors = { '4xx': { $ref: 'RunnelError#' }, '5xx': { $ref: 'RunnelError#' } };
+
+export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, { chain, hashed }) => {
+  const enabled = new Set(chain.spec.enabledEndpoints);
+  const n = chain.name;
+  const path = chain.spec.path;
+  const tags = [path];
+  const hide = hashed; // the /c/{hash}/ copies behave the same; the document lists the plain routes
+  const params = hashed ? { params: { type: 'object', properties: { configHash: { type: 'string' } } } } : {};
+  const doc = (summary: string, extra: Record<string, unknown>) => ({ schema: { tags, hide, summary, ...params, ...extra } });
+
+  if (enabled.has('invoke')) {
+    app.post('/invoke', doc(`Run ${path} on one input`, { body: { $ref: `${n}InvokeRequest#` }, response: { 200: { $ref: `${n}InvokeResponse#` }, ...errors } }), invokeHandler(chain));
+  }
+  if (enabled.has('batch')) {
+    app.post('/batch', doc(`Run ${path} on many inputs`, { body: { $ref: `${n}BatchRequest#` }, response: { 200: { $ref: `${n}BatchResponse#` }, ...errors } }), batchHandler(chain));
+  }
+  const sse = (kind: 'stream' | 'stream_log' | 'stream_events', request: string, summary: string) =>
+    app.post(
+      `/${kind}`,
+      doc(summary, {
+        body: { $ref: `${n}${request}#` },
+        response: { 200: { description: 'An event stream', content: { 'text/event-stream': { schema: streamResponses[kind] } } }, ...errors },
+      }),
+      streamHandler(chain, kind),
+    );
+  if (enabled.has('stream')) sse('stream', 'StreamRequest', `Stream the output chunks of ${path} (SSE)`);
+  if (enabled.has('stream_log')) sse('stream_log', 'StreamLogRequest', `Stream the run log of ${path} as JSON Patch (SSE)`);
+  if (enabled.has('stream_events')) sse('stream_events', 'StreamEventsRequest', `Stream the events of every run inside ${path} (SSE)`);
+  if (enabled.has('input_schema')) app.get('/input_schema', doc(`JSON Schema of ${path}'s input`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'input'));
+  if (enabled.has('output_schema')) app.get('/output_schema', doc(`JSON Schema of ${path}'s output`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'output'));
+  if (enabled.has('config_schema')) app.get('/config_schema', doc(`JSON Schema of ${path}'s config`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'config'));
+  app.addHook('onResponse', async (request, reply) => {
+    if (reply.sent && !request.raw.complete) return;
+    const endpoint = request.routeOptions.url?.split('/').pop() ?? 'unknown';
+    request.server.runnel.metrics.requests.inc({ chain: path, endpoint, status: String(reply.statusCode) });
+    request.server.runnel.metrics.duration.observe({ chain: path, endpoint }, reply.elapsedTime / 1000);
+  });
+};

@@ -1,0 +1,20 @@
+/** `/healthz` (alive), `/readyz` (ready to take work; false while shutting down or a service is down), `/metrics`. */
+import type { FastifyPluginAsync } from 'fastify';
+
+export const healthRoutes: FastifyPluginAsync = async (app) => {
+  app.get('/healthz', { schema: { tags: ['operations'], summary: 'Alive', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } }, async () => ({
+    status: 'ok',
+  }));
+
+  app.get('/readyz', { schema: { tags: ['operations'], summary: 'Ready to take work' } }, async (_request, reply) => {
+    const state = app.runnel;
+    const checks: Record<string, boolean> = {};
+    for (const [name, check] of state.readiness) checks[name] = await check().catch(() => false);
+    const ready = !state.shuttingDown && Object.values(checks).every(Boolean);
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : state.shuttingDown ? 'shutting down' : 'not ready', checks });
+  });
+
+  app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (_request, reply) =>
+    reply.type('text/plain; version=0.0.4; charset=utf-8').send(app.runnel.metrics.render()),
+  );
+};

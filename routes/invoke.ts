@@ -1,0 +1,28 @@
+/** `POST /{path}/invoke`: `{input, config?, kwargs?}` → `{output, metadata: {run_id, feedback_tokens}}`. */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { PreparedChain } from '../src/server/prepared.js';
+import { bodyObject, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
+import { usageCallbacks } from '../src/server/usage.js';
+
+export function invokeHandler(chain: PreparedChain) {
+  return async (request: FastifyRequest<{ Params: { configHash?: string } }>, reply: FastifyReply) => {
+    const body = bodyObject(request.body);
+    const input = required(body, 'input');
+    const { config, runId } = await chain.resolveConfig(
+      { hash: decodeConfigHash(request.params.configHash), body: body.config, bodyLoc: ['config'] },
+      requestContext(request, 'invoke', chain.spec.path),
+    );
+    chain.checkInput(input);
+    const connection = disconnectSignal(reply);
+    try {
+      const output = await chain.spec.runnable.invoke(input as never, {
+        ...config,
+        signal: connection.signal,
+        ...usageCallbacks(request.server.runnel, chain, config),
+      });
+      return { output, metadata: { run_id: runId, feedback_tokens: [] } };
+    } finally {
+      connection.dispose();
+    }
+  };
+}

@@ -1,0 +1,95 @@
+/**
+ * `POST /{path}/stream`, `/stream_log` and `/stream_events`: Server-Sent
+ * Events through the one `SseWriter`. Everything decidable before the stream
+ * starts (bad body, input, config, filters; no free stream slot) is a JSON
+ * error; afterwards a failure is one `error` frame and a clean end. A client
+ * that disconnects aborts the run, down to the model's HTTP request.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { RunnelError, type Runnable, type RunnableConfig } from '../src/core/index.js';
+import type { OpenStream } from '../src/server/app.js';
+import { errorFrame, toHttpError } from '../src/server/http-errors.js';
+import type { PreparedChain } from '../src/server/prepared.js';
+import { bodyObject, decodeConfigHash, eventFilters, required, requestContext } from '../src/server/request.js';
+import { SseWriter } from '../src/server/sse.js';
+import { usageCallbacks } from '../src/server/usage.js';
+
+type Kind = 'stream' | 'stream_log' | 'stream_events';
+
+/** The frames a kind of stream sends for one run. */
+async function* frames(kind: Kind, runnable: Runnable<never, unknown>, input: never, config: RunnableConfig, body: Record<string, unknown>, runId: string): AsyncGenerator<[string, unknown]> {
+  if (kind === 'stream') {
+    let first = true;
+    for await (const chunk of runnable.stream(input, config)) {
+      if (first) yield ['metadata', { run_id: runId }];
+      first = false;
+      yield ['data', chunk];
+    }
+    return;
+  }
+  const filters = eventFilters(body);
+  const source = kind === 'stream_log' ? runnable.streamLog(input, config, filters) : runnable.streamEvents(input, config, filters);
+  for await (const item of source) yield ['data', item];
+}
+
+export function streamHandler(chain: PreparedChain, kind: Kind) {
+  return async (request: FastifyRequest<{ Params: { configHash?: string } }>, reply: FastifyReply) => {
+    const state = request.server.runnel;
+    const body = bodyObject(request.body);
+    const input = required(body, 'input');
+    if (kind !== 'stream') eventFilters(body);
+    const { config, runId } = await chain.resolveConfig(
+      { hash: decodeConfigHash(request.params.configHash), body: body.config, bodyLoc: ['config'] },
+      requestContext(request, kind, chain.spec.path),
+    );
+    chain.checkInput(input);
+    if (state.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
+    if (state.streams.size >= state.config.maxStreams) {
+      throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
+    }
+
+    const controller = new AbortController();
+    let clientGone = false;
+    let finish!: () => void;
+    const entry: OpenStream = { stop: (reason) => controller.abort(reason), done: new Promise<void>((resolve) => (finish = resolve)) };
+    state.streams.add(entry);
+    state.metrics.openStreams.value = state.streams.size;
+    const started = performance.now();
+    let status = 200;
+
+    reply.hijack();
+    const sse = new SseWriter(reply.raw, {
+      pingMs: state.config.pingMs,
+      stallMs: state.config.streamStallMs,
+      headers: Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])),
+    });
+    reply.raw.on('close', () => {
+      if (sse.closed && reply.raw.writableEnded) return;
+      clientGone = true;
+      controller.abort(new RunnelError(sse.stalled ? 'RUNNEL_ERR_STREAM_STALLED' : 'RUNNEL_ERR_ABORTED', sse.stalled ? 'The client read nothing; stream cut' : 'The client disconnected'));
+    });
+    sse.open();
+    try {
+      const runConfig = { ...config, signal: controller.signal, ...usageCallbacks(state, chain, config) };
+      for await (const [event, data] of frames(kind, chain.spec.runnable, input as never, runConfig, body, runId)) {
+        if (!(await sse.send(event, data))) break;
+      }
+      if (!sse.closed) await sse.send('end');
+    } catch (error) {
+      if (!clientGone && !sse.closed) {
+        status = toHttpError(error).status;
+        if (toHttpError(error).internal) request.log.error({ err: error, runId }, 'stream failed');
+        await sse.send('error', errorFrame(error));
+      } else {
+        status = 499;
+      }
+    } finally {
+      sse.end();
+      state.streams.delete(entry);
+      state.metrics.openStreams.value = state.streams.size;
+      state.metrics.requests.inc({ chain: chain.spec.path, endpoint: kind, status: String(clientGone ? 499 : status) });
+      state.metrics.duration.observe({ chain: chain.spec.path, endpoint: kind }, (performance.now() - started) / 1000);
+      finish();
+    }
+  };
+}

@@ -1,0 +1,189 @@
+/**
+ * `buildApp(options)`: the Fastify app that serves a registry of chains —
+ * LangServe's routes for each, OpenAPI and Swagger UI, health and metrics,
+ * API keys, CORS, rate limiting, limits, and graceful shutdown. It does not
+ * listen; `main.ts` does.
+ */
+import cors from '@fastify/cors';
+import rateLimit from '@fastify/rate-limit';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import sjson from 'secure-json-parse';
+import { RunnelError } from '../core/index.js';
+import { chainRoutes } from '../../routes/chain.js';
+import { healthRoutes } from '../../routes/health.js';
+import { indexRoutes } from '../../routes/index-page.js';
+import { KeyRing } from './auth.js';
+import { DEFAULT_SERVER_CONFIG, type ServerConfig } from './config.js';
+import { toHttpError } from './http-errors.js';
+import { Metrics } from './metrics.js';
+import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
+import { PreparedChain } from './prepared.js';
+import { createRegistry, type ChainSpec } from './registry.js';
+
+/** An open event stream, as shutdown sees it. */
+export interface OpenStream {
+  /** Ends the stream's run; the stream then sends its final frame. */
+  stop(reason: RunnelError): void;
+  /** Resolves when the stream has ended. */
+  done: Promise<void>;
+}
+
+/** What the app shares with its routes. */
+export interface RunnelState {
+  config: ServerConfig;
+  chains: PreparedChain[];
+  metrics: Metrics;
+  keys: KeyRing;
+  streams: Set<OpenStream>;
+  shuttingDown: boolean;
+  /** Readiness checks of the services the app depends on (none yet: the embedded defaults). */
+  readiness: Map<string, () => Promise<boolean>>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    runnel: RunnelState;
+    /** Stops taking work, lets open streams run for the grace period, then ends them and closes. */
+    shutdown(): Promise<void>;
+  }
+  interface FastifyRequest {
+    /** The authenticated caller: the API key's name, or `anonymous` when keys are off. */
+    identity: string;
+  }
+}
+
+/** Options of {@link buildApp}. */
+export interface BuildAppOptions {
+  chains: readonly ChainSpec<never, unknown>[];
+  config?: Partial<ServerConfig>;
+  /** Fastify's logger option (pino); off by default in tests. */
+  logger?: FastifyServerOptions['logger'];
+}
+
+const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
+
+/**
+ * Builds the app for `chains`. Registration problems (duplicate paths,
+ * unknown endpoints, schemas that do not compile) fail here, at start.
+ *
+ * @example
+ * const app = await buildApp({ chains: registry, config: loadServerConfig(process.env) });
+ * await app.listen({ port: 8000 });
+ */
+export async function buildApp(options: BuildAppOptions): Promise<FastifyInstance> {
+  const config: ServerConfig = { ...DEFAULT_SERVER_CONFIG, ...options.config };
+  const chains = createRegistry(options.chains).map((spec) => new PreparedChain(spec));
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit: config.bodyLimit,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
+    },
+    forceCloseConnections: 'idle',
+    return503OnClosing: true,
+  });
+
+  app.decorate('runnel', {
+    config,
+    chains,
+    metrics: new Metrics(),
+    keys: new KeyRing(config.apiKeys),
+    streams: new Set<OpenStream>(),
+    shuttingDown: false,
+    readiness: new Map(),
+  } satisfies RunnelState);
+  app.decorateRequest('identity', 'anonymous');
+
+  // Bodies are JSON whatever their content type (as LangServe reads them), parsed without prototype pollution.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+    try {
+      done(null, sjson.parse(body as string, undefined, { protoAction: 'remove', constructorAction: 'remove' }));
+    } catch {
+      done(new RunnelError('RUNNEL_ERR_BODY_INVALID', 'Invalid JSON body', { detail: ['Invalid JSON body'] }), undefined);
+    }
+  });
+  // Validation is Runnel's own (with its error shape); the route schemas document, and JSON.stringify serializes.
+  app.setValidatorCompiler(() => () => true);
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+
+  app.setErrorHandler((error, request, reply) => {
+    const { status, body, internal } = toHttpError(error);
+    if (internal) request.log.error({ err: error }, 'chain failed');
+    if (status === 503) reply.header('retry-after', '1');
+    void reply.code(status).type('application/json; charset=utf-8').send(body);
+  });
+  app.setNotFoundHandler((_request, reply) => {
+    void reply.code(404).send({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'Not Found', detail: 'Not Found' });
+  });
+
+  if (config.corsOrigins.length > 0) {
+    await app.register(cors, {
+      origin: config.corsOrigins,
+      methods: ['GET', 'POST', 'HEAD', 'OPTIONS', 'DELETE'],
+      allowedHeaders: ['content-type', 'authorization', 'x-api-key', 'x-request-id'],
+      maxAge: 600,
+    });
+  }
+
+  app.addHook('onRequest', async (request, reply) => {
+    if (!app.runnel.keys.enabled) return;
+    const path = request.url.split('?')[0] ?? '';
+    if (PUBLIC_PATHS.has(path)) return;
+    const identity = app.runnel.keys.identify(request.headers);
+    if (identity === undefined) {
+      void reply.header('www-authenticate', 'Bearer');
+      throw new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)');
+    }
+    request.identity = identity;
+  });
+
+  if (config.rateLimit > 0) {
+    await app.register(rateLimit, {
+      global: true,
+      hook: 'preHandler',
+      max: config.rateLimit,
+      timeWindow: 60_000,
+      keyGenerator: (request) => (request.identity !== 'anonymous' ? `key:${request.identity}` : `ip:${request.ip}`),
+      allowList: (request) => PUBLIC_PATHS.has(request.url.split('?')[0] ?? ''),
+      errorResponseBuilder: (_request, context) =>
+        new RunnelError('RUNNEL_ERR_RATE_LIMITED', `Rate limit exceeded: ${context.max} requests per minute; retry in ${Math.ceil(context.ttl / 1000)} s`),
+    });
+  }
+
+  await app.register(swagger, {
+    openapi: openApiDocument(config),
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.addSchema(errorSchema);
+  for (const chain of chains) for (const schema of chainComponents(chain)) app.addSchema(schema);
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(healthRoutes);
+  await app.register(indexRoutes);
+  for (const chain of chains) {
+    await app.register(chainRoutes, { prefix: chain.spec.path, chain, hashed: false });
+    if (chain.spec.enabledEndpoints.includes('config_hashes')) {
+      await app.register(chainRoutes, { prefix: `${chain.spec.path}/c/:configHash`, chain, hashed: true });
+    }
+  }
+
+  app.decorate('shutdown', async function shutdown(this: FastifyInstance) {
+    const state = this.runnel;
+    if (state.shuttingDown) return;
+    state.shuttingDown = true;
+    const closing = this.close();
+    const streams = [...state.streams];
+    const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
+    await Promise.race([Promise.all(streams.map((s) => s.done)), grace]);
+    for (const stream of state.streams) stream.stop(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down'));
+    await closing;
+  });
+
+  return app;
+}

@@ -1,0 +1,37 @@
+/**
+ * API keys: `authorization: Bearer <key>` or `x-api-key: <key>`, compared in
+ * constant time against every configured key (no early exit, so timing says
+ * nothing about which key or how much of it matched).
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { ApiKey } from './config.js';
+
+const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
+
+/** Checks presented credentials against the configured keys. */
+export class KeyRing {
+  private readonly keys: { name: string; digest: Buffer }[];
+
+  constructor(keys: readonly ApiKey[]) {
+    this.keys = keys.map((k) => ({ name: k.name, digest: digest(k.key) }));
+  }
+
+  get enabled(): boolean {
+    return this.keys.length > 0;
+  }
+
+  /** The identity of the key in the request's headers, or undefined. */
+  identify(headers: Readonly<Record<string, string | string[] | undefined>>): string | undefined {
+    const authorization = headers.authorization;
+    const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
+    const header = headers['x-api-key'];
+    const presented = bearer ?? (typeof header === 'string' ? header.trim() : undefined);
+    if (presented === undefined || presented === '') return undefined;
+    const candidate = digest(presented);
+    let match: string | undefined;
+    for (const key of this.keys) {
+      if (timingSafeEqual(candidate, key.digest) && match === undefined) match = key.name;
+    }
+    return match;
+  }
+}

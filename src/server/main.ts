@@ -1,0 +1,58 @@
+/**
+ * `npm start`: reads the configuration from the environment, builds the app
+ * with the chains of `chains/index.ts`, listens, and shuts down gracefully on
+ * SIGTERM and SIGINT (readiness off, streams finish or get a final frame,
+ * exit within 10 s).
+ */
+import { chains } from '../../chains/index.js';
+import { model } from '../../chains/model.js';
+import { isRunnelError } from '../core/index.js';
+import { buildApp } from './app.js';
+import { loadServerConfig } from './config.js';
+
+const HARD_DEADLINE_MS = 10_000;
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadServerConfig(process.env);
+  } catch (error) {
+    console.error(isRunnelError(error) ? error.message : error);
+    process.exit(1);
+  }
+  const app = await buildApp({
+    chains,
+    config,
+    logger: {
+      level: config.logLevel,
+      redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', '*.apiKey', '*.api_key'], censor: '[redacted]' },
+    },
+  });
+  await app.listen({ port: config.port, host: config.host });
+  const base = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${(app.server.address() as { port: number }).port}`;
+  app.log.info(`chat model: ${model.name} (${model.model})${model.name === 'FakeListChatModel' ? ' — offline; set OPENAI_API_KEY or ANTHROPIC_API_KEY for real answers' : ''}`);
+  app.log.info(`docs: ${base}/docs  openapi: ${base}/openapi.json`);
+  for (const chain of app.runnel.chains) app.log.info(`chain ${chain.spec.path}: ${base}${chain.spec.path}/invoke  playground: ${base}${chain.spec.path}/playground/`);
+
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info(`${signal}: shutting down`);
+    setTimeout(() => {
+      app.log.error('shutdown took too long; exiting');
+      process.exit(1);
+    }, HARD_DEADLINE_MS).unref();
+    app.shutdown().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        app.log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+await main();

@@ -1,0 +1,113 @@
+/**
+ * The OpenAPI document's frame (info, servers, security schemes, the error
+ * schema) and each chain's named components: `JokeInvokeRequest`,
+ * `JokeInvokeResponse`, `JokeBatchRequest`, ... The routes reference them,
+ * and @fastify/swagger assembles the document.
+ */
+import { errorCodes, type JsonSchema } from '../core/index.js';
+import type { ServerConfig } from './config.js';
+import type { PreparedChain } from './prepared.js';
+
+/** The document's frame. */
+export function openApiDocument(config: ServerConfig): Record<string, unknown> {
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Runnel',
+      version: '0.1.0',
+      description:
+        "LLM chains served over HTTP with LangServe's wire protocol. Every chain has /invoke, /batch, /stream, /stream_log, " +
+        '/stream_events (Server-Sent Events) and its JSON Schemas. Errors carry a stable `code`.',
+    },
+    components: {
+      ...(config.apiKeys.length > 0
+        ? {
+            securitySchemes: {
+              bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key from RUNNEL_API_KEYS' },
+              apiKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+            },
+          }
+        : {}),
+    },
+    ...(config.apiKeys.length > 0 ? { security: [{ bearerAuth: [] }, { apiKeyHeader: [] }] } : {}),
+  };
+}
+
+/** The error body, with every code of the registry. */
+export const errorSchema: JsonSchema = {
+  $id: 'RunnelError',
+  title: 'RunnelError',
+  type: 'object',
+  required: ['code', 'message', 'detail'],
+  properties: {
+    code: { type: 'string', enum: Object.keys(errorCodes) },
+    message: { type: 'string' },
+    detail: { description: 'LangServe-compatible detail: for validation errors a list of {type, loc, msg}.' },
+  },
+};
+
+const frameSchema = (name: string, data: JsonSchema): JsonSchema => ({
+  type: 'string',
+  description: `Server-Sent Events, each frame \`event: NAME\\r\\ndata: JSON\\r\\n\\r\\n\`. ${name}`,
+  contentMediaType: 'text/event-stream',
+  'x-frame-data': data,
+});
+
+function strip(schema: JsonSchema): JsonSchema {
+  const { title: _title, $schema: _s, ...rest } = schema;
+  return rest;
+}
+
+/** The named components of one chain. */
+export function chainComponents(chain: PreparedChain): JsonSchema[] {
+  const n = chain.name;
+  const input = strip(chain.inputSchema);
+  const output = strip(chain.outputSchema);
+  const config = strip(chain.configSchema);
+  const filters = Object.fromEntries(
+    ['include_names', 'include_types', 'include_tags', 'exclude_names', 'exclude_types', 'exclude_tags'].map((k) => [k, { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'null' }] }]),
+  );
+  const runMeta = { type: 'object', required: ['run_id', 'feedback_tokens'], properties: { run_id: { type: 'string', format: 'uuid' }, feedback_tokens: { type: 'array', maxItems: 0 } } };
+  return [
+    { $id: `${n}Input`, ...input },
+    { $id: `${n}Output`, ...output },
+    { $id: `${n}Config`, ...config },
+    { $id: `${n}InvokeRequest`, type: 'object', required: ['input'], properties: { input: { $ref: `${n}Input#` }, config: { $ref: `${n}Config#` }, kwargs: { type: 'object', description: 'Accepted and ignored.' } } },
+    { $id: `${n}InvokeResponse`, type: 'object', required: ['output', 'metadata'], properties: { output: { $ref: `${n}Output#` }, metadata: runMeta } },
+    {
+      $id: `${n}BatchRequest`,
+      type: 'object',
+      required: ['inputs'],
+      properties: {
+        inputs: { type: 'array', items: { $ref: `${n}Input#` } },
+        config: { anyOf: [{ $ref: `${n}Config#` }, { type: 'array', items: { $ref: `${n}Config#` } }] },
+        kwargs: { type: 'object' },
+      },
+    },
+    {
+      $id: `${n}BatchResponse`,
+      type: 'object',
+      required: ['output', 'metadata'],
+      properties: {
+        output: { type: 'array', items: { $ref: `${n}Output#` } },
+        metadata: { type: 'object', properties: { run_ids: { type: 'array', items: { type: 'string' } }, responses: { type: 'array', items: runMeta } } },
+      },
+    },
+    { $id: `${n}StreamRequest`, type: 'object', required: ['input'], properties: { input: { $ref: `${n}Input#` }, config: { $ref: `${n}Config#` }, kwargs: { type: 'object' } } },
+    { $id: `${n}StreamLogRequest`, type: 'object', required: ['input'], properties: { input: { $ref: `${n}Input#` }, config: { $ref: `${n}Config#` }, kwargs: { type: 'object' }, ...filters } },
+    { $id: `${n}StreamEventsRequest`, type: 'object', required: ['input'], properties: { input: { $ref: `${n}Input#` }, config: { $ref: `${n}Config#` }, kwargs: { type: 'object' }, ...filters } },
+  ];
+}
+
+/** The event-stream responses of the three streaming routes. */
+export const streamResponses = {
+  stream: frameSchema('`event: metadata` {"run_id"} before the first chunk, one `event: data` per output chunk, then `event: end` (or one `event: error` {"status_code", "message", "code"}).', { description: 'an output chunk' }),
+  stream_log: frameSchema('`event: data` frames of {"ops": [JSON Patch operations]} building {id, streamed_output, final_output, logs, name, type}; then `event: end`.', {
+    type: 'object',
+    properties: { ops: { type: 'array', items: { type: 'object', properties: { op: { type: 'string' }, path: { type: 'string' }, value: {} } } } },
+  }),
+  stream_events: frameSchema('`event: data` frames of {"event", "name", "run_id", "parent_ids", "tags", "metadata", "data"}; then `event: end`.', {
+    type: 'object',
+    properties: { event: { type: 'string' }, name: { type: 'string' }, run_id: { type: 'string' }, parent_ids: { type: 'array', items: { type: 'string' } }, tags: { type: 'array', items: { type: 'string' } }, metadata: { type: 'object' }, data: { type: 'object' } },
+  }),
+};

@@ -1,0 +1,171 @@
+/**
+ * A chain ready to serve: its JSON Schemas, validators compiled once at
+ * start, and the rules that turn what a client sends (`config` in the body
+ * and in the `/c/{hash}/` URL) into the run's config. PROTOCOL.md, "Config
+ * from clients", is the contract.
+ */
+import { randomUUID } from 'node:crypto';
+import AjvModule, { type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import {
+  mergeConfigs,
+  RunnelError,
+  specJsonSchema,
+  toJsonSchema,
+  type ErrorDetailItem,
+  type JsonSchema,
+  type Runnable,
+  type RunnableConfig,
+} from '../core/index.js';
+import type { ChainSpec, ClientConfigKey, RequestContext } from './registry.js';
+
+// ajv and ajv-formats are CommonJS with a default export.
+const Ajv = AjvModule as unknown as typeof AjvModule.default;
+const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
+
+/** Reads ajv's errors as LangServe-style detail items, `loc` relative to the checked value. */
+export function detailOf(errors: readonly ErrorObject[] | null | undefined, prefix: (string | number)[] = []): ErrorDetailItem[] {
+  return (errors ?? []).map((error) => {
+    const loc: (string | number)[] = [...prefix, ...error.instancePath.split('/').slice(1).map((part) => (/^\d+$/.test(part) ? Number(part) : part.replace(/~1/g, '/').replace(/~0/g, '~')))];
+    if (error.keyword === 'required') loc.push((error.params as { missingProperty: string }).missingProperty);
+    if (error.keyword === 'additionalProperties') loc.push((error.params as { additionalProperty: string }).additionalProperty);
+    return { type: error.keyword, loc, msg: error.message ?? 'invalid' };
+  });
+}
+
+/** A chain's name for OpenAPI components: `/joke` → `Joke`, `/team/sum-up` → `TeamSumUp`. */
+export function componentName(path: string): string {
+  return path
+    .split(/[/_-]+/)
+    .filter((part) => part !== '')
+    .map((part) => part[0]?.toUpperCase() + part.slice(1))
+    .join('');
+}
+
+const CAMEL: Record<string, ClientConfigKey> = { recursionLimit: 'recursion_limit', maxConcurrency: 'max_concurrency', runId: 'run_id' };
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** True when `runnable` or anything inside it is a chat model (its token usage is then counted). */
+function containsModel(runnable: Runnable<never, unknown>): boolean {
+  return runnable.runType === 'chat_model' || runnable._children().some(containsModel);
+}
+
+/** A chain ready to serve; see the module comment. */
+export class PreparedChain {
+  readonly spec: ChainSpec<never, unknown>;
+  readonly name: string;
+  readonly inputSchema: JsonSchema;
+  readonly outputSchema: JsonSchema;
+  readonly configSchema: JsonSchema;
+  readonly hasModel: boolean;
+  private readonly validateInputFn: ValidateFunction;
+  private readonly validateConfigFn: ValidateFunction;
+  private readonly configurableDeclared: boolean;
+
+  constructor(spec: ChainSpec<never, unknown>) {
+    this.spec = spec;
+    this.name = componentName(spec.path);
+    const runnable = spec.runnable;
+    this.inputSchema = spec.inputSchema !== undefined ? toJsonSchema(spec.inputSchema, { title: `${this.name}Input`, io: 'input' }) : { ...runnable.inputJsonSchema(), title: `${this.name}Input` };
+    this.outputSchema = spec.outputSchema !== undefined ? toJsonSchema(spec.outputSchema, { title: `${this.name}Output` }) : { ...runnable.outputJsonSchema(), title: `${this.name}Output` };
+    const specs = runnable.configSpecs();
+    this.configurableDeclared = specs.length > 0;
+    const allowed = new Set(spec.configKeys);
+    const properties: Record<string, JsonSchema> = {};
+    if (allowed.has('configurable') && specs.length > 0) {
+      properties.configurable = {
+        title: 'Configurable',
+        type: 'object',
+        properties: Object.fromEntries(specs.map((s) => [s.id, specJsonSchema(s)])),
+        additionalProperties: false,
+      };
+    }
+    if (allowed.has('tags')) properties.tags = { type: 'array', items: { type: 'string' } };
+    if (allowed.has('metadata')) properties.metadata = { type: 'object' };
+    if (allowed.has('run_id')) properties.run_id = { type: 'string', format: 'uuid' };
+    if (allowed.has('recursion_limit')) properties.recursion_limit = { type: 'integer', minimum: 1, maximum: 1000 };
+    if (allowed.has('max_concurrency')) properties.max_concurrency = { type: 'integer', minimum: 1, maximum: 1000 };
+    this.configSchema = { title: `${this.name}Config`, type: 'object', properties };
+    this.hasModel = containsModel(runnable);
+
+    const inputAjv = new Ajv({ strict: false, allErrors: true });
+    addFormats(inputAjv);
+    this.validateInputFn = inputAjv.compile(this.inputSchema);
+    // Unknown configurable sub-keys are dropped silently, as LangServe does; defaults are filled in.
+    const configAjv = new Ajv({ strict: false, allErrors: true, removeAdditional: true, useDefaults: true });
+    addFormats(configAjv);
+    this.validateConfigFn = configAjv.compile(this.configSchema);
+  }
+
+  /** Throws `RUNNEL_ERR_INPUT_INVALID` with located problems when `input` does not match the input schema. */
+  checkInput(input: unknown, prefix: (string | number)[] = []): void {
+    if (this.validateInputFn(input)) return;
+    const detail = detailOf(this.validateInputFn.errors, prefix);
+    throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `Invalid input${detail[0] ? ` at ${JSON.stringify(detail[0].loc)}: ${detail[0].msg}` : ''}`, { detail });
+  }
+
+  /** One client config (from the body or the hash): allowed keys only, both spellings, validated. */
+  private clientConfig(raw: unknown, loc: (string | number)[]): Record<string, unknown> {
+    if (raw === undefined) return {};
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+      throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', "Value for 'config' must be an object if provided", {
+        detail: [{ type: 'dict_type', loc, msg: 'config must be an object' }],
+      });
+    }
+    const allowed = new Set<string>(this.spec.configKeys);
+    const picked: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(raw as Record<string, unknown>)) {
+      const name = CAMEL[key] ?? key;
+      if (allowed.has(name) && Object.hasOwn(raw, key)) picked[name] = value;
+    }
+    const configurable = (raw as Record<string, unknown>).configurable;
+    if (!allowed.has('configurable') && configurable !== undefined && configurable !== null && (typeof configurable !== 'object' || Object.keys(configurable).length > 0)) {
+      throw new RunnelError(
+        'RUNNEL_ERR_CONFIG_INVALID',
+        'The config field `configurable` has been disallowed by the server. This can be modified server side by adding `configurable` to the list of `configKeys` in `defineChain`',
+        { detail: [{ type: 'disallowed', loc: [...loc, 'configurable'], msg: 'configurable is not allowed for this chain' }] },
+      );
+    }
+    // A chain with nothing configurable has no `configurable` property in its schema: drop it.
+    if (!this.configurableDeclared) delete picked.configurable;
+    if (picked.metadata !== null && typeof picked.metadata === 'object' && !Array.isArray(picked.metadata)) {
+      // Internal metadata (keys starting with __) is the server's alone.
+      picked.metadata = Object.fromEntries(Object.entries(picked.metadata as Record<string, unknown>).filter(([key]) => !key.startsWith('__')));
+    }
+    if (!this.validateConfigFn(picked)) {
+      const detail = detailOf(this.validateConfigFn.errors, loc);
+      throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `Invalid config${detail[0] ? ` at ${JSON.stringify(detail[0].loc)}: ${detail[0].msg}` : ''}`, { detail });
+    }
+    return picked;
+  }
+
+  /**
+   * The run's config: the hash's config, then the body's (tags united,
+   * metadata and configurable merged, later wins), then the server's
+   * per-request modifier. The run is named after the chain's path; its id is
+   * the client's only where `run_id` is allowed.
+   */
+  async resolveConfig(sources: { hash?: unknown; body?: unknown; bodyLoc?: (string | number)[] }, context: RequestContext): Promise<{ config: RunnableConfig; runId: string }> {
+    const fromHash = this.clientConfig(sources.hash, []);
+    const fromBody = this.clientConfig(sources.body, sources.bodyLoc ?? []);
+    const toRunnable = (c: Record<string, unknown>): RunnableConfig => ({
+      ...(c.tags === undefined ? {} : { tags: c.tags as string[] }),
+      ...(c.metadata === undefined ? {} : { metadata: c.metadata as Record<string, unknown> }),
+      ...(c.configurable === undefined ? {} : { configurable: c.configurable as Record<string, unknown> }),
+      ...(c.recursion_limit === undefined ? {} : { recursionLimit: c.recursion_limit as number }),
+      ...(c.max_concurrency === undefined ? {} : { maxConcurrency: c.max_concurrency as number }),
+    });
+    let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody));
+    if (this.spec.perRequestConfigModifier !== undefined) {
+      config = mergeConfigs(config, await this.spec.perRequestConfigModifier(config, context));
+    }
+    const clientRunId = (fromBody.run_id ?? fromHash.run_id) as string | undefined;
+    if (clientRunId !== undefined && !UUID.test(clientRunId)) {
+      throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', 'run_id must be a UUID', { detail: [{ type: 'uuid_parsing', loc: ['run_id'], msg: 'Input should be a valid UUID' }] });
+    }
+    const runId = clientRunId ?? randomUUID();
+    // The server owns the signal (client disconnects) and the run's name; clients never reach these keys.
+    const { signal: _signal, timeout: _timeout, ...safe } = config;
+    return { config: { ...safe, runName: this.spec.path, runId }, runId };
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * Chains as the server knows them: `defineChain` checks a registration (path,
+ * endpoints, config keys) where it is written, and `createRegistry` checks
+ * the set (no duplicate paths). A bad registration fails at start, never at
+ * the first request.
+ */
+import type { ZodType } from 'zod';
+import { RunnelError, type Runnable, type RunnableConfig } from '../core/index.js';
+
+/** The endpoints a chain may enable. */
+export const ENDPOINTS = [
+  'invoke',
+  'batch',
+  'stream',
+  'stream_log',
+  'stream_events',
+  'input_schema',
+  'output_schema',
+  'config_schema',
+  'playground',
+  'config_hashes',
+] as const;
+
+/** One endpoint name. */
+export type Endpoint = (typeof ENDPOINTS)[number];
+
+/** Config keys a client may set, when the chain allows them (snake_case as LangServe names them). */
+export const CLIENT_CONFIG_KEYS = ['configurable', 'tags', 'metadata', 'run_id', 'recursion_limit', 'max_concurrency'] as const;
+
+/** One client-settable config key. */
+export type ClientConfigKey = (typeof CLIENT_CONFIG_KEYS)[number];
+
+/** What a per-request config modifier learns about the request. */
+export interface RequestContext {
+  /** The authenticated caller (`anonymous` when API keys are off). */
+  identity: string;
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+  endpoint: Endpoint;
+  path: string;
+}
+
+/** A chain registration; see {@link defineChain}. */
+export interface ChainDefinition<I = unknown, O = unknown> {
+  /** Where the chain is mounted: `/joke`, `/team/summarise`. */
+  path: string;
+  runnable: Runnable<I, O>;
+  description?: string;
+  /** The endpoints to serve (default: all). */
+  enabledEndpoints?: Endpoint[];
+  /** Config keys clients may set (default `['configurable']`). */
+  configKeys?: ClientConfigKey[];
+  /** Adjusts each request's config, e.g. to put the caller's identity into `configurable`. */
+  perRequestConfigModifier?: (config: RunnableConfig, request: RequestContext) => RunnableConfig | Promise<RunnableConfig>;
+  /** The playground to serve (default `'default'`). */
+  playground?: 'default' | 'chat';
+  /** Override the input schema derived from the runnable. */
+  inputSchema?: ZodType;
+  /** Override the output schema derived from the runnable. */
+  outputSchema?: ZodType;
+}
+
+/** A registration after its checks, with every default filled in. */
+export interface ChainSpec<I = unknown, O = unknown> extends ChainDefinition<I, O> {
+  enabledEndpoints: Endpoint[];
+  configKeys: ClientConfigKey[];
+  playground: 'default' | 'chat';
+}
+
+const PATH = /^(\/[a-z0-9][a-z0-9_-]*)+$/;
+const RESERVED = new Set(['docs', 'openapi.json', 'healthz', 'readyz', 'metrics', 'c']);
+
+function invalid(message: string): RunnelError {
+  return new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', message);
+}
+
+/**
+ * Registers a chain. Checks the path, the endpoint names and the config keys
+ * at once, so a typo fails when the server starts.
+ *
+ * @example
+ * export default defineChain({ path: '/joke', runnable: jokeChain, description: 'Tells a joke', playground: 'default' });
+ */
+export function defineChain<I, O>(definition: ChainDefinition<I, O>): ChainSpec<I, O> {
+  const { path } = definition;
+  if (!PATH.test(path)) throw invalid(`Chain path ${JSON.stringify(path)} must look like /name or /group/name (lower case, digits, - and _)`);
+  if (RESERVED.has(path.split('/')[1] as string)) throw invalid(`Chain path ${path} collides with a built-in route`);
+  const enabled = definition.enabledEndpoints ?? [...ENDPOINTS];
+  if (!Array.isArray(enabled)) throw invalid(`${path}: enabledEndpoints must be a list`);
+  for (const endpoint of enabled) {
+    if (!(ENDPOINTS as readonly string[]).includes(endpoint)) {
+      throw invalid(`${path}: unknown endpoint ${JSON.stringify(endpoint)}; known: ${ENDPOINTS.join(', ')}`);
+    }
+  }
+  const configKeys = definition.configKeys ?? ['configurable'];
+  for (const key of configKeys) {
+    if (!(CLIENT_CONFIG_KEYS as readonly string[]).includes(key)) {
+      throw invalid(`${path}: config key ${JSON.stringify(key)} cannot be set by clients; allowed: ${CLIENT_CONFIG_KEYS.join(', ')}`);
+    }
+  }
+  return { ...definition, enabledEndpoints: [...new Set(enabled)], configKeys: [...new Set(configKeys)], playground: definition.playground ?? 'default' };
+}
+
+/** Checks a set of chains: every path once. */
+export function createRegistry(chains: readonly ChainSpec<never, unknown>[]): ChainSpec<never, unknown>[] {
+  const seen = new Set<string>();
+  for (const chain of chains) {
+    if (seen.has(chain.path)) throw invalid(`Two chains are registered at ${chain.path}`);
+    for (const other of seen) {
+      if (chain.path.startsWith(`${other}/`) || other.startsWith(`${chain.path}/`)) throw invalid(`Chain paths ${other} and ${chain.path} overlap`);
+    }
+    seen.add(chain.path);
+  }
+  return [...chains];
+}

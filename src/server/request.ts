@@ -1,0 +1,87 @@
+/**
+ * What every chain endpoint does with a request before running the chain:
+ * read the body, decode the `/c/{hash}/` config, build the request context,
+ * and tie the run to the client's connection.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import LZString from 'lz-string';
+import { RunnelError, type EventFilters } from '../core/index.js';
+import type { Endpoint, RequestContext } from './registry.js';
+
+/** The body as an object, or `RUNNEL_ERR_BODY_INVALID`. */
+export function bodyObject(body: unknown): Record<string, unknown> {
+  if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', body === undefined ? 'Invalid JSON body' : 'The request body must be a JSON object', {
+      detail: [{ type: body === undefined ? 'json_invalid' : 'model_type', loc: [], msg: body === undefined ? 'Invalid JSON body' : 'Input should be a valid dictionary' }],
+    });
+  }
+  return body as Record<string, unknown>;
+}
+
+/** `body[key]`, or `RUNNEL_ERR_BODY_INVALID` naming it as missing. */
+export function required(body: Record<string, unknown>, key: string): unknown {
+  if (!Object.hasOwn(body, key)) {
+    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', `Field required: ${key}`, { detail: [{ type: 'missing', loc: [key], msg: 'Field required' }] });
+  }
+  return body[key];
+}
+
+/** The config in a `/c/{hash}/` URL: lz-string `compressToEncodedURIComponent(JSON.stringify(config))`. */
+export function decodeConfigHash(hash: string | undefined): Record<string, unknown> | undefined {
+  if (hash === undefined) return undefined;
+  if (hash === '') return {};
+  let config: unknown;
+  try {
+    const json = LZString.decompressFromEncodedURIComponent(hash);
+    config = json === null || json === '' ? undefined : JSON.parse(json);
+  } catch {
+    config = undefined;
+  }
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
+    throw new RunnelError('RUNNEL_ERR_CONFIG_HASH_INVALID', 'Invalid config hash', { detail: 'Invalid config hash' });
+  }
+  return config as Record<string, unknown>;
+}
+
+const FILTER_KEYS = ['include_names', 'include_types', 'include_tags', 'exclude_names', 'exclude_types', 'exclude_tags'] as const;
+
+/** The include/exclude filters of `stream_log` and `stream_events` (lists of strings, or null). */
+export function eventFilters(body: Record<string, unknown>): EventFilters {
+  const filters: Record<string, string[] | null> = {};
+  for (const key of FILTER_KEYS) {
+    const value = body[key];
+    if (value === undefined || value === null) continue;
+    if (!Array.isArray(value)) {
+      throw new RunnelError('RUNNEL_ERR_BODY_INVALID', `${key} must be a list of strings`, { detail: [{ type: 'list_type', loc: [key], msg: 'Input should be a valid list' }] });
+    }
+    value.forEach((item, index) => {
+      if (typeof item !== 'string') {
+        throw new RunnelError('RUNNEL_ERR_BODY_INVALID', `${key} must be a list of strings`, { detail: [{ type: 'string_type', loc: [key, index], msg: 'Input should be a valid string' }] });
+      }
+    });
+    filters[key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())] = value as string[];
+  }
+  return filters as EventFilters;
+}
+
+/** The request context a chain's per-request modifier sees. */
+export function requestContext(request: FastifyRequest, endpoint: Endpoint, path: string): RequestContext {
+  return { identity: request.identity, headers: request.headers, endpoint, path };
+}
+
+/**
+ * An AbortSignal that fires when the client goes away before the answer is
+ * sent (Fastify 5's `request.signal` fires falsely for POST bodies, so this
+ * watches the raw response instead).
+ */
+export function disconnectSignal(reply: FastifyReply): { signal: AbortSignal; gone: () => boolean; dispose: () => void } {
+  const controller = new AbortController();
+  let gone = false;
+  const onClose = (): void => {
+    if (reply.raw.writableEnded) return;
+    gone = true;
+    controller.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The client disconnected'));
+  };
+  reply.raw.on('close', onClose);
+  return { signal: controller.signal, gone: () => gone, dispose: () => reply.raw.off('close', onClose) };
+}

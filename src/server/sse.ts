@@ -1,0 +1,102 @@
+/**
+ * The one SSE writer of the three streaming routes: LangServe's headers and
+ * framing (`event: NAME\r\ndata: JSON\r\n\r\n`), backpressure (wait for
+ * `drain` or `close`, never buffer without bound, cut a client that reads
+ * nothing for `stallMs`), a comment ping, and a clean end after an error.
+ */
+import type { ServerResponse } from 'node:http';
+
+/** Headers of every event stream (PROTOCOL.md, "SSE framing"). */
+export const SSE_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+} as const;
+
+/** Options of {@link SseWriter}. */
+export interface SseOptions {
+  /** Comment ping interval (default 15 s). */
+  pingMs?: number;
+  /** How long to wait for a client that reads nothing before cutting it (default 30 s). */
+  stallMs?: number;
+  /** Extra response headers (CORS, request id). */
+  headers?: Record<string, string>;
+}
+
+/**
+ * Writes one event stream to a raw response.
+ *
+ * @example
+ * const sse = new SseWriter(reply.raw, { pingMs: 15_000 });
+ * sse.open();
+ * await sse.send('data', chunk);
+ * sse.end();
+ */
+export class SseWriter {
+  private readonly res: ServerResponse;
+  private readonly stallMs: number;
+  private readonly pingMs: number;
+  private readonly headers: Record<string, string>;
+  private ping: NodeJS.Timeout | undefined;
+  private ended = false;
+  /** True when the client stopped reading for longer than `stallMs` and the stream was cut. */
+  stalled = false;
+
+  constructor(res: ServerResponse, options: SseOptions = {}) {
+    this.res = res;
+    this.stallMs = options.stallMs ?? 30_000;
+    this.pingMs = options.pingMs ?? 15_000;
+    this.headers = options.headers ?? {};
+  }
+
+  /** True once the client has gone or the stream has ended. */
+  get closed(): boolean {
+    return this.ended || this.res.destroyed || this.res.writableEnded;
+  }
+
+  /** Sends the headers and starts the ping. */
+  open(): void {
+    this.res.writeHead(200, { ...this.headers, ...SSE_HEADERS });
+    this.res.flushHeaders();
+    this.ping = setInterval(() => void this.write(': ping\r\n\r\n'), this.pingMs);
+    this.ping.unref();
+  }
+
+  /** Sends one frame; resolves false when the client is gone. */
+  send(event: string, data?: unknown): Promise<boolean> {
+    const frame = data === undefined ? `event: ${event}\r\n\r\n` : `event: ${event}\r\ndata: ${JSON.stringify(data)}\r\n\r\n`;
+    return this.write(frame);
+  }
+
+  private write(frame: string): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
+    if (this.res.write(frame)) return Promise.resolve(true);
+    // Respect backpressure: wait for drain or close; a client that reads nothing is cut after stallMs.
+    return new Promise<boolean>((resolve) => {
+      const done = (ok: boolean): void => {
+        clearTimeout(timer);
+        this.res.off('drain', onDrain);
+        this.res.off('close', onClose);
+        resolve(ok);
+      };
+      const onDrain = (): void => done(true);
+      const onClose = (): void => done(false);
+      const timer = setTimeout(() => {
+        this.stalled = true;
+        this.res.destroy();
+        done(false);
+      }, this.stallMs);
+      this.res.once('drain', onDrain);
+      this.res.once('close', onClose);
+    });
+  }
+
+  /** Ends the stream (after an `end` or `error` frame). */
+  end(): void {
+    if (this.ping !== undefined) clearInterval(this.ping);
+    if (this.ended) return;
+    this.ended = true;
+    if (!this.res.destroyed && !this.res.writableEnded) this.res.end();
+  }
+}
