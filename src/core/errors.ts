@@ -80,6 +80,11 @@ export const errorCodes = {
     retryable: false,
     description: 'A batch has more inputs than the limit (`RUNNEL_MAX_BATCH`, default 100).',
   },
+  RUNNEL_ERR_BAD_REQUEST: {
+    status: 400,
+    retryable: false,
+    description: 'The request is malformed before its body is read (for example, a URL with broken percent-encoding).',
+  },
   RUNNEL_ERR_CONFIG_HASH_INVALID: {
     status: 400,
     retryable: false,

@@ -65,6 +65,13 @@ export interface BuildAppOptions {
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
 
+/** The reply as `frameworkErrors` receives it, typed loosely (its generics cannot name our body). */
+interface FastifyReplyLike {
+  code(status: number): FastifyReplyLike;
+  type(contentType: string): FastifyReplyLike;
+  send(body: unknown): unknown;
+}
+
 /**
  * Builds the app for `chains`. Registration problems (duplicate paths,
  * unknown endpoints, schemas that do not compile) fail here, at start.
@@ -85,6 +92,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     },
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    // Errors Fastify raises before routing (a URL with broken percent-encoding) get Runnel's error shape too.
+    frameworkErrors: (error, _request, reply) => {
+      const { status, body } = toHttpError(error);
+      void (reply as unknown as FastifyReplyLike).code(status).type('application/json; charset=utf-8').send(body);
+    },
   });
 
   app.decorate('runnel', {

@@ -1,0 +1,180 @@
+import LZString from 'lz-string';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/index.js';
+import { allChains, observed } from '../support/server.js';
+
+let app: FastifyInstance;
+beforeAll(async () => {
+  app = await buildApp({ chains: allChains, config: { bodyLimit: 4096 } });
+});
+afterAll(async () => app.close());
+beforeEach(() => {
+  observed.configs = [];
+});
+
+const invoke = (payload: unknown, options: { url?: string; headers?: Record<string, string> } = {}) =>
+  app.inject({
+    method: 'POST',
+    url: options.url ?? '/echo/invoke',
+    headers: { 'content-type': 'application/json', ...options.headers },
+    payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
+  });
+
+describe('POST /invoke', () => {
+  it('answers {output, metadata: {run_id, feedback_tokens}}', async () => {
+    const res = await invoke({ input: { name: 'Ada' }, kwargs: { ignored: true }, extra: 'ignored' });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.output).toBe('hello Ada');
+    expect(body.metadata.feedback_tokens).toEqual([]);
+    expect(body.metadata.run_id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it.each([
+    ['not JSON', '{"input": ', 'RUNNEL_ERR_BODY_INVALID', []],
+    ['not an object', '[1, 2]', 'RUNNEL_ERR_BODY_INVALID', []],
+    ['without input', { config: {} }, 'RUNNEL_ERR_BODY_INVALID', ['input']],
+    ['with invalid input', { input: { name: 42 } }, 'RUNNEL_ERR_INPUT_INVALID', ['name']],
+    ['with a nested invalid input', { input: { name: 'a', times: 9 } }, 'RUNNEL_ERR_INPUT_INVALID', ['times']],
+    ['with config null', { input: { name: 'a' }, config: null }, 'RUNNEL_ERR_CONFIG_INVALID', ['config']],
+    ['with invalid config types', { input: { name: 'a' }, config: { tags: [1] } }, 'RUNNEL_ERR_CONFIG_INVALID', ['config', 'tags', 0]],
+    ['with an invalid run_id', { input: { name: 'a' }, config: { run_id: 'nope' } }, 'RUNNEL_ERR_CONFIG_INVALID', ['config', 'run_id']],
+  ])('answers 422 for a body %s, with the loc of the problem', async (_name, payload, code, loc) => {
+    const res = await invoke(payload);
+    expect(res.statusCode).toBe(422);
+    const body = res.json();
+    expect(body.code).toBe(code);
+    expect(typeof body.message).toBe('string');
+    if (loc.length > 0) expect(body.detail[0].loc).toEqual(loc);
+  });
+
+  it('takes client config only from the allowlist, in both spellings, never callbacks or run names', async () => {
+    const res = await invoke({
+      input: { name: 'a' },
+      config: { tags: ['t1'], metadata: { user: 'u', __internal: 'x' }, runName: 'evil', run_name: 'evil', callbacks: ['x'], recursionLimit: 3, signal: 'x', configurable: { unknown: 1 } },
+    });
+    expect(res.statusCode).toBe(200);
+    const config = observed.configs[0] as Record<string, unknown>;
+    expect(config.tags).toEqual(['t1']);
+    expect(config.metadata).toEqual({ user: 'u' });
+    expect(config.recursionLimit).toBe(25);
+    expect(config.configurable).toEqual({});
+  });
+
+  it('refuses configurable where the chain does not allow it', async () => {
+    const res = await invoke({ input: { count: 1 }, config: { configurable: { x: 1 } } }, { url: '/slow/invoke' });
+    expect(res.statusCode).toBe(422);
+    expect(res.json().message).toMatch(/configurable.*disallowed/);
+  });
+
+  it('honours a client run_id where allowed', async () => {
+    const runId = '9b2f4c1e-3a5d-4e6f-8a7b-1c2d3e4f5a6b';
+    const res = await invoke({ input: { name: 'a' }, config: { run_id: runId } });
+    expect(res.json().metadata.run_id).toBe(runId);
+  });
+
+  it('merges the /c/{hash}/ config under the body config', async () => {
+    const hash = LZString.compressToEncodedURIComponent(JSON.stringify({ tags: ['from-hash'], metadata: { a: 'hash', b: 'hash' } }));
+    const res = await invoke({ input: { name: 'a' }, config: { tags: ['body'], metadata: { a: 'body' } } }, { url: `/echo/c/${hash}/invoke` });
+    expect(res.statusCode).toBe(200);
+    const config = observed.configs[0] as Record<string, unknown>;
+    expect(config.tags).toEqual(['body', 'from-hash']);
+    expect(config.metadata).toEqual({ a: 'body', b: 'hash' });
+    const bad = await invoke({ input: { name: 'a' } }, { url: '/echo/c/not-a-hash/invoke' });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().code).toBe('RUNNEL_ERR_CONFIG_HASH_INVALID');
+    const broken = await invoke({ input: { name: 'a' } }, { url: '/echo/c/%%%/invoke' });
+    expect(broken.statusCode).toBe(400);
+    expect(broken.json().code).toBe('RUNNEL_ERR_BAD_REQUEST');
+  });
+
+  it('parses JSON whatever the content type, and strips __proto__', async () => {
+    for (const type of ['text/plain', 'APPLICATION/JSON', 'application/x-www-form-urlencoded']) {
+      const res = await app.inject({ method: 'POST', url: '/echo/invoke', headers: { 'content-type': type }, payload: '{"input": {"name": "x"}}' });
+      expect(res.statusCode, type).toBe(200);
+    }
+    const polluted = await invoke('{"input": {"name": "x", "__proto__": {"polluted": true}}, "constructor": {"prototype": {"bad": 1}}}');
+    expect(polluted.statusCode).toBe(200);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('answers 413 past the body limit', async () => {
+    const res = await invoke({ input: { name: 'x'.repeat(5000) } });
+    expect(res.statusCode).toBe(413);
+    expect(res.json().code).toBe('RUNNEL_ERR_BODY_TOO_LARGE');
+  });
+
+  it('answers a failing chain with 500 and a generic message that leaks nothing', async () => {
+    const res = await invoke({ input: { when: 'before' } }, { url: '/failing/invoke' });
+    expect(res.statusCode).toBe(500);
+    expect(res.json()).toEqual({ code: 'RUNNEL_ERR_INTERNAL', message: 'Internal Server Error', detail: 'Internal Server Error' });
+    expect(res.body).not.toContain('sk-canary');
+  });
+
+  it('answers a provider rate limit with 429 and its code', async () => {
+    const res = await invoke({ input: { when: 'typed' } }, { url: '/failing/invoke' });
+    expect(res.statusCode).toBe(429);
+    expect(res.json().code).toBe('RUNNEL_ERR_PROVIDER_RATE_LIMITED');
+  });
+
+  it('answers unknown chains, endpoints and methods with 404 JSON', async () => {
+    expect((await invoke({ input: {} }, { url: '/nope/invoke' })).statusCode).toBe(404);
+    expect((await invoke({ input: {} }, { url: '/echo/feedback' })).json().code).toBe('RUNNEL_ERR_NOT_FOUND');
+    expect((await app.inject({ method: 'GET', url: '/echo/invoke' })).statusCode).toBe(404);
+  });
+});
+
+describe('POST /batch', () => {
+  const batch = (payload: unknown) => app.inject({ method: 'POST', url: '/echo/batch', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
+
+  it('answers outputs in order with a run id each', async () => {
+    const res = await batch({ inputs: [{ name: 'a' }, { name: 'b', times: 2 }], config: [{ tags: ['x'] }, { tags: ['y'] }] });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.output).toEqual(['hello a', 'hello bhello b']);
+    expect(body.metadata.run_ids).toHaveLength(2);
+    expect(body.metadata.responses).toEqual(body.metadata.run_ids.map((run_id: string) => ({ run_id, feedback_tokens: [] })));
+    expect((await batch({ inputs: [] })).json()).toEqual({ output: [], metadata: { run_ids: [], responses: [] } });
+  });
+
+  it('answers 422 for a bad item, non-list inputs, config null, a config count mismatch, too many inputs', async () => {
+    const item = await batch({ inputs: [{ name: 'a' }, { name: 1 }] });
+    expect(item.statusCode).toBe(422);
+    expect(item.json().detail[0].loc).toEqual(['inputs', 1, 'name']);
+    expect((await batch({ inputs: 'x' })).statusCode).toBe(422);
+    expect((await batch({ inputs: [{ name: 'a' }], config: null })).statusCode).toBe(422);
+    const mismatch = await batch({ inputs: [{ name: 'a' }, { name: 'b' }], config: [{}] });
+    expect(mismatch.json().message).toBe('Number of configs (1) must match number of inputs (2)');
+    const many = await batch({ inputs: Array.from({ length: 101 }, () => ({ name: 'a' })) });
+    expect(many.json().code).toBe('RUNNEL_ERR_BATCH_TOO_LARGE');
+  });
+});
+
+describe('schemas and index', () => {
+  it('serves the derived input, output and config schemas', async () => {
+    expect((await app.inject('/echo/input_schema')).json()).toMatchObject({ title: 'EchoInput', type: 'object', required: ['name'] });
+    expect((await app.inject('/echo/output_schema')).json()).toMatchObject({ title: 'EchoOutput', type: 'string' });
+    expect((await app.inject('/joke/config_schema')).json()).toEqual({
+      title: 'JokeConfig',
+      type: 'object',
+      properties: {
+        configurable: {
+          title: 'Configurable',
+          type: 'object',
+          additionalProperties: false,
+          properties: { temperature: { title: 'Temperature', description: 'Sampling temperature', type: 'number', minimum: 0, maximum: 2 } },
+        },
+      },
+    });
+    expect((await app.inject('/joke/output_schema')).json()).toMatchObject({ type: 'string' });
+  });
+
+  it('lists the chains as JSON, or as HTML for a browser', async () => {
+    const json = await app.inject('/');
+    expect(json.json().chains.map((c: { path: string }) => c.path)).toEqual(['/echo', '/slow', '/failing', '/joke']);
+    const html = await app.inject({ url: '/', headers: { accept: 'text/html,application/xhtml+xml' } });
+    expect(html.headers['content-type']).toMatch(/text\/html/);
+    expect(html.body).toContain('<code>/joke</code>');
+  });
+});
