@@ -193,7 +193,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const streams = [...state.streams];
     const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
     await Promise.race([Promise.all(streams.map((s) => s.done)), grace]);
-    for (const stream of state.streams) stream.stop(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down'));
+    const stopped = [...state.streams];
+    for (const stream of stopped) stream.stop(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down'));
+    await Promise.all(stopped.map((s) => s.done));
+    // Connections that were busy when closing began are idle now: close them instead of waiting out keep-alive.
+    this.server.closeIdleConnections();
     await closing;
   });
 
