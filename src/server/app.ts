@@ -65,6 +65,10 @@ export interface BuildAppOptions {
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
 
+function isPreflight(method: string, headers: Readonly<Record<string, string | string[] | undefined>>): boolean {
+  return method === 'OPTIONS' && typeof headers.origin === 'string' && typeof headers['access-control-request-method'] === 'string';
+}
+
 /** The reply as `frameworkErrors` receives it, typed loosely (its generics cannot name our body). */
 interface FastifyReplyLike {
   code(status: number): FastifyReplyLike;
@@ -133,6 +137,21 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     void reply.code(404).send({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'Not Found', detail: 'Not Found' });
   });
 
+  // Authentication runs first, so every route but health answers 401 without a key, whatever the method.
+  app.addHook('onRequest', async (request, reply) => {
+    if (!app.runnel.keys.enabled) return;
+    const path = request.url.split('?')[0] ?? '';
+    if (PUBLIC_PATHS.has(path)) return;
+    // A CORS preflight never carries credentials; CORS answers it (and grants nothing to unlisted origins).
+    if (isPreflight(request.method, request.headers)) return;
+    const identity = app.runnel.keys.identify(request.headers);
+    if (identity === undefined) {
+      void reply.header('www-authenticate', 'Bearer');
+      throw new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)');
+    }
+    request.identity = identity;
+  });
+
   if (config.corsOrigins.length > 0) {
     await app.register(cors, {
       origin: config.corsOrigins,
@@ -141,18 +160,6 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       maxAge: 600,
     });
   }
-
-  app.addHook('onRequest', async (request, reply) => {
-    if (!app.runnel.keys.enabled) return;
-    const path = request.url.split('?')[0] ?? '';
-    if (PUBLIC_PATHS.has(path)) return;
-    const identity = app.runnel.keys.identify(request.headers);
-    if (identity === undefined) {
-      void reply.header('www-authenticate', 'Bearer');
-      throw new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)');
-    }
-    request.identity = identity;
-  });
 
   if (config.rateLimit > 0) {
     await app.register(rateLimit, {

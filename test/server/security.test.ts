@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildApp, defineChain, lambda } from '../../src/index.js';
+import { allChains, echo } from '../support/server.js';
+
+const KEY = 'k_live_0123456789abcdef';
+let app: FastifyInstance;
+const seen: string[] = [];
+
+beforeAll(async () => {
+  const whoami = defineChain({
+    path: '/whoami',
+    runnable: lambda((_: unknown, config) => String(config.configurable?.user_id)),
+    perRequestConfigModifier: (config, request) => ({ configurable: { ...config.configurable, user_id: request.identity } }),
+  });
+  app = await buildApp({
+    chains: [...allChains, whoami] as never,
+    config: { apiKeys: [{ name: 'alice', key: KEY }, { name: 'bob', key: 'k_live_fedcba9876543210' }], corsOrigins: ['https://app.example'], rateLimit: 5 },
+  });
+  app.addHook('onResponse', async (request) => void seen.push(request.url));
+});
+afterAll(async () => app.close());
+
+describe('API keys', () => {
+  it('refuses every route but health without a key, under every path variant and method', async () => {
+    const variants = ['/echo/invoke', '/ECHO/invoke', '//echo/invoke', '/echo/invoke/', '/echo/invoke;x', '/echo%2Finvoke', '/echo/input_schema', '/', '/metrics', '/docs', '/openapi.json', '/nope'];
+    for (const url of variants) {
+      for (const method of ['GET', 'POST', 'HEAD', 'OPTIONS'] as const) {
+        const res = await app.inject({ method, url, payload: method === 'POST' ? { input: { name: 'a' } } : undefined });
+        expect(res.statusCode, `${method} ${url}`).toBe(401);
+      }
+    }
+    expect((await app.inject('/healthz')).statusCode).toBe(200);
+    expect((await app.inject('/readyz')).statusCode).toBe(200);
+  });
+
+  it('accepts a bearer token or x-api-key, and refuses a wrong one', async () => {
+    const ok = await app.inject({ method: 'POST', url: '/echo/invoke', headers: { authorization: `Bearer ${KEY}` }, payload: { input: { name: 'a' } } });
+    expect(ok.statusCode).toBe(200);
+    const header = await app.inject({ method: 'POST', url: '/echo/invoke', headers: { 'x-api-key': KEY }, payload: { input: { name: 'a' } } });
+    expect(header.statusCode).toBe(200);
+    const wrong = await app.inject({ method: 'POST', url: '/echo/invoke', headers: { authorization: `Bearer ${KEY}x` }, payload: { input: { name: 'a' } } });
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.json().code).toBe('RUNNEL_ERR_UNAUTHORIZED');
+    expect(wrong.headers['www-authenticate']).toBe('Bearer');
+    expect(wrong.body).not.toContain(KEY);
+  });
+
+  it("hands the caller's identity to the per-request config modifier", async () => {
+    const res = await app.inject({ method: 'POST', url: '/whoami/invoke', headers: { 'x-api-key': KEY }, payload: { input: null } });
+    expect(res.json().output).toBe('alice');
+  });
+
+  it('documents the security schemes in OpenAPI', async () => {
+    const doc = (await app.inject({ url: '/openapi.json', headers: { 'x-api-key': KEY } })).json();
+    expect(Object.keys(doc.components.securitySchemes)).toEqual(['bearerAuth', 'apiKeyHeader']);
+  });
+});
+
+describe('CORS and rate limits', () => {
+  it('answers a listed origin, and an unlisted one with no allow header', async () => {
+    const preflight = await app.inject({ method: 'OPTIONS', url: '/echo/invoke', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } });
+    expect(preflight.headers['access-control-allow-origin']).toBe('https://app.example');
+    const evil = await app.inject({ method: 'OPTIONS', url: '/echo/invoke', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } });
+    expect(evil.headers['access-control-allow-origin']).toBeUndefined();
+    const get = await app.inject({ url: '/healthz', headers: { origin: 'https://evil.example' } });
+    expect(get.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('limits requests per key, with retry-after', async () => {
+    const call = (key: string) => app.inject({ method: 'POST', url: '/echo/invoke', headers: { 'x-api-key': key }, payload: { input: { name: 'a' } } });
+    const other = 'k_live_fedcba9876543210';
+    let limited;
+    for (let i = 0; i < 6; i++) limited = await call(other);
+    expect(limited?.statusCode).toBe(429);
+    expect(limited?.json().code).toBe('RUNNEL_ERR_RATE_LIMITED');
+    expect(limited?.headers['retry-after']).toBeDefined();
+    expect((await app.inject('/healthz')).statusCode).toBe(200);
+  });
+});
+
+describe('health and metrics', () => {
+  it('counts requests by chain, endpoint and status', async () => {
+    const metrics = (await app.inject({ url: '/metrics', headers: { 'x-api-key': KEY } })).body;
+    expect(metrics).toMatch(/runnel_requests_total\{chain="\/echo",endpoint="invoke",status="200"\} \d+/);
+    expect(metrics).toMatch(/runnel_request_duration_seconds_bucket\{chain="\/echo",endpoint="invoke",le="0.005"\}/);
+    expect(metrics).toContain('runnel_open_streams 0');
+  });
+
+  it('exports registry helpers that refuse bad registrations at start', async () => {
+    expect(() => defineChain({ path: 'joke', runnable: echo.runnable })).toThrow(/must look like/);
+    expect(() => defineChain({ path: '/x', runnable: echo.runnable, enabledEndpoints: ['invoke', 'stream_evnets' as never] })).toThrow(/unknown endpoint "stream_evnets"/);
+    expect(() => defineChain({ path: '/x', runnable: echo.runnable, configKeys: ['callbacks' as never] })).toThrow(/cannot be set by clients/);
+    expect(() => defineChain({ path: '/docs', runnable: echo.runnable })).toThrow(/built-in/);
+    await expect(buildApp({ chains: [echo, echo] as never })).rejects.toThrow(/Two chains are registered at \/echo/);
+  });
+});
