@@ -12,3 +12,4 @@ export * from './documents/index.js';
 export * from './vectorstores/index.js';
 export * from './tools/index.js';
 export * from './server/index.js';
+export * from './client/index.js';

@@ -63,7 +63,7 @@ describe('/stream', () => {
     const res = await post(`${server.url}/echo/stream`, { input: { name: 3 } });
     expect(res.status).toBe(422);
     expect(res.headers.get('content-type')).toMatch(/application\/json/);
-    expect((await res.json()).code).toBe('RUNNEL_ERR_INPUT_INVALID');
+    expect(((await res.json()) as { code: string }).code).toBe('RUNNEL_ERR_INPUT_INVALID');
   });
 
   it('ends a failure after the start with one error frame and a clean end, leaking nothing', async () => {
@@ -102,7 +102,7 @@ describe('/stream', () => {
     const refused = await post(`${server.url}/slow/stream`, { input: {} });
     expect(refused.status).toBe(503);
     expect(refused.headers.get('retry-after')).toBe('1');
-    expect((await refused.json()).code).toBe('RUNNEL_ERR_OVERLOADED');
+    expect(((await refused.json()) as { code: string }).code).toBe('RUNNEL_ERR_OVERLOADED');
     await Promise.all(open);
     while (server.app.runnel.streams.size > 0) await new Promise((r) => setTimeout(r, 10));
   });
@@ -125,7 +125,7 @@ describe('/stream_log and /stream_events', () => {
     expect(names).toEqual(new Set(['StringOutputParser']));
     const bad = await post(`${server.url}/joke/stream_events`, { input: { topic: 'cats' }, include_names: [[]] });
     expect(bad.status).toBe(422);
-    expect((await bad.json()).detail[0].loc).toEqual(['include_names', 0]);
+    expect(((await bad.json()) as { detail: { loc: unknown }[] }).detail[0]?.loc).toEqual(['include_names', 0]);
   });
 
   it('streams the run log as JSON Patch, first replacing the root', async () => {

@@ -6,6 +6,7 @@ import {
   buildApp,
   ChatPromptTemplate,
   defineChain,
+  Document,
   FakeListChatModel,
   generator,
   lambda,
@@ -75,7 +76,22 @@ export const joke = defineChain({
     .pipe(new StringOutputParser()),
 });
 
-export const allChains = [echo, slow, failing, joke] as ChainSpec<never, unknown>[];
+export const chat = defineChain({
+  path: '/chat-model',
+  description: 'A model answering with a message',
+  runnable: ChatPromptTemplate.fromMessages([['human', '{question}']]).pipe(new FakeListChatModel({ responses: ['Paris is the capital.'] })),
+});
+
+export const documents = defineChain({
+  path: '/documents',
+  description: 'Returns documents',
+  runnable: lambda((query: string) => [
+    new Document({ id: 'd1', pageContent: `About ${query}`, metadata: { source: 'a.md' } }),
+    new Document({ id: 'd2', pageContent: 'More', metadata: { source: 'b.md' } }),
+  ]).withTypes({ input: z.string() }),
+});
+
+export const allChains = [echo, slow, failing, joke, chat, documents] as ChainSpec<never, unknown>[];
 
 export interface TestServer {
   app: FastifyInstance;

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AIMessage, Document, lambda, parseSse, RemoteRunnable, type StreamEvent } from '../../src/index.js';
+import { settleWithin, toArray } from '../helpers.js';
+import { observed, startServer, type TestServer } from '../support/server.js';
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startServer();
+});
+afterAll(async () => server.close());
+
+describe('RemoteRunnable', () => {
+  it('invokes, batches and streams a remote chain', async () => {
+    const echo = new RemoteRunnable<{ name: string }, string>({ url: `${server.url}/echo/` });
+    expect(await echo.invoke({ name: 'Ada' })).toBe('hello Ada');
+    expect(await echo.batch([{ name: 'a' }, { name: 'b' }])).toEqual(['hello a', 'hello b']);
+    const joke = new RemoteRunnable<{ topic: string }, string>({ url: `${server.url}/joke` });
+    const tokens = await toArray(joke.stream({ topic: 'cats' }));
+    expect(tokens.length).toBeGreaterThan(3);
+    expect(tokens.join('')).toBe('Why did the cat sit on the computer?');
+  });
+
+  it('revives messages and documents', async () => {
+    const chat = new RemoteRunnable<{ question: string }, AIMessage>({ url: `${server.url}/chat-model` });
+    const answer = await chat.invoke({ question: 'capital of France?' });
+    expect(answer).toBeInstanceOf(AIMessage);
+    expect(answer.text).toBe('Paris is the capital.');
+    expect(answer.usage_metadata?.output_tokens).toBeGreaterThan(0);
+    const docs = await new RemoteRunnable<string, Document[]>({ url: `${server.url}/documents` }).invoke('cats');
+    expect(docs[0]).toBeInstanceOf(Document);
+    expect(docs[0]).toMatchObject({ id: 'd1', pageContent: 'About cats', metadata: { source: 'a.md' } });
+  });
+
+  it('proxies streamEvents and streamLog of the remote chain', async () => {
+    const joke = new RemoteRunnable<{ topic: string }, string>({ url: `${server.url}/joke` });
+    const events: StreamEvent[] = await toArray(joke.streamEvents({ topic: 'cats' }, {}, { includeTypes: ['chat_model'] }));
+    expect(events[0]).toMatchObject({ event: 'on_chat_model_start', name: 'FakeListChatModel' });
+    expect(events.filter((e) => e.event === 'on_chat_model_stream').length).toBeGreaterThan(3);
+    const patches = await toArray(joke.streamLog({ topic: 'cats' }));
+    expect(patches[0]?.ops[0]).toMatchObject({ op: 'replace', path: '', value: { name: '/joke' } });
+  });
+
+  it('pipes into local chains, as a runnable', async () => {
+    const echo = new RemoteRunnable<{ name: string }, string>({ url: `${server.url}/echo` });
+    const chain = lambda((name: string) => ({ name })).pipe(echo).pipe((text: string) => text.toUpperCase());
+    expect(await chain.invoke('ada')).toBe('HELLO ADA');
+  });
+
+  it('surfaces server errors with their code and message, before and after a stream starts', async () => {
+    const echo = new RemoteRunnable<unknown, string>({ url: `${server.url}/echo` });
+    await expect(echo.invoke({ name: 5 })).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID', statusCode: 422, detail: [{ loc: ['name'] }] });
+    const failing = new RemoteRunnable<unknown, string>({ url: `${server.url}/failing` });
+    await expect(toArray(failing.stream({ when: 'typed' }))).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_RATE_LIMITED', statusCode: 429 });
+    await expect(new RemoteRunnable({ url: 'http://127.0.0.1:9/nothing' }).invoke(1)).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+  });
+
+  it('closes the connection on abort, and the server aborts the run', async () => {
+    const slow = new RemoteRunnable<unknown, string>({ url: `${server.url}/slow` });
+    const before = observed.aborted;
+    const controller = new AbortController();
+    const stream = slow.stream({}, { signal: controller.signal });
+    await stream.next();
+    controller.abort();
+    await expect(stream.next()).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    await settleWithin(
+      (async () => {
+        while (observed.aborted === before) await new Promise((r) => setTimeout(r, 10));
+      })(),
+      2000,
+    );
+  });
+});
+
+describe('parseSse', () => {
+  it('handles \\r\\n, \\n and \\r line ends, multi-line data and comments, across chunk boundaries', async () => {
+    const bytes = new TextEncoder().encode(': ping\r\n\r\nevent: data\r\ndata: 1\r\n\r\nevent: data\ndata: a\ndata: b\n\nevent: end\r\r');
+    const chunks = async function* () {
+      for (let i = 0; i < bytes.length; i += 3) yield bytes.slice(i, i + 3);
+    };
+    expect(await toArray(parseSse(chunks()))).toEqual([
+      { event: 'data', data: '1' },
+      { event: 'data', data: 'a\nb' },
+      { event: 'end', data: '' },
+    ]);
+  });
+});
