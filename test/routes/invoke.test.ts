@@ -172,7 +172,7 @@ describe('schemas and index', () => {
 
   it('lists the chains as JSON, or as HTML for a browser', async () => {
     const json = await app.inject('/');
-    expect(json.json().chains.map((c: { path: string }) => c.path)).toEqual(['/echo', '/slow', '/failing', '/joke']);
+    expect(json.json().chains.map((c: { path: string }) => c.path)).toEqual(['/echo', '/slow', '/failing', '/joke', '/chat-model', '/documents']);
     const html = await app.inject({ url: '/', headers: { accept: 'text/html,application/xhtml+xml' } });
     expect(html.headers['content-type']).toMatch(/text\/html/);
     expect(html.body).toContain('<code>/joke</code>');
