@@ -12,7 +12,7 @@ import type { RunnableConfig as LcConfig } from '@langchain/core/runnables';
 import { ChatPromptTemplate as LcChatPrompt } from '@langchain/core/prompts';
 import { StringOutputParser as LcStringParser } from '@langchain/core/output_parsers';
 import { FakeListChatModel as LcFakeChat } from '@langchain/core/utils/testing';
-import { ChatPromptTemplate, FakeListChatModel, generator, lambda, sequence, StringOutputParser } from '../src/index.js';
+import { ChatPromptTemplate, FakeListChatModel, generator, lambda, sequence, StringOutputParser } from '../dist/src/index.js';
 import { printTable, runCase, type CaseResult } from './harness.js';
 
 const f1 = (x: number): number => x + 1;

@@ -50,9 +50,11 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
   if (enabled.has('output_schema')) app.get('/output_schema', doc(`JSON Schema of ${path}'s output`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'output'));
   if (enabled.has('config_schema')) app.get('/config_schema', doc(`JSON Schema of ${path}'s config`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'config'));
   // Streams count themselves when they end (their replies are hijacked, so this hook does not see them).
-  app.addHook('onResponse', async (request, reply) => {
+  const metrics = app.runnel.metrics;
+  app.addHook('onResponse', (request, reply, done) => {
     const endpoint = request.routeOptions.url?.split('/').pop() ?? 'unknown';
-    request.server.runnel.metrics.requests.inc({ chain: path, endpoint, status: String(reply.statusCode) });
-    request.server.runnel.metrics.duration.observe({ chain: path, endpoint }, reply.elapsedTime / 1000);
+    metrics.requests.inc({ chain: path, endpoint, status: String(reply.statusCode) });
+    metrics.duration.observe({ chain: path, endpoint }, reply.elapsedTime / 1000);
+    done();
   });
 };

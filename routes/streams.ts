@@ -6,7 +6,7 @@
  * that disconnects aborts the run, down to the model's HTTP request.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { RunnelError, type Runnable, type RunnableConfig } from '../src/core/index.js';
+import { RunController, RunnelError, type Runnable, type RunnableConfig } from '../src/core/index.js';
 import type { OpenStream } from '../src/server/app.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
@@ -16,20 +16,16 @@ import { usageCallbacks } from '../src/server/usage.js';
 
 type Kind = 'stream' | 'stream_log' | 'stream_events';
 
-/** The frames a kind of stream sends for one run. */
-async function* frames(kind: Kind, runnable: Runnable<never, unknown>, input: never, config: RunnableConfig, body: Record<string, unknown>, runId: string): AsyncGenerator<[string, unknown]> {
-  if (kind === 'stream') {
-    let first = true;
-    for await (const chunk of runnable.stream(input, config)) {
-      if (first) yield ['metadata', { run_id: runId }];
-      first = false;
-      yield ['data', chunk];
-    }
-    return;
-  }
+/** The frames of `stream_log` and `stream_events`: each item one `data` frame. */
+function eventFrames(kind: 'stream_log' | 'stream_events', runnable: Runnable<never, unknown>, input: never, config: RunnableConfig, body: Record<string, unknown>): AsyncIterable<unknown> {
   const filters = eventFilters(body);
-  const source = kind === 'stream_log' ? runnable.streamLog(input, config, filters) : runnable.streamEvents(input, config, filters);
-  for await (const item of source) yield ['data', item];
+  return kind === 'stream_log' ? runnable.streamLog(input, config, filters) : runnable.streamEvents(input, config, filters);
+}
+
+/** Sends one frame, waiting only when the socket pushes back; false once the client is gone. */
+async function sendFrame(sse: SseWriter, event: string, data?: unknown): Promise<boolean> {
+  const sent = sse.send(event, data);
+  return sent === true || (sent !== false && (await sent));
 }
 
 export function streamHandler(chain: PreparedChain, kind: Kind) {
@@ -48,7 +44,7 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
       throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
     }
 
-    const controller = new AbortController();
+    const controller = new RunController();
     let clientGone = false;
     let finish!: () => void;
     const entry: OpenStream = { stop: (reason) => controller.abort(reason), done: new Promise<void>((resolve) => (finish = resolve)) };
@@ -71,15 +67,32 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
     sse.open();
     try {
       const runConfig = { ...config, signal: controller.signal, ...usageCallbacks(state, chain, config) };
-      for await (const [event, data] of frames(kind, chain.spec.runnable, input as never, runConfig, body, runId)) {
-        if (!(await sse.send(event, data))) break;
+      let open = true;
+      if (kind === 'stream') {
+        let first = true;
+        for await (const chunk of chain.spec.runnable.stream(input as never, runConfig)) {
+          if (first && !(await sendFrame(sse, 'metadata', { run_id: runId }))) break;
+          first = false;
+          const sent = sse.send('data', chunk);
+          if (sent !== true && !(sent !== false && (await sent))) {
+            open = false;
+            break;
+          }
+        }
+      } else {
+        for await (const item of eventFrames(kind, chain.spec.runnable, input as never, runConfig, body)) {
+          if (!(await sendFrame(sse, 'data', item))) {
+            open = false;
+            break;
+          }
+        }
       }
-      if (!sse.closed) await sse.send('end');
+      if (open && !sse.closed) await sendFrame(sse, 'end');
     } catch (error) {
       if (!clientGone && !sse.closed) {
         status = toHttpError(error).status;
         if (toHttpError(error).internal) request.log.error({ err: error, runId }, 'stream failed');
-        await sse.send('error', errorFrame(error));
+        await sendFrame(sse, 'error', errorFrame(error));
       } else {
         status = 499;
       }

@@ -8,6 +8,63 @@ import { abortError } from './errors.js';
 const noop = (): void => {};
 
 /**
+ * Waiters on each signal. Node's EventTarget makes adding and removing a
+ * listener cost microseconds, and every run of a chain waits on its signal;
+ * so each signal gets one real listener, which calls the waiters of a Set.
+ */
+const waiters = new WeakMap<AbortSignal, Set<() => void>>();
+
+/**
+ * An AbortController whose signal Runnel waits on without EventTarget
+ * listeners (on Node 20 the first listener on a signal costs ~3 µs, paid per
+ * request). Its `abort()` wakes Runnel's waiters, then dispatches the
+ * standard `abort` event as any controller does.
+ *
+ * @example
+ * const controller = new RunController();
+ * chain.invoke(input, { signal: controller.signal });
+ * controller.abort();
+ */
+export class RunController extends AbortController {
+  constructor() {
+    super();
+    waiters.set(this.signal, new Set());
+  }
+
+  override abort(reason?: unknown): void {
+    if (this.signal.aborted) return;
+    super.abort(reason);
+    const set = waiters.get(this.signal);
+    if (set === undefined) return;
+    for (const waiter of [...set]) waiter();
+    set.clear();
+  }
+}
+
+/** Calls `callback` once when `signal` fires; returns the function that cancels that. */
+export function onAbort(signal: AbortSignal, callback: () => void): () => void {
+  let set = waiters.get(signal);
+  if (set === undefined) {
+    const created = new Set<() => void>();
+    set = created;
+    waiters.set(signal, created);
+    signal.addEventListener(
+      'abort',
+      () => {
+        for (const waiter of [...created]) waiter();
+        created.clear();
+      },
+      { once: true },
+    );
+  }
+  const own = set;
+  own.add(callback);
+  return () => {
+    own.delete(callback);
+  };
+}
+
+/**
  * Settles like `promise`, or rejects with the abort error as soon as `signal`
  * fires, whichever comes first. The losing promise is still observed, so its
  * later rejection is never unhandled.
@@ -19,15 +76,14 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefine
     return Promise.reject(abortError(signal));
   }
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(abortError(signal));
-    signal.addEventListener('abort', onAbort, { once: true });
+    const cancel = onAbort(signal, () => reject(abortError(signal)));
     promise.then(
       (value) => {
-        signal.removeEventListener('abort', onAbort);
+        cancel();
         resolve(value);
       },
       (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
+        cancel();
         reject(error);
       },
     );
@@ -38,15 +94,17 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefine
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   if (signal?.aborted) return Promise.reject(abortError(signal));
   return new Promise<void>((resolve, reject) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(abortError(signal as AbortSignal));
-    };
+    const cancel =
+      signal === undefined
+        ? noop
+        : onAbort(signal, () => {
+            clearTimeout(timer);
+            reject(abortError(signal));
+          });
     const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
+      cancel();
       resolve();
     }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
 

@@ -30,5 +30,5 @@ export { concat, collect, asSnapshot, type Mergeable } from './merge.js';
 export { Graph, type GraphEdge, type GraphNode } from './graph.js';
 export { toJsonSchema, specJsonSchema, type ConfigSpec, type JsonSchema } from './schema.js';
 export { errorCodes, RunnelError, isRunnelError, isAbortError, abortError, type ErrorCode, type ErrorDetailItem } from './errors.js';
-export { abortable, raceAbort, sleep, withIdleTimeout, IdleGuard, once } from './async.js';
+export { abortable, raceAbort, sleep, withIdleTimeout, IdleGuard, once, onAbort, RunController } from './async.js';
 export { callInScope } from './in-scope.js';

@@ -112,6 +112,13 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
   /** The kind of component; events are named after it (`on_chain_start`). */
   readonly runType: RunType = 'chain';
 
+  /**
+   * Whether `invoke` races this runnable's work against the abort signal.
+   * Composites turn it off: their children race, so they end as promptly.
+   * @internal
+   */
+  protected readonly racesAbort: boolean = true;
+
   /** The whole input to the whole output. */
   protected async _call(input: I, run: Run): Promise<O> {
     if (this._stream === Runnable.prototype._stream && this._transform === undefined) {
@@ -146,7 +153,7 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
       if (signal?.aborted === true) return Promise.reject(abortError(signal));
       try {
         const output = this._call(input, run);
-        return signal === undefined ? output : raceAbort(output, signal);
+        return signal === undefined || !this.racesAbort ? output : raceAbort(output, signal);
       } catch (error) {
         return Promise.reject(error);
       }
@@ -158,7 +165,7 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
     run.start(this._eventInput(input));
     try {
       if (signal?.aborted === true) throw abortError(signal);
-      const output = await raceAbort(this._call(input, run), signal);
+      const output = await raceAbort(this._call(input, run), this.racesAbort ? signal : undefined);
       run.end(output);
       return output;
     } catch (error) {

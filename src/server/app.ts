@@ -138,19 +138,25 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   });
 
   // Authentication runs first, so every route but health answers 401 without a key, whatever the method.
-  app.addHook('onRequest', async (request, reply) => {
-    if (!app.runnel.keys.enabled) return;
+  // Registered only when keys are on: a hook costs every request something.
+  if (config.apiKeys.length > 0) {
+  app.addHook('onRequest', (request, reply, done) => {
     const path = request.url.split('?')[0] ?? '';
-    if (PUBLIC_PATHS.has(path)) return;
     // A CORS preflight never carries credentials; CORS answers it (and grants nothing to unlisted origins).
-    if (isPreflight(request.method, request.headers)) return;
+    if (PUBLIC_PATHS.has(path) || isPreflight(request.method, request.headers)) {
+      done();
+      return;
+    }
     const identity = app.runnel.keys.identify(request.headers);
     if (identity === undefined) {
       void reply.header('www-authenticate', 'Bearer');
-      throw new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)');
+      done(new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)'));
+      return;
     }
     request.identity = identity;
+    done();
   });
+  }
 
   if (config.corsOrigins.length > 0) {
     await app.register(cors, {

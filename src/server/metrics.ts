@@ -6,7 +6,21 @@
 
 type Labels = Record<string, string>;
 
-const key = (labels: Labels): string =>
+const keys = new Map<string, string>();
+
+/** The label part of a series, cached: the same few label sets recur on every request. */
+const key = (labels: Labels): string => {
+  let raw = '';
+  for (const name in labels) raw += `${name}\u0000${labels[name]}\u0001`;
+  let formatted = keys.get(raw);
+  if (formatted === undefined) {
+    formatted = format(labels);
+    if (keys.size < 10_000) keys.set(raw, formatted);
+  }
+  return formatted;
+};
+
+const format = (labels: Labels): string =>
   Object.keys(labels)
     .sort()
     .map((name) => `${name}="${String(labels[name]).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`)

@@ -5,7 +5,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import LZString from 'lz-string';
-import { RunnelError, type EventFilters } from '../core/index.js';
+import { RunController, RunnelError, type EventFilters } from '../core/index.js';
 import type { Endpoint, RequestContext } from './registry.js';
 
 /** The body as an object, or `RUNNEL_ERR_BODY_INVALID`. */
@@ -75,7 +75,7 @@ export function requestContext(request: FastifyRequest, endpoint: Endpoint, path
  * watches the raw response instead).
  */
 export function disconnectSignal(reply: FastifyReply): { signal: AbortSignal; gone: () => boolean; dispose: () => void } {
-  const controller = new AbortController();
+  const controller = new RunController();
   let gone = false;
   const onClose = (): void => {
     if (reply.raw.writableEnded) return;

@@ -63,15 +63,18 @@ export class SseWriter {
     this.ping.unref();
   }
 
-  /** Sends one frame; resolves false when the client is gone. */
-  send(event: string, data?: unknown): Promise<boolean> {
+  /**
+   * Sends one frame: `true` when the socket took it at once, otherwise a
+   * promise that resolves once it drained (true) or the client went (false).
+   */
+  send(event: string, data?: unknown): boolean | Promise<boolean> {
     const frame = data === undefined ? `event: ${event}\r\n\r\n` : `event: ${event}\r\ndata: ${JSON.stringify(data)}\r\n\r\n`;
     return this.write(frame);
   }
 
-  private write(frame: string): Promise<boolean> {
-    if (this.closed) return Promise.resolve(false);
-    if (this.res.write(frame)) return Promise.resolve(true);
+  private write(frame: string): boolean | Promise<boolean> {
+    if (this.closed) return false;
+    if (this.res.write(frame)) return true;
     // Respect backpressure: wait for drain or close; a client that reads nothing is cut after stallMs.
     return new Promise<boolean>((resolve) => {
       const done = (ok: boolean): void => {

@@ -1,0 +1,118 @@
+/**
+ * The servers `bench/http.ts` measures, one per process:
+ * `tsx bench/http-servers.ts <kind> <port>`; prints `ready` when listening.
+ *
+ * - floor: raw Fastify routes: the 3-step chain's output with plain functions, and SSE frames from 3 plain async generators;
+ * - runnel: Runnel's app serving the 3-step lambda chain (/bench) and a 3-step generator sequence of 200 chunks (/chunks);
+ * - fastify-lc, express-lc: hand-written routes calling the same chains built with @langchain/core;
+ */
+import express from 'express';
+import Fastify from 'fastify';
+import { Runnable as LcRunnable, RunnableLambda as LcLambda, RunnableSequence as LcSequence } from '@langchain/core/runnables';
+import { buildApp, defineChain, generator, lambda, sequence } from '../dist/src/index.js';
+
+const [kind, portText] = process.argv.slice(2);
+const port = Number(portText);
+const f1 = (x: number): number => x + 1;
+const f2 = (x: number): number => x * 2;
+const f3 = (x: number): number => x - 3;
+
+const frame = (event: string, data: unknown): string => `event: ${event}\r\ndata: ${JSON.stringify(data)}\r\n\r\n`;
+const SSE = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' };
+
+/** A stream-transforming step built the way @langchain/core's own parsers are. */
+class LcGenerator extends LcRunnable<unknown, string> {
+  lc_namespace = ['bench'];
+  constructor(private readonly fn: (input: AsyncGenerator<unknown>) => AsyncGenerator<string>) {
+    super();
+  }
+  async invoke(): Promise<string> {
+    return '';
+  }
+  async *_gen(input: AsyncGenerator<unknown>): AsyncGenerator<string> {
+    yield* this.fn(input);
+  }
+  override async *transform(input: AsyncGenerator<unknown>, options?: object): AsyncGenerator<string> {
+    yield* this._transformStreamWithConfig(input, this._gen.bind(this), options);
+  }
+}
+
+// The SSE workload on both sides: 200 chunks through a 3-step generator sequence (as in bench:core).
+async function* source(): AsyncGenerator<string> {
+  for (let i = 0; i < 200; i++) yield `c${i}`;
+}
+async function* upper(chunks: AsyncIterable<unknown>): AsyncGenerator<string> {
+  for await (const chunk of chunks) yield String(chunk).toUpperCase();
+}
+async function* tag(chunks: AsyncIterable<unknown>): AsyncGenerator<string> {
+  for await (const chunk of chunks) yield `${String(chunk)}!`;
+}
+
+async function main(): Promise<void> {
+  if (kind === 'floor') {
+    const app = Fastify();
+    app.post('/invoke', async (request) => ({ output: f3(f2(f1((request.body as { input: number }).input))) }));
+    app.post('/stream', async (_request, reply) => {
+      reply.hijack();
+      reply.raw.writeHead(200, SSE);
+      reply.raw.write(frame('metadata', { run_id: 'x' }));
+      for await (const chunk of tag(upper(source()))) {
+        if (!reply.raw.write(frame('data', chunk))) await new Promise((resolve) => reply.raw.once('drain', resolve));
+      }
+      reply.raw.end('event: end\r\n\r\n');
+    });
+    await app.listen({ port, host: '127.0.0.1' });
+  } else if (kind === 'runnel-noals') {
+    // Experiment: the same 3-step chain from a component that never enters AsyncLocalStorage.
+    const { Runnable } = await import('../dist/src/index.js');
+    class Step extends Runnable<number, number> {
+      constructor(readonly name: string, private readonly fn: (x: number) => number) {
+        super();
+      }
+      protected override async _call(x: number): Promise<number> {
+        return this.fn(x);
+      }
+    }
+    const app = await buildApp({ chains: [defineChain({ path: '/bench', runnable: sequence(new Step('a', f1), new Step('b', f2), new Step('c', f3)) })] as never });
+    await app.listen({ port, host: '127.0.0.1' });
+  } else if (kind === 'runnel') {
+    const app = await buildApp({
+      chains: [
+        defineChain({ path: '/bench', runnable: sequence(lambda(f1), lambda(f2), lambda(f3)) }),
+        defineChain({ path: '/chunks', runnable: sequence(generator(source), generator(upper), generator(tag)) }),
+      ] as never,
+      config: { maxStreams: 10_000 },
+    });
+    await app.listen({ port, host: '127.0.0.1' });
+  } else if (kind === 'fastify-lc' || kind === 'express-lc') {
+    const chain = LcSequence.from([LcLambda.from(f1), LcLambda.from(f2), LcLambda.from(f3)]);
+    const chunks = LcSequence.from([new LcGenerator(source), new LcGenerator(upper), new LcGenerator(tag)]);
+    if (kind === 'fastify-lc') {
+      const app = Fastify();
+      app.post('/invoke', async (request) => ({ output: await chain.invoke((request.body as { input: number }).input) }));
+      app.post('/stream', async (_request, reply) => {
+        reply.hijack();
+        reply.raw.writeHead(200, SSE);
+        reply.raw.write(frame('metadata', { run_id: 'x' }));
+        for await (const chunk of await chunks.stream(1)) {
+          if (!reply.raw.write(frame('data', chunk))) await new Promise((resolve) => reply.raw.once('drain', resolve));
+        }
+        reply.raw.end('event: end\r\n\r\n');
+      });
+      await app.listen({ port, host: '127.0.0.1' });
+    } else {
+      const app = express();
+      app.use(express.json());
+      app.post('/invoke', (req, res, next) => {
+        chain.invoke((req.body as { input: number }).input).then((output) => res.json({ output }), next);
+      });
+      await new Promise<void>((resolve) => app.listen(port, '127.0.0.1', () => resolve()));
+    }
+  } else {
+    throw new Error(`unknown server kind ${kind}`);
+  }
+  console.log('ready');
+}
+
+process.on('SIGTERM', () => process.exit(0));
+await main();

@@ -1,0 +1,163 @@
+/**
+ * `npm run bench:http`: HTTP throughput on 127.0.0.1, each server in its own
+ * process, one after another, bounded in time.
+ *
+ * /invoke req/s with autocannon (50 connections): (a) a raw Fastify route
+ * computing the 3-step chain with plain functions (the floor), (b) Runnel's
+ * /invoke, (c) Fastify + @langchain/core, (d) Express + @langchain/core.
+ * SSE, 200 small chunks per request through a 3-step generator sequence, 20
+ * clients: Runnel's /stream vs a raw Fastify floor (plain async generators) vs
+ * Fastify + @langchain/core — events/s and time to first byte.
+ * Goals (issue 4): /invoke ≥ 0.6× the floor and ≥ 4× Fastify+@langchain/core;
+ * SSE ≥ 0.5× the floor's events/s and ≥ 5× @langchain/core.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Agent, request } from 'node:http';
+import autocannon from 'autocannon';
+
+const DURATION_S = Number(process.env.BENCH_SECONDS ?? 8);
+const PORT = 18_411;
+
+async function startServer(kind: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/http-servers.ts', kind, String(PORT)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${kind} did not start`)), 20_000);
+    child.stdout?.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('ready')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`${kind} exited with ${code}`)));
+  });
+  return child;
+}
+
+async function stopServer(child: ChildProcess): Promise<void> {
+  child.removeAllListeners('exit');
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+async function invokeLoad(path: string): Promise<{ rps: number; p50: number; p99: number; errors: number }> {
+  const options = {
+    url: `http://127.0.0.1:${PORT}${path}`,
+    method: 'POST' as const,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input: 1 }),
+    connections: 50,
+    pipelining: 1,
+  };
+  await autocannon({ ...options, duration: 2 }); // warm-up
+  const result = await autocannon({ ...options, duration: DURATION_S });
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx };
+}
+
+/** 20 clients repeatedly POSTing to an SSE route for DURATION_S seconds: data frames per second and median time to first byte. */
+async function sseLoad(path: string): Promise<{ eventsPerSecond: number; ttfbMs: number; errors: number }> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 20 });
+  const ttfb: number[] = [];
+  let events = 0;
+  let errors = 0;
+  const one = (): Promise<void> =>
+    new Promise((resolve) => {
+      const started = performance.now();
+      let first = true;
+      let tail = '';
+      const req = request(`http://127.0.0.1:${PORT}${path}`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        if (res.statusCode !== 200) errors++;
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          if (first) {
+            ttfb.push(performance.now() - started);
+            first = false;
+          }
+          const text = tail + chunk;
+          events += text.split('event: data').length - 1;
+          tail = text.slice(-12);
+          if (tail.includes('event: data')) tail = tail.slice(tail.lastIndexOf('event: data') + 1);
+        });
+        res.on('end', () => resolve());
+        res.on('error', () => {
+          errors++;
+          resolve();
+        });
+      });
+      req.on('error', () => {
+        errors++;
+        resolve();
+      });
+      req.end(JSON.stringify({ input: 1 }));
+    });
+  const run = async (seconds: number): Promise<number> => {
+    events = 0;
+    ttfb.length = 0;
+    const until = performance.now() + seconds * 1000;
+    const started = performance.now();
+    await Promise.all(Array.from({ length: 20 }, async () => {
+      while (performance.now() < until) await one();
+    }));
+    return (performance.now() - started) / 1000;
+  };
+  await run(2); // warm-up
+  const elapsed = await run(DURATION_S);
+  agent.destroy();
+  const sorted = [...ttfb].sort((a, b) => a - b);
+  return { eventsPerSecond: events / elapsed, ttfbMs: sorted[Math.floor(sorted.length / 2)] ?? NaN, errors };
+}
+
+const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
+
+async function main(): Promise<void> {
+  console.log(`node ${process.version}, ${DURATION_S} s per measurement, 127.0.0.1\n`);
+  const invoke: Record<string, Awaited<ReturnType<typeof invokeLoad>>> = {};
+  for (const [name, kind, path] of [
+    ['floor (raw Fastify, plain functions)', 'floor', '/invoke'],
+    ['Runnel /invoke', 'runnel', '/bench/invoke'],
+    ['Fastify + @langchain/core', 'fastify-lc', '/invoke'],
+    ['Express + @langchain/core', 'express-lc', '/invoke'],
+  ] as const) {
+    const server = await startServer(kind);
+    try {
+      invoke[name] = await invokeLoad(path);
+    } finally {
+      await stopServer(server);
+    }
+  }
+  console.log('| /invoke, 3-step chain, 50 connections | req/s | p50 ms | p99 ms | errors |');
+  console.log('|---|---:|---:|---:|---:|');
+  for (const [name, r] of Object.entries(invoke)) console.log(`| ${name} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${r.errors} |`);
+
+  const sse: Record<string, Awaited<ReturnType<typeof sseLoad>>> = {};
+  for (const [name, kind, path] of [
+    ['floor (raw Fastify SSE)', 'floor', '/stream'],
+    ['Runnel /stream', 'runnel', '/chunks/stream'],
+    ['Fastify + @langchain/core', 'fastify-lc', '/stream'],
+  ] as const) {
+    const server = await startServer(kind);
+    try {
+      sse[name] = await sseLoad(path);
+    } finally {
+      await stopServer(server);
+    }
+  }
+  console.log('\n| SSE, 200 chunks through a 3-step generator sequence, 20 clients | events/s | median TTFB ms | errors |');
+  console.log('|---|---:|---:|---:|');
+  for (const [name, r] of Object.entries(sse)) console.log(`| ${name} | ${fmt(r.eventsPerSecond)} | ${r.ttfbMs.toFixed(2)} | ${r.errors} |`);
+
+  const floor = invoke['floor (raw Fastify, plain functions)']!.rps;
+  const ours = invoke['Runnel /invoke']!.rps;
+  const lc = invoke['Fastify + @langchain/core']!.rps;
+  const sseFloor = sse['floor (raw Fastify SSE)']!.eventsPerSecond;
+  const sseOurs = sse['Runnel /stream']!.eventsPerSecond;
+  const sseLc = sse['Fastify + @langchain/core']!.eventsPerSecond;
+  const goal = (label: string, value: number, target: number) => console.log(`- ${value >= target ? 'met ' : 'MISSED'} ${label}: ${value.toFixed(2)}× (goal ${target}×)`);
+  console.log('\nGoals:');
+  goal('Runnel /invoke vs the floor', ours / floor, 0.6);
+  goal('Runnel /invoke vs Fastify + @langchain/core', ours / lc, 4);
+  goal('Runnel SSE events/s vs the floor', sseOurs / sseFloor, 0.5);
+  goal('Runnel SSE events/s vs @langchain/core', sseOurs / sseLc, 5);
+}
+
+await main();
