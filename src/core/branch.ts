@@ -14,7 +14,6 @@ type AnyRunnable = Runnable<never, unknown>;
 
 /** Runs the first branch whose condition holds; see {@link branch}. */
 export class RunnableBranch<I, O> extends Runnable<I, O> {
-  protected override readonly racesAbort = false;
   readonly name = 'RunnableBranch';
   readonly branches: readonly (readonly [AnyRunnable, AnyRunnable])[];
   readonly fallback: AnyRunnable;

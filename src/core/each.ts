@@ -13,7 +13,6 @@ type AnyRunnable = Runnable<never, unknown>;
 
 /** A runnable applied to each element; see `Runnable.map`. */
 export class RunnableEach<I, O> extends Runnable<I[], O[]> {
-  protected override readonly racesAbort = false;
   readonly name: string;
   readonly bound: Runnable<I, O>;
 

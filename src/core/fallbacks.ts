@@ -26,7 +26,6 @@ export interface FallbackOptions {
 
 /** A runnable with fallbacks; see `Runnable.withFallbacks`. */
 export class RunnableWithFallbacks<I, O> extends Runnable<I, O> {
-  protected override readonly racesAbort = false;
   readonly name = 'RunnableWithFallbacks';
   readonly runnables: readonly Runnable<I, O>[];
   private readonly exceptionKey: string | undefined;

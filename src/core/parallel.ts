@@ -32,7 +32,6 @@ export function mergedInputSchema(runnables: readonly AnyRunnable[]): ZodType {
 
 /** Branches run concurrently on one input; see {@link parallel}. */
 export class RunnableParallel<I, O extends Record<string, unknown>> extends Runnable<I, O> {
-  protected override readonly racesAbort = false;
   readonly name: string;
   readonly branches: readonly (readonly [string, AnyRunnable])[];
   private readonly branchTags: readonly (readonly string[])[];

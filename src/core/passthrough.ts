@@ -22,7 +22,6 @@ function requireObject(value: unknown, who: string): Record<string, unknown> {
 
 /** Passes its input through unchanged; see {@link passthrough}. */
 export class RunnablePassthrough<T> extends Runnable<T, T> {
-  protected override readonly racesAbort = false;
   readonly name = 'RunnablePassthrough';
   private readonly schema: ZodType | undefined;
 
@@ -70,7 +69,6 @@ export function passthrough<T = unknown>(options?: { schema?: ZodType<T> }): Run
 
 /** Adds computed keys to an object input; see {@link assign}. */
 export class RunnableAssign extends Runnable<Record<string, unknown>, Record<string, unknown>> {
-  protected override readonly racesAbort = false;
   readonly name = 'RunnableAssign';
   readonly mapper: RunnableParallel<Record<string, unknown>, Record<string, unknown>>;
 
@@ -145,7 +143,6 @@ export function assign<I extends Record<string, unknown>>(
 
 /** Narrows an object input to some of its keys; see {@link pick}. */
 export class RunnablePick extends Runnable<Record<string, unknown>, unknown> {
-  protected override readonly racesAbort = false;
   readonly name = 'RunnablePick';
   readonly keys: string | readonly string[];
 

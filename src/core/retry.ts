@@ -32,7 +32,6 @@ const defaultRetryIf = (error: unknown): boolean => !isRunnelError(error) || err
 
 /** A runnable retried on failure; see `Runnable.withRetry`. */
 export class RunnableRetry<I, O> extends Runnable<I, O> {
-  protected override readonly racesAbort = false;
   readonly name = 'RunnableRetry';
   readonly bound: Runnable<I, O>;
   private readonly attempts: number;

@@ -83,6 +83,16 @@ export function scopeFor(options: RunnableConfig | undefined): Scope {
   return callOptions === undefined ? scope : withOneShot(scope, { options: callOptions });
 }
 
+/**
+ * True when a run's signal is not its parent run's: the run where a signal
+ * enters the tree. Unobserved runs race the abort only there — the enclosing
+ * race ends the whole call as promptly, without a race per step and chunk.
+ * Observed runs race at every level, so each emits its error event at once.
+ */
+function entersSignal(scope: Scope): boolean {
+  return scope.parent === undefined || scope.parent.signal !== scope.signal;
+}
+
 /** Adds up a stream of input chunks, recording it on the run once known. */
 async function* tapInput<T>(inputs: AsyncIterable<T>, run: Run): AsyncGenerator<T> {
   let acc: T | undefined;
@@ -111,13 +121,6 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
 
   /** The kind of component; events are named after it (`on_chain_start`). */
   readonly runType: RunType = 'chain';
-
-  /**
-   * Whether `invoke` races this runnable's work against the abort signal.
-   * Composites turn it off: their children race, so they end as promptly.
-   * @internal
-   */
-  protected readonly racesAbort: boolean = true;
 
   /** The whole input to the whole output. */
   protected async _call(input: I, run: Run): Promise<O> {
@@ -153,7 +156,7 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
       if (signal?.aborted === true) return Promise.reject(abortError(signal));
       try {
         const output = this._call(input, run);
-        return signal === undefined || !this.racesAbort ? output : raceAbort(output, signal);
+        return signal === undefined || !entersSignal(scope) ? output : raceAbort(output, signal);
       } catch (error) {
         return Promise.reject(error);
       }
@@ -165,7 +168,7 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
     run.start(this._eventInput(input));
     try {
       if (signal?.aborted === true) throw abortError(signal);
-      const output = await raceAbort(this._call(input, run), this.racesAbort ? signal : undefined);
+      const output = await raceAbort(this._call(input, run), signal);
       run.end(output);
       return output;
     } catch (error) {
@@ -177,8 +180,9 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
   /** Streams this runnable within a scope. @internal */
   _streamIn(inputs: AsyncIterable<I>, scope: Scope, known?: Known<I>): AsyncGenerator<O> {
     const run = new Run(this.name, this.runType, scope);
-    // Nobody observes this run and nothing can abort it: no wrapper, the chunks flow straight through.
-    if (!run.observed && scope.signal === undefined) {
+    // Nobody observes this run, and nothing aborts it or an enclosing run races the abort for it:
+    // no wrapper, the chunks flow straight through.
+    if (!run.observed && (scope.signal === undefined || !entersSignal(scope))) {
       if (this._transform !== undefined) return this._transform(inputs, run, known);
       if (known !== undefined) return this._stream(known.value, run);
       return this.collectThenStream(inputs, run);

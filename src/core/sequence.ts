@@ -14,7 +14,6 @@ type AnyRunnable = Runnable<never, unknown>;
 
 /** Runnables run one after another; see {@link sequence}. */
 export class RunnableSequence<I, O> extends Runnable<I, O> {
-  protected override readonly racesAbort = false;
   readonly name: string;
   readonly steps: readonly AnyRunnable[];
   private readonly stepTags: readonly (readonly string[])[];

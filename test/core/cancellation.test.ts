@@ -99,6 +99,40 @@ describe('cancellation', () => {
     expect(errors.every((e) => e.data.error?.startsWith('RUNNEL_ERR_ABORTED'))).toBe(true);
   });
 
+  it('stops an unobserved streaming sequence promptly too (the race is where the signal enters)', async () => {
+    const controller = new AbortController();
+    const cleaned: string[] = [];
+    const stage = (name: string) =>
+      generator(async function* (chunks: AsyncIterable<string>) {
+        try {
+          for await (const chunk of chunks) yield `${chunk}>${name}`;
+        } finally {
+          cleaned.push(name);
+        }
+      });
+    const source = generator(async function* (_: AsyncIterable<unknown>, config) {
+      try {
+        yield 'a';
+        await new Promise<void>((resolve) => config.signal?.addEventListener('abort', () => resolve()));
+        yield 'never';
+      } finally {
+        cleaned.push('source');
+      }
+    });
+    const stream = sequence(source, stage('one'), stage('two')).stream(undefined, { signal: controller.signal });
+    expect((await stream.next()).value).toBe('a>one>two');
+    const next = stream.next();
+    controller.abort();
+    await expect(settleWithin(next, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    await settleWithin(
+      (async () => {
+        while (cleaned.length < 3) await new Promise((r) => setTimeout(r, 5));
+      })(),
+      1000,
+    );
+    expect(cleaned.sort()).toEqual(['one', 'source', 'two']);
+  });
+
   it('ends an aborted run with its error event', async () => {
     const controller = new AbortController();
     const events: StreamEvent[] = [];
