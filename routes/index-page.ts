@@ -9,12 +9,16 @@ export const indexRoutes: FastifyPluginAsync = async (app) => {
       path: chain.spec.path,
       description: chain.spec.description ?? '',
       endpoints: chain.spec.enabledEndpoints,
-      playground: chain.spec.enabledEndpoints.includes('playground') ? `${chain.spec.path}/playground/` : null,
+      playground: app.hasRoute({ method: 'GET', url: `${chain.spec.path}/playground/` }) ? `${chain.spec.path}/playground/` : null,
     }));
     const wantsHtml = /text\/html/.test(request.headers.accept ?? '') && !/application\/json/.test(request.headers.accept ?? '');
     if (!wantsHtml) return { chains, docs: '/docs', openapi: '/openapi.json' };
     const items = chains
-      .map((c) => `<li><a href="${escape(c.path.slice(1))}/playground/"><code>${escape(c.path)}</code></a> — ${escape(c.description)}</li>`)
+      .map((c) => {
+        const name = `<code>${escape(c.path)}</code>`;
+        const link = c.playground === null ? name : `<a href="${escape(c.playground.slice(1))}">${name}</a>`;
+        return `<li>${link} — ${escape(c.description)} (<a href="${escape(c.path.slice(1))}/input_schema">input schema</a>)</li>`;
+      })
       .join('\n');
     return reply
       .type('text/html; charset=utf-8')

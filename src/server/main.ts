@@ -32,7 +32,10 @@ async function main(): Promise<void> {
   const base = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${(app.server.address() as { port: number }).port}`;
   app.log.info(`chat model: ${model.name} (${model.model})${model.name === 'FakeListChatModel' ? ' — offline; set OPENAI_API_KEY or ANTHROPIC_API_KEY for real answers' : ''}`);
   app.log.info(`docs: ${base}/docs  openapi: ${base}/openapi.json`);
-  for (const chain of app.runnel.chains) app.log.info(`chain ${chain.spec.path}: ${base}${chain.spec.path}/invoke  playground: ${base}${chain.spec.path}/playground/`);
+  for (const chain of app.runnel.chains) {
+    const playground = app.hasRoute({ method: 'GET', url: `${chain.spec.path}/playground/` }) ? `  playground: ${base}${chain.spec.path}/playground/` : '';
+    app.log.info(`chain ${chain.spec.path}: ${base}${chain.spec.path}/invoke${playground}`);
+  }
 
   let stopping = false;
   const stop = (signal: string): void => {

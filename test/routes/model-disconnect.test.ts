@@ -1,0 +1,60 @@
+/**
+ * End to end through the server: a chain on ChatOpenAI (the real SDK, against
+ * the local provider server), a client that goes away mid-stream, and the
+ * model's own HTTP request closed; token usage in /metrics.
+ */
+import { request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChatOpenAI, ChatPromptTemplate, defineChain, StringOutputParser } from '../../src/index.js';
+import { settleWithin } from '../helpers.js';
+import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+import { startServer, type TestServer } from '../support/server.js';
+
+let provider: ProviderServer;
+let server: TestServer;
+
+beforeAll(async () => {
+  provider = await startProviderServer('openai');
+  const model = (name: string) => new ChatOpenAI({ apiKey: 'sk-test-0000', baseURL: provider.url, model: name, maxRetries: 0 });
+  const prompt = ChatPromptTemplate.fromMessages([['human', '{q}']]);
+  server = await startServer({}, [
+    defineChain({ path: '/slow-model', runnable: prompt.pipe(model('slow')).pipe(new StringOutputParser()) }),
+    defineChain({ path: '/model', runnable: prompt.pipe(model('text')).pipe(new StringOutputParser()) }),
+  ] as never);
+});
+afterAll(async () => {
+  await server.close();
+  await provider.close();
+});
+
+describe('through the server to the model', () => {
+  it('closes the model request when the client disconnects mid-stream, and frees the slot', async () => {
+    const abandoned = provider.nextAbandon();
+    await new Promise<void>((resolve) => {
+      const req = httpRequest(`${server.url}/slow-model/stream`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+        res.on('data', (chunk: Buffer) => {
+          if (chunk.toString().includes('event: data')) {
+            req.destroy();
+            resolve();
+          }
+        });
+      });
+      req.end(JSON.stringify({ input: { q: 'tell me' } }));
+    });
+    await settleWithin(abandoned, 2000);
+    await settleWithin(
+      (async () => {
+        while (server.app.runnel.streams.size > 0) await new Promise((r) => setTimeout(r, 10));
+      })(),
+      2000,
+    );
+  });
+
+  it('counts model tokens in and out in /metrics', async () => {
+    const res = await fetch(`${server.url}/model/invoke`, { method: 'POST', body: JSON.stringify({ input: { q: 'hi' } }) });
+    expect(((await res.json()) as { output: string }).output).toBe('Why did the cat sit?');
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toContain('runnel_model_tokens_total{chain="/model",direction="in"} 12');
+    expect(metrics).toContain('runnel_model_tokens_total{chain="/model",direction="out"} 5');
+  });
+});
