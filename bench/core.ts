@@ -12,8 +12,10 @@ import type { RunnableConfig as LcConfig } from '@langchain/core/runnables';
 import { ChatPromptTemplate as LcChatPrompt } from '@langchain/core/prompts';
 import { StringOutputParser as LcStringParser } from '@langchain/core/output_parsers';
 import { FakeListChatModel as LcFakeChat } from '@langchain/core/utils/testing';
-import { ChatPromptTemplate, FakeListChatModel, generator, lambda, sequence, StringOutputParser } from '../dist/src/index.js';
+import { runnel } from './runnel.js';
 import { printTable, runCase, type CaseResult } from './harness.js';
+
+const { ChatPromptTemplate, FakeListChatModel, generator, lambda, sequence, StringOutputParser } = runnel;
 
 const f1 = (x: number): number => x + 1;
 const f2 = (x: number): number => x * 2;

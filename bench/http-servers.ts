@@ -9,7 +9,9 @@
 import express from 'express';
 import Fastify from 'fastify';
 import { Runnable as LcRunnable, RunnableLambda as LcLambda, RunnableSequence as LcSequence } from '@langchain/core/runnables';
-import { buildApp, defineChain, generator, lambda, sequence } from '../dist/src/index.js';
+import { runnel } from './runnel.js';
+
+const { buildApp, defineChain, generator, lambda, sequence } = runnel;
 
 const [kind, portText] = process.argv.slice(2);
 const port = Number(portText);
@@ -64,7 +66,7 @@ async function main(): Promise<void> {
     await app.listen({ port, host: '127.0.0.1' });
   } else if (kind === 'runnel-noals') {
     // Experiment: the same 3-step chain from a component that never enters AsyncLocalStorage.
-    const { Runnable } = await import('../dist/src/index.js');
+    const { Runnable } = runnel;
     class Step extends Runnable<number, number> {
       constructor(readonly name: string, private readonly fn: (x: number) => number) {
         super();
