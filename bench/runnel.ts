@@ -3,7 +3,7 @@
  * runs it, without a dev transpiler's helpers), typed from the source. The
  * bench scripts build first (`npm run bench:*`).
  */
-type Runnel = typeof import('../src/index.js');
+import type * as Runnel from '../src/index.js';
 
 const compiled = '../dist/src/index.js';
-export const runnel = (await import(compiled)) as Runnel;
+export const runnel = (await import(compiled)) as typeof Runnel;
