@@ -11,5 +11,6 @@ export * from './embeddings/index.js';
 export * from './documents/index.js';
 export * from './vectorstores/index.js';
 export * from './tools/index.js';
+export * from './history/index.js';
 export * from './server/index.js';
 export * from './client/index.js';

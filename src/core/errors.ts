@@ -125,6 +125,16 @@ export const errorCodes = {
     retryable: false,
     description: 'The client read nothing of a stream for longer than `RUNNEL_STREAM_STALL_MS`; the stream was cut.',
   },
+  RUNNEL_ERR_REDIS_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    description: 'Redis did not answer (down, or slower than its command timeout); features that need it are unavailable until it returns.',
+  },
+  RUNNEL_ERR_STORED_RECORD_INVALID: {
+    status: 500,
+    retryable: false,
+    description: 'A record read back from storage (history, cache) failed validation; it is rejected, never revived.',
+  },
   RUNNEL_ERR_INTERNAL: {
     status: 500,
     retryable: false,

@@ -155,7 +155,8 @@ export class PreparedChain {
       ...(c.recursion_limit === undefined ? {} : { recursionLimit: c.recursion_limit as number }),
       ...(c.max_concurrency === undefined ? {} : { maxConcurrency: c.max_concurrency as number }),
     });
-    let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody));
+    // The caller's identity rides in internal metadata (clients cannot set `__` keys): histories scope by it.
+    let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody), { metadata: { __identity: context.identity } });
     if (this.spec.perRequestConfigModifier !== undefined) {
       config = mergeConfigs(config, await this.spec.perRequestConfigModifier(config, context));
     }

@@ -1,0 +1,38 @@
+/**
+ * The chat-history contract: a conversation's messages, read and appended
+ * per session. Implementations: `MemoryChatMessageHistory` (the default
+ * without Redis) and `RedisChatMessageHistory`; one contract test suite runs
+ * against both.
+ */
+import { RunnelError } from '../core/index.js';
+import { AIMessage, AIMessageChunk, type BaseMessage } from '../messages/index.js';
+
+/** One conversation's messages. */
+export interface ChatMessageHistory {
+  /** The messages, oldest first. */
+  getMessages(): Promise<BaseMessage[]>;
+  /** Appends messages at once (all or none). */
+  addMessages(messages: BaseMessage[]): Promise<void>;
+  /** Forgets the conversation. */
+  clear(): Promise<void>;
+}
+
+/** Session ids: letters, digits and `_ . : -`, 1–128 characters (they become parts of storage keys). */
+const SESSION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/** Checks a session id, or throws `RUNNEL_ERR_CONFIG_INVALID`. */
+export function checkSessionId(sessionId: unknown): string {
+  if (typeof sessionId !== 'string' || !SESSION_ID.test(sessionId)) {
+    throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', 'session_id must be 1-128 letters, digits or _ . : -', {
+      detail: [{ type: 'session_id', loc: ['configurable', 'session_id'], msg: 'Invalid session id' }],
+    });
+  }
+  return sessionId;
+}
+
+/** What is stored of a message: the whole message, never a chunk. */
+export function storable(message: BaseMessage): BaseMessage {
+  return message instanceof AIMessageChunk ? message.toMessage() : message;
+}
+
+export { AIMessage };

@@ -1,0 +1,91 @@
+/**
+ * `RedisChatMessageHistory`: one Redis list per session under a namespaced
+ * key, full message JSON (never chunks), appended atomically (RPUSH, LTRIM
+ * and EXPIRE in one MULTI), trimmed to `maxMessages`, the TTL refreshed on
+ * every write. Read back, each record is parsed and validated; a corrupt one
+ * is `RUNNEL_ERR_STORED_RECORD_INVALID`. Redis failures are
+ * `RUNNEL_ERR_REDIS_UNAVAILABLE`.
+ */
+import type { Redis } from 'ioredis';
+import { isRunnelError, RunnelError } from '../core/index.js';
+import { coerceMessage, type BaseMessage } from '../messages/index.js';
+import { storable, type ChatMessageHistory } from './history.js';
+
+/** Options of {@link RedisChatMessageHistory}. */
+export interface RedisHistoryOptions {
+  client: Redis;
+  sessionId: string;
+  /** Key prefix (default `runnel:history`). */
+  namespace?: string;
+  /** Seconds a conversation lives after its last write (default 7 days). */
+  ttlSeconds?: number;
+  /** Messages kept, the newest (default 200). */
+  maxMessages?: number;
+}
+
+/** A Redis failure as a Runnel error (other errors pass through). */
+export function redisError(error: unknown): RunnelError {
+  if (isRunnelError(error)) return error;
+  return new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable', { cause: error });
+}
+
+/**
+ * One conversation in Redis.
+ *
+ * @example
+ * const history = new RedisChatMessageHistory({ client: redis, sessionId: 'alice:s1' });
+ */
+export class RedisChatMessageHistory implements ChatMessageHistory {
+  private readonly client: Redis;
+  private readonly key: string;
+  private readonly ttlSeconds: number;
+  private readonly maxMessages: number;
+
+  constructor(options: RedisHistoryOptions) {
+    this.client = options.client;
+    this.key = `${options.namespace ?? 'runnel:history'}:${options.sessionId}`;
+    this.ttlSeconds = options.ttlSeconds ?? 7 * 24 * 3600;
+    this.maxMessages = options.maxMessages ?? 200;
+  }
+
+  async getMessages(): Promise<BaseMessage[]> {
+    let records: string[];
+    try {
+      records = await this.client.lrange(this.key, 0, -1);
+    } catch (error) {
+      throw redisError(error);
+    }
+    return records.map((record, index) => {
+      try {
+        return coerceMessage(JSON.parse(record));
+      } catch (error) {
+        throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `History record ${index} of this session is not a valid message`, { cause: error });
+      }
+    });
+  }
+
+  async addMessages(messages: BaseMessage[]): Promise<void> {
+    if (messages.length === 0) return;
+    const records = messages.map((message) => JSON.stringify(storable(message)));
+    try {
+      const results = await this.client
+        .multi()
+        .rpush(this.key, ...records)
+        .ltrim(this.key, -this.maxMessages, -1)
+        .expire(this.key, this.ttlSeconds)
+        .exec();
+      const failed = results?.find(([error]) => error !== null);
+      if (results === null || failed !== undefined) throw failed?.[0] ?? new Error('MULTI was aborted');
+    } catch (error) {
+      throw redisError(error);
+    }
+  }
+
+  async clear(): Promise<void> {
+    try {
+      await this.client.del(this.key);
+    } catch (error) {
+      throw redisError(error);
+    }
+  }
+}

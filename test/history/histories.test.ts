@@ -1,0 +1,47 @@
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { HumanMessage, MemoryHistoryStore, RedisChatMessageHistory } from '../../src/index.js';
+import { historyContract } from './contract.js';
+
+const namespace = `runnel-test:${process.pid}:${Date.now()}`;
+const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false });
+afterAll(async () => {
+  const keys = await redis.keys(`${namespace}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  redis.disconnect();
+});
+
+const memory = new MemoryHistoryStore({ maxMessages: 5 });
+historyContract('MemoryChatMessageHistory', (id) => memory.history(id), { maxMessages: 5 });
+historyContract('RedisChatMessageHistory', (sessionId) => new RedisChatMessageHistory({ client: redis, sessionId, namespace, maxMessages: 5 }), { maxMessages: 5 });
+
+describe('RedisChatMessageHistory', () => {
+  it('stores full message JSON in one list per session, with a TTL refreshed on write', async () => {
+    const history = new RedisChatMessageHistory({ client: redis, sessionId: 'ttl', namespace, ttlSeconds: 120 });
+    await history.addMessages([new HumanMessage('hi')]);
+    const key = `${namespace}:ttl`;
+    expect(await redis.type(key)).toBe('list');
+    expect(JSON.parse((await redis.lindex(key, 0)) as string)).toEqual(new HumanMessage('hi').toJSON());
+    await redis.expire(key, 10);
+    await history.addMessages([new HumanMessage('again')]);
+    expect(await redis.ttl(key)).toBeGreaterThan(100);
+  });
+
+  it('rejects a corrupt or poisoned record with a code, never reviving it', async () => {
+    const key = `${namespace}:poison`;
+    const history = new RedisChatMessageHistory({ client: redis, sessionId: 'poison', namespace });
+    await redis.rpush(key, JSON.stringify({ lc: 1, type: 'constructor', id: ['langchain_core', 'messages', 'HumanMessage'], kwargs: { content: 'x' } }));
+    await expect(history.getMessages()).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+    await redis.del(key);
+    await redis.rpush(key, '{not json');
+    await expect(history.getMessages()).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+  });
+
+  it('answers RUNNEL_ERR_REDIS_UNAVAILABLE promptly when Redis is unreachable', async () => {
+    const down = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null });
+    const history = new RedisChatMessageHistory({ client: down, sessionId: 's', namespace });
+    await expect(history.getMessages()).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE', statusCode: 503 });
+    await expect(history.addMessages([new HumanMessage('x')])).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    down.disconnect();
+  });
+});

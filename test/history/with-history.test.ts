@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import {
+  ChatPromptTemplate,
+  FakeListChatModel,
+  MemoryHistoryStore,
+  MessagesPlaceholder,
+  StringOutputParser,
+  withMessageHistory,
+  type BaseMessage,
+} from '../../src/index.js';
+import { settleWithin, toArray } from '../helpers.js';
+
+function chat(options: { responses?: string[]; sleepMs?: number } = {}) {
+  const store = new MemoryHistoryStore();
+  const model = new FakeListChatModel({ responses: options.responses ?? ['one', 'two', 'three'], sleepMs: options.sleepMs ?? 0 });
+  const prompt = ChatPromptTemplate.fromMessages([['system', 'Be brief.'], new MessagesPlaceholder('history'), ['human', '{question}']]);
+  const runnable = withMessageHistory<{ question: string }, string>(prompt.pipe(model).pipe(new StringOutputParser()), {
+    getHistory: (sessionId, { identity }) => store.history(`${identity}:${sessionId}`),
+    inputMessagesKey: 'question',
+    historyMessagesKey: 'history',
+  });
+  return { store, model, runnable };
+}
+const texts = (messages: BaseMessage[]) => messages.map((m) => `${m.type}:${m.text}`);
+
+describe('withMessageHistory', () => {
+  it('continues the conversation of a session, and saves question and answer after the run', async () => {
+    const { store, model, runnable } = chat();
+    const config = { configurable: { session_id: 's1' } };
+    expect(await runnable.invoke({ question: 'first?' }, config)).toBe('one');
+    expect(await runnable.invoke({ question: 'second?' }, config)).toBe('two');
+    expect(texts(model.calls[1] as BaseMessage[])).toEqual(['system:Be brief.', 'human:first?', 'ai:one', 'human:second?']);
+    expect(texts(await store.history('anonymous:s1').getMessages())).toEqual(['human:first?', 'ai:one', 'human:second?', 'ai:two']);
+  });
+
+  it('saves a streamed answer whole when the stream ends', async () => {
+    const { store, runnable } = chat({ responses: ['a streamed answer'] });
+    const stream = runnable.stream({ question: 'q' }, { configurable: { session_id: 'st' } });
+    const first = await stream.next();
+    expect(first.value).toBe('a');
+    expect(await store.history('anonymous:st').getMessages()).toEqual([]);
+    await toArray(stream);
+    expect(texts(await store.history('anonymous:st').getMessages())).toEqual(['human:q', 'ai:a streamed answer']);
+  });
+
+  it('saves nothing for an aborted or failed run', async () => {
+    const { store, runnable } = chat({ responses: ['slow answer here'], sleepMs: 50 });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 60);
+    await expect(runnable.invoke({ question: 'q' }, { configurable: { session_id: 'ab' }, signal: controller.signal })).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(await store.history('anonymous:ab').getMessages()).toEqual([]);
+    await expect(runnable.invoke({ nope: 1 } as never, { configurable: { session_id: 'ab' } })).rejects.toThrow();
+    expect(await store.history('anonymous:ab').getMessages()).toEqual([]);
+  });
+
+  it('runs concurrent requests of one session one after another: nothing interleaves or is lost', async () => {
+    const { store, model, runnable } = chat({ responses: ['r1', 'r2', 'r3'], sleepMs: 5 });
+    const config = { configurable: { session_id: 'cc' } };
+    const answers = await settleWithin(Promise.all([runnable.invoke({ question: 'a' }, config), toArray(runnable.stream({ question: 'b' }, config)), runnable.invoke({ question: 'c' }, config)]), 5000);
+    expect(answers).toEqual(['r1', ['r2'], 'r3']);
+    expect(texts(await store.history('anonymous:cc').getMessages())).toEqual(['human:a', 'ai:r1', 'human:b', 'ai:r2', 'human:c', 'ai:r3']);
+    expect(texts(model.calls[2] as BaseMessage[])).toEqual(['system:Be brief.', 'human:a', 'ai:r1', 'human:b', 'ai:r2', 'human:c']);
+  });
+
+  it('requires session_id (422), lists it in the config schema, and scopes sessions by caller', async () => {
+    const { store, runnable } = chat();
+    await expect(runnable.invoke({ question: 'q' })).rejects.toMatchObject({ code: 'RUNNEL_ERR_CONFIG_INVALID', statusCode: 422 });
+    await expect(runnable.invoke({ question: 'q' }, { configurable: { session_id: 'bad id!' } })).rejects.toMatchObject({ code: 'RUNNEL_ERR_CONFIG_INVALID' });
+    expect(runnable.configJsonSchema()).toMatchObject({ properties: { configurable: { properties: { session_id: { title: 'Session ID', type: 'string' } } } } });
+    expect(runnable.inputJsonSchema()).toMatchObject({ properties: { question: { type: 'string' } }, required: ['question'] });
+    await runnable.invoke({ question: 'alice asks' }, { configurable: { session_id: 'same' }, metadata: { __identity: 'alice' } });
+    await runnable.invoke({ question: 'bob asks' }, { configurable: { session_id: 'same' }, metadata: { __identity: 'bob' } });
+    expect(texts(await store.history('alice:same').getMessages())).toEqual(['human:alice asks', 'ai:one']);
+    expect(texts(await store.history('bob:same').getMessages())).toEqual(['human:bob asks', 'ai:two']);
+  });
+});
