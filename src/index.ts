@@ -12,5 +12,6 @@ export * from './documents/index.js';
 export * from './vectorstores/index.js';
 export * from './tools/index.js';
 export * from './history/index.js';
+export * from './cache/index.js';
 export * from './server/index.js';
 export * from './client/index.js';

@@ -90,6 +90,8 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   stop: string[] | undefined;
   streamIdleTimeoutMs: number;
   cache: ModelCache | undefined;
+  /** Calls under way per cache key: identical concurrent misses wait for the first (single flight). */
+  private readonly inflight = new Map<string, Promise<AIMessageChunk[] | undefined>>();
 
   constructor(provider: ChatProvider, options: ChatModelOptions & { name: string; defaultModel: string }) {
     super();
@@ -156,17 +158,46 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     return { messages, params, cache, key: cache === undefined ? '' : cacheKey(this.provider.id, params, messages) };
   }
 
+  /**
+   * The cached answer, or the answer of an identical call already under way;
+   * otherwise this call leads — taken before any await, so concurrent calls
+   * find it — and `flight` hands its answer to the ones waiting (`undefined`
+   * when it failed: they then call for themselves).
+   */
+  private async lookupOrLead(cache: ModelCache, key: string): Promise<{ hit?: AIMessageChunk[]; flight?: (chunks: AIMessageChunk[] | undefined) => void }> {
+    const pending = this.inflight.get(key);
+    if (pending !== undefined) {
+      const shared = await pending;
+      if (shared !== undefined) return { hit: shared };
+    }
+    let settle!: (chunks: AIMessageChunk[] | undefined) => void;
+    const mine = new Promise<AIMessageChunk[] | undefined>((resolve) => (settle = resolve));
+    this.inflight.set(key, mine);
+    const flight = (chunks: AIMessageChunk[] | undefined): void => {
+      if (this.inflight.get(key) === mine) this.inflight.delete(key);
+      settle(chunks);
+    };
+    const hit = await cache.lookup(key).catch(() => undefined);
+    if (hit !== undefined) {
+      flight(hit);
+      return { hit };
+    }
+    return { flight };
+  }
+
   /** The provider's whole answer in one piece (see `ChatProvider.generate`), cached like a stream of one chunk. */
   private async generateWhole(input: ChatModelInput, run: Run): Promise<AIMessageChunk> {
     const { messages, params, cache, key } = this.prepare(input, run);
-    const hit = cache === undefined ? undefined : await cache.lookup(key).catch(() => undefined);
+    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key);
     if (hit !== undefined) return hit.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(hit);
     const signal = run.signal ?? new AbortController().signal;
-    let answer: AIMessageChunk;
+    let answer: AIMessageChunk | undefined;
     try {
       answer = await (this.provider.generate as (request: ChatRequest) => Promise<AIMessageChunk>)({ messages, params, signal });
     } catch (error) {
       throw providerError(this.name, error, run.signal);
+    } finally {
+      flight?.(answer === undefined ? undefined : [answer]);
     }
     if (cache !== undefined) await cache.update(key, [answer]).catch(() => undefined);
     return answer;
@@ -174,12 +205,10 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
 
   private async *generate(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
     const { messages, params, cache, key } = this.prepare(input, run);
-    if (cache !== undefined) {
-      const hit = await cache.lookup(key).catch(() => undefined);
-      if (hit !== undefined) {
-        yield* hit;
-        return;
-      }
+    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key);
+    if (hit !== undefined) {
+      yield* hit;
+      return;
     }
     const upstream = new AbortController();
     const onAbort = (): void => upstream.abort(run.signal?.reason);
@@ -205,6 +234,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       throw providerError(this.name, upstream.signal.reason instanceof RunnelError ? upstream.signal.reason : error, run.signal);
     } finally {
       guard.dispose();
+      flight?.(complete ? chunks : undefined);
       run.signal?.removeEventListener('abort', onAbort);
       // Whoever stopped reading early (an abort, a stall, a consumer gone): close the upstream request.
       if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
