@@ -1,0 +1,55 @@
+/**
+ * Metadata filters compiled to parameterised SQL over a `jsonb` column: the
+ * same semantics as `matchesFilter` (the in-memory store's), so both pass one
+ * contract. Keys were validated (`validateFilter`) and become text-array
+ * parameters; values become jsonb parameters; no SQL is built from a user's
+ * string.
+ */
+import { validateFilter, type Filter } from './filter.js';
+
+/** A compiled filter: a SQL condition and its parameters, numbered from `firstParam`. */
+export interface CompiledFilter {
+  sql: string;
+  params: unknown[];
+}
+
+export function compileFilter(filter: Filter, column: string, firstParam: number): CompiledFilter {
+  validateFilter(filter);
+  const params: unknown[] = [];
+  const param = (value: unknown): string => {
+    params.push(value);
+    return `$${firstParam + params.length - 1}`;
+  };
+  const compile = (f: Filter): string => {
+    const parts = Object.entries(f).map(([key, condition]) => {
+      if (key === '$and' || key === '$or') {
+        const subs = (condition as Filter[]).map((sub) => `(${compile(sub)})`);
+        return `(${subs.join(key === '$and' ? ' AND ' : ' OR ')})`;
+      }
+      const path = `${column} #> ${param(key.split('.'))}::text[]`;
+      const ops = condition !== null && typeof condition === 'object' ? Object.entries(condition as Record<string, unknown>) : [['$eq', condition] as const];
+      return ops
+        .map(([op, operand]) => {
+          const value = `${param(JSON.stringify(operand))}::jsonb`;
+          switch (op) {
+            case '$eq':
+              return `(${path}) = ${value}`;
+            case '$ne':
+              return `(${path}) IS DISTINCT FROM ${value}`;
+            case '$in':
+              return `EXISTS (SELECT 1 FROM jsonb_array_elements(${value}) AS e(v) WHERE e.v = (${path}))`;
+            case '$nin':
+              return `NOT EXISTS (SELECT 1 FROM jsonb_array_elements(${value}) AS e(v) WHERE e.v = (${path}))`;
+            default: {
+              const sqlOp = { $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' }[op as '$gt'];
+              // Only numbers with numbers and strings with strings compare, as in memory.
+              return `(jsonb_typeof(${path}) = jsonb_typeof(${value}) AND jsonb_typeof(${value}) IN ('number', 'string') AND (${path}) ${sqlOp} ${value})`;
+            }
+          }
+        })
+        .join(' AND ');
+    });
+    return parts.length === 0 ? 'TRUE' : parts.join(' AND ');
+  };
+  return { sql: compile(filter), params };
+}
