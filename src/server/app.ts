@@ -22,6 +22,7 @@ import { Metrics } from './metrics.js';
 import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
 import { PreparedChain } from './prepared.js';
 import { createRegistry, type ChainSpec } from './registry.js';
+import type { Services } from './services.js';
 
 /** An open event stream, as shutdown sees it. */
 export interface OpenStream {
@@ -39,7 +40,7 @@ export interface RunnelState {
   keys: KeyRing;
   streams: Set<OpenStream>;
   shuttingDown: boolean;
-  /** Readiness checks of the services the app depends on (none yet: the embedded defaults). */
+  /** Readiness checks of the services the app depends on (none with the embedded defaults). */
   readiness: Map<string, () => Promise<boolean>>;
 }
 
@@ -61,6 +62,8 @@ export interface BuildAppOptions {
   config?: Partial<ServerConfig>;
   /** Fastify's logger option (pino); off by default in tests. */
   logger?: FastifyServerOptions['logger'];
+  /** Connected services (Redis, Postgres): their checks join `/readyz`, and they close with the app. */
+  services?: Services;
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
@@ -110,8 +113,12 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     keys: new KeyRing(config.apiKeys),
     streams: new Set<OpenStream>(),
     shuttingDown: false,
-    readiness: new Map(),
+    readiness: new Map(options.services?.checks ?? []),
   } satisfies RunnelState);
+  if (options.services !== undefined) {
+    const services = options.services;
+    app.addHook('onClose', async () => services.close());
+  }
   app.decorateRequest('identity', 'anonymous');
 
   // Bodies are JSON whatever their content type (as LangServe reads them), parsed without prototype pollution.

@@ -38,6 +38,9 @@ const envSchema = z.object({
   RUNNEL_STREAM_STALL_MS: integer('RUNNEL_STREAM_STALL_MS', 100, 30_000),
   RUNNEL_SHUTDOWN_GRACE_MS: integer('RUNNEL_SHUTDOWN_GRACE_MS', 0, 5_000),
   RUNNEL_PING_MS: integer('RUNNEL_PING_MS', 100, 15_000),
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'REDIS_URL must start with redis:// or rediss://').optional(),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must start with postgres:// or postgresql://').optional(),
+  RUNNEL_DATA_DIR: z.string().optional().transform((value) => value || './.runnel'),
 });
 
 /** An API key and the identity it stands for. */
@@ -66,6 +69,11 @@ export interface ServerConfig {
   shutdownGraceMs: number;
   /** Interval of the SSE comment ping. */
   pingMs: number;
+  /** Redis for history and the response cache; memory without it. */
+  redisUrl?: string | undefined;
+  /** Postgres with pgvector for vectors; PGlite in `dataDir` without it. */
+  databaseUrl?: string | undefined;
+  dataDir: string;
 }
 
 /** The defaults: no auth, no CORS, 1 MiB bodies, batches of 100, 1,000 streams. */
@@ -82,6 +90,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   streamStallMs: 30_000,
   shutdownGraceMs: 5_000,
   pingMs: 15_000,
+  dataDir: './.runnel',
 };
 
 /** `name:key` entries, or bare keys (named `key1`, `key2`, ...). */
@@ -124,5 +133,8 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     streamStallMs: e.RUNNEL_STREAM_STALL_MS,
     shutdownGraceMs: e.RUNNEL_SHUTDOWN_GRACE_MS,
     pingMs: e.RUNNEL_PING_MS,
+    redisUrl: e.REDIS_URL,
+    databaseUrl: e.DATABASE_URL,
+    dataDir: e.RUNNEL_DATA_DIR,
   };
 }

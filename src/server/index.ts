@@ -3,3 +3,4 @@ export { buildApp, type BuildAppOptions, type RunnelState, type OpenStream } fro
 export { defineChain, createRegistry, ENDPOINTS, CLIENT_CONFIG_KEYS, type ChainDefinition, type ChainSpec, type Endpoint, type ClientConfigKey, type RequestContext } from './registry.js';
 export { loadServerConfig, DEFAULT_SERVER_CONFIG, type ServerConfig, type ApiKey } from './config.js';
 export { PreparedChain, componentName } from './prepared.js';
+export { connectServices, type Services, type ServicesConfig } from './services.js';

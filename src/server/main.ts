@@ -9,6 +9,7 @@ import { model } from '../../chains/model.js';
 import { isRunnelError } from '../core/index.js';
 import { buildApp } from './app.js';
 import { loadServerConfig } from './config.js';
+import { connectServices } from './services.js';
 
 const HARD_DEADLINE_MS = 10_000;
 
@@ -20,9 +21,11 @@ async function main(): Promise<void> {
     console.error(isRunnelError(error) ? error.message : error);
     process.exit(1);
   }
+  const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   const app = await buildApp({
     chains,
     config,
+    services,
     logger: {
       level: config.logLevel,
       redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', '*.apiKey', '*.api_key'], censor: '[redacted]' },
@@ -32,6 +35,7 @@ async function main(): Promise<void> {
   const base = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${(app.server.address() as { port: number }).port}`;
   app.log.info(`chat model: ${model.name} (${model.model})${model.name === 'FakeListChatModel' ? ' — offline; set OPENAI_API_KEY or ANTHROPIC_API_KEY for real answers' : ''}`);
   app.log.info(`docs: ${base}/docs  openapi: ${base}/openapi.json`);
+  app.log.info(`history: ${config.redisUrl ? 'Redis' : 'in memory (set REDIS_URL for Redis)'}; vectors: ${config.databaseUrl ? 'Postgres' : `PGlite in ${config.dataDir} (set DATABASE_URL for Postgres)`}`);
   for (const chain of app.runnel.chains) {
     const playground = app.hasRoute({ method: 'GET', url: `${chain.spec.path}/playground/` }) ? `  playground: ${base}${chain.spec.path}/playground/` : '';
     app.log.info(`chain ${chain.spec.path}: ${base}${chain.spec.path}/invoke${playground}`);

@@ -1,0 +1,102 @@
+/**
+ * The services a server uses: Redis (`REDIS_URL`) for chat history and the
+ * response cache, Postgres with pgvector (`DATABASE_URL`) for vectors — or,
+ * when they are not configured, the embedded defaults: histories in memory,
+ * vectors in PGlite under `RUNNEL_DATA_DIR`. Connections are bounded (Redis
+ * commands time out and are never queued offline; the pg pool has an error
+ * handler, a statement timeout and a connection timeout), appear in
+ * `/readyz`, and close on shutdown.
+ */
+import { mkdirSync } from 'node:fs';
+import type { Redis } from 'ioredis';
+import pg from 'pg';
+import { createRedisClient } from '../cache/index.js';
+import { MemoryHistoryStore, RedisChatMessageHistory, type ChatMessageHistory } from '../history/index.js';
+import { pgExecutor, pgliteExecutor, type SqlExecutor } from '../vectorstores/index.js';
+
+/** Where the services are, from the environment. */
+export interface ServicesConfig {
+  redisUrl?: string | undefined;
+  databaseUrl?: string | undefined;
+  /** Where PGlite keeps its files without DATABASE_URL (default `./.runnel`). */
+  dataDir?: string | undefined;
+  /** Redis command timeout, ms (default 500). */
+  redisCommandTimeoutMs?: number;
+  /** Postgres statement timeout, ms (default 5,000). */
+  statementTimeoutMs?: number;
+}
+
+/** The connected services. */
+export interface Services {
+  redis: Redis | undefined;
+  /** The conversation of one caller's session: Redis when configured, else memory. */
+  history(identity: string, sessionId: string): ChatMessageHistory;
+  /** The SQL executor for vectors: Postgres when configured, else PGlite (opened on first use). */
+  sql(): Promise<SqlExecutor>;
+  /** Readiness checks by name, for `/readyz`. */
+  checks: Map<string, () => Promise<boolean>>;
+  close(): Promise<void>;
+}
+
+/**
+ * Connects what `config` names, and prepares the embedded defaults for the rest.
+ *
+ * @example
+ * const services = await connectServices({ redisUrl: process.env.REDIS_URL, databaseUrl: process.env.DATABASE_URL });
+ */
+export async function connectServices(config: ServicesConfig): Promise<Services> {
+  const checks = new Map<string, () => Promise<boolean>>();
+  let redis: Redis | undefined;
+  if (config.redisUrl) {
+    redis = createRedisClient(config.redisUrl, { commandTimeoutMs: config.redisCommandTimeoutMs ?? 500 });
+    // Start even when Redis is down: features that need it answer 503 until it is back.
+    await redis.connect().catch(() => undefined);
+    const client = redis;
+    checks.set('redis', async () => (await client.ping().catch(() => '')) === 'PONG');
+  }
+  const memory = new MemoryHistoryStore();
+
+  let pool: pg.Pool | undefined;
+  let executor: Promise<SqlExecutor> | undefined;
+  if (config.databaseUrl) {
+    pool = new pg.Pool({
+      connectionString: config.databaseUrl,
+      max: 10,
+      connectionTimeoutMillis: 2_000,
+      idleTimeoutMillis: 30_000,
+      statement_timeout: config.statementTimeoutMs ?? 5_000,
+    });
+    // Without this, a terminated idle connection would kill the process.
+    pool.on('error', () => {});
+    const connected = pool;
+    executor = Promise.resolve(pgExecutor(connected));
+    checks.set('postgres', async () => {
+      try {
+        await connected.query('SELECT 1');
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  return {
+    redis,
+    history: (identity, sessionId) =>
+      redis === undefined
+        ? memory.history(`${identity}:${sessionId}`)
+        : new RedisChatMessageHistory({ client: redis, sessionId: `${identity}:${sessionId}` }),
+    sql: () =>
+      (executor ??= (async () => {
+        const [{ PGlite }, { vector }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite-pgvector')]);
+        const dir = config.dataDir ?? './.runnel';
+        mkdirSync(dir, { recursive: true });
+        return pgliteExecutor(await PGlite.create(`${dir}/pgdata`, { extensions: { vector } }));
+      })()),
+    checks,
+    close: async () => {
+      redis?.disconnect();
+      if (executor !== undefined) await (await executor).close().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,49 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildApp, connectServices, HumanMessage } from '../../src/index.js';
+import { echo } from '../support/server.js';
+
+const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
+const closers: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const close of closers) await close();
+});
+
+describe('services', () => {
+  it('reports Redis and Postgres in /readyz, and keeps histories per caller in Redis', async () => {
+    const services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', databaseUrl: DATABASE_URL });
+    const app = await buildApp({ chains: [echo] as never, services });
+    closers.push(() => app.close());
+    const ready = await app.inject('/readyz');
+    expect(ready.statusCode).toBe(200);
+    expect(ready.json()).toEqual({ status: 'ready', checks: { redis: true, postgres: true } });
+    const session = `svc-${Date.now()}`;
+    await services.history('alice', session).addMessages([new HumanMessage('hi')]);
+    expect(await services.history('alice', session).getMessages()).toHaveLength(1);
+    expect(await services.history('bob', session).getMessages()).toHaveLength(0);
+    await services.history('alice', session).clear();
+    expect((await (await services.sql()).query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one).toBe(1);
+  });
+
+  it('keeps serving what does not need a service that is down; /readyz says which', async () => {
+    const services = await connectServices({ redisUrl: 'redis://127.0.0.1:1', databaseUrl: 'postgres://postgres@127.0.0.1:1/none' });
+    const app = await buildApp({ chains: [echo] as never, services });
+    closers.push(() => app.close());
+    const ready = await app.inject('/readyz');
+    expect(ready.statusCode).toBe(503);
+    expect(ready.json().checks).toEqual({ redis: false, postgres: false });
+    expect((await app.inject('/healthz')).statusCode).toBe(200);
+    expect((await app.inject({ method: 'POST', url: '/echo/invoke', payload: { input: { name: 'a' } } })).statusCode).toBe(200);
+    await expect(services.history('a', 's').getMessages()).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+  });
+
+  it('uses the embedded defaults without URLs: memory histories and PGlite with pgvector', async () => {
+    const services = await connectServices({ dataDir: `/tmp/runnel-test-data-${process.pid}` });
+    closers.push(() => services.close());
+    expect(services.redis).toBeUndefined();
+    await services.history('a', 's').addMessages([new HumanMessage('x')]);
+    expect(await services.history('a', 's').getMessages()).toHaveLength(1);
+    const sql = await services.sql();
+    await sql.exec('CREATE EXTENSION IF NOT EXISTS vector');
+    expect((await sql.query<{ d: number }>("SELECT '[1,0]'::vector <=> '[0,1]'::vector AS d")).rows[0]?.d).toBeCloseTo(1);
+  });
+});
