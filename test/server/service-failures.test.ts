@@ -1,0 +1,102 @@
+/**
+ * Failures of real services: a Redis server of the test's own on a spare
+ * port, killed and restarted; Redis frozen with CLIENT PAUSE; Postgres
+ * backends of the pool terminated. Bounds below guard against hangs; they
+ * are not timing assertions.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll, describe, expect, it } from 'vitest';
+import { connectServices, createRedisClient, HumanMessage, RedisChatMessageHistory } from '../../src/index.js';
+import { settleWithin } from '../helpers.js';
+
+const PORT = 16_390 + (process.pid % 200);
+const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
+let redisProcess: ChildProcess | undefined;
+
+async function startRedis(): Promise<void> {
+  redisProcess = spawn('redis-server', ['--port', String(PORT), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const probe = createRedisClient(`redis://127.0.0.1:${PORT}`);
+  await settleWithin(
+    (async () => {
+      for (;;) {
+        if ((await probe.connect().then(() => probe.ping()).catch(() => '')) === 'PONG') break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })(),
+    5000,
+  );
+  probe.disconnect();
+}
+
+async function stopRedis(): Promise<void> {
+  const child = redisProcess;
+  if (child === undefined) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+  redisProcess = undefined;
+}
+
+afterAll(async () => stopRedis());
+
+describe('Redis failures', () => {
+  it('answers 503-coded errors promptly while Redis is down, and recovers when it returns, losing no saved message', async () => {
+    await startRedis();
+    const client = createRedisClient(`redis://127.0.0.1:${PORT}`, { commandTimeoutMs: 300 });
+    await client.connect();
+    const history = new RedisChatMessageHistory({ client, sessionId: 'failover', namespace: 'runnel-failure' });
+    await history.addMessages([new HumanMessage('before the outage')]);
+    await stopRedis();
+    await expect(settleWithin(history.getMessages(), 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    await expect(settleWithin(history.addMessages([new HumanMessage('during')]), 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    await startRedis();
+    // Redis kept nothing on disk (--save ""), so the restarted server is empty; the client reconnects by itself.
+    const recovered = await settleWithin(
+      (async () => {
+        for (;;) {
+          const ok = await history.addMessages([new HumanMessage('after')]).then(() => true, () => false);
+          if (ok) return history.getMessages();
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      })(),
+      5000,
+    );
+    expect(recovered.map((m) => m.text)).toEqual(['after']);
+    client.disconnect();
+  });
+
+  it('never lets a command wait past its timeout while Redis is frozen', async () => {
+    if (redisProcess === undefined) await startRedis();
+    const admin = createRedisClient(`redis://127.0.0.1:${PORT}`);
+    await admin.connect();
+    const client = createRedisClient(`redis://127.0.0.1:${PORT}`, { commandTimeoutMs: 200 });
+    await client.connect();
+    const history = new RedisChatMessageHistory({ client, sessionId: 'frozen', namespace: 'runnel-failure' });
+    await admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
+    try {
+      await expect(settleWithin(history.getMessages(), 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    } finally {
+      await admin.call('CLIENT', 'UNPAUSE').catch(() => undefined);
+      admin.disconnect();
+      client.disconnect();
+    }
+  });
+});
+
+describe('Postgres failures', () => {
+  it('lives on when idle pool connections are terminated, and the next query works', async () => {
+    const services = await connectServices({ databaseUrl: `${DATABASE_URL}?application_name=runnel_failure_test` });
+    const sql = await services.sql();
+    await sql.query('SELECT 1');
+    const killer = await connectServices({ databaseUrl: DATABASE_URL });
+    const terminated = await (await killer.sql()).query<{ ok: boolean }>(
+      `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = 'runnel_failure_test'`,
+    );
+    expect(terminated.rows.length).toBeGreaterThan(0);
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await sql.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one).toBe(1);
+    expect(await services.checks.get('postgres')?.()).toBe(true);
+    await services.close();
+    await killer.close();
+  });
+});
