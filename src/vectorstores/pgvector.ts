@@ -168,6 +168,13 @@ export class PgVectorStore extends VectorStore {
     }));
   }
 
+  /** Which of `ids` the collection already holds. */
+  async existingIds(ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const { rows } = await this.executor.query<{ id: string }>(`SELECT id FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[])`, [this.collection, ids]);
+    return new Set(rows.map((row) => row.id));
+  }
+
   /** How many documents the collection holds. */
   async count(): Promise<number> {
     const { rows } = await this.executor.query<{ n: string | number }>(`SELECT count(*) AS n FROM ${this.table} WHERE collection = $1`, [this.collection]);
