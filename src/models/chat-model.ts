@@ -12,6 +12,7 @@ import {
   RunnelError,
   toJsonSchema,
   IdleGuard,
+  type ConfigSpec,
   type Run,
   type RunType,
 } from '../core/index.js';
@@ -113,6 +114,12 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     return aiMessageOutputSchema;
   }
 
+  /** With a cache, `configurable.cache = false` bypasses it for a call. */
+  override _ownConfigSpecs(): ConfigSpec[] {
+    if (this.cache === undefined) return [];
+    return [{ id: 'cache', name: 'Use the response cache', description: 'false answers without the response cache (nor stores the answer)', default: true, schema: z.boolean() }];
+  }
+
   protected override _eventInput(input: ChatModelInput): unknown {
     try {
       return { messages: [toMessages(input)] };
@@ -154,7 +161,8 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   private prepare(input: ChatModelInput, run: Run): { messages: BaseMessage[]; params: CallParams; cache: ModelCache | undefined; key: string } {
     const messages = toMessages(input);
     const params = this.callParams(run.options);
-    const cache = (run.options as { cache?: unknown }).cache === false ? undefined : this.cache;
+    const bypass = (run.options as { cache?: unknown }).cache === false || run.scope.configurable.cache === false;
+    const cache = bypass ? undefined : this.cache;
     return { messages, params, cache, key: cache === undefined ? '' : cacheKey(this.provider.id, params, messages) };
   }
 

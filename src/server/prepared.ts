@@ -157,6 +157,9 @@ export class PreparedChain {
     });
     // The caller's identity rides in internal metadata (clients cannot set `__` keys): histories scope by it.
     let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody), { metadata: { __identity: context.identity } });
+    // `cache-control: no-cache` asks for a fresh answer: the model caches bypass themselves.
+    const cacheControl = context.headers['cache-control'];
+    if (typeof cacheControl === 'string' && /\bno-(cache|store)\b/i.test(cacheControl)) config = mergeConfigs(config, { configurable: { cache: false } });
     if (this.spec.perRequestConfigModifier !== undefined) {
       config = mergeConfigs(config, await this.spec.perRequestConfigModifier(config, context));
     }
