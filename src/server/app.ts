@@ -14,6 +14,7 @@ import sjson from 'secure-json-parse';
 import { RunnelError } from '../core/index.js';
 import { chainRoutes } from '../../routes/chain.js';
 import { healthRoutes } from '../../routes/health.js';
+import { historyRoutes } from '../../routes/history.js';
 import { indexRoutes } from '../../routes/index-page.js';
 import { KeyRing } from './auth.js';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig } from './config.js';
@@ -200,6 +201,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   await app.register(indexRoutes);
   for (const chain of chains) {
     await app.register(chainRoutes, { prefix: chain.spec.path, chain, hashed: false });
+    await app.register(historyRoutes, { prefix: chain.spec.path, chain });
     if (chain.spec.enabledEndpoints.includes('config_hashes')) {
       await app.register(chainRoutes, { prefix: `${chain.spec.path}/c/:configHash`, chain, hashed: true });
     }

@@ -6,6 +6,7 @@
  */
 import type { ZodType } from 'zod';
 import { RunnelError, type Runnable, type RunnableConfig } from '../core/index.js';
+import type { ChatMessageHistory } from '../history/index.js';
 
 /** The endpoints a chain may enable. */
 export const ENDPOINTS = [
@@ -57,6 +58,12 @@ export interface ChainDefinition<I = unknown, O = unknown> {
   inputSchema?: ZodType;
   /** Override the output schema derived from the runnable. */
   outputSchema?: ZodType;
+  /**
+   * For chains that keep history (`withMessageHistory`): the same accessor,
+   * which adds `GET` and `DELETE /{path}/history/{session_id}` for the caller's
+   * own conversations.
+   */
+  history?: (sessionId: string, caller: { identity: string }) => ChatMessageHistory;
 }
 
 /** A registration after its checks, with every default filled in. */

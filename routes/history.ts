@@ -1,0 +1,34 @@
+/**
+ * `GET /{path}/history/{session_id}`: the caller's conversation;
+ * `DELETE` forgets it. Only for chains registered with a `history` accessor;
+ * a caller reaches only its own sessions (the identity is part of the key).
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import { checkSessionId } from '../src/history/index.js';
+import type { PreparedChain } from '../src/server/prepared.js';
+
+export const historyRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (app, { chain }) => {
+  const access = chain.spec.history;
+  if (access === undefined) return;
+  const tags = [chain.spec.path];
+  const params = { type: 'object', required: ['sessionId'], properties: { sessionId: { type: 'string' } } };
+  const errors = { '4xx': { $ref: 'RunnelError#' }, '5xx': { $ref: 'RunnelError#' } };
+  app.get<{ Params: { sessionId: string } }>(
+    '/history/:sessionId',
+    { schema: { tags, summary: `The caller's conversation in ${chain.spec.path}`, params, response: { 200: { type: 'object', properties: { session_id: { type: 'string' }, messages: { type: 'array', items: { type: 'object' } } } }, ...errors } } },
+    async (request) => {
+      const sessionId = checkSessionId(request.params.sessionId);
+      const messages = await access(sessionId, { identity: request.identity }).getMessages();
+      return { session_id: sessionId, messages };
+    },
+  );
+  app.delete<{ Params: { sessionId: string } }>(
+    '/history/:sessionId',
+    { schema: { tags, summary: `Forget the caller's conversation in ${chain.spec.path}`, params, response: { 204: { type: 'null', description: 'Forgotten' }, ...errors } } },
+    async (request, reply) => {
+      const sessionId = checkSessionId(request.params.sessionId);
+      await access(sessionId, { identity: request.identity }).clear();
+      return reply.code(204).send();
+    },
+  );
+};
