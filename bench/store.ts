@@ -1,0 +1,138 @@
+/**
+ * `npm run bench:store`:
+ *
+ * - Cache: `/invoke` latency p50/p99 on a hit vs a miss, Redis cache, a fake
+ *   model that takes 200 ms (in-process requests, 20 at a time).
+ * - Vectors: N documents (default 100,000; BENCH_DOCS to change), 384
+ *   dimensions, on Postgres (DATABASE_URL, default the test database) and on
+ *   PGlite: insert throughput, HNSW top-10 query p50/p99, recall@10 against
+ *   exact search. Goal: recall ≥ 0.95 with p50 under 10 ms on Postgres.
+ */
+import { PGlite } from '@electric-sql/pglite';
+import { vector } from '@electric-sql/pglite-pgvector';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import type { SqlExecutor } from '../src/index.js';
+import { runnel } from './runnel.js';
+
+const { buildApp, ChatPromptTemplate, defineChain, Document, FakeListChatModel, HashingEmbeddings, PgVectorStore, pgExecutor, pgliteExecutor, RedisCache, StringOutputParser } = runnel;
+
+const DOCS = Number(process.env.BENCH_DOCS ?? 100_000);
+const QUERIES = 200;
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+/** A deterministic pseudo-random generator (mulberry32). */
+function rng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a |= 0;
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+async function cacheBench(): Promise<void> {
+  const redis = new Redis('redis://127.0.0.1:6379');
+  const namespace = `runnel-bench:${Date.now()}`;
+  const model = new FakeListChatModel({ responses: ['Cached?'], sleepMs: 100, cache: new RedisCache({ client: redis, namespace }) });
+  const app = await buildApp({ chains: [defineChain({ path: '/joke', runnable: ChatPromptTemplate.fromMessages([['human', 'A joke about {topic}']]).pipe(model).pipe(new StringOutputParser()) })] as never });
+  const call = async (topic: string): Promise<number> => {
+    const start = performance.now();
+    const res = await app.inject({ method: 'POST', url: '/joke/invoke', payload: { input: { topic } } });
+    if (res.statusCode !== 200) throw new Error(res.body);
+    return performance.now() - start;
+  };
+  await call('warm-up');
+  const run = async (topics: string[]): Promise<number[]> => {
+    const times: number[] = [];
+    for (let i = 0; i < topics.length; i += 20) times.push(...(await Promise.all(topics.slice(i, i + 20).map(call))));
+    return times;
+  };
+  const misses = await run(Array.from({ length: 200 }, (_, i) => `miss-${i}`));
+  const hits = await run(Array.from({ length: 200 }, (_, i) => `miss-${i}`));
+  console.log('| /invoke, Redis response cache, model takes 200 ms | p50 ms | p99 ms |');
+  console.log('|---|---:|---:|');
+  console.log(`| miss (model called) | ${percentile(misses, 50).toFixed(1)} | ${percentile(misses, 99).toFixed(1)} |`);
+  console.log(`| hit (from Redis) | ${percentile(hits, 50).toFixed(2)} | ${percentile(hits, 99).toFixed(2)} |`);
+  await app.close();
+  const keys = await redis.keys(`${namespace}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  redis.disconnect();
+}
+
+/** Texts of 16 words from a 4,000-word vocabulary drawn with a Zipf-like skew: overlapping but distinct. */
+function corpus(n: number, seed: number): string[] {
+  const random = rng(seed);
+  const word = () => `w${Math.floor(4000 * random() ** 2)}`;
+  return Array.from({ length: n }, () => Array.from({ length: 16 }, word).join(' '));
+}
+
+async function vectorBench(name: string, executor: SqlExecutor, setup?: () => Promise<void>): Promise<Record<string, string>> {
+  const embeddings = new HashingEmbeddings({ dimensions: 384 });
+  const collection = `bench_${Date.now()}`;
+  const store = await PgVectorStore.create({ executor, embeddings, collection, batchSize: 500 });
+  const texts = corpus(DOCS, 1);
+  const vectors = await embeddings.embedDocuments(texts);
+  const docs = texts.map((text, i) => new Document({ id: `d${i}`, pageContent: text, metadata: { i } }));
+  const insertStart = performance.now();
+  for (let i = 0; i < docs.length; i += 5000) await store.addVectors(vectors.slice(i, i + 5000), docs.slice(i, i + 5000));
+  const insertSeconds = (performance.now() - insertStart) / 1000;
+  await setup?.();
+  const queries = corpus(QUERIES, 2);
+  const queryVectors = await embeddings.embedDocuments(queries);
+  const latencies: number[] = [];
+  let recall = 0;
+  for (const [q, qv] of queryVectors.entries()) {
+    const start = performance.now();
+    const found = await store.searchVectors(qv, 10);
+    latencies.push(performance.now() - start);
+    // Exact top-10: cosine over every vector (all are unit length, so a dot product).
+    const exact = vectors
+      .map((v, i) => {
+        let dot = 0;
+        for (let d = 0; d < 384; d++) dot += (v[d] as number) * (qv[d] as number);
+        return [i, dot] as const;
+      })
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 10)
+      .map(([i]) => `d${i}`);
+    const got = new Set(found.map((m) => m.document.id));
+    recall += exact.filter((id) => got.has(id)).length / 10;
+    void q;
+  }
+  await store.delete({ filter: {} });
+  return {
+    store: name,
+    'insert docs/s': Math.round(DOCS / insertSeconds).toLocaleString('en-US'),
+    'top-10 p50 ms': percentile(latencies, 50).toFixed(2),
+    'top-10 p99 ms': percentile(latencies, 99).toFixed(2),
+    'recall@10': (recall / QUERIES).toFixed(3),
+  };
+}
+
+async function main(): Promise<void> {
+  console.log(`node ${process.version}; ${DOCS.toLocaleString('en-US')} documents, 384 dimensions, ${QUERIES} queries\n`);
+  await cacheBench();
+  const rows: Record<string, string>[] = [];
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+  pool.on('error', () => {});
+  const postgres = pgExecutor(pool);
+  rows.push(await vectorBench('Postgres 15 + pgvector (ef_search 40, default)', postgres));
+  rows.push(await vectorBench('Postgres 15 + pgvector (ef_search 100)', postgres, async () => void (await postgres.query('SET hnsw.ef_search = 100'))));
+  await postgres.close();
+  const lite = pgliteExecutor(await PGlite.create({ extensions: { vector } }));
+  rows.push(await vectorBench('PGlite + pgvector (in-process)', lite));
+  await lite.close();
+  console.log('\n| store | insert docs/s | top-10 p50 ms | top-10 p99 ms | recall@10 |');
+  console.log('|---|---:|---:|---:|---:|');
+  for (const row of rows) console.log(`| ${row.store} | ${row['insert docs/s']} | ${row['top-10 p50 ms']} | ${row['top-10 p99 ms']} | ${row['recall@10']} |`);
+}
+
+await main();
