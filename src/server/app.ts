@@ -118,6 +118,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   } satisfies RunnelState);
   if (options.services !== undefined) {
     const services = options.services;
+    services.onCacheLookup = (result) => app.runnel.metrics.cache.inc({ result });
     app.addHook('onClose', async () => services.close());
   }
   app.decorateRequest('identity', 'anonymous');

@@ -10,7 +10,8 @@
 import { mkdirSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import pg from 'pg';
-import { createRedisClient } from '../cache/index.js';
+import { createRedisClient, RedisCache } from '../cache/index.js';
+import { InMemoryCache, type ModelCache } from '../models/index.js';
 import { MemoryHistoryStore, RedisChatMessageHistory, type ChatMessageHistory } from '../history/index.js';
 import { pgExecutor, pgliteExecutor, type SqlExecutor } from '../vectorstores/index.js';
 
@@ -33,6 +34,13 @@ export interface Services {
   history(identity: string, sessionId: string): ChatMessageHistory;
   /** The SQL executor for vectors: Postgres when configured, else PGlite (opened on first use). */
   sql(): Promise<SqlExecutor>;
+  /**
+   * A response cache for chat models: Redis when configured (fails open),
+   * else in memory. Every lookup is reported to `onCacheLookup`.
+   */
+  modelCache(options?: { namespace?: string; ttlSeconds?: number }): ModelCache;
+  /** Receives each cache lookup's result; `buildApp` points it at `/metrics`. */
+  onCacheLookup: (result: 'hit' | 'miss' | 'error') => void;
   /** Readiness checks by name, for `/readyz`. */
   checks: Map<string, () => Promise<boolean>>;
   close(): Promise<void>;
@@ -85,8 +93,22 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     });
   }
 
-  return {
+  const services: Services = {
     redis,
+    onCacheLookup: () => {},
+    modelCache: (options = {}) => {
+      const report = (result: 'hit' | 'miss' | 'error'): void => services.onCacheLookup(result);
+      if (redis !== undefined) return new RedisCache({ client: redis, ...options, onLookup: report });
+      const memoryCache = new InMemoryCache();
+      return {
+        lookup: async (key) => {
+          const hit = await memoryCache.lookup(key);
+          report(hit === undefined ? 'miss' : 'hit');
+          return hit;
+        },
+        update: (key, chunks) => memoryCache.update(key, chunks),
+      };
+    },
     history: (identity, sessionId) =>
       redis === undefined
         ? memory.history(`${identity}:${sessionId}`)
@@ -106,4 +128,5 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
       if (executor !== undefined) await (await executor).close().catch(() => undefined);
     },
   };
+  return services;
 }

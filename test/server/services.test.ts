@@ -47,3 +47,18 @@ describe('services', () => {
     expect((await sql.query<{ d: number }>("SELECT '[1,0]'::vector <=> '[0,1]'::vector AS d")).rows[0]?.d).toBeCloseTo(1);
   });
 });
+
+describe('the services model cache', () => {
+  it('counts hits and misses in /metrics, in Redis', async () => {
+    const { buildApp: build, defineChain, FakeListChatModel, lambda } = await import('../../src/index.js');
+    const services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379' });
+    const model = new FakeListChatModel({ responses: ['cached answer'], cache: services.modelCache({ namespace: `runnel-test-metrics:${Date.now()}`, ttlSeconds: 60 }) });
+    const app = await build({ chains: [defineChain({ path: '/m', runnable: lambda((q: string) => q).pipe(model) })] as never, services });
+    closers.push(() => app.close());
+    const question = `metrics-${Math.random()}`;
+    for (let i = 0; i < 3; i++) expect((await app.inject({ method: 'POST', url: '/m/invoke', payload: { input: question } })).statusCode).toBe(200);
+    const metrics = (await app.inject('/metrics')).body;
+    expect(metrics).toContain('runnel_model_cache_total{result="miss"} 1');
+    expect(metrics).toContain('runnel_model_cache_total{result="hit"} 2');
+  });
+});
