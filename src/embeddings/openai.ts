@@ -1,6 +1,6 @@
 /** `OpenAIEmbeddings`: the OpenAI (or compatible) embeddings endpoint, in batched requests. */
-import OpenAI from 'openai';
-import { RunnelError } from '../core/index.js';
+import type OpenAI from 'openai';
+import { openAIClient } from '../models/index.js';
 import type { Embeddings } from './embeddings.js';
 
 /** Options of {@link OpenAIEmbeddings}. */
@@ -37,16 +37,7 @@ export class OpenAIEmbeddings implements Embeddings {
   }
 
   private getClient(): OpenAI {
-    if (this.client !== undefined) return this.client;
-    const apiKey = this.options.apiKey ?? process.env.OPENAI_API_KEY;
-    if (apiKey === undefined || apiKey === '') throw new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', 'OpenAIEmbeddings has no API key: set OPENAI_API_KEY or pass apiKey');
-    this.client = new OpenAI({
-      apiKey,
-      baseURL: this.options.baseURL ?? process.env.OPENAI_BASE_URL ?? undefined,
-      maxRetries: this.options.maxRetries ?? 2,
-      ...(this.options.timeout === undefined ? {} : { timeout: this.options.timeout }),
-    });
-    return this.client;
+    return (this.client ??= openAIClient(this.options, 'OpenAIEmbeddings'));
   }
 
   async embedDocuments(texts: string[], options: { signal?: AbortSignal } = {}): Promise<number[][]> {

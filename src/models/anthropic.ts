@@ -3,11 +3,11 @@
  * the system prompt split out, `tool_use` blocks, `input_json_delta`
  * streaming of tool arguments, usage.
  */
-import Anthropic from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
-import { RunnelError } from '../core/index.js';
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
+import { anthropicClient } from './clients.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
 /** Options of {@link ChatAnthropic}. */
@@ -131,18 +131,7 @@ class AnthropicProvider implements ChatProvider {
   constructor(private readonly options: ChatAnthropicOptions) {}
 
   private getClient(): Anthropic {
-    if (this.client !== undefined) return this.client;
-    const apiKey = this.options.apiKey ?? process.env.ANTHROPIC_API_KEY;
-    if (apiKey === undefined || apiKey === '') {
-      throw new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', 'ChatAnthropic has no API key: set ANTHROPIC_API_KEY or pass apiKey');
-    }
-    this.client = new Anthropic({
-      apiKey,
-      ...(this.options.baseURL === undefined ? {} : { baseURL: this.options.baseURL }),
-      maxRetries: this.options.maxRetries ?? 2,
-      ...(this.options.timeout === undefined ? {} : { timeout: this.options.timeout }),
-    });
-    return this.client;
+    return (this.client ??= anthropicClient(this.options, 'ChatAnthropic'));
   }
 
   async *stream(request: ChatRequest): AsyncGenerator<AIMessageChunk> {

@@ -7,3 +7,4 @@ export { chatModelFromEnv, OFFLINE_ANSWER, type ChatModelFromEnvOptions } from '
 export { InMemoryCache, cacheKey, chunksToJSON, type ModelCache } from './cache.js';
 export { providerError } from './errors.js';
 export type { CallParams, ChatCallOptions, ChatProvider, ChatRequest, ToolChoice, ToolDefinition } from './types.js';
+export { apiKeyFor, openAIClient, anthropicClient, type ClientOptions } from './clients.js';

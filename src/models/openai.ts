@@ -3,11 +3,11 @@
  * tool-call deltas and usage. Works with any OpenAI-compatible server given a
  * `baseURL` (Ollama, vLLM, llama.cpp).
  */
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { RunnelError } from '../core/index.js';
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
+import { openAIClient } from './clients.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
 /** Options of {@link ChatOpenAI}. */
@@ -100,18 +100,7 @@ class OpenAIProvider implements ChatProvider {
   constructor(private readonly options: ChatOpenAIOptions) {}
 
   private getClient(): OpenAI {
-    if (this.client !== undefined) return this.client;
-    const apiKey = this.options.apiKey ?? process.env.OPENAI_API_KEY;
-    if (apiKey === undefined || apiKey === '') {
-      throw new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', 'ChatOpenAI has no API key: set OPENAI_API_KEY or pass apiKey');
-    }
-    this.client = new OpenAI({
-      apiKey,
-      baseURL: this.options.baseURL ?? process.env.OPENAI_BASE_URL ?? undefined,
-      maxRetries: this.options.maxRetries ?? 2,
-      ...(this.options.timeout === undefined ? {} : { timeout: this.options.timeout }),
-    });
-    return this.client;
+    return (this.client ??= openAIClient(this.options, 'ChatOpenAI'));
   }
 
   async *stream(request: ChatRequest): AsyncGenerator<AIMessageChunk> {

@@ -4,6 +4,31 @@ import { deferred, settleWithin, toArray } from '../helpers.js';
 
 const never = (): Promise<never> => new Promise<never>(() => {});
 
+/**
+ * A source that yields 'a' and then waits for the abort (as a cooperative
+ * producer would), and stages that tag each chunk; each records its cleanup.
+ */
+function threeStages(cleaned: string[]) {
+  const stage = (name: string) =>
+    generator(async function* (chunks: AsyncIterable<string>) {
+      try {
+        for await (const chunk of chunks) yield `${chunk}>${name}`;
+      } finally {
+        cleaned.push(name);
+      }
+    });
+  const source = generator(async function* (_: AsyncIterable<unknown>, config) {
+    try {
+      yield 'a';
+      await new Promise<void>((resolve) => config.signal?.addEventListener('abort', () => resolve()));
+      yield 'never';
+    } finally {
+      cleaned.push('source');
+    }
+  });
+  return sequence(source, stage('one'), stage('two'));
+}
+
 describe('cancellation', () => {
   it('stops a pending step that ignores the signal, with a stable code', async () => {
     const controller = new AbortController();
@@ -63,27 +88,8 @@ describe('cancellation', () => {
   it('stops all three steps of a streaming sequence at once, running generator cleanup', async () => {
     const controller = new AbortController();
     const cleaned: string[] = [];
-    const stage = (name: string) =>
-      generator(async function* (chunks: AsyncIterable<string>, config) {
-        try {
-          for await (const chunk of chunks) yield `${chunk}>${name}`;
-        } finally {
-          cleaned.push(name);
-          void config;
-        }
-      });
-    const source = generator(async function* (_: AsyncIterable<unknown>, config) {
-      try {
-        yield 'a';
-        // Waits until the run is aborted, as a cooperative producer would.
-        await new Promise<void>((resolve) => config.signal?.addEventListener('abort', () => resolve()));
-        yield 'never';
-      } finally {
-        cleaned.push('source');
-      }
-    });
     const events: StreamEvent[] = [];
-    const stream = sequence(source, stage('one'), stage('two')).stream(undefined, {
+    const stream = threeStages(cleaned).stream(undefined, {
       signal: controller.signal,
       callbacks: [(event) => void events.push(event)],
     });
@@ -102,24 +108,7 @@ describe('cancellation', () => {
   it('stops an unobserved streaming sequence promptly too (the race is where the signal enters)', async () => {
     const controller = new AbortController();
     const cleaned: string[] = [];
-    const stage = (name: string) =>
-      generator(async function* (chunks: AsyncIterable<string>) {
-        try {
-          for await (const chunk of chunks) yield `${chunk}>${name}`;
-        } finally {
-          cleaned.push(name);
-        }
-      });
-    const source = generator(async function* (_: AsyncIterable<unknown>, config) {
-      try {
-        yield 'a';
-        await new Promise<void>((resolve) => config.signal?.addEventListener('abort', () => resolve()));
-        yield 'never';
-      } finally {
-        cleaned.push('source');
-      }
-    });
-    const stream = sequence(source, stage('one'), stage('two')).stream(undefined, { signal: controller.signal });
+    const stream = threeStages(cleaned).stream(undefined, { signal: controller.signal });
     expect((await stream.next()).value).toBe('a>one>two');
     const next = stream.next();
     controller.abort();
