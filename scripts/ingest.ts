@@ -85,6 +85,7 @@ export async function ingest(options: {
       }
       progress(Math.min(start + batch, fresh.length), fresh.length);
     }
+    if (added > 0) await store.analyze();
     return { added, skipped: unique.length - fresh.length + (chunks.length - unique.length), failed };
   } finally {
     await services.close();

@@ -175,6 +175,15 @@ export class PgVectorStore extends VectorStore {
     return new Set(rows.map((row) => row.id));
   }
 
+  /**
+   * Refreshes the planner's statistics. Run after a bulk load: with the
+   * statistics of a small table, Postgres sorts every row instead of using
+   * the HNSW index (exact but slow).
+   */
+  async analyze(): Promise<void> {
+    await this.executor.exec(`ANALYZE ${this.table}`);
+  }
+
   /** How many documents the collection holds. */
   async count(): Promise<number> {
     const { rows } = await this.executor.query<{ n: string | number }>(`SELECT count(*) AS n FROM ${this.table} WHERE collection = $1`, [this.collection]);
