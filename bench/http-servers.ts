@@ -64,19 +64,6 @@ async function main(): Promise<void> {
       reply.raw.end('event: end\r\n\r\n');
     });
     await app.listen({ port, host: '127.0.0.1' });
-  } else if (kind === 'runnel-noals') {
-    // Experiment: the same 3-step chain from a component that never enters AsyncLocalStorage.
-    const { Runnable } = runnel;
-    class Step extends Runnable<number, number> {
-      constructor(readonly name: string, private readonly fn: (x: number) => number) {
-        super();
-      }
-      protected override async _call(x: number): Promise<number> {
-        return this.fn(x);
-      }
-    }
-    const app = await buildApp({ chains: [defineChain({ path: '/bench', runnable: sequence(new Step('a', f1), new Step('b', f2), new Step('c', f3)) })] as never });
-    await app.listen({ port, host: '127.0.0.1' });
   } else if (kind === 'runnel') {
     const app = await buildApp({
       chains: [

@@ -5,7 +5,7 @@
  * against both.
  */
 import { RunnelError } from '../core/index.js';
-import { AIMessage, AIMessageChunk, type BaseMessage } from '../messages/index.js';
+import { AIMessageChunk, type BaseMessage } from '../messages/index.js';
 
 /** One conversation's messages. */
 export interface ChatMessageHistory {
@@ -35,4 +35,3 @@ export function storable(message: BaseMessage): BaseMessage {
   return message instanceof AIMessageChunk ? message.toMessage() : message;
 }
 
-export { AIMessage };

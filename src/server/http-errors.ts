@@ -4,7 +4,7 @@
  * a chain and answers 500 with a generic message — the real error goes to
  * the log, never to the client.
  */
-import { errorCodes, isAbortError, isRunnelError, RunnelError, type ErrorCode } from '../core/index.js';
+import { errorCodes, isRunnelError, type ErrorCode } from '../core/index.js';
 
 /** The JSON body of every error answer. */
 export interface ErrorBody {
@@ -53,10 +53,3 @@ export function errorFrame(error: unknown): { status_code: number; message: stri
   const { status, body } = toHttpError(error);
   return { status_code: status, message: body.message, code: body.code };
 }
-
-/** A 500 error for a non-Runnel failure, keeping the real error as its cause (for logs). */
-export function internalError(cause: unknown): RunnelError {
-  return new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error', { cause });
-}
-
-export { isAbortError };

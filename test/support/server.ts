@@ -19,11 +19,6 @@ import {
 /** Records what runs saw: the configs and whether their signal fired. */
 export const observed: { configs: unknown[]; aborted: number } = { configs: [], aborted: 0 };
 
-class Tunable {
-  suffix = '!';
-}
-void Tunable;
-
 export const echo = defineChain({
   path: '/echo',
   description: 'Echoes a greeting',
