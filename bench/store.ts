@@ -74,10 +74,10 @@ function corpus(n: number, seed: number): string[] {
   return Array.from({ length: n }, () => Array.from({ length: 16 }, word).join(' '));
 }
 
-async function vectorBench(name: string, executor: SqlExecutor, setup?: () => Promise<void>): Promise<Record<string, string>> {
+async function vectorBench(name: string, executor: SqlExecutor, efSearch?: number): Promise<Record<string, string>> {
   const embeddings = new HashingEmbeddings({ dimensions: 384 });
   const collection = `bench_${Date.now()}`;
-  const store = await PgVectorStore.create({ executor, embeddings, collection, batchSize: 500 });
+  const store = await PgVectorStore.create({ executor, embeddings, collection, batchSize: 500, efSearch });
   const texts = corpus(DOCS, 1);
   const vectors = await embeddings.embedDocuments(texts);
   const docs = texts.map((text, i) => new Document({ id: `d${i}`, pageContent: text, metadata: { i } }));
@@ -86,7 +86,6 @@ async function vectorBench(name: string, executor: SqlExecutor, setup?: () => Pr
   const insertSeconds = (performance.now() - insertStart) / 1000;
   // Fresh statistics, as after ingestion: with the empty table's, the planner sorts every row instead of using HNSW.
   await executor.exec('ANALYZE');
-  await setup?.();
   const queries = corpus(QUERIES, 2);
   const queryVectors = await embeddings.embedDocuments(queries);
   const latencies: number[] = [];
@@ -136,15 +135,13 @@ async function main(): Promise<void> {
     const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
     pool.on('error', () => {});
     const postgres = pgExecutor(pool);
-    if (stores.includes('postgres-default')) print(await vectorBench('Postgres 15 + pgvector (ef_search 40, the default)', postgres));
-    if (stores.includes('postgres')) {
-      print(await vectorBench("Postgres 15 + pgvector (ef_search 100, iterative scans: Runnel's settings)", postgres, async () => void (await postgres.exec('SET hnsw.ef_search = 100; SET hnsw.iterative_scan = relaxed_order'))));
-    }
+    if (stores.includes('postgres-default')) print(await vectorBench("Postgres 15 + pgvector (ef_search 40, pgvector's default)", postgres, 40));
+    if (stores.includes('postgres')) print(await vectorBench("Postgres 15 + pgvector (ef_search 100: Runnel's default)", postgres));
     await postgres.close();
   }
   if (stores.includes('pglite')) {
     const lite = pgliteExecutor(await PGlite.create({ extensions: { vector } }));
-    print(await vectorBench("PGlite + pgvector, in-process (Runnel's settings)", lite, async () => void (await lite.exec('SET hnsw.ef_search = 100; SET hnsw.iterative_scan = relaxed_order'))));
+    print(await vectorBench("PGlite + pgvector, in-process (ef_search 100: Runnel's default)", lite));
     await lite.close();
   }
 }

@@ -76,11 +76,6 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     });
     // Without this, a terminated idle connection would kill the process.
     pool.on('error', () => {});
-    // Recall ≥ 0.95 needs a wider HNSW search than pgvector's default (40: recall 0.81 in bench:store), and
-    // collections share a table, so filtered scans must keep going until they have k rows.
-    pool.on('connect', (client) => {
-      client.query('SET hnsw.ef_search = 100; SET hnsw.iterative_scan = relaxed_order').catch(() => undefined);
-    });
     const connected = pool;
     executor = Promise.resolve(pgExecutor(connected));
     checks.set('postgres', async () => {
@@ -119,7 +114,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
         const dir = config.dataDir ?? './.runnel';
         mkdirSync(dir, { recursive: true });
         const db = await PGlite.create(`${dir}/pgdata`, { extensions: { vector } });
-        await db.exec('CREATE EXTENSION IF NOT EXISTS vector; SET hnsw.ef_search = 100; SET hnsw.iterative_scan = relaxed_order');
+        await db.exec('CREATE EXTENSION IF NOT EXISTS vector');
         return pgliteExecutor(db);
       })()),
     checks,

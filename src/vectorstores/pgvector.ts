@@ -33,6 +33,12 @@ export interface PgVectorStoreOptions {
   distance?: Distance;
   /** Rows per INSERT (default 500). */
   batchSize?: number;
+  /**
+   * Candidates the HNSW search keeps (pgvector's `hnsw.ef_search`; default
+   * 100, at least `k`). pgvector's default of 40 gives recall 0.81 at 100,000
+   * documents in bench:store; wider costs a little latency.
+   */
+  efSearch?: number;
 }
 
 const toVector = (vector: readonly number[]): string => `[${vector.join(',')}]`;
@@ -50,6 +56,7 @@ export class PgVectorStore extends VectorStore {
   private readonly executor: SqlExecutor;
   private readonly table: string;
   private readonly batchSize: number;
+  private readonly efSearch: number;
 
   private constructor(options: PgVectorStoreOptions) {
     super(options.embeddings);
@@ -57,6 +64,10 @@ export class PgVectorStore extends VectorStore {
     this.collection = options.collection ?? 'default';
     this.distance = options.distance ?? 'cosine';
     this.batchSize = options.batchSize ?? 500;
+    this.efSearch = options.efSearch ?? 100;
+    if (!Number.isInteger(this.efSearch) || this.efSearch < 1 || this.efSearch > 1000) {
+      throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `efSearch must be a whole number from 1 to 1000, got ${this.efSearch}`);
+    }
     const dims = options.embeddings.dimensions;
     if (!Number.isInteger(dims) || dims < 1 || dims > 16_000) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Unsupported vector length ${dims}`);
     this.table = `runnel_embeddings_${dims}`;
@@ -156,11 +167,23 @@ export class PgVectorStore extends VectorStore {
       where += ` AND (${compiled.sql})`;
     }
     const distance = `embedding ${op} $2::vector`;
-    const { rows } = await this.executor.query<{ id: string; content: string; metadata: Record<string, unknown>; embedding: string; score: number }>(
-      `SELECT id, content, metadata, embedding::text AS embedding, ${score(distance)} AS score
-       FROM ${this.table} WHERE ${where} ORDER BY ${distance} LIMIT $3`,
-      params,
-    );
+    type Row = { id: string; content: string; metadata: Record<string, unknown>; embedding: string; score: number };
+    // The settings hold for this transaction only. Iterative scans: collections share one table and filters
+    // apply after the index, so the scan goes on until it has k matching rows instead of returning fewer.
+    const rows = await this.executor.transaction(async (tx) => {
+      await tx.query(`SELECT set_config('hnsw.ef_search', $1, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)`, [
+        String(Math.max(this.efSearch, k)),
+      ]);
+      return (
+        await tx.query<Row>(
+          `SELECT id, content, metadata, embedding::text AS embedding, ${score(distance)} AS score
+           FROM ${this.table} WHERE ${where} ORDER BY ${distance} LIMIT $3`,
+          params,
+        )
+      ).rows;
+    });
+    // relaxed_order may return neighbours slightly out of order.
+    rows.sort((a, b) => Number(b.score) - Number(a.score));
     return rows.map((row) => ({
       document: new Document({ id: row.id, pageContent: row.content, metadata: typeof row.metadata === 'string' ? (JSON.parse(row.metadata) as Record<string, unknown>) : row.metadata }),
       score: Number(row.score),

@@ -57,4 +57,66 @@ describe('PgVectorStore', () => {
     expect(await store.similaritySearch('safe', 1, { topic: "x'; DROP TABLE runnel_collections; --" })).toHaveLength(1);
     expect((await pool.query('SELECT count(*) FROM runnel_collections')).rows[0].count).not.toBe('0');
   });
+
+  it('finds k rows when a filter matches few of the HNSW candidates (iterative scans), in score order', async () => {
+    // One connection, sequential scans, bitmap scans and sorts off: the planner searches through the HNSW index.
+    const db = pgliteExecutor(await PGlite.create({ extensions: { vector } }));
+    try {
+      await db.exec('SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off');
+      const store = await PgVectorStore.create({ executor: db, embeddings: new HashingEmbeddings({ dimensions: 64 }), collection: 'c' });
+      await store.addDocuments([
+        ...Array.from({ length: 1500 }, (_, i) => new Document({ id: `w${i}`, pageContent: `report on the weather in city ${i}`, metadata: { kind: 'weather' } })),
+        ...Array.from({ length: 5 }, (_, i) => new Document({ id: `s${i}`, pageContent: `an unrelated recipe for soup number ${i}`, metadata: { kind: 'soup' } })),
+      ]);
+      await store.analyze();
+      const { rows } = await db.query<{ 'QUERY PLAN': string }>(
+        `EXPLAIN SELECT id FROM runnel_embeddings_64 WHERE collection = 'c' AND metadata->>'kind' = 'soup' ORDER BY embedding <=> $1::vector LIMIT 5`,
+        [`[${Array(64).fill(0.1).join(',')}]`],
+      );
+      expect(rows.map((r) => r['QUERY PLAN']).join('\n')).toMatch(/hnsw/);
+      const found = await store.similaritySearchWithScore('report on the weather in city 7', 5, { kind: 'soup' });
+      expect(found.map(([doc]) => doc.id).sort()).toEqual(['s0', 's1', 's2', 's3', 's4']);
+      const scores = found.map(([, score]) => score);
+      expect(scores).toEqual([...scores].sort((a, b) => b - a));
+      expect((await store.similaritySearch('report on the weather in city 7', 3, { kind: 'weather' })).map((doc) => doc.id)).toHaveLength(3);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('refuses an efSearch outside 1..1000', async () => {
+    await expect(PgVectorStore.create({ executor: pglite, embeddings: new HashingEmbeddings({ dimensions: 256 }), efSearch: 0 })).rejects.toMatchObject({
+      code: 'RUNNEL_ERR_INVALID_ARGUMENT',
+    });
+  });
+});
+
+describe('SqlExecutor transactions', () => {
+  for (const [name, executor] of [
+    ['pg', () => postgres],
+    ['PGlite', () => pglite],
+  ] as const) {
+    it(`${name}: commits on success, rolls back on error, and keeps settings local`, async () => {
+      const db = executor();
+      const table = `tx_${run}_${name.toLowerCase()}`;
+      await db.exec(`CREATE TABLE IF NOT EXISTS ${table} (v integer)`);
+      try {
+        await db.transaction(async (tx) => void (await tx.query(`INSERT INTO ${table} VALUES ($1)`, [1])));
+        await expect(
+          db.transaction(async (tx) => {
+            await tx.query(`INSERT INTO ${table} VALUES ($1)`, [2]);
+            throw new Error('boom');
+          }),
+        ).rejects.toThrow('boom');
+        expect((await db.query<{ v: number }>(`SELECT v FROM ${table}`)).rows.map((r) => r.v)).toEqual([1]);
+        const inside = await db.transaction(async (tx) => {
+          await tx.query(`SELECT set_config('hnsw.ef_search', '321', true)`);
+          return (await tx.query<{ v: string }>(`SELECT current_setting('hnsw.ef_search') AS v`)).rows[0]?.v;
+        });
+        expect(inside).toBe('321');
+      } finally {
+        await db.exec(`DROP TABLE ${table}`);
+      }
+    });
+  }
 });
