@@ -1,8 +1,41 @@
 /**
  * The chat model the shipped chains use: OpenAI or Anthropic when a key (or
- * RUNNEL_MODEL) says so, otherwise the offline fake model, whose answers say
- * that they come from it.
+ * RUNNEL_MODEL) says so, otherwise an offline model that says plainly that
+ * it is one — and still uses what its chain gives it (the conversation, the
+ * retrieved passages, the tools), so everything around it is real.
  */
-import { chatModelFromEnv } from '../src/index.js';
+import { chatModelFromEnv, ScriptedChatModel, type ChatModel, type ChatRequest, type FakeResponse, type Services } from '../src/index.js';
 
-export const model = chatModelFromEnv();
+/** What the chains are built from. */
+export interface ChainContext {
+  services: Services;
+  /** Model keys and endpoints (default `process.env`). */
+  env?: Record<string, string | undefined>;
+}
+
+/** The offline model's preamble: no one should mistake its answers for a real model's. */
+export const OFFLINE = 'Offline model (no OPENAI_API_KEY or ANTHROPIC_API_KEY is set, so a scripted model answers):';
+
+/** The model of one chain: the configured provider, or the offline model answering with `respond`. */
+export function chatModel(context: ChainContext, respond: (request: ChatRequest) => string | FakeResponse): ChatModel {
+  return chatModelFromEnv({
+    env: context.env ?? process.env,
+    cache: context.services.modelCache(),
+    offline: (options) => new ScriptedChatModel({ ...options, respond, sleepMs: 20 }),
+  });
+}
+
+/** The text of the last message of a given type in a request. */
+export function lastText(request: ChatRequest, type: 'human' | 'system' | 'tool'): string {
+  for (let i = request.messages.length - 1; i >= 0; i--) {
+    const message = request.messages[i];
+    if (message?.type === type) return message.text;
+  }
+  return '';
+}
+
+/** Shortens text for quoting. */
+export function quote(text: string, max = 240): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
+}

@@ -7,34 +7,8 @@
  * ids are derived from the source and the content, so running it again adds
  * nothing twice. Prints what it added, skipped and failed.
  */
-import { createHash } from 'node:crypto';
-import { statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import {
-  connectServices,
-  Document,
-  HashingEmbeddings,
-  loadDirectory,
-  loadJsonLines,
-  loadMarkdown,
-  loadText,
-  OpenAIEmbeddings,
-  PgVectorStore,
-  RecursiveCharacterTextSplitter,
-  type Embeddings,
-} from '../src/index.js';
-
-/** A chunk's id: the same source and text always give the same id. */
-export function chunkId(doc: Document): string {
-  return createHash('sha256').update(`${String(doc.metadata.source ?? '')}\u0000${doc.pageContent}`).digest('hex').slice(0, 32);
-}
-
-async function load(path: string): Promise<Document[]> {
-  if (statSync(path).isDirectory()) return loadDirectory(path, { glob: '**/*.{md,markdown,txt,jsonl}' });
-  if (/\.jsonl$/i.test(path)) return loadJsonLines(path);
-  if (/\.(md|markdown)$/i.test(path)) return loadMarkdown(path);
-  return loadText(path);
-}
+import { connectServices, HashingEmbeddings, ingestPaths, OpenAIEmbeddings, PgVectorStore, type Embeddings, type IngestResult } from '../src/index.js';
 
 function progress(done: number, total: number): void {
   if (!process.stderr.isTTY) return;
@@ -44,7 +18,7 @@ function progress(done: number, total: number): void {
   if (done === total) process.stderr.write('\n');
 }
 
-/** Ingests `paths` into `collection`; returns the counts. */
+/** Ingests `paths` into `collection` on the configured database; returns the counts. */
 export async function ingest(options: {
   paths: string[];
   collection: string;
@@ -54,39 +28,11 @@ export async function ingest(options: {
   databaseUrl?: string | undefined;
   dataDir?: string | undefined;
   batchSize?: number;
-}): Promise<{ added: number; skipped: number; failed: { source: string; error: string }[] }> {
-  const failed: { source: string; error: string }[] = [];
-  const docs: Document[] = [];
-  for (const path of options.paths) {
-    try {
-      docs.push(...(await load(path)));
-    } catch (error) {
-      failed.push({ source: path, error: error instanceof Error ? error.message : String(error) });
-    }
-  }
-  const splitter = new RecursiveCharacterTextSplitter({ chunkSize: options.chunkSize ?? 1000, chunkOverlap: options.overlap ?? 150 });
-  const chunks = (await splitter.splitDocuments(docs)).map((chunk) => new Document({ id: chunkId(chunk), pageContent: chunk.pageContent, metadata: chunk.metadata }));
-  const unique = [...new Map(chunks.map((chunk) => [chunk.id, chunk])).values()];
+}): Promise<IngestResult> {
   const services = await connectServices({ databaseUrl: options.databaseUrl, dataDir: options.dataDir });
   try {
     const store = await PgVectorStore.create({ executor: await services.sql(), embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
-    const existing = await store.existingIds(unique.map((chunk) => chunk.id as string));
-    const fresh = unique.filter((chunk) => !existing.has(chunk.id as string));
-    const batch = options.batchSize ?? 64;
-    let added = 0;
-    progress(0, fresh.length);
-    for (let start = 0; start < fresh.length; start += batch) {
-      const part = fresh.slice(start, start + batch);
-      try {
-        await store.addDocuments(part);
-        added += part.length;
-      } catch (error) {
-        for (const chunk of part) failed.push({ source: String(chunk.metadata.source ?? chunk.id), error: error instanceof Error ? error.message : String(error) });
-      }
-      progress(Math.min(start + batch, fresh.length), fresh.length);
-    }
-    if (added > 0) await store.analyze();
-    return { added, skipped: unique.length - fresh.length + (chunks.length - unique.length), failed };
+    return await ingestPaths(store, options.paths, { ...options, onProgress: progress });
   } finally {
     await services.close();
   }

@@ -4,12 +4,14 @@
  * the committed file is stale; run this after changing a chain or a route.
  */
 import { writeFileSync } from 'node:fs';
-import { chains } from '../chains/index.js';
-import { buildApp } from '../src/index.js';
+import { createChains } from '../chains/index.js';
+import { buildApp, connectServices } from '../src/index.js';
 
-/** The document as the server serves it, formatted for review. */
+/** The document as the server serves it, formatted for review (no keys, no services: the schemas do not depend on them). */
 export async function openApiText(): Promise<string> {
-  const app = await buildApp({ chains });
+  const services = await connectServices({});
+  const { chains } = createChains({ services, env: {} });
+  const app = await buildApp({ chains, services });
   await app.ready();
   const text = `${JSON.stringify(app.swagger(), null, 2)}\n`;
   await app.close();

@@ -130,6 +130,11 @@ export const errorCodes = {
     retryable: true,
     description: 'Redis did not answer (down, or slower than its command timeout); features that need it are unavailable until it returns.',
   },
+  RUNNEL_ERR_DATABASE_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    description: 'Postgres (or the embedded database) could not be reached, or a query ran past its statement timeout; features that need vectors are unavailable until it returns.',
+  },
   RUNNEL_ERR_STORED_RECORD_INVALID: {
     status: 500,
     retryable: false,

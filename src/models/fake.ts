@@ -30,9 +30,15 @@ class FakeProvider implements ChatProvider {
   private next = 0;
 
   constructor(
-    private readonly responses: readonly FakeResponse[],
+    private readonly responses: readonly FakeResponse[] | ((request: ChatRequest) => FakeResponse),
     private readonly sleepMs: number,
   ) {}
+
+  private respond(request: ChatRequest): FakeResponse {
+    const turn = this.next++;
+    if (typeof this.responses === 'function') return this.responses(request);
+    return this.responses[turn % this.responses.length] ?? {};
+  }
 
   async generate(request: ChatRequest): Promise<AIMessageChunk> {
     if (this.sleepMs > 0) {
@@ -43,7 +49,7 @@ class FakeProvider implements ChatProvider {
     }
     request.signal.throwIfAborted();
     this.calls.push(request.messages);
-    const response = this.responses[this.next++ % this.responses.length] ?? {};
+    const response = this.respond(request);
     const calls = response.tool_calls ?? [];
     const tokens = response.content === undefined || response.content === '' ? 0 : fakeTokens(response.content).length;
     const input = countWords(request.messages);
@@ -59,7 +65,7 @@ class FakeProvider implements ChatProvider {
 
   async *stream(request: ChatRequest): AsyncGenerator<AIMessageChunk> {
     this.calls.push(request.messages);
-    const response = this.responses[this.next++ % this.responses.length] ?? {};
+    const response = this.respond(request);
     const id = `fake-${this.next}`;
     let produced = 0;
     const pace = async (): Promise<void> => {
@@ -142,6 +148,35 @@ export class FakeToolCallingModel extends ChatModel {
   constructor(options: FakeToolCallingModelOptions) {
     const responses = options.responses.map((r) => (typeof r === 'string' ? { content: r } : r));
     super(new FakeProvider(responses, options.sleepMs ?? 0), { ...options, name: 'FakeToolCallingModel', defaultModel: 'fake-tools' });
+  }
+
+  get calls(): BaseMessage[][] {
+    return (this.provider as FakeProvider).calls;
+  }
+}
+
+/** Options of {@link ScriptedChatModel}. */
+export interface ScriptedChatModelOptions extends ChatModelOptions {
+  /** Computes the answer from the request: its messages, tools and tool choice. */
+  respond: (request: ChatRequest) => string | FakeResponse;
+  sleepMs?: number;
+}
+
+/**
+ * A chat model whose answer is computed from the request — an offline
+ * stand-in that still uses what it is given (the conversation, the retrieved
+ * context, the tools), streamed token by token like the other fakes.
+ *
+ * @example
+ * new ScriptedChatModel({ respond: ({ messages }) => `You said: ${messages.at(-1)?.text}` });
+ */
+export class ScriptedChatModel extends ChatModel {
+  constructor(options: ScriptedChatModelOptions) {
+    const respond = (request: ChatRequest): FakeResponse => {
+      const answer = options.respond(request);
+      return typeof answer === 'string' ? { content: answer } : answer;
+    };
+    super(new FakeProvider(respond, options.sleepMs ?? 0), { ...options, name: 'ScriptedChatModel', defaultModel: 'offline' });
   }
 
   get calls(): BaseMessage[][] {

@@ -23,6 +23,8 @@ export interface ChatModelFromEnvOptions extends ChatModelOptions {
   log?: (line: string) => void;
   /** Answers of the offline model. */
   offlineResponses?: string[];
+  /** Makes the offline model instead (e.g. a `ScriptedChatModel` that uses its input); `offlineResponses` is then unused. */
+  offline?: (options: ChatModelOptions) => ChatModel;
 }
 
 /**
@@ -32,20 +34,23 @@ export interface ChatModelFromEnvOptions extends ChatModelOptions {
  * const model = chatModelFromEnv({ log: (line) => logger.info(line) });
  */
 export function chatModelFromEnv(options: ChatModelFromEnvOptions = {}): ChatModel {
-  const { env = process.env, log = () => {}, offlineResponses = [OFFLINE_ANSWER], ...modelOptions } = options;
+  const { env = process.env, log = () => {}, offlineResponses = [OFFLINE_ANSWER], offline: makeOffline, ...modelOptions } = options;
   const spec = env.RUNNEL_MODEL?.trim();
-  const offline = (): ChatModel => new FakeListChatModel({ ...modelOptions, responses: offlineResponses });
+  const offline = (): ChatModel => makeOffline?.(modelOptions) ?? new FakeListChatModel({ ...modelOptions, responses: offlineResponses });
+  // Keys and endpoints come from the environment given (never from a request).
+  const openai = { ...defined({ apiKey: env.OPENAI_API_KEY, baseURL: env.OPENAI_BASE_URL }) };
+  const anthropic = { ...defined({ apiKey: env.ANTHROPIC_API_KEY, baseURL: env.ANTHROPIC_BASE_URL }) };
   if (spec !== undefined && spec !== '') {
     const [provider, ...rest] = spec.split(':');
     const model = rest.join(':') || undefined;
     const chosen = { ...modelOptions, ...(model === undefined ? {} : { model }) };
     if (provider === 'openai') {
       log(`chat model: openai ${model ?? 'gpt-4o-mini'} (RUNNEL_MODEL)`);
-      return new ChatOpenAI(chosen);
+      return new ChatOpenAI({ ...chosen, ...openai });
     }
     if (provider === 'anthropic') {
       log(`chat model: anthropic ${model ?? 'claude-3-5-haiku-latest'} (RUNNEL_MODEL)`);
-      return new ChatAnthropic(chosen);
+      return new ChatAnthropic({ ...chosen, ...anthropic });
     }
     if (provider === 'fake') {
       log('chat model: the offline fake model (RUNNEL_MODEL=fake)');
@@ -55,12 +60,17 @@ export function chatModelFromEnv(options: ChatModelFromEnvOptions = {}): ChatMod
   }
   if (env.OPENAI_API_KEY) {
     log('chat model: openai gpt-4o-mini (OPENAI_API_KEY is set)');
-    return new ChatOpenAI(modelOptions);
+    return new ChatOpenAI({ ...modelOptions, ...openai });
   }
   if (env.ANTHROPIC_API_KEY) {
     log('chat model: anthropic claude-3-5-haiku-latest (ANTHROPIC_API_KEY is set)');
-    return new ChatAnthropic(modelOptions);
+    return new ChatAnthropic({ ...modelOptions, ...anthropic });
   }
   log('chat model: no OPENAI_API_KEY, ANTHROPIC_API_KEY or RUNNEL_MODEL — using the offline fake model');
   return offline();
+}
+
+/** The entries whose value is a non-empty string. */
+function defined(entries: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(Object.entries(entries).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && entry[1] !== ''));
 }

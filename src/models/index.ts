@@ -2,7 +2,16 @@
 export { ChatModel, toMessages, toToolDefinition, type ChatModelInput, type ChatModelOptions, type ToolLike } from './chat-model.js';
 export { ChatOpenAI, toOpenAIMessages, fromOpenAIChunk, type ChatOpenAIOptions } from './openai.js';
 export { ChatAnthropic, toAnthropicMessages, fromAnthropicEvent, type ChatAnthropicOptions } from './anthropic.js';
-export { FakeListChatModel, FakeToolCallingModel, fakeTokens, type FakeResponse, type FakeListChatModelOptions, type FakeToolCallingModelOptions } from './fake.js';
+export {
+  FakeListChatModel,
+  FakeToolCallingModel,
+  ScriptedChatModel,
+  fakeTokens,
+  type FakeResponse,
+  type FakeListChatModelOptions,
+  type FakeToolCallingModelOptions,
+  type ScriptedChatModelOptions,
+} from './fake.js';
 export { chatModelFromEnv, OFFLINE_ANSWER, type ChatModelFromEnvOptions } from './from-env.js';
 export { InMemoryCache, cacheKey, chunksToJSON, type ModelCache } from './cache.js';
 export { providerError } from './errors.js';

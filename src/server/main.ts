@@ -4,9 +4,9 @@
  * SIGTERM and SIGINT (readiness off, streams finish or get a final frame,
  * exit within 10 s).
  */
-import { chains } from '../../chains/index.js';
-import { model } from '../../chains/model.js';
+import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
+import { chatModelFromEnv } from '../models/index.js';
 import { buildApp } from './app.js';
 import { loadServerConfig } from './config.js';
 import { connectServices } from './services.js';
@@ -22,6 +22,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const { chains, docs } = createChains({ services });
   const app = await buildApp({
     chains,
     config,
@@ -33,13 +34,23 @@ async function main(): Promise<void> {
   });
   await app.listen({ port: config.port, host: config.host });
   const base = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${(app.server.address() as { port: number }).port}`;
-  app.log.info(`chat model: ${model.name} (${model.model})${model.name === 'FakeListChatModel' ? ' — offline; set OPENAI_API_KEY or ANTHROPIC_API_KEY for real answers' : ''}`);
+  chatModelFromEnv({ log: (line) => app.log.info(line) });
   app.log.info(`docs: ${base}/docs  openapi: ${base}/openapi.json`);
   app.log.info(`history: ${config.redisUrl ? 'Redis' : 'in memory (set REDIS_URL for Redis)'}; vectors: ${config.databaseUrl ? 'Postgres' : `PGlite in ${config.dataDir} (set DATABASE_URL for Postgres)`}`);
+  app.log.info(`index: ${base}/`);
   for (const chain of app.runnel.chains) {
     const playground = app.hasRoute({ method: 'GET', url: `${chain.spec.path}/playground/` }) ? `  playground: ${base}${chain.spec.path}/playground/` : '';
     app.log.info(`chain ${chain.spec.path}: ${base}${chain.spec.path}/invoke${playground}`);
   }
+
+  // The docs collection of /rag and /agent fills itself on first start; the server answers meanwhile.
+  docs.seed().then(
+    (result) => {
+      if (result === undefined) app.log.info('docs collection: ready');
+      else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.failed.length} failed)`);
+    },
+    (error: unknown) => app.log.warn({ code: isRunnelError(error) ? error.code : undefined }, `docs collection: not seeded (${error instanceof Error ? error.message : String(error)}); /rag and /agent search an empty or unavailable collection`),
+  );
 
   let stopping = false;
   const stop = (signal: string): void => {

@@ -25,6 +25,8 @@ export interface ServicesConfig {
   redisCommandTimeoutMs?: number;
   /** Postgres statement timeout, ms (default 5,000). */
   statementTimeoutMs?: number;
+  /** The Redis key prefix of the response cache (default the cache's own, `runnel:cache`). */
+  cacheNamespace?: string;
 }
 
 /** The connected services. */
@@ -93,7 +95,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     onCacheLookup: () => {},
     modelCache: (options = {}) => {
       const report = (result: 'hit' | 'miss' | 'error'): void => services.onCacheLookup(result);
-      if (redis !== undefined) return new RedisCache({ client: redis, ...options, onLookup: report });
+      if (redis !== undefined) return new RedisCache({ client: redis, ...(config.cacheNamespace === undefined ? {} : { namespace: config.cacheNamespace }), ...options, onLookup: report });
       const memoryCache = new InMemoryCache();
       return {
         lookup: async (key) => {

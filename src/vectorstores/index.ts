@@ -4,5 +4,6 @@ export { MemoryVectorStore } from './memory.js';
 export { VectorStoreRetriever, type RetrieverOptions } from './retriever.js';
 export { validateFilter, matchesFilter, type Filter } from './filter.js';
 export { PgVectorStore, type PgVectorStoreOptions, type Distance } from './pgvector.js';
-export { pgExecutor, pgliteExecutor, type SqlExecutor, type SqlQueryable } from './sql.js';
+export { databaseError, pgExecutor, pgliteExecutor, type SqlExecutor, type SqlQueryable } from './sql.js';
 export { compileFilter } from './sql-filter.js';
+export { ingestPaths, chunkId, type IngestOptions, type IngestResult } from './ingest.js';

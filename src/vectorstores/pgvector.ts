@@ -35,8 +35,9 @@ export interface PgVectorStoreOptions {
   batchSize?: number;
   /**
    * Candidates the HNSW search keeps (pgvector's `hnsw.ef_search`; default
-   * 100, at least `k`). pgvector's default of 40 gives recall 0.81 at 100,000
-   * documents in bench:store; wider costs a little latency.
+   * 200, at least `k`). At 100,000 documents of clustered text, pgvector's
+   * default of 40 finds 0.86 of the true top 10 and 200 finds 0.97, at a p50
+   * of 2.5 ms (bench:store); wider costs latency.
    */
   efSearch?: number;
 }
@@ -64,7 +65,7 @@ export class PgVectorStore extends VectorStore {
     this.collection = options.collection ?? 'default';
     this.distance = options.distance ?? 'cosine';
     this.batchSize = options.batchSize ?? 500;
-    this.efSearch = options.efSearch ?? 100;
+    this.efSearch = options.efSearch ?? 200;
     if (!Number.isInteger(this.efSearch) || this.efSearch < 1 || this.efSearch > 1000) {
       throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `efSearch must be a whole number from 1 to 1000, got ${this.efSearch}`);
     }

@@ -4,6 +4,7 @@
  */
 import type { Pool } from 'pg';
 import type { PGlite } from '@electric-sql/pglite';
+import { isRunnelError, RunnelError } from '../core/index.js';
 
 /** Runs parameterised SQL. */
 export interface SqlQueryable {
@@ -19,20 +20,51 @@ export interface SqlExecutor extends SqlQueryable {
   close(): Promise<void>;
 }
 
-/** A `pg` Pool as an executor. */
+// SQLSTATE classes and codes that mean "the database is not there" rather than "this SQL is wrong":
+// connection exceptions (08), shutdowns and restarts (57P01-57P03), a statement timeout (57014).
+const UNAVAILABLE_STATES = /^(08|57P0[1-3]$|57014$)/;
+const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
+
+/**
+ * A database error as Runnel reports it: `RUNNEL_ERR_DATABASE_UNAVAILABLE`
+ * (503) when the database is unreachable or too slow, the error itself
+ * otherwise (a bug, reported as internal).
+ */
+export function databaseError(error: unknown): unknown {
+  if (isRunnelError(error)) return error;
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  const text = typeof message === 'string' ? message : '';
+  if (
+    (typeof code === 'string' && (UNAVAILABLE_STATES.test(code) || UNAVAILABLE_ERRNOS.has(code))) ||
+    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end/i.test(text)
+  ) {
+    return new RunnelError('RUNNEL_ERR_DATABASE_UNAVAILABLE', 'The database is unavailable', { cause: error });
+  }
+  return error;
+}
+
+async function reported<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    throw databaseError(error);
+  }
+}
+
+/** A `pg` Pool as an executor; unreachable-database errors become `RUNNEL_ERR_DATABASE_UNAVAILABLE`. */
 export function pgExecutor(pool: Pool): SqlExecutor {
   return {
-    query: async <T>(sql: string, params: unknown[] = []) => ({ rows: (await pool.query(sql, params)).rows as T[] }),
+    query: async <T>(sql: string, params: unknown[] = []) => ({ rows: (await reported(pool.query(sql, params))).rows as T[] }),
     exec: async (sql: string) => {
-      await pool.query(sql);
+      await reported(pool.query(sql));
     },
     transaction: async <T>(fn: (tx: SqlQueryable) => Promise<T>): Promise<T> => {
-      const client = await pool.connect();
+      const client = await reported(pool.connect());
       let broken: Error | undefined;
       try {
-        await client.query('BEGIN');
-        const result = await fn({ query: async <R>(sql: string, params: unknown[] = []) => ({ rows: (await client.query(sql, params)).rows as R[] }) });
-        await client.query('COMMIT');
+        await reported(client.query('BEGIN'));
+        const result = await fn({ query: async <R>(sql: string, params: unknown[] = []) => ({ rows: (await reported(client.query(sql, params))).rows as R[] }) });
+        await reported(client.query('COMMIT'));
         return result;
       } catch (error) {
         // A failed ROLLBACK means the connection itself is gone: it must not return to the pool.

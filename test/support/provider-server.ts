@@ -33,8 +33,61 @@ function frames(body: string): string[] {
   return body.split(/(?<=\n\n)/).filter((frame) => frame.length > 0);
 }
 
+/** A reply a test computes from the request body: text, tool calls, or both. */
+export interface ScriptedReply {
+  text?: string;
+  toolCalls?: { name: string; args: Record<string, unknown> }[];
+}
+
+/** A scripted reply in OpenAI's chat-completions streaming format. */
+function openAIFrames(reply: ScriptedReply, model: string): string[] {
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: 'chatcmpl-sc', object: 'chat.completion.chunk', created: 1764500000, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  const out = [chunk({ role: 'assistant', content: '' })];
+  for (const word of reply.text?.match(/\s*\S+/g) ?? []) out.push(chunk({ content: word }));
+  for (const [index, call] of (reply.toolCalls ?? []).entries()) {
+    const args = JSON.stringify(call.args);
+    out.push(chunk({ tool_calls: [{ index, id: `call_sc${index}`, type: 'function', function: { name: call.name, arguments: '' } }] }));
+    out.push(chunk({ tool_calls: [{ index, function: { arguments: args.slice(0, 5) } }] }), chunk({ tool_calls: [{ index, function: { arguments: args.slice(5) } }] }));
+  }
+  out.push(chunk({}, reply.toolCalls?.length ? 'tool_calls' : 'stop'));
+  out.push(`data: ${JSON.stringify({ id: 'chatcmpl-sc', object: 'chat.completion.chunk', created: 1764500000, model, choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } })}\n\n`);
+  out.push('data: [DONE]\n\n');
+  return out;
+}
+
+/** A scripted reply in Anthropic's Messages streaming format. */
+function anthropicFrames(reply: ScriptedReply, model: string): string[] {
+  const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+  const out = [
+    event('message_start', {
+      message: { id: 'msg_sc', type: 'message', role: 'assistant', content: [], model, stop_reason: null, stop_sequence: null, usage: { input_tokens: 10, output_tokens: 1 } },
+    }),
+  ];
+  let index = 0;
+  if (reply.text !== undefined) {
+    out.push(event('content_block_start', { index, content_block: { type: 'text', text: '' } }));
+    for (const word of reply.text.match(/\s*\S+/g) ?? []) out.push(event('content_block_delta', { index, delta: { type: 'text_delta', text: word } }));
+    out.push(event('content_block_stop', { index }));
+    index++;
+  }
+  for (const [n, call] of (reply.toolCalls ?? []).entries()) {
+    const args = JSON.stringify(call.args);
+    out.push(event('content_block_start', { index, content_block: { type: 'tool_use', id: `toolu_sc${n}`, name: call.name, input: {} } }));
+    out.push(event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: args.slice(0, 5) } }));
+    out.push(event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: args.slice(5) } }));
+    out.push(event('content_block_stop', { index }));
+    index++;
+  }
+  out.push(event('message_delta', { delta: { stop_reason: reply.toolCalls?.length ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: 5 } }));
+  out.push(event('message_stop', {}));
+  return out;
+}
+
 export interface ProviderServer {
   url: string;
+  /** When set, answers every chat request it returns a reply for, in the provider's streaming format. */
+  script: ((body: Record<string, unknown>) => ScriptedReply | undefined) | undefined;
   requests: RecordedRequest[];
   /** Requests whose client closed the connection before the response ended. */
   abandoned: number;
@@ -97,6 +150,11 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
         res.end(JSON.stringify({ object: 'list', data, model: body.model, usage: { prompt_tokens: inputs.length, total_tokens: inputs.length } }));
         return;
       }
+      const scripted = self.script?.(body);
+      if (scripted !== undefined) {
+        const model = String(body.model ?? 'scripted');
+        return void streamFrames(res, provider === 'openai' ? openAIFrames(scripted, model) : anthropicFrames(scripted, model));
+      }
       const scenario = String(body.model ?? 'text');
       const count = (seen.get(scenario) ?? 0) + 1;
       seen.set(scenario, count);
@@ -123,7 +181,8 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return {
+  const self: ProviderServer = {
+    script: undefined,
     url: provider === 'openai' ? `http://127.0.0.1:${port}/v1` : `http://127.0.0.1:${port}`,
     requests,
     get abandoned() {
@@ -136,4 +195,5 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+  return self;
 }

@@ -1,0 +1,34 @@
+/**
+ * `/chat`: a conversation — a system prompt, the session's history, the
+ * user's message | chat model — with the history in Redis (or memory) under
+ * the caller's identity and `configurable.session_id`.
+ */
+import { ChatPromptTemplate, defineChain, MessagesPlaceholder, StringOutputParser, withMessageHistory } from '../src/index.js';
+import { chatModel, OFFLINE, quote, type ChainContext } from './model.js';
+
+const prompt = ChatPromptTemplate.fromMessages([
+  ['system', 'You are Runnel’s friendly assistant. Answer briefly and remember what the user told you earlier in the conversation.'],
+  new MessagesPlaceholder('history'),
+  ['human', '{message}'],
+]);
+
+export function chatChain(context: ChainContext) {
+  const model = chatModel(context, ({ messages }) => {
+    const said = messages.filter((m) => m.type === 'human').map((m) => m.text);
+    const last = quote(said.at(-1) ?? '', 200);
+    if (said.length <= 1) return `${OFFLINE} you said “${last}”. This is the first message of this conversation.`;
+    return `${OFFLINE} you said “${last}”. Earlier in this conversation (${said.length - 1} message${said.length > 2 ? 's' : ''} from you) you first said “${quote(said[0] ?? '', 200)}”.`;
+  });
+  const getHistory = (sessionId: string, caller: { identity: string }) => context.services.history(caller.identity, sessionId);
+  return defineChain({
+    path: '/chat',
+    description: 'Chats with memory: send {message} with configurable.session_id; the conversation is kept per caller and session.',
+    runnable: withMessageHistory<{ message: string }, string>(prompt.pipe(model).pipe(new StringOutputParser()), {
+      getHistory,
+      inputMessagesKey: 'message',
+      historyMessagesKey: 'history',
+    }),
+    playground: 'chat',
+    history: getHistory,
+  });
+}

@@ -1,0 +1,99 @@
+/**
+ * The `docs` collection that `/rag` and `/agent` search: Runnel's own
+ * `docs/` and README, embedded by feature hashing (offline, no key needed)
+ * into the pgvector store — Postgres with DATABASE_URL, else PGlite. The
+ * store opens on first use and again after a failure, so the server starts,
+ * and every other chain answers, while the database is down.
+ */
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { HashingEmbeddings, ingestPaths, PgVectorStore, Runnable, type IngestResult, type RunType } from '../src/index.js';
+import type { ChainContext } from './model.js';
+
+/** A retrieved passage, as `/rag` returns it. */
+export interface Source {
+  id: string;
+  content: string;
+  metadata: Record<string, unknown>;
+  /** Cosine similarity to the question (higher is closer). */
+  score: number;
+}
+
+export const sourceSchema = z.object({
+  id: z.string(),
+  content: z.string(),
+  metadata: z.record(z.string(), z.unknown()),
+  score: z.number().describe('Cosine similarity to the question, higher is closer'),
+});
+
+/** The repository's root: the folder above this file that holds package.json (works from chains/ and dist/chains/). */
+export function repositoryRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
+  return dir;
+}
+
+/** The `docs` collection, opened lazily. */
+export class DocsCollection {
+  readonly name = 'docs';
+  private opening: Promise<PgVectorStore> | undefined;
+
+  constructor(private readonly context: ChainContext) {}
+
+  /** The store; a failed open is retried at the next call. */
+  store(): Promise<PgVectorStore> {
+    this.opening ??= (async () => {
+      const executor = await this.context.services.sql();
+      return PgVectorStore.create({ executor, embeddings: new HashingEmbeddings(), collection: this.name });
+    })().catch((error: unknown) => {
+      this.opening = undefined;
+      throw error;
+    });
+    return this.opening;
+  }
+
+  async search(query: string, k: number): Promise<Source[]> {
+    const found = await (await this.store()).similaritySearchWithScore(query, k);
+    return found.map(([doc, score]) => ({ id: doc.id as string, content: doc.pageContent, metadata: doc.metadata, score: Number(score.toFixed(4)) }));
+  }
+
+  /** Fills an empty collection from the repository's `docs/` and README; does nothing when it holds documents. */
+  async seed(): Promise<IngestResult | undefined> {
+    const store = await this.store();
+    if ((await store.count()) > 0) return undefined;
+    const root = repositoryRoot();
+    const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));
+    return ingestPaths(store, paths, { sourceRoot: root, chunkSize: 1000, overlap: 150 });
+  }
+
+  /** A retriever over the collection: a question in, the `k` closest passages with scores out. */
+  retriever(k = 4): Runnable<string, Source[]> {
+    return new DocsRetriever(this, k);
+  }
+}
+
+class DocsRetriever extends Runnable<string, Source[]> {
+  readonly name = 'DocsRetriever';
+  override readonly runType: RunType = 'retriever';
+
+  constructor(
+    private readonly docs: DocsCollection,
+    private readonly k: number,
+  ) {
+    super();
+  }
+
+  override get inputSchema() {
+    return z.string();
+  }
+
+  override get outputSchema() {
+    return z.array(sourceSchema);
+  }
+
+  protected override _call(query: string): Promise<Source[]> {
+    return this.docs.search(String(query), this.k);
+  }
+}
