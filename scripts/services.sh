@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up what the tests need, only what is missing: Redis on 127.0.0.1:6379,
 # PostgreSQL on 127.0.0.1:5432 with the pgvector extension (built from Debian's
-# trixie source package when absent), and the test database `runnel_test`.
+# trixie source package when absent), nginx (installed, not started), and the
+# test database `runnel_test`.
 # Idempotent and quick when everything already runs. Called by `npm test`.
 set -euo pipefail
 
@@ -57,6 +58,12 @@ if [ "$(psql -tAc "select count(*) from pg_available_extensions where name = 've
   make -s -C "$src" PG_CONFIG="/usr/lib/postgresql/$major/bin/pg_config" >/dev/null
   $SUDO make -s -C "$src" install PG_CONFIG="/usr/lib/postgresql/$major/bin/pg_config" >/dev/null
   rm -rf "$build"
+fi
+
+# --- nginx (the multi-replica test runs its own instance on spare ports with deploy/nginx.conf) --------------
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+  log "installing nginx"
+  apt_install nginx-light || apt_install nginx
 fi
 
 # --- the test database -----------------------------------------------------------------------------------------

@@ -1,0 +1,141 @@
+/**
+ * What can be checked of the deployment without a Docker engine: the compose
+ * file's services, health checks, volumes and wiring; the Dockerfile's
+ * stages, user, port, health check and signal handling; that the server
+ * accepts the environment compose gives it; and that nginx accepts the
+ * repository's proxy config.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { loadServerConfig } from '../../src/index.js';
+
+const root = new URL('../../', import.meta.url).pathname;
+const read = (path: string): string => readFileSync(join(root, path), 'utf8');
+
+interface Service {
+  image?: string;
+  build?: unknown;
+  command?: string[];
+  environment?: Record<string, string>;
+  ports?: string[];
+  expose?: string[];
+  volumes?: string[];
+  depends_on?: Record<string, { condition: string }>;
+  healthcheck?: { test: string[] };
+  init?: boolean;
+  stop_grace_period?: string;
+}
+const compose = parse(read('docker-compose.yml')) as { services: Record<string, Service>; volumes: Record<string, unknown> };
+const { app, nginx, redis, postgres } = compose.services as Record<'app' | 'nginx' | 'redis' | 'postgres', Service>;
+
+/** `${NAME:-default}` → the default, as compose substitutes with nothing set on the host. */
+const substitute = (value: string): string => value.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
+
+describe('docker-compose.yml', () => {
+  it('has app, nginx, redis and postgres, each with a health check', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['app', 'nginx', 'postgres', 'redis']);
+    for (const service of [app, nginx, redis, postgres]) expect(service.healthcheck?.test.length).toBeGreaterThan(1);
+    expect(app.healthcheck?.test.join(' ')).toContain('/healthz');
+  });
+
+  it('keeps Redis append-only on a volume, and Postgres with pgvector on a volume', () => {
+    expect(redis.image).toMatch(/^redis:7/);
+    expect(redis.command?.join(' ')).toMatch(/--appendonly yes/);
+    expect(postgres.image).toBe('pgvector/pgvector:pg17');
+    const named = Object.keys(compose.volumes);
+    expect(named).toContain((redis.volumes?.[0] ?? '').split(':')[0]);
+    expect(redis.volumes?.[0]).toMatch(/:\/data$/);
+    expect(named).toContain((postgres.volumes?.[0] ?? '').split(':')[0]);
+    expect(postgres.volumes?.[0]).toMatch(/:\/var\/lib\/postgresql\/data$/);
+  });
+
+  it('starts the app after healthy services, wired to them, with model keys from the host', () => {
+    expect(app.build).toBe('.');
+    expect(app.depends_on).toEqual({ redis: { condition: 'service_healthy' }, postgres: { condition: 'service_healthy' } });
+    const env = app.environment ?? {};
+    expect(new URL(substitute(env.REDIS_URL ?? '')).hostname).toBe('redis');
+    const database = new URL(substitute(env.DATABASE_URL ?? ''));
+    expect(database.hostname).toBe('postgres');
+    expect(database.username).toBe(postgres.environment?.POSTGRES_USER);
+    expect(database.pathname).toBe(`/${postgres.environment?.POSTGRES_DB}`);
+    expect(substitute(database.password)).toBe(substitute(postgres.environment?.POSTGRES_PASSWORD ?? ''));
+    for (const key of ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY']) expect(env[key]).toBe(`\${${key}:-}`);
+    // Secrets are never written into the file.
+    expect(read('docker-compose.yml')).not.toMatch(/sk-[A-Za-z0-9]{8,}/);
+  });
+
+  it('scales the app behind nginx: no published app port, nginx publishes and mounts the repository config', () => {
+    expect(app.ports).toBeUndefined();
+    expect(app.expose).toEqual(['8000']);
+    expect(nginx.ports?.[0]).toMatch(/:80$/);
+    expect(nginx.depends_on?.app?.condition).toBe('service_healthy');
+    const [source, target] = (nginx.volumes?.[0] ?? '').split(':');
+    expect(existsSync(join(root, source ?? ''))).toBe(true);
+    expect(target).toBe('/etc/nginx/conf.d/default.conf');
+    expect(read('deploy/nginx.conf')).toMatch(/server app:8000/);
+  });
+
+  it('gives the server an environment it accepts (host variables unset)', () => {
+    const env = Object.fromEntries(Object.entries(app.environment ?? {}).map(([key, value]) => [key, substitute(value)]));
+    const config = loadServerConfig({ ...env, HOST: '0.0.0.0', PORT: '8000' });
+    expect(config.redisUrl).toBe('redis://redis:6379');
+    expect(config.apiKeys).toEqual([]);
+  });
+});
+
+describe('Dockerfile', () => {
+  const dockerfile = read('Dockerfile');
+  const stages = dockerfile.split(/^FROM /m).slice(1);
+  const final = stages.at(-1) ?? '';
+
+  it('builds in one stage and runs from another with production dependencies only', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    expect(stages[0]).toMatch(/npm prune --omit=dev|npm ci --omit=dev/);
+    expect(final).toMatch(/COPY --from=build \/app\/node_modules/);
+    expect(final).not.toMatch(/npm (ci|install)(?! .*--omit=dev)/);
+  });
+
+  it('runs as a non-root user, exposes 8000, checks /healthz, and lets SIGTERM reach node', () => {
+    expect(final).toMatch(/^USER (node|\d{4,})$/m);
+    expect(final).toMatch(/^EXPOSE 8000$/m);
+    expect(final).toMatch(/HEALTHCHECK[\s\S]*\/healthz/);
+    expect(final).toMatch(/^STOPSIGNAL SIGTERM$/m);
+    // Exec form: node is PID 1's child of init, not a shell that swallows signals.
+    expect(final).toMatch(/^CMD \["node", "dist\/src\/server\/main\.js"\]$/m);
+  });
+
+  it('copies only paths that exist, and leaves local state out of the context', () => {
+    for (const match of dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
+      for (const path of (match[1] ?? '').split(/\s+/)) expect(existsSync(join(root, path)), path).toBe(true);
+    }
+    const ignored = read('.dockerignore').split('\n');
+    for (const path of ['node_modules', 'dist', '.runnel', '.git']) expect(ignored).toContain(path);
+  });
+
+  it('builds what the server runs: the build config covers src, routes and chains', () => {
+    const build = JSON.parse(read('tsconfig.build.json')) as { include: string[] };
+    expect(build.include.sort()).toEqual(['chains', 'routes', 'src']);
+    for (const dir of build.include) expect(dockerfile).toContain(`COPY ${dir} ./${dir}`);
+  });
+});
+
+describe('deploy/nginx.conf', () => {
+  it('is valid for nginx, with SSE-safe proxying', () => {
+    const conf = read('deploy/nginx.conf');
+    for (const directive of ['proxy_buffering off;', 'proxy_http_version 1.1;', 'gzip off;']) expect(conf).toContain(directive);
+    expect(Number(/proxy_read_timeout (\d+)h;/.exec(conf)?.[1] ?? 0)).toBeGreaterThanOrEqual(1);
+    const dir = mkdtempSync(join(tmpdir(), 'runnel-nginx-t-'));
+    const main = join(dir, 'nginx.conf');
+    writeFileSync(
+      main,
+      `pid ${dir}/nginx.pid;\nerror_log ${dir}/error.log;\nevents {}\nhttp {\n${conf.replace(/server app:8000/, 'server 127.0.0.1:8000').replace('listen 80;', 'listen 127.0.0.1:1;')}\n}\n`,
+    );
+    const nginxBin = existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx';
+    const output = execFileSync(nginxBin, ['-t', '-q', '-p', dir, '-c', main], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    expect(output).toBe('');
+  });
+});
