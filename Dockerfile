@@ -10,6 +10,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY routes ./routes
 COPY chains ./chains
+COPY playground ./playground
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim

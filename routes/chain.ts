@@ -7,6 +7,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { streamResponses } from '../src/server/openapi.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { batchHandler } from './batch.js';
+import { playgroundRoutes } from './playground.js';
 import { invokeHandler } from './invoke.js';
 import { schemaHandler } from './schemas.js';
 import { streamHandler } from './streams.js';
@@ -15,11 +16,13 @@ export interface ChainRoutesOptions {
   chain: PreparedChain;
   /** True for the `/c/{config_hash}/` copy of the routes. */
   hashed: boolean;
+  /** The playground bundle's index.html (undefined when it is not built). */
+  playgroundTemplate?: string | undefined;
 }
 
 const errors = { '4xx': { $ref: 'RunnelError#' }, '5xx': { $ref: 'RunnelError#' } };
 
-export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, { chain, hashed }) => {
+export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, { chain, hashed, playgroundTemplate }) => {
   const enabled = new Set(chain.spec.enabledEndpoints);
   const n = chain.name;
   const path = chain.spec.path;
@@ -49,6 +52,7 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
   if (enabled.has('input_schema')) app.get('/input_schema', doc(`JSON Schema of ${path}'s input`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'input'));
   if (enabled.has('output_schema')) app.get('/output_schema', doc(`JSON Schema of ${path}'s output`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'output'));
   if (enabled.has('config_schema')) app.get('/config_schema', doc(`JSON Schema of ${path}'s config`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'config'));
+  if (enabled.has('playground')) await app.register(playgroundRoutes, { chain, template: playgroundTemplate });
   // Streams count themselves when they end (their replies are hijacked, so this hook does not see them).
   const metrics = app.runnel.metrics;
   app.addHook('onResponse', (request, reply, done) => {

@@ -17,7 +17,9 @@ export const indexRoutes: FastifyPluginAsync = async (app) => {
       .map((c) => {
         const name = `<code>${escape(c.path)}</code>`;
         const link = c.playground === null ? name : `<a href="${escape(c.playground.slice(1))}">${name}</a>`;
-        return `<li>${link} — ${escape(c.description)} (<a href="${escape(c.path.slice(1))}/input_schema">input schema</a>)</li>`;
+        const playground = c.playground === null ? '' : `<a href="${escape(c.playground.slice(1))}">playground</a> · `;
+        const docs = `<a href="docs#/${encodeURIComponent(c.path)}">API docs</a>`;
+        return `<li>${link} — ${escape(c.description)} (${playground}${docs} · <a href="${escape(c.path.slice(1))}/input_schema">input schema</a>)</li>`;
       })
       .join('\n');
     return reply

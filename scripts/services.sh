@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Brings up what the tests need, only what is missing: Redis on 127.0.0.1:6379,
 # PostgreSQL on 127.0.0.1:5432 with the pgvector extension (built from Debian's
-# trixie source package when absent), nginx (installed, not started), and the
-# test database `runnel_test`.
+# trixie source package when absent), nginx (installed, not started),
+# Chromium (for the browser tests), and the test database `runnel_test`.
 # Idempotent and quick when everything already runs. Called by `npm test`.
 set -euo pipefail
 
@@ -64,6 +64,12 @@ fi
 if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
   log "installing nginx"
   apt_install nginx-light || apt_install nginx
+fi
+
+# --- Chromium (the playground's browser tests drive Debian's build; never a downloaded one) ---------------------
+if [ ! -x /usr/bin/chromium ]; then
+  log "installing chromium"
+  apt_install chromium
 fi
 
 # --- the test database -----------------------------------------------------------------------------------------

@@ -7,9 +7,13 @@
 import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
+import fastifyStatic from '@fastify/static';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import sjson from 'secure-json-parse';
 import { RunnelError } from '../core/index.js';
 import { chainRoutes } from '../../routes/chain.js';
@@ -65,6 +69,15 @@ export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
   /** Connected services (Redis, Postgres): their checks join `/readyz`, and they close with the app. */
   services?: Services;
+  /** The built playground bundle (default `dist/playground` of this package). */
+  playgroundDir?: string;
+}
+
+/** `dist/playground` of this package, found from this file (src/server/ in development, dist/src/server/ when built). */
+export function defaultPlaygroundDir(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
+  return join(dir, 'dist', 'playground');
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
@@ -152,7 +165,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.addHook('onRequest', (request, reply, done) => {
     const path = request.url.split('?')[0] ?? '';
     // A CORS preflight never carries credentials; CORS answers it (and grants nothing to unlisted origins).
-    if (PUBLIC_PATHS.has(path) || isPreflight(request.method, request.headers)) {
+    // Public: health, preflights, and routes marked public (the playground's pages and assets, which hold no data).
+    const marked = request.routeOptions.config?.public === true;
+    if (PUBLIC_PATHS.has(path) || marked || isPreflight(request.method, request.headers)) {
       done();
       return;
     }
@@ -198,13 +213,18 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   for (const chain of chains) for (const schema of chainComponents(chain)) app.addSchema(schema);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
+  const playgroundDir = options.playgroundDir ?? defaultPlaygroundDir();
+  const playgroundTemplate = existsSync(join(playgroundDir, 'index.html')) ? readFileSync(join(playgroundDir, 'index.html'), 'utf8') : undefined;
+  // Files are sent only by the playground's routes, by validated names, from inside this folder.
+  if (playgroundTemplate !== undefined) await app.register(fastifyStatic, { root: playgroundDir, serve: false, dotfiles: 'deny', index: false });
+
   await app.register(healthRoutes);
   await app.register(indexRoutes);
   for (const chain of chains) {
-    await app.register(chainRoutes, { prefix: chain.spec.path, chain, hashed: false });
+    await app.register(chainRoutes, { prefix: chain.spec.path, chain, hashed: false, playgroundTemplate });
     await app.register(historyRoutes, { prefix: chain.spec.path, chain });
     if (chain.spec.enabledEndpoints.includes('config_hashes')) {
-      await app.register(chainRoutes, { prefix: `${chain.spec.path}/c/:configHash`, chain, hashed: true });
+      await app.register(chainRoutes, { prefix: `${chain.spec.path}/c/:configHash`, chain, hashed: true, playgroundTemplate });
     }
   }
 

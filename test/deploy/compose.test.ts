@@ -116,10 +116,11 @@ describe('Dockerfile', () => {
     for (const path of ['node_modules', 'dist', '.runnel', '.git']) expect(ignored).toContain(path);
   });
 
-  it('builds what the server runs: the build config covers src, routes and chains', () => {
+  it('builds what the server runs: the build config covers src, routes and chains, and the playground bundle', () => {
     const build = JSON.parse(read('tsconfig.build.json')) as { include: string[] };
     expect(build.include.sort()).toEqual(['chains', 'routes', 'src']);
-    for (const dir of build.include) expect(dockerfile).toContain(`COPY ${dir} ./${dir}`);
+    for (const dir of [...build.include, 'playground']) expect(dockerfile).toContain(`COPY ${dir} ./${dir}`);
+    expect(JSON.parse(read('package.json')).scripts.build).toMatch(/build:playground/);
   });
 });
 

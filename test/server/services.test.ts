@@ -45,7 +45,8 @@ describe('services', () => {
     const sql = await services.sql();
     await sql.exec('CREATE EXTENSION IF NOT EXISTS vector');
     expect((await sql.query<{ d: number }>("SELECT '[1,0]'::vector <=> '[0,1]'::vector AS d")).rows[0]?.d).toBeCloseTo(1);
-  });
+    // PGlite compiles its WebAssembly at first open: seconds on a loaded 2-core machine.
+  }, 90_000);
 });
 
 describe('the services model cache', () => {

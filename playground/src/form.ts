@@ -1,0 +1,176 @@
+/**
+ * A form generated from a JSON Schema: text, numbers, booleans, enums as
+ * selects, arrays with rows to add and remove, nested objects, and message
+ * lists as role + content rows. Each field carries its path, so a
+ * validation issue shows next to the field it is about.
+ */
+import { clear, h } from './dom.js';
+import { defaultValue, kindOf, resolve, unwrapNullable, type Issue, type Schema } from './schema.js';
+
+const ROLES = ['human', 'ai', 'system'] as const;
+
+export const pathKey = (path: (string | number)[]): string => path.map(String).join('.');
+
+function getAt(value: unknown, path: (string | number)[]): unknown {
+  let current = value;
+  for (const part of path) current = (current as Record<string | number, unknown> | undefined)?.[part];
+  return current;
+}
+
+function setAt(root: unknown, path: (string | number)[], next: unknown): unknown {
+  if (path.length === 0) return next;
+  const [head, ...rest] = path as [string | number, ...(string | number)[]];
+  const container = (Array.isArray(root) ? [...root] : { ...((root as Record<string, unknown>) ?? {}) }) as Record<string | number, unknown>;
+  const child = setAt(container[head], rest, next);
+  if (child === undefined) delete container[head];
+  else container[head] = child;
+  return container;
+}
+
+export class SchemaForm {
+  readonly element = h('div', { class: 'schema-form' });
+  private current: unknown;
+
+  constructor(
+    private readonly schema: Schema,
+    initial: unknown,
+    private readonly onChange: (value: unknown) => void = () => {},
+    private readonly options: { skip?: string[] } = {},
+  ) {
+    this.current = initial === undefined ? defaultValue(schema, schema) : initial;
+    this.render();
+  }
+
+  get value(): unknown {
+    return this.current;
+  }
+
+  setValue(value: unknown): void {
+    this.current = value;
+    this.render();
+  }
+
+  /** Marks the fields that `issues` are about; issues without a field show at the top. */
+  showIssues(issues: Issue[]): void {
+    for (const el of this.element.querySelectorAll('.field-error')) el.remove();
+    for (const el of this.element.querySelectorAll('.invalid')) el.classList.remove('invalid');
+    for (const issue of issues) {
+      let field: Element | null = null;
+      for (let n = issue.path.length; n >= 0 && field === null; n--) field = this.element.querySelector(`[data-path="${CSS.escape(pathKey(issue.path.slice(0, n)))}"]`);
+      const message = h('div', { class: 'field-error', text: `${issue.path.length > 0 ? `${pathKey(issue.path)}: ` : ''}${issue.message}`, attrs: { role: 'alert' } });
+      if (field === null) this.element.prepend(message);
+      else {
+        field.classList.add('invalid');
+        field.append(message);
+      }
+    }
+  }
+
+  private update(path: (string | number)[], value: unknown, rerender = false): void {
+    this.current = setAt(this.current, path, value);
+    this.onChange(this.current);
+    if (rerender) this.render();
+  }
+
+  private render(): void {
+    clear(this.element);
+    this.element.append(this.field(this.schema, [], '', true));
+  }
+
+  private field(schema: Schema, path: (string | number)[], label: string, required: boolean): HTMLElement {
+    const root = this.schema;
+    const { schema: s, nullable } = unwrapNullable(schema, root);
+    const value = getAt(this.current, path);
+    const id = `f-${pathKey(path) || 'root'}`.replace(/[^\w-]/g, '_');
+    const wrap = h('div', { class: 'field', attrs: { 'data-path': pathKey(path) } });
+    const title = s.title ?? label;
+    if (title !== '') wrap.append(h('label', { htmlFor: id, text: `${title}${required ? '' : ' (optional)'}` }));
+    if (s.description) wrap.append(h('div', { class: 'hint', text: s.description }));
+    const kind = kindOf(s, root);
+    switch (kind) {
+      case 'string': {
+        const long = (s.maxLength ?? 1000) > 200;
+        const input = long ? h('textarea', { id, rows: 2 }) : h('input', { id, type: 'text' });
+        input.value = typeof value === 'string' ? value : '';
+        input.addEventListener('input', () => this.update(path, input.value === '' && (nullable || !required) ? (nullable ? null : undefined) : input.value));
+        wrap.append(input);
+        break;
+      }
+      case 'number':
+      case 'integer': {
+        const input = h('input', { id, type: 'number', step: kind === 'integer' ? '1' : 'any' });
+        input.value = typeof value === 'number' ? String(value) : '';
+        input.addEventListener('input', () => this.update(path, input.value === '' ? (nullable ? null : undefined) : Number(input.value)));
+        wrap.append(input);
+        break;
+      }
+      case 'boolean': {
+        const input = h('input', { id, type: 'checkbox', checked: value === true });
+        input.addEventListener('change', () => this.update(path, input.checked));
+        wrap.classList.add('checkbox');
+        wrap.prepend(input);
+        break;
+      }
+      case 'enum': {
+        const options = s.enum ?? [s.const];
+        const select = h('select', { id });
+        if (nullable || !required) select.append(h('option', { value: '', text: '—' }));
+        options.forEach((option, i) => select.append(h('option', { value: String(i), text: String(option), selected: JSON.stringify(option) === JSON.stringify(value) })));
+        select.addEventListener('change', () => this.update(path, select.value === '' ? (nullable ? null : undefined) : options[Number(select.value)]));
+        wrap.append(select);
+        break;
+      }
+      case 'object': {
+        const group = h('fieldset', { class: path.length === 0 ? 'root' : 'nested' });
+        for (const [key, prop] of Object.entries(s.properties ?? {})) {
+          if (path.length === 0 && this.options.skip?.includes(key)) continue;
+          group.append(this.field(prop, [...path, key], key, s.required?.includes(key) ?? false));
+        }
+        wrap.append(group);
+        break;
+      }
+      case 'array': {
+        const items = Array.isArray(value) ? value : [];
+        const itemSchema = resolve(s.items ?? {}, root);
+        const list = h('div', { class: 'array' });
+        items.forEach((_, i) => {
+          const row = h('div', { class: 'array-row' }, this.field(itemSchema, [...path, i], `#${i + 1}`, true));
+          row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, items.filter((__, j) => j !== i), true) } }));
+          list.append(row);
+        });
+        list.append(h('button', { type: 'button', class: 'add', text: 'Add item', on: { click: () => this.update(path, [...items, defaultValue(itemSchema, root)], true) } }));
+        wrap.append(list);
+        break;
+      }
+      case 'messages': {
+        const items = (Array.isArray(value) ? value : []) as { type?: string; content?: unknown }[];
+        const list = h('div', { class: 'array messages' });
+        items.forEach((message, i) => {
+          const role = h('select', { attrs: { 'aria-label': 'Role' } }, ...ROLES.map((r) => h('option', { value: r, text: r, selected: message.type === r })));
+          const content = h('textarea', { rows: 2, value: typeof message.content === 'string' ? message.content : JSON.stringify(message.content ?? ''), attrs: { 'aria-label': 'Content' } });
+          role.addEventListener('change', () => this.update([...path, i, 'type'], role.value));
+          content.addEventListener('input', () => this.update([...path, i, 'content'], content.value));
+          const row = h('div', { class: 'array-row message-row', attrs: { 'data-path': pathKey([...path, i]) } }, role, content);
+          row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, items.filter((__, j) => j !== i), true) } }));
+          list.append(row);
+        });
+        list.append(h('button', { type: 'button', class: 'add', text: 'Add message', on: { click: () => this.update(path, [...items, { type: 'human', content: '' }], true) } }));
+        wrap.append(list);
+        break;
+      }
+      default: {
+        const input = h('textarea', { id, rows: 3, class: 'json', value: value === undefined ? '' : JSON.stringify(value, null, 2) });
+        input.addEventListener('input', () => {
+          try {
+            this.update(path, input.value.trim() === '' ? undefined : JSON.parse(input.value));
+            input.classList.remove('invalid');
+          } catch {
+            input.classList.add('invalid');
+          }
+        });
+        wrap.append(input);
+      }
+    }
+    return wrap;
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * `GET /{path}/playground/` (and under `/c/{hash}/`): the browser
+ * playground. One Vite bundle serves every chain: the page is the bundle's
+ * index.html with the chain's path, description and playground kind in a
+ * meta tag (escaped); its assets come through @fastify/static from the
+ * bundle's `assets/` folder only, by names that cannot leave it. The pages
+ * hold no data, so they load without an API key (the page then asks for
+ * one); everything they fetch needs the key as usual.
+ */
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { PreparedChain } from '../src/server/prepared.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Served without an API key (pages and assets that hold no data). */
+    public?: boolean;
+  }
+}
+
+/** The Content-Security-Policy of the playground: our own script and styles, requests to this origin only. */
+export const PLAYGROUND_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+export interface PlaygroundOptions {
+  chain: PreparedChain;
+  /** The bundle's index.html, or undefined when the bundle is not built. */
+  template: string | undefined;
+}
+
+const escapeAttribute = (text: string): string => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+/** Asset names as Vite writes them: a name, a hash, an extension — no slash, no dot-dot, nothing encoded. */
+const ASSET = /^[A-Za-z0-9_-]+\.(js|css)$/;
+
+function secure(reply: FastifyReply): FastifyReply {
+  return reply.header('content-security-policy', PLAYGROUND_CSP).header('x-content-type-options', 'nosniff').header('referrer-policy', 'no-referrer');
+}
+
+export const playgroundRoutes: FastifyPluginAsync<PlaygroundOptions> = async (app, { chain, template }) => {
+  const spec = chain.spec;
+  const meta = JSON.stringify({ path: spec.path, description: spec.description ?? '', playground: spec.playground });
+  const page = template?.replace('<meta name="runnel-chain" content="" />', `<meta name="runnel-chain" content="${escapeAttribute(meta)}" />`);
+  const config = { public: true };
+  const schema = { hide: true };
+
+  app.get('/playground', { config, schema }, (request, reply) => {
+    // Relative asset URLs need the trailing slash.
+    const [path, query] = request.url.split('?');
+    return reply.redirect(`${path}/${query === undefined ? '' : `?${query}`}`, 308);
+  });
+  app.get('/playground/', { config, schema }, (_request, reply) => {
+    if (page === undefined) {
+      return reply.code(404).send({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'The playground is not built: run npm run build', detail: 'Not Found' });
+    }
+    return secure(reply).header('cache-control', 'no-cache').type('text/html; charset=utf-8').send(page);
+  });
+  app.get<{ Params: { file: string } }>('/playground/assets/:file', { config, schema }, (request, reply) => {
+    const { file } = request.params;
+    if (page === undefined || !ASSET.test(file)) return reply.code(404).send({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'Not Found', detail: 'Not Found' });
+    return secure(reply).header('cache-control', 'public, max-age=31536000, immutable').sendFile(`assets/${file}`);
+  });
+};

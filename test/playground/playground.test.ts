@@ -1,0 +1,267 @@
+/**
+ * The playground in a real browser (Debian's Chromium through
+ * playwright-core) against a real listening server: the shipped chains plus
+ * a few test chains (a slow one, a typed one, one whose model answers with
+ * HTML). Screenshots go to test/artifacts/ for a person to look at.
+ */
+import { mkdirSync } from 'node:fs';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createChains } from '../../chains/index.js';
+import { buildApp, ChatPromptTemplate, connectServices, defineChain, FakeListChatModel, lambda, StringOutputParser, type Services } from '../../src/index.js';
+
+const ARTIFACTS = new URL('../artifacts/', import.meta.url).pathname;
+const XSS = '<img src=x onerror="window.pwned = 1"> **bold** <script>window.pwned = 2</script> [link](javascript:alert(1))';
+
+let app: FastifyInstance;
+let services: Services;
+let browser: Browser;
+let base = '';
+
+const slowStory = Array.from({ length: 200 }, (_, i) => `word${i}`).join(' ');
+
+beforeAll(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  services = await connectServices({});
+  const { chains } = createChains({ services, env: {} });
+  const prompt = ChatPromptTemplate.fromMessages([['human', 'Tell a story about {topic}']]);
+  const typed = defineChain({
+    path: '/typed',
+    description: 'Echoes a typed order',
+    runnable: lambda((order: { name: string; count: number; size: 'S' | 'M' | 'L'; gift: boolean; tags: string[]; address: { city: string } }) => order, {
+      input: z.object({
+        name: z.string().min(1),
+        count: z.number().int().min(1).max(5),
+        size: z.enum(['S', 'M', 'L']),
+        gift: z.boolean(),
+        tags: z.array(z.string()),
+        address: z.object({ city: z.string() }),
+      }),
+    }),
+  });
+  app = await buildApp({
+    chains: [
+      ...chains,
+      defineChain({ path: '/slow', description: 'Streams slowly', runnable: prompt.pipe(new FakeListChatModel({ responses: [slowStory], sleepMs: 40 })).pipe(new StringOutputParser()) }),
+      defineChain({ path: '/html', description: 'Answers with HTML', runnable: prompt.pipe(new FakeListChatModel({ responses: [XSS] })).pipe(new StringOutputParser()) }),
+      typed,
+    ],
+    services,
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await app?.close();
+});
+
+async function open(path: string): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const problems: string[] = [];
+  page.on('pageerror', (error) => problems.push(error.message));
+  page.on('console', (message) => {
+    // A CSP violation shows as a console error: the page must cause none.
+    if (message.type() === 'error' && /Content Security Policy/.test(message.text())) problems.push(message.text());
+  });
+  (page as Page & { problems: string[] }).problems = problems;
+  await page.goto(`${base}${path}`);
+  return page;
+}
+
+const openStreams = async (): Promise<number> => Number(/^runnel_open_streams (\d+)$/m.exec(await (await fetch(`${base}/metrics`)).text())?.[1]);
+
+describe('the playground', () => {
+  it('the index lists the chains with links to their playgrounds', async () => {
+    const page = await open('/');
+    for (const path of ['/joke', '/chat', '/rag', '/agent', '/extract']) await expect(page.locator(`a[href="${path.slice(1)}/playground/"]`).count()).resolves.toBe(2);
+    await page.screenshot({ path: `${ARTIFACTS}index.png`, fullPage: true });
+    await page.locator('a[href="joke/playground/"]').first().click();
+    await page.waitForURL(/\/joke\/playground\/$/);
+    await page.close();
+  });
+
+  it('/joke: a form from the schema, a run whose tokens show before it ends, and the steps in the tree', async () => {
+    const page = await open('/slow/playground/');
+    const topic = page.locator('#f-topic');
+    await topic.fill('lighthouses');
+    await page.getByRole('button', { name: 'Run' }).click();
+    // Tokens are on the page while the run is still going (Stop is enabled until it ends).
+    await page.locator('.output').getByText('word3', { exact: false }).waitFor();
+    expect(await page.getByRole('button', { name: 'Stop' }).isEnabled()).toBe(true);
+    expect(await page.locator('.output').innerText()).not.toContain('word199');
+    await page.getByRole('button', { name: 'Stop' }).click();
+    await page.close();
+
+    const joke = await open('/joke/playground/');
+    await joke.locator('#f-topic').fill('penguins');
+    await joke.getByRole('button', { name: 'Run' }).click();
+    await joke.locator('.status', { hasText: 'Done' }).waitFor();
+    expect(await joke.locator('.output').innerText()).toMatch(/Offline model.*penguins/);
+    for (const [name, type] of [
+      ['/joke', 'chain'],
+      ['ChatPromptTemplate', 'prompt'],
+      ['ScriptedChatModel', 'chat_model'],
+      ['StringOutputParser', 'parser'],
+    ]) {
+      await expect(joke.locator(`li[data-run-name="${name}"][data-run-type="${type}"]`).count()).resolves.toBe(1);
+    }
+    // Input and output on demand.
+    await joke.locator('li[data-run-name="ChatPromptTemplate"] > details > summary').click();
+    expect(await joke.locator('li[data-run-name="ChatPromptTemplate"] .run-io').innerText()).toContain('penguins');
+    await joke.screenshot({ path: `${ARTIFACTS}joke-playground.png`, fullPage: true });
+    expect((joke as Page & { problems: string[] }).problems).toEqual([]);
+    await joke.close();
+  });
+
+  it('shows a schema error on its field and sends no request', async () => {
+    const page = await open('/typed/playground/');
+    let runs = 0;
+    page.on('request', (request) => {
+      if (request.method() === 'POST') runs++;
+    });
+    await page.locator('#f-name').fill('Ada');
+    await page.locator('#f-count').fill('9');
+    await page.getByRole('button', { name: 'Add item' }).click();
+    await page.getByRole('button', { name: 'Run' }).click();
+    const error = page.locator('[data-path="count"] .field-error');
+    await error.waitFor();
+    expect(await error.innerText()).toContain('at most 5');
+    expect(runs).toBe(0);
+    await page.screenshot({ path: `${ARTIFACTS}typed-playground-error.png`, fullPage: true });
+    // Fixed, it runs, and the JSON tab shows the same input.
+    await page.locator('#f-count').fill('2');
+    await page.locator('select#f-size').selectOption({ label: 'M' });
+    await page.locator('#f-address_city').fill('Paris');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: 'Done' }).waitFor();
+    const output = JSON.parse(await page.locator('.output pre').innerText()) as Record<string, unknown>;
+    expect(output).toEqual({ name: 'Ada', count: 2, size: 'M', gift: false, tags: [''], address: { city: 'Paris' } });
+    expect(runs).toBe(1);
+    await page.getByRole('button', { name: 'JSON' }).click();
+    expect(JSON.parse(await page.locator('textarea.json').first().inputValue())).toEqual(output);
+    // The share link reproduces the input.
+    const shared = await open(new URL(page.url()).pathname + new URL(page.url()).hash);
+    expect(await shared.locator('#f-address_city').inputValue()).toBe('Paris');
+    await shared.close();
+    await page.close();
+  });
+
+  it('Stop during a slow stream aborts the run on the server', async () => {
+    const page = await open('/slow/playground/');
+    await page.locator('#f-topic').fill('rivers');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.output').getByText('word2', { exact: false }).waitFor();
+    expect(await openStreams()).toBe(1);
+    await page.getByRole('button', { name: 'Stop' }).click();
+    await page.locator('.status', { hasText: 'Stopped' }).waitFor();
+    for (let i = 0; i < 100 && (await openStreams()) !== 0; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await openStreams()).toBe(0);
+    expect(await page.locator('.output').innerText()).not.toContain('word199');
+    await page.close();
+  });
+
+  it('chat mode: two turns, the second sees the first, and a reload keeps the conversation', async () => {
+    const page = await open('/chat/playground/');
+    const send = async (text: string, turn: number) => {
+      await page.getByLabel('Message').fill(text);
+      await page.getByRole('button', { name: 'Send' }).click();
+      await page.locator('.bubble.ai:not(.streaming)').nth(turn).waitFor();
+      await page.locator('.bubble.streaming').waitFor({ state: 'detached' });
+    };
+    await send('My name is Grace.', 0);
+    await send('What is my name?', 1);
+    expect(await page.locator('.bubble.ai').nth(1).innerText()).toContain('My name is Grace.');
+    await page.screenshot({ path: `${ARTIFACTS}chat-playground.png`, fullPage: true });
+    await page.reload();
+    await page.locator('.bubble').nth(3).waitFor();
+    expect(await page.locator('.bubble').allInnerTexts()).toHaveLength(4);
+    await page.getByRole('button', { name: 'New session' }).click();
+    expect(await page.locator('.bubble').count()).toBe(0);
+    await page.close();
+  });
+
+  it('model output is never HTML: an <img onerror> answer changes nothing', async () => {
+    const page = await open('/html/playground/');
+    await page.locator('#f-topic').fill('x');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: 'Done' }).waitFor();
+    expect(await page.locator('.output').innerText()).toContain('<img src=x onerror=');
+    expect(await page.locator('.output img, .output script').count()).toBe(0);
+    expect(await page.locator('.output strong').innerText()).toBe('bold');
+    expect(await page.locator('.output a').count()).toBe(0);
+    expect(await page.evaluate('window.pwned')).toBeUndefined();
+    await page.close();
+  });
+
+  it('with auth on, asks for a key, keeps it in session storage, and runs with it', async () => {
+    const keyed = await buildApp({ chains: createChains({ services, env: {} }).chains, services, config: { apiKeys: [{ name: 'tester', key: 'k_playground_0123456789' }] } });
+    await keyed.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`http://127.0.0.1:${(keyed.server.address() as AddressInfo).port}/joke/playground/`);
+      await page.getByLabel('API key').fill('k_playground_0123456789');
+      await page.getByRole('button', { name: 'Use key' }).click();
+      await page.locator('#f-topic').fill('keys');
+      await page.getByRole('button', { name: 'Run' }).click();
+      await page.locator('.status', { hasText: 'Done' }).waitFor();
+      expect(await page.evaluate("sessionStorage.getItem('runnel:api-key')")).toBe('k_playground_0123456789');
+      expect(await page.evaluate('localStorage.length')).toBe(0);
+      await page.close();
+    } finally {
+      await keyed.close();
+    }
+  });
+
+  it('works under a path prefix behind a proxy (relative URLs only)', async () => {
+    // A proxy that serves the app under /team/runnel/ and strips the prefix, as a gateway would.
+    const proxy: Server = createServer((req, res) => {
+      if (!req.url?.startsWith('/team/runnel/')) {
+        res.writeHead(404).end();
+        return;
+      }
+      const upstream = request(`${base}${req.url.slice('/team/runnel'.length)}`, { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      req.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const page = await browser.newPage();
+      const outside: string[] = [];
+      page.on('request', (r) => {
+        if (!new URL(r.url()).pathname.startsWith('/team/runnel/')) outside.push(r.url());
+      });
+      await page.goto(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/team/runnel/`);
+      await page.locator('a[href="joke/playground/"]').first().click();
+      await page.locator('#f-topic').fill('gateways');
+      await page.getByRole('button', { name: 'Run' }).click();
+      await page.locator('.status', { hasText: 'Done' }).waitFor();
+      expect(await page.locator('.output').innerText()).toContain('gateways');
+      expect(outside).toEqual([]);
+      await page.close();
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
+  });
+
+  it('sends a Content-Security-Policy and serves nothing outside the bundle', async () => {
+    const res = await fetch(`${base}/joke/playground/`);
+    expect(res.headers.get('content-security-policy')).toMatch(/script-src 'self'/);
+    for (const path of ['/joke/playground/assets/..%2f..%2f..%2fpackage.json', '/joke/playground/assets/%2e%2e%2fpackage.json', '/joke/playground/assets/..%5c..%5cpackage.json', '/joke/playground/assets/%252e%252e%252fpackage.json']) {
+      const r = await fetch(`${base}${path}`);
+      expect(await r.text()).not.toContain('"devDependencies"');
+    }
+  });
+});
