@@ -93,6 +93,7 @@ async function vectorBench(name: string, executor: SqlExecutor, kind: Corpus, ef
   const embeddings = new HashingEmbeddings({ dimensions: 384 });
   const collection = `bench_${Date.now()}`;
   const store = await PgVectorStore.create({ executor, embeddings, collection, batchSize: 500, efSearch });
+  await executor.exec('VACUUM runnel_embeddings_384');
   const texts = corpus(kind, DOCS, 1);
   const vectors = await embeddings.embedDocuments(texts);
   const docs = texts.map((text, i) => new Document({ id: `d${i}`, pageContent: text, metadata: { i } }));
@@ -126,8 +127,10 @@ async function vectorBench(name: string, executor: SqlExecutor, kind: Corpus, ef
     tieAware += found.filter((m) => m.score >= tenth).length / 10;
     void q;
   }
-  // Leave nothing behind: another collection's rows in the same HNSW index would distort the next run.
+  // Leave nothing behind: deleted rows stay in the HNSW graph as dead tuples until VACUUM, and would
+  // crowd the next run's candidate lists (a 100,000-row leftover halves recall).
   await store.delete({ filter: {} });
+  await executor.exec('VACUUM runnel_embeddings_384');
   return {
     store: `${name}, ${kind} corpus`,
     'insert docs/s': Math.round(DOCS / insertSeconds).toLocaleString('en-US'),
