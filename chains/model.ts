@@ -11,6 +11,8 @@ export interface ChainContext {
   services: Services;
   /** Model keys and endpoints (default `process.env`). */
   env?: Record<string, string | undefined>;
+  /** Milliseconds before each token of the offline model (default 20: it streams visibly). */
+  offlineDelayMs?: number;
 }
 
 /** The offline model's preamble: no one should mistake its answers for a real model's. */
@@ -21,7 +23,7 @@ export function chatModel(context: ChainContext, respond: (request: ChatRequest)
   return chatModelFromEnv({
     env: context.env ?? process.env,
     cache: context.services.modelCache(),
-    offline: (options) => new ScriptedChatModel({ ...options, respond, sleepMs: 20 }),
+    offline: (options) => new ScriptedChatModel({ ...options, respond, sleepMs: context.offlineDelayMs ?? 20 }),
   });
 }
 

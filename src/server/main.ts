@@ -10,8 +10,7 @@ import { chatModelFromEnv } from '../models/index.js';
 import { buildApp } from './app.js';
 import { loadServerConfig } from './config.js';
 import { connectServices } from './services.js';
-
-const HARD_DEADLINE_MS = 10_000;
+import { exitOnSignals } from './signals.js';
 
 async function main(): Promise<void> {
   let config;
@@ -43,34 +42,26 @@ async function main(): Promise<void> {
     app.log.info(`chain ${chain.spec.path}: ${base}${chain.spec.path}/invoke${playground}`);
   }
 
-  // The docs collection of /rag and /agent fills itself on first start; the server answers meanwhile.
-  docs.seed().then(
-    (result) => {
-      if (result === undefined) app.log.info('docs collection: ready');
-      else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.failed.length} failed)`);
-    },
-    (error: unknown) => app.log.warn({ code: isRunnelError(error) ? error.code : undefined }, `docs collection: not seeded (${error instanceof Error ? error.message : String(error)}); /rag and /agent search an empty or unavailable collection`),
-  );
-
-  let stopping = false;
-  const stop = (signal: string): void => {
-    if (stopping) return;
-    stopping = true;
-    app.log.info(`${signal}: shutting down`);
-    setTimeout(() => {
-      app.log.error('shutdown took too long; exiting');
-      process.exit(1);
-    }, HARD_DEADLINE_MS).unref();
-    app.shutdown().then(
-      () => process.exit(0),
+  // The docs collection of /rag and /agent fills itself on first start; the server answers meanwhile. While the
+  // database is unreachable, seeding is retried (5 s, doubling to 5 min) — /rag answers 503 until then.
+  const seed = (delayMs: number): void => {
+    docs.seed().then(
+      (result) => {
+        if (result === undefined) app.log.info('docs collection: ready');
+        else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.failed.length} failed)`);
+      },
       (error: unknown) => {
-        app.log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
+        app.log.warn(
+          { code: isRunnelError(error) ? error.code : undefined },
+          `docs collection: not seeded (${error instanceof Error ? error.message : String(error)}); retrying in ${Math.round(delayMs / 1000)} s`,
+        );
+        setTimeout(() => seed(Math.min(delayMs * 2, 300_000)), delayMs).unref();
       },
     );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  seed(5_000);
+
+  exitOnSignals(app);
 }
 
 await main();

@@ -12,7 +12,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createChains } from '../../chains/index.js';
-import { buildApp, ChatPromptTemplate, connectServices, defineChain, FakeListChatModel, lambda, StringOutputParser, type Services } from '../../src/index.js';
+import { buildApp, ChatPromptTemplate, connectServices, defineChain, FakeListChatModel, lambda, RunnelError, StringOutputParser, type Services } from '../../src/index.js';
 
 const ARTIFACTS = new URL('../artifacts/', import.meta.url).pathname;
 const XSS = '<img src=x onerror="window.pwned = 1"> **bold** <script>window.pwned = 2</script> [link](javascript:alert(1))';
@@ -49,6 +49,16 @@ beforeAll(async () => {
       defineChain({ path: '/slow', description: 'Streams slowly', runnable: prompt.pipe(new FakeListChatModel({ responses: [slowStory], sleepMs: 40 })).pipe(new StringOutputParser()) }),
       defineChain({ path: '/html', description: 'Answers with HTML', runnable: prompt.pipe(new FakeListChatModel({ responses: [XSS] })).pipe(new StringOutputParser()) }),
       typed,
+      defineChain({
+        path: '/fails',
+        description: 'Fails after it starts',
+        runnable: lambda(
+          (input: { text: string }) => {
+            throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', `Could not parse ${input.text.length} characters`);
+          },
+          { input: z.object({ text: z.string() }) },
+        ),
+      }),
     ],
     services,
   });
@@ -154,6 +164,28 @@ describe('the playground', () => {
     expect(await shared.locator('#f-address_city').inputValue()).toBe('Paris');
     await shared.close();
     await page.close();
+  });
+
+  it('edits message lists as role + content rows, and shows a run error with its code', async () => {
+    const page = await open('/agent/playground/');
+    await page.locator('#f-input').fill('What is 6 * 7?');
+    await page.getByRole('button', { name: 'Add message' }).click();
+    await page.getByLabel('Role').selectOption('system');
+    await page.getByLabel('Content').fill('Answer in French.');
+    await page.getByRole('button', { name: 'JSON' }).click();
+    expect(JSON.parse(await page.locator('textarea.json').first().inputValue())).toEqual({ input: 'What is 6 * 7?', chat_history: [{ type: 'system', content: 'Answer in French.' }] });
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: 'Done' }).waitFor();
+    expect(await page.locator('.output').innerText()).toContain('42');
+    await expect(page.locator('li[data-run-name="calculator"][data-run-type="tool"]').count()).resolves.toBe(1);
+    await page.close();
+
+    const failing = await open('/fails/playground/');
+    await failing.locator('#f-text').fill('abc');
+    await failing.getByRole('button', { name: 'Run' }).click();
+    await failing.locator('.error').waitFor();
+    expect(await failing.locator('.error').innerText()).toMatch(/RUNNEL_ERR_OUTPUT_PARSE \(\d+\) Could not parse 3 characters/);
+    await failing.close();
   });
 
   it('Stop during a slow stream aborts the run on the server', async () => {

@@ -1,0 +1,84 @@
+/**
+ * `npm run bench:load` (127.0.0.1 only, bounded: about 40 s):
+ *
+ * 1. 1,000 concurrent SSE streams from the fake model at 20 tokens/s for
+ *    15 s each (RUNNEL_MAX_STREAMS 1000): errors, time to first token
+ *    p50/p99, the server's event-loop delay p99 — and 50 requests past the
+ *    limit, answered 503 (how fast). Goals: zero errors, TTFT p99 ≤ 100 ms,
+ *    event-loop delay p99 ≤ 50 ms, 503 in under 100 ms.
+ * 2. /invoke on Redis cache hits, 50 connections, 10 s (autocannon): p99
+ *    latency. Goal: ≤ 50 ms.
+ *
+ * The server runs in this process (its event loop is the one measured); the
+ * stream clients run in a child process.
+ */
+import { spawn } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
+import { runnel } from './runnel.js';
+
+const { buildApp, ChatPromptTemplate, defineChain, FakeListChatModel, RedisCache, StringOutputParser } = runnel;
+
+const STREAMS = Number(process.env.BENCH_STREAMS ?? 1000);
+const TOKENS = 300; // 15 s at 20 tokens/s
+
+async function streams(): Promise<void> {
+  const story = Array.from({ length: TOKENS }, (_, i) => `t${i}`).join(' ');
+  const model = new FakeListChatModel({ responses: [story], sleepMs: 50 });
+  const app = await buildApp({
+    chains: [defineChain({ path: '/story', runnable: ChatPromptTemplate.fromMessages([['human', 'A story about {topic}']]).pipe(model).pipe(new StringOutputParser()) })] as never,
+    config: { maxStreams: STREAMS, bodyLimit: 1 << 20 },
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/story/stream`;
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
+  const started = performance.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/load-client.ts', url, String(STREAMS), '50'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  await new Promise((resolve) => child.once('exit', resolve));
+  delay.disable();
+  const seconds = (performance.now() - started) / 1000;
+  await app.close();
+  const result = JSON.parse(out.trim().split('\n').pop() ?? '{}') as Record<string, number | string[]>;
+  console.log(`\n${STREAMS} SSE streams × ${TOKENS} tokens at 20 tokens/s (${seconds.toFixed(1)} s), server on this process, clients in another`);
+  console.log('| measure | value | goal |');
+  console.log('|---|---:|---:|');
+  console.log(`| streams with an error | ${result.errors} ${JSON.stringify(result.errorKinds)} | 0 |`);
+  console.log(`| data frames received | ${Number(result.frames).toLocaleString('en-US')} | ${(STREAMS * (TOKENS + 0)).toLocaleString('en-US')}+ |`);
+  console.log(`| time to first token p50 / p99 | ${Number(result.ttftP50).toFixed(1)} / ${Number(result.ttftP99).toFixed(1)} ms | p99 ≤ 100 ms |`);
+  console.log(`| server event-loop delay p50 / p99 / max | ${(delay.percentile(50) / 1e6).toFixed(1)} / ${(delay.percentile(99) / 1e6).toFixed(1)} / ${(delay.max / 1e6).toFixed(1)} ms | p99 ≤ 50 ms |`);
+  console.log(`| requests past the limit answered 503 | ${result.overflow503} of ${result.overflow} | all |`);
+  console.log(`| their time to 503 p50 / max | ${Number(result.overflowP50).toFixed(1)} / ${Number(result.overflowMax).toFixed(1)} ms | < 100 ms |`);
+}
+
+async function cacheHits(): Promise<void> {
+  const redis = new Redis('redis://127.0.0.1:6379');
+  const namespace = `runnel-bench-load:${Date.now()}`;
+  const model = new FakeListChatModel({ responses: ['A cached joke.'], sleepMs: 100, cache: new RedisCache({ client: redis, namespace }) });
+  const app = await buildApp({
+    chains: [defineChain({ path: '/joke', runnable: ChatPromptTemplate.fromMessages([['human', 'A joke about {topic}']]).pipe(model).pipe(new StringOutputParser()) })] as never,
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/joke/invoke`;
+  const body = JSON.stringify({ input: { topic: 'cache' } });
+  await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body }); // warm the cache
+  const result = await autocannon({ url, method: 'POST', headers: { 'content-type': 'application/json' }, body, connections: 50, duration: 10 });
+  await app.close();
+  const keys = await redis.keys(`${namespace}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  redis.disconnect();
+  console.log('\n/invoke on Redis cache hits, 50 connections, 10 s (autocannon)');
+  console.log('| measure | value | goal |');
+  console.log('|---|---:|---:|');
+  console.log(`| requests/s (mean) | ${Math.round(result.requests.average).toLocaleString('en-US')} | — |`);
+  console.log(`| latency p50 / p99 | ${result.latency.p50} / ${result.latency.p99} ms | p99 ≤ 50 ms |`);
+  console.log(`| non-2xx / errors | ${result.non2xx} / ${result.errors} | 0 |`);
+}
+
+console.log(`node ${process.version}, bench:load`);
+await streams();
+await cacheHits();

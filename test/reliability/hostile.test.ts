@@ -1,0 +1,202 @@
+/**
+ * Hostile input beyond the fuzzer: config that tries to redirect the model
+ * (callbacks, run names, base URLs, keys — at the top level and under
+ * `configurable`), poisoned Redis records, and a canary API key that must
+ * never reach a response or a log.
+ */
+import { spawn } from 'node:child_process';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createChains } from '../../chains/index.js';
+import { buildApp, connectServices, type Services } from '../../src/index.js';
+import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+
+const run = `hostile-${process.pid}-${Date.now()}`;
+const root = new URL('../../', import.meta.url).pathname;
+
+/** An HTTP listener standing for an attacker's address: it must never be called. */
+async function attacker(): Promise<{ url: string; hits: IncomingMessage[]; server: Server }> {
+  const hits: IncomingMessage[] = [];
+  const server = createServer((req, res) => {
+    hits.push(req);
+    res.end('{}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, hits, server };
+}
+
+describe('config injection', () => {
+  let provider: ProviderServer;
+  let evil: Awaited<ReturnType<typeof attacker>>;
+  let app: FastifyInstance;
+  let services: Services;
+  const LEGIT = 'sk-legit-0123456789';
+
+  beforeAll(async () => {
+    provider = await startProviderServer('openai');
+    provider.script = () => ({ text: 'A fine answer.' });
+    evil = await attacker();
+    services = await connectServices({});
+    app = await buildApp({ chains: createChains({ services, env: { OPENAI_API_KEY: LEGIT, OPENAI_BASE_URL: provider.url }, offlineDelayMs: 0 }).chains, services });
+  });
+  afterAll(async () => {
+    await app.close();
+    await provider.close();
+    evil.server.close();
+  });
+
+  it('never lets a request change where the model is called, with which key, or who is called back', async () => {
+    const create = vi.spyOn(OpenAI.Chat.Completions.prototype, 'create');
+    const hostile = {
+      callbacks: [{ handleLLMStart: 'fetch(evil)' }],
+      run_name: 'pwned',
+      baseURL: evil.url,
+      apiKey: 'sk-attacker',
+      api_key: 'sk-attacker',
+      openai_api_key: 'sk-attacker',
+      model: 'evil-model',
+      recursion_limit: 1,
+      headers: { authorization: 'Bearer sk-attacker' },
+    };
+    const configs = [
+      hostile,
+      { configurable: hostile },
+      { configurable: { cache: false, baseURL: evil.url } },
+      { configurable: { cache: false, ...Object.fromEntries(Object.entries(hostile).map(([k, v]) => [k.toUpperCase(), v])) } },
+      { metadata: { baseURL: evil.url }, tags: ['x'] },
+      { configurable: { cache: false, nested: { baseURL: evil.url, apiKey: 'sk-attacker' } } },
+    ];
+    for (const config of configs) {
+      for (const [path, input] of [
+        ['/joke', { topic: `cats ${run}` }],
+        ['/extract', { text: 'my name is Ada' }],
+      ] as const) {
+        const res = await app.inject({ method: 'POST', url: `${path}/invoke`, payload: { input, config } });
+        expect([200, 422]).toContain(res.statusCode);
+        expect(res.body).not.toContain('sk-attacker');
+        expect(res.body).not.toContain(LEGIT);
+      }
+    }
+    // Something was answered, all by the configured provider, with the configured key and model.
+    expect(provider.requests.length).toBeGreaterThan(0);
+    for (const request of provider.requests) {
+      expect(request.headers.authorization).toBe(`Bearer ${LEGIT}`);
+      expect(request.body.model).toBe('gpt-4o-mini');
+    }
+    for (const [params, options] of create.mock.calls as unknown as [Record<string, unknown>, Record<string, unknown> | undefined][]) {
+      expect(params.model).toBe('gpt-4o-mini');
+      expect(JSON.stringify(options ?? {})).not.toMatch(/sk-attacker|127\.0\.0\.1|baseURL|apiKey/);
+    }
+    expect(evil.hits).toHaveLength(0);
+    create.mockRestore();
+  });
+});
+
+describe('poisoned Redis records', () => {
+  let app: FastifyInstance;
+  let services: Services;
+  const namespace = `runnel-test-cache:${run}`;
+
+  beforeAll(async () => {
+    services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', cacheNamespace: namespace });
+    app = await buildApp({ chains: createChains({ services, env: {}, offlineDelayMs: 0 }).chains, services });
+  });
+  afterAll(async () => {
+    const keys = [...((await services.redis?.keys(`${namespace}:*`)) ?? []), ...((await services.redis?.keys(`runnel:history:*:${run}*`)) ?? [])];
+    if (keys.length > 0) await services.redis?.del(...keys);
+    await app.close();
+  });
+
+  const POISON = [
+    JSON.stringify({ lc: 1, type: 'constructor', id: ['langchain', 'schema', 'SystemMessage'], kwargs: { content: `${process.env.HOME}` } }),
+    '{"type": "human", "content": {"$gt": 1}, "__proto__": {"polluted": true}}',
+    'not json at all',
+    JSON.stringify({ type: 'function_call', content: 'x' }),
+  ];
+
+  it('rejects a poisoned history record with a code, on the history route and in a chat', async () => {
+    const redis = services.redis;
+    if (redis === undefined) throw new Error('no redis');
+    for (const [i, poison] of POISON.entries()) {
+      const session = `${run}-${i}`;
+      await redis.rpush(`runnel:history:anonymous:${session}`, JSON.stringify({ type: 'human', content: 'fine' }), poison);
+      const history = await app.inject({ method: 'GET', url: `/chat/history/${session}` });
+      expect(history.statusCode).toBe(500);
+      expect(history.json()).toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+      const chat = await app.inject({ method: 'POST', url: '/chat/invoke', payload: { input: { message: 'hi' }, config: { configurable: { session_id: session } } } });
+      expect(chat.json()).toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+      expect(chat.body + history.body).not.toContain(String(process.env.HOME));
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    }
+  });
+
+  it('rejects a poisoned cache record with a code', async () => {
+    const redis = services.redis;
+    if (redis === undefined) throw new Error('no redis');
+    const ask = () => app.inject({ method: 'POST', url: '/joke/invoke', payload: { input: { topic: `poison ${run}` } } });
+    expect((await ask()).statusCode).toBe(200);
+    const keys = await redis.keys(`${namespace}:*`);
+    expect(keys.length).toBeGreaterThan(0);
+    for (const poison of POISON) {
+      for (const key of keys) await redis.set(key, poison);
+      const res = await ask();
+      expect(res.json()).toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+      expect(res.body).not.toContain(String(process.env.HOME));
+    }
+  });
+});
+
+describe('a canary API key', () => {
+  const CANARY = `sk-canary-${run}-XYZZY`;
+
+  it('never appears in logs or responses, after provider errors and validation errors', async () => {
+    const provider = await startProviderServer('openai');
+    const port = 20_000 + (process.pid % 20_000);
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'trace',
+        OPENAI_API_KEY: CANARY,
+        OPENAI_BASE_URL: provider.url,
+        RUNNEL_MODEL: 'openai:error',
+        RUNNEL_DATA_DIR: `/tmp/runnel-canary-${process.pid}`,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let logs = '';
+    child.stdout.on('data', (chunk: Buffer) => (logs += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (logs += chunk.toString()));
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      for (let i = 0; i < 200 && !(await fetch(`${base}/healthz`).then((r) => r.ok, () => false)); i++) await new Promise((r) => setTimeout(r, 100));
+      const bodies: string[] = [];
+      const post = async (url: string, body: unknown, headers: Record<string, string> = {}) => {
+        const res = await fetch(`${base}${url}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+        bodies.push(`${res.status} ${JSON.stringify([...res.headers])} ${await res.text()}`);
+        return res.status;
+      };
+      expect(await post('/joke/invoke', { input: { topic: 'errors' }, config: { configurable: { cache: false } } })).toBe(502);
+      await post('/joke/stream', { input: { topic: 'errors' }, config: { configurable: { cache: false } } });
+      await post('/joke/invoke', { input: { topic: 42 } });
+      await post('/joke/invoke', '{"input": ');
+      await post('/joke/invoke', { input: { topic: 'x' }, config: { configurable: { apiKey: CANARY } } }, { authorization: `Bearer ${CANARY}` });
+      await post('/extract/batch', { inputs: [{ text: 'x' }, { nope: 1 }] });
+      expect(bodies.join('\n')).not.toContain(CANARY);
+      expect(bodies.join('\n')).not.toContain('XYZZY');
+      expect(provider.requests.some((r) => r.headers.authorization === `Bearer ${CANARY}`)).toBe(true);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+      await provider.close();
+    }
+    expect(logs.length).toBeGreaterThan(0);
+    expect(logs).not.toContain('XYZZY');
+  }, 60_000);
+});

@@ -1,0 +1,90 @@
+/**
+ * Postgres stopped and started again, on a cluster of our own (initdb on a
+ * spare port, with the pgvector the machine has): `/rag` answers 503 with
+ * its code while it is down, every other chain is unaffected, `/readyz`
+ * says which service is down, and everything recovers when it returns.
+ */
+import { execFileSync } from 'node:child_process';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createChains } from '../../chains/index.js';
+import { buildApp, connectServices } from '../../src/index.js';
+
+const BIN = '/usr/lib/postgresql/15/bin';
+const asRoot = process.getuid?.() === 0;
+const dir = mkdtempSync(join(tmpdir(), 'runnel-pg-'));
+let port = 0;
+let app: FastifyInstance;
+
+/** Runs a PostgreSQL program as the postgres user (the server refuses to run as root). */
+function pg(program: string, args: string[]): void {
+  const [command, rest] = asRoot ? ['runuser', ['-u', 'postgres', '--', join(BIN, program), ...args]] : [join(BIN, program), args];
+  execFileSync(command, rest, { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+const start = () => pg('pg_ctl', ['-D', join(dir, 'data'), '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`, '-l', join(dir, 'log'), '-w', 'start']);
+const stop = () => pg('pg_ctl', ['-D', join(dir, 'data'), '-m', 'fast', '-w', 'stop']);
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port: free } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return free;
+}
+
+beforeAll(async () => {
+  port = await freePort();
+  if (asRoot) chownSync(dir, Number(execFileSync('id', ['-u', 'postgres']).toString()), Number(execFileSync('id', ['-g', 'postgres']).toString()));
+  pg('initdb', ['-D', join(dir, 'data'), '-A', 'trust', '-U', 'postgres', '--no-sync']);
+  start();
+  const services = await connectServices({ databaseUrl: `postgres://postgres@127.0.0.1:${port}/postgres` });
+  const { chains, docs } = createChains({ services, env: {}, offlineDelayMs: 0 });
+  await docs.seed();
+  app = await buildApp({ chains, services });
+}, 120_000);
+
+afterAll(async () => {
+  await app?.close();
+  try {
+    stop();
+  } catch {
+    // already stopped
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const ask = () => app.inject({ method: 'POST', url: '/rag/invoke', payload: { input: { question: 'How is chat history stored?' } } });
+const joke = () => app.inject({ method: 'POST', url: '/joke/invoke', payload: { input: { topic: 'outages' } } });
+
+describe('Postgres stopped', () => {
+  it('/rag answers 503 with its code while other chains answer, then recovers', async () => {
+    expect((await ask()).statusCode).toBe(200);
+    stop();
+    const started = performance.now();
+    const down = await ask();
+    const elapsed = performance.now() - started;
+    expect(down.statusCode).toBe(503);
+    expect(down.json()).toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE' });
+    expect(down.body).not.toMatch(/postgres:\/\/|ECONNREFUSED|stack/);
+    // Bounded by the pool's connection timeout (2 s), not by an outage's length; logged for the docs, not asserted.
+    console.log(`/rag with Postgres stopped answered 503 in ${elapsed.toFixed(0)} ms`);
+    expect((await joke()).statusCode).toBe(200);
+    expect((await app.inject({ method: 'POST', url: '/extract/invoke', payload: { input: { text: 'I am Ada' } } })).statusCode).toBe(200);
+    const ready = await app.inject({ url: '/readyz' });
+    expect(ready.statusCode).toBe(503);
+    expect(ready.json()).toMatchObject({ checks: { postgres: false } });
+
+    start();
+    let recovered = 0;
+    for (let i = 0; i < 50 && recovered !== 200; i++) {
+      recovered = (await ask()).statusCode;
+      if (recovered !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(recovered).toBe(200);
+    expect((await app.inject({ url: '/readyz' })).statusCode).toBe(200);
+  }, 60_000);
+});

@@ -1,0 +1,63 @@
+/**
+ * A client that reads nothing: the server keeps at most about one socket
+ * buffer of the stream in memory (the run waits for the client), stays under
+ * 1 MiB, and cuts the stream after the configured stall.
+ */
+import type { ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { buildApp, defineChain, generator } from '../../src/index.js';
+
+describe('a client that reads nothing', () => {
+  it('bounds the server-side buffer and cuts the stream after RUNNEL_STREAM_STALL_MS', async () => {
+    let produced = 0;
+    const chunk = 'x'.repeat(64 * 1024);
+    const app = await buildApp({
+      chains: [
+        defineChain({
+          path: '/flood',
+          runnable: generator(async function* () {
+            // 64 KiB chunks, as fast as the stream takes them: 64 MiB if nothing held it back.
+            for (let i = 0; i < 1024; i++) {
+              produced++;
+              yield chunk;
+            }
+          }),
+        }),
+      ] as never,
+      config: { streamStallMs: 1500 },
+    });
+    const responses: ServerResponse[] = [];
+    app.addHook('onRequest', async (request) => {
+      if (request.url.endsWith('/stream')) responses.push(request.raw.socket ? (request.raw as unknown as { res?: ServerResponse }).res ?? (undefined as never) : (undefined as never));
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    let maxBuffered = 0;
+    const sampler = setInterval(() => {
+      for (const connection of openSockets) maxBuffered = Math.max(maxBuffered, connection.writableLength);
+    }, 5);
+    const openSockets = new Set<import('node:net').Socket>();
+    app.server.on('connection', (socket) => {
+      openSockets.add(socket);
+      socket.on('close', () => openSockets.delete(socket));
+    });
+    // A raw client: sends the request, then never reads (its receive window fills and stays full).
+    const client = connect(port, '127.0.0.1');
+    client.pause();
+    const body = JSON.stringify({ input: null });
+    client.write(`POST /flood/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+    client.on('error', () => {});
+    await closed;
+    clearInterval(sampler);
+    const metrics = (await app.inject('/metrics')).body;
+    await app.close();
+    expect(produced).toBeLessThan(1024);
+    expect(maxBuffered).toBeLessThan(1024 * 1024);
+    expect(/^runnel_open_streams (\d+)$/m.exec(metrics)?.[1]).toBe('0');
+    console.log(`client never read: ${produced} of 1024 chunks produced, server buffer peaked at ${(maxBuffered / 1024).toFixed(0)} KiB`);
+    void responses;
+  }, 30_000);
+});

@@ -1,0 +1,18 @@
+/**
+ * A Runnel process for the shutdown test: `/slow` streams a token every
+ * 50 ms for a minute, `/wait` answers /invoke after 1.5 s; signals are
+ * handled exactly as `npm start` handles them. Prints "ready <port>".
+ */
+import { buildApp, ChatPromptTemplate, defineChain, exitOnSignals, FakeListChatModel, lambda, sleep, StringOutputParser } from '../../src/index.js';
+
+const story = Array.from({ length: 1200 }, (_, i) => `t${i}`).join(' ');
+const app = await buildApp({
+  chains: [
+    defineChain({ path: '/slow', runnable: ChatPromptTemplate.fromMessages([['human', '{topic}']]).pipe(new FakeListChatModel({ responses: [story], sleepMs: 50 })).pipe(new StringOutputParser()) }),
+    defineChain({ path: '/wait', runnable: lambda(async (x: string) => (await sleep(1500), `waited for ${x}`)) }),
+  ] as never,
+  config: { shutdownGraceMs: Number(process.env.RUNNEL_SHUTDOWN_GRACE_MS ?? 1000), maxStreams: 1000 },
+});
+await app.listen({ port: 0, host: '127.0.0.1' });
+exitOnSignals(app);
+console.log(`ready ${(app.server.address() as { port: number }).port}`);
