@@ -53,12 +53,12 @@ function errorBox(error: unknown): HTMLElement {
   return h('div', { class: 'error', attrs: { role: 'alert' } }, error instanceof Error ? error.message : String(error));
 }
 
-/** Turns the server's 422 detail (`loc` paths under `input`) into form issues. */
-function serverIssues(error: ApiError, prefix: string): Issue[] {
-  if (!Array.isArray(error.detail)) return [];
+/** Turns the server's 422 detail on the input (`loc` paths relative to the input) into form issues. */
+function serverIssues(error: ApiError): Issue[] {
+  if (error.code !== 'RUNNEL_ERR_INPUT_INVALID' || !Array.isArray(error.detail)) return [];
   return (error.detail as { loc?: (string | number)[]; msg?: string }[])
-    .filter((d) => Array.isArray(d.loc) && d.loc[0] === prefix)
-    .map((d) => ({ path: (d.loc ?? []).slice(1), message: d.msg ?? 'invalid' }));
+    .filter((d) => Array.isArray(d.loc))
+    .map((d) => ({ path: d.loc ?? [], message: d.msg ?? 'invalid' }));
 }
 
 function keyPanel(onSaved: () => void): HTMLElement {
@@ -224,7 +224,7 @@ function runPage(inputSchema: Schema, configSchema: Schema): void {
       else {
         status.textContent = 'Failed';
         errors.append(errorBox(error));
-        if (error instanceof ApiError) form.showIssues(serverIssues(error, 'input'));
+        if (error instanceof ApiError) form.showIssues(serverIssues(error));
         if (error instanceof ApiError && error.status === 401) errors.append(keyPanel(() => void run()));
       }
     } finally {

@@ -207,7 +207,8 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     } finally {
       flight?.(answer === undefined ? undefined : [answer]);
     }
-    if (cache !== undefined) await cache.update(key, [answer]).catch(() => undefined);
+    // Not awaited: storing is best effort, and a slow cache must not hold the answer back.
+    if (cache !== undefined) void cache.update(key, [answer]).catch(() => undefined);
     return answer;
   }
 
@@ -248,7 +249,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
     }
     // Only a whole, successful answer is cached.
-    if (cache !== undefined) await cache.update(key, chunks).catch(() => undefined);
+    if (cache !== undefined) void cache.update(key, chunks).catch(() => undefined);
   }
 
   /**

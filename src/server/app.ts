@@ -239,9 +239,15 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const stopped = [...state.streams];
     for (const stream of stopped) stream.stop(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down'));
     await Promise.all(stopped.map((s) => s.done));
-    // Connections that were busy when closing began are idle now: close them instead of waiting out keep-alive.
+    // Connections busy when closing began go idle as their last response ends (an /invoke finishing after
+    // the streams did): close each as soon as it is idle instead of waiting out keep-alive.
     this.server.closeIdleConnections();
-    await closing;
+    const sweep = setInterval(() => this.server.closeIdleConnections(), 50);
+    try {
+      await closing;
+    } finally {
+      clearInterval(sweep);
+    }
   });
 
   return app;

@@ -61,6 +61,12 @@ export function pgExecutor(pool: Pool): SqlExecutor {
     transaction: async <T>(fn: (tx: SqlQueryable) => Promise<T>): Promise<T> => {
       const client = await reported(pool.connect());
       let broken: Error | undefined;
+      // A checked-out client has no pool listener: without one, a connection dropped mid-transaction
+      // (Postgres stopped, a backend terminated) is an uncaught exception that ends the process.
+      const onError = (error: Error): void => {
+        broken = error;
+      };
+      client.on('error', onError);
       try {
         await reported(client.query('BEGIN'));
         const result = await fn({ query: async <R>(sql: string, params: unknown[] = []) => ({ rows: (await reported(client.query(sql, params))).rows as R[] }) });
@@ -73,6 +79,7 @@ export function pgExecutor(pool: Pool): SqlExecutor {
         });
         throw error;
       } finally {
+        client.off('error', onError);
         client.release(broken);
       }
     },

@@ -92,11 +92,12 @@ function body(inputSchema: Schema, endpoint: string): fc.Arbitrary<Body> {
   const input = fc.oneof({ weight: 3, arbitrary: fromSchema(inputSchema) }, { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }) });
   const config = fc.option(
     fc.oneof(
-      fc.record({ configurable: fc.record({ session_id: fc.oneof(fc.string({ minLength: 1, maxLength: 20 }), fc.constant(run)), cache: fc.boolean() }, { requiredKeys: [] }) }, { requiredKeys: [] }),
-      fc.record({ tags: fc.array(fc.string()), metadata: fc.dictionary(fc.string(), fc.string()), run_name: fc.string(), callbacks: fc.jsonValue(), recursion_limit: fc.integer() }, { requiredKeys: [] }),
-      fc.jsonValue({ maxDepth: 2 }),
+      // A session id (chains with history need one) — most of the time, so many runs reach the chain.
+      { weight: 4, arbitrary: fc.record({ configurable: fc.record({ session_id: fc.oneof(fc.string({ minLength: 1, maxLength: 20 }), fc.constant(run)), cache: fc.boolean() }, { requiredKeys: ['session_id'] }) }) },
+      { weight: 1, arbitrary: fc.record({ tags: fc.array(fc.string()), metadata: fc.dictionary(fc.string(), fc.string()), run_name: fc.string(), callbacks: fc.jsonValue(), recursion_limit: fc.integer() }, { requiredKeys: [] }) },
+      { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 2 }) },
     ),
-    { nil: undefined },
+    { nil: undefined, freq: 6 },
   );
   const shaped =
     endpoint === 'batch'

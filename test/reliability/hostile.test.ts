@@ -37,7 +37,10 @@ describe('config injection', () => {
 
   beforeAll(async () => {
     provider = await startProviderServer('openai');
-    provider.script = () => ({ text: 'A fine answer.' });
+    provider.script = (body) =>
+      Array.isArray(body.tools)
+        ? { toolCalls: [{ name: 'contact', args: { name: 'Ada', email: null, phone: null, company: null, topics: [], notes: '' } }] }
+        : { text: 'A fine answer.' };
     evil = await attacker();
     services = await connectServices({});
     app = await buildApp({ chains: createChains({ services, env: { OPENAI_API_KEY: LEGIT, OPENAI_BASE_URL: provider.url }, offlineDelayMs: 0 }).chains, services });
@@ -86,6 +89,7 @@ describe('config injection', () => {
       expect(request.headers.authorization).toBe(`Bearer ${LEGIT}`);
       expect(request.body.model).toBe('gpt-4o-mini');
     }
+    expect(create).toHaveBeenCalled();
     for (const [params, options] of create.mock.calls as unknown as [Record<string, unknown>, Record<string, unknown> | undefined][]) {
       expect(params.model).toBe('gpt-4o-mini');
       expect(JSON.stringify(options ?? {})).not.toMatch(/sk-attacker|127\.0\.0\.1|baseURL|apiKey/);
@@ -133,19 +137,26 @@ describe('poisoned Redis records', () => {
     }
   });
 
-  it('rejects a poisoned cache record with a code', async () => {
+  it('discards a poisoned cache record (counted as a cache error), answers from the model, and rewrites it', async () => {
     const redis = services.redis;
     if (redis === undefined) throw new Error('no redis');
     const ask = () => app.inject({ method: 'POST', url: '/joke/invoke', payload: { input: { topic: `poison ${run}` } } });
-    expect((await ask()).statusCode).toBe(200);
+    const first = await ask();
+    expect(first.statusCode).toBe(200);
     const keys = await redis.keys(`${namespace}:*`);
     expect(keys.length).toBeGreaterThan(0);
+    const errors = async () => Number(/runnel_model_cache_total\{result="error"\} (\d+)/.exec((await app.inject('/metrics')).body)?.[1] ?? 0);
     for (const poison of POISON) {
       for (const key of keys) await redis.set(key, poison);
+      const before = await errors();
       const res = await ask();
-      expect(res.json()).toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+      expect(res.statusCode).toBe(200);
+      expect(res.json().output).toBe(first.json().output);
       expect(res.body).not.toContain(String(process.env.HOME));
+      expect(await errors()).toBe(before + 1);
+      for (const key of keys) expect(JSON.parse((await redis.get(key)) ?? 'null')).toEqual(expect.any(Array));
     }
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 });
 

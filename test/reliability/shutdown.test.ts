@@ -29,9 +29,11 @@ function openStream(base: string): Promise<{ last: string; frames: number }> {
 describe('SIGTERM with 100 open streams', () => {
   it('gives every stream a final frame, completes in-flight invokes, and exits within 10 s', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/slow-server.ts'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
     const port = await new Promise<number>((resolve, reject) => {
       child.stdout.on('data', (chunk: Buffer) => {
-        const match = /ready (\d+)/.exec(chunk.toString());
+        out += chunk.toString();
+        const match = /ready (\d+)/.exec(out);
         if (match) resolve(Number(match[1]));
       });
       child.once('exit', (code) => reject(new Error(`exited ${code}`)));
@@ -47,7 +49,8 @@ describe('SIGTERM with 100 open streams', () => {
     const invokes = Array.from({ length: 5 }, (_, i) =>
       fetch(`${base}/wait/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: `call ${i}` }) }).then(async (r) => ({ status: r.status, body: (await r.json()) as { output?: string } })),
     );
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // In flight: every invoke has started running on the server.
+    while ((out.match(/started call/g) ?? []).length < 5) await new Promise((resolve) => setTimeout(resolve, 20));
     const exited = new Promise<{ code: number | null; at: number }>((resolve) => child.once('exit', (code) => resolve({ code, at: performance.now() })));
     const signalled = performance.now();
     child.kill('SIGTERM');

@@ -1,6 +1,6 @@
 /**
  * A Runnel process for the shutdown test: `/slow` streams a token every
- * 50 ms for a minute, `/wait` answers /invoke after 1.5 s; signals are
+ * 50 ms for a minute, `/wait` answers /invoke after 1.5 s (printing "started" when it begins); signals are
  * handled exactly as `npm start` handles them. Prints "ready <port>".
  */
 import { buildApp, ChatPromptTemplate, defineChain, exitOnSignals, FakeListChatModel, lambda, sleep, StringOutputParser } from '../../src/index.js';
@@ -9,7 +9,14 @@ const story = Array.from({ length: 1200 }, (_, i) => `t${i}`).join(' ');
 const app = await buildApp({
   chains: [
     defineChain({ path: '/slow', runnable: ChatPromptTemplate.fromMessages([['human', '{topic}']]).pipe(new FakeListChatModel({ responses: [story], sleepMs: 50 })).pipe(new StringOutputParser()) }),
-    defineChain({ path: '/wait', runnable: lambda(async (x: string) => (await sleep(1500), `waited for ${x}`)) }),
+    defineChain({
+      path: '/wait',
+      runnable: lambda(async (x: string) => {
+        console.log(`started ${x}`);
+        await sleep(1500);
+        return `waited for ${x}`;
+      }),
+    }),
   ] as never,
   config: { shutdownGraceMs: Number(process.env.RUNNEL_SHUTDOWN_GRACE_MS ?? 1000), maxStreams: 1000 },
 });

@@ -1,0 +1,147 @@
+/**
+ * Redis killed (SIGKILL) and frozen (SIGSTOP) under load, at the server: a
+ * Redis of the test's own on a spare port, append-only with fsync on every
+ * write, restarted on the same files. Chains that do not need Redis keep
+ * answering, the response cache fails open, history routes answer 503 with
+ * their code, everything recovers when Redis returns, and no history message
+ * whose request succeeded is lost. Times are reported, not asserted; the
+ * bounds are guards against hangs.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createChains } from '../../chains/index.js';
+import { buildApp, connectServices, type Services } from '../../src/index.js';
+import { settleWithin } from '../helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'runnel-redis-'));
+let port = 0;
+let redis: ChildProcess | undefined;
+let app: FastifyInstance;
+let services: Services;
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port: free } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return free;
+}
+
+async function startRedis(): Promise<void> {
+  redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''], { stdio: 'ignore' });
+  for (let i = 0; i < 100; i++) {
+    const up = await new Promise<boolean>((resolve) => {
+      const probe = spawn('redis-cli', ['-p', String(port), 'ping'], { stdio: ['ignore', 'pipe', 'ignore'] });
+      let out = '';
+      probe.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      probe.once('exit', () => resolve(out.includes('PONG')));
+    });
+    if (up) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error('redis did not start');
+}
+
+async function killRedis(): Promise<void> {
+  const child = redis;
+  if (child === undefined) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+  redis = undefined;
+}
+
+beforeAll(async () => {
+  port = await freePort();
+  await startRedis();
+  services = await connectServices({ redisUrl: `redis://127.0.0.1:${port}`, redisCommandTimeoutMs: 300 });
+  app = await buildApp({ chains: createChains({ services, env: {}, offlineDelayMs: 0 }).chains, services });
+}, 30_000);
+
+afterAll(async () => {
+  await app?.close();
+  redis?.kill('SIGCONT');
+  await killRedis();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const chat = (message: string, session: string) =>
+  app.inject({ method: 'POST', url: '/chat/invoke', payload: { input: { message }, config: { configurable: { session_id: session } } } });
+const joke = (topic: string) => app.inject({ method: 'POST', url: '/joke/invoke', payload: { input: { topic } } });
+
+describe('Redis killed under load', () => {
+  it('keeps other chains answering, fails the cache open, answers history 503, recovers, and loses no saved message', async () => {
+    const saved: string[] = [];
+    let stop = false;
+    const jokeStatuses: number[] = [];
+    const chatStatuses: number[] = [];
+    // Load: jokes (cache in Redis) and chat turns (history in Redis), until told to stop.
+    const load = (async () => {
+      for (let i = 0; !stop; i++) {
+        const [j, c] = await Promise.all([joke(`topic ${i % 7}`), chat(`turn ${i}`, 'outage')]);
+        jokeStatuses.push(j.statusCode);
+        chatStatuses.push(c.statusCode);
+        if (c.statusCode === 200) saved.push(`turn ${i}`);
+        else expect(c.json()).toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+      }
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await killRedis();
+    const started = performance.now();
+    const history = await settleWithin(app.inject({ url: '/chat/history/outage' }), 2000);
+    const historyMs = performance.now() - started;
+    expect(history.statusCode).toBe(503);
+    expect(history.json()).toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const downAt = jokeStatuses.length;
+    await startRedis();
+    const backAt = performance.now();
+    let recoveredMs = Number.NaN;
+    for (let i = 0; i < 100; i++) {
+      if ((await app.inject({ url: '/chat/history/outage' })).statusCode === 200) {
+        recoveredMs = performance.now() - backAt;
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    stop = true;
+    await load;
+    console.log(`history 503 after ${historyMs.toFixed(0)} ms with Redis down; history answered again ${recoveredMs.toFixed(0)} ms after Redis restarted`);
+    // Jokes never failed: the cache failed open while Redis was down.
+    expect(jokeStatuses.every((s) => s === 200)).toBe(true);
+    expect(jokeStatuses.length).toBeGreaterThan(downAt - 1);
+    expect(chatStatuses.some((s) => s === 503)).toBe(true);
+    expect(Number.isFinite(recoveredMs)).toBe(true);
+    const after = await app.inject({ url: '/chat/history/outage' });
+    const humans = (after.json().messages as { type: string; content: string }[]).filter((m) => m.type === 'human').map((m) => m.content);
+    // Every turn that was answered 200 is in the history (append-only Redis, restarted on its files).
+    for (const turn of saved) expect(humans).toContain(turn);
+    const metrics = (await app.inject('/metrics')).body;
+    expect(Number(/runnel_model_cache_total\{result="error"\} (\d+)/.exec(metrics)?.[1] ?? 0)).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('bounds every request by the command timeout while Redis is frozen (SIGSTOP)', async () => {
+    expect((await app.inject({ url: '/chat/history/frozen' })).statusCode).toBe(200);
+    redis?.kill('SIGSTOP');
+    try {
+      const timed = async (request: () => Promise<{ statusCode: number }>) => {
+        const started = performance.now();
+        const res = await settleWithin(request(), 3000);
+        return { status: res.statusCode, ms: performance.now() - started };
+      };
+      const [history, turn, other] = await Promise.all([timed(() => app.inject({ url: '/chat/history/frozen' })), timed(() => chat('hello', 'frozen')), timed(() => joke('frozen'))]);
+      expect(history.status).toBe(503);
+      expect(turn.status).toBe(503);
+      expect(other.status).toBe(200);
+      console.log(`with Redis frozen (command timeout 300 ms): history ${history.ms.toFixed(0)} ms, chat turn ${turn.ms.toFixed(0)} ms, joke (cache fails open) ${other.ms.toFixed(0)} ms`);
+    } finally {
+      redis?.kill('SIGCONT');
+    }
+  }, 30_000);
+});
