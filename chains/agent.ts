@@ -5,7 +5,7 @@
  * `/stream_events`.
  */
 import { z } from 'zod';
-import { calculatorTool, createToolCallingAgent, defineChain, tool, type ChatRequest, type FakeResponse } from '../src/index.js';
+import { calculatorTool, createToolCallingAgent, defineChain, messagesSchema, tool, type ChatRequest, type FakeResponse } from '../src/index.js';
 import { formatSources } from './rag.js';
 import type { DocsCollection } from './docs.js';
 import { chatModel, lastText, OFFLINE, quote, type ChainContext } from './model.js';
@@ -49,5 +49,6 @@ export function agentChain(context: ChainContext, docs: DocsCollection) {
     path: '/agent',
     description: 'A tool-calling agent: a calculator and a search over Runnel’s docs. Send {input}.',
     runnable: agent,
+    inputSchema: z.object({ input: z.string().min(1).max(4000).describe('A question or a calculation'), chat_history: messagesSchema.optional() }),
   });
 }

@@ -3,6 +3,7 @@
  * user's message | chat model — with the history in Redis (or memory) under
  * the caller's identity and `configurable.session_id`.
  */
+import { z } from 'zod';
 import { ChatPromptTemplate, defineChain, MessagesPlaceholder, StringOutputParser, withMessageHistory } from '../src/index.js';
 import { chatModel, OFFLINE, quote, type ChainContext } from './model.js';
 
@@ -28,6 +29,7 @@ export function chatChain(context: ChainContext) {
       inputMessagesKey: 'message',
       historyMessagesKey: 'history',
     }),
+    inputSchema: z.object({ message: z.string().min(1).max(8000).describe('Your message') }),
     playground: 'chat',
     history: getHistory,
   });

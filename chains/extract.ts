@@ -25,14 +25,16 @@ const prompt = ChatPromptTemplate.fromMessages([
 ]);
 
 /** The offline model's extraction: plain rules over the text, labelled as such. */
-export function extractByRules(text: string): Contact {
+export function extractByRules(message: string): Contact {
+  // Every pattern has bounded repetition, so the rules stay linear on any input (no catastrophic backtracking).
+  const text = message.slice(0, 20_000);
   const first = (pattern: RegExp): string | null => pattern.exec(text)?.[1]?.trim() ?? null;
-  const topics = first(/\b(?:about|regarding|interested in)\s+([^.!?\n]+)/i);
+  const topics = first(/\b(?:about|regarding|interested in)\s{1,5}([^.!?\n]{1,200})/i);
   return {
-    name: first(/\b(?:my name is|I am|I'm|this is)\s+(\p{Lu}[\p{L}'-]+(?:\s+\p{Lu}[\p{L}'-]+)*)/u),
-    email: first(/([\w.+-]+@[\w-]+(?:\.[\w-]+)+)/),
-    phone: first(/(\+?\d[\d\s().-]{6,}\d)/),
-    company: first(/\b(?:at|from|with|for)\s+(\p{Lu}[\w&-]*(?:\s+\p{Lu}[\w&-]*)*)/u),
+    name: first(/\b(?:my name is|I am|I'm|this is)\s{1,5}(\p{Lu}[\p{L}'-]{1,40}(?:\s{1,3}\p{Lu}[\p{L}'-]{1,40}){0,4})/u),
+    email: first(/([\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,6})/),
+    phone: first(/(\+?\d[\d\s().-]{6,20}\d)/),
+    company: first(/\b(?:at|from|with|for)\s{1,5}(\p{Lu}[\w&-]{0,40}(?:\s{1,3}\p{Lu}[\w&-]{0,40}){0,5})/u),
     topics: topics === null ? [] : topics.split(/,|\band\b/).map((t) => t.trim()).filter((t) => t !== ''),
     notes: `${OFFLINE} these fields come from simple text rules.`,
   };
@@ -49,5 +51,6 @@ export function extractChain(context: ChainContext) {
     path: '/extract',
     description: 'Extracts a typed contact record (name, email, phone, company, topics, notes) from a message. Send {text}.',
     runnable: prompt.pipe(model.withStructuredOutput(contactSchema, { name: 'contact', description: 'The contact details found in the message' })),
+    inputSchema: z.object({ text: z.string().min(1).max(20_000).describe('The message to extract from') }),
   });
 }

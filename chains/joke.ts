@@ -1,4 +1,5 @@
 /** `/joke`: a joke about a topic — prompt | chat model | string parser. */
+import { z } from 'zod';
 import { ChatPromptTemplate, defineChain, StringOutputParser } from '../src/index.js';
 import { chatModel, lastText, OFFLINE, quote, type ChainContext } from './model.js';
 
@@ -16,5 +17,6 @@ export function jokeChain(context: ChainContext) {
     path: '/joke',
     description: 'Tells a short joke about a topic: ChatPromptTemplate | chat model | StringOutputParser.',
     runnable: prompt.pipe(model).pipe(new StringOutputParser()),
+    inputSchema: z.object({ topic: z.string().min(1).max(200).describe('What the joke is about') }),
   });
 }

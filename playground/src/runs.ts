@@ -118,7 +118,7 @@ export class RunTree {
     const duration = node.ended === undefined ? 'running…' : `${Math.max(0, Math.round(node.ended - node.started))} ms`;
     const details = h(
       'details',
-      { class: `run ${node.status}`, open: this.open.has(node.id) },
+      { class: `run status-${node.status}`, open: this.open.has(node.id) },
       h('summary', {}, h('span', { class: 'run-name', text: node.name }), h('span', { class: 'run-type', text: node.type }), h('span', { class: 'run-time', text: duration })),
       h('div', { class: 'run-io' }, h('div', { class: 'io-label', text: 'Input' }), h('pre', { text: pretty(node.input) }), h('div', { class: 'io-label', text: 'Output' }), h('pre', { text: pretty(node.output) })),
     );
