@@ -88,5 +88,7 @@ console.log(
     overflow503: extra.filter((e) => e.status === 503).length,
     overflowP50: percentile(extra.map((e) => e.ms), 50),
     overflowMax: Math.max(...extra.map((e) => e.ms)),
+    ttft,
+    overflowMs: extra.map((e) => e.ms),
   }),
 );

@@ -31,7 +31,8 @@ async function main(): Promise<void> {
       redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', '*.apiKey', '*.api_key'], censor: '[redacted]' },
     },
   });
-  await app.listen({ port: config.port, host: config.host });
+  // A deep accept queue: a burst of connections (1,000 streams opening at once) must not wait for SYN retries.
+  await app.listen({ port: config.port, host: config.host, backlog: 4096 });
   const base = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${(app.server.address() as { port: number }).port}`;
   chatModelFromEnv({ log: (line) => app.log.info(line) });
   app.log.info(`docs: ${base}/docs  openapi: ${base}/openapi.json`);
