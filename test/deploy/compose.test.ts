@@ -104,7 +104,7 @@ describe('Dockerfile', () => {
     expect(final).toMatch(/^EXPOSE 8000$/m);
     expect(final).toMatch(/HEALTHCHECK[\s\S]*\/healthz/);
     expect(final).toMatch(/^STOPSIGNAL SIGTERM$/m);
-    // Exec form: node is PID 1's child of init, not a shell that swallows signals.
+    // Exec form: node itself receives the signal, not a shell that would swallow it.
     expect(final).toMatch(/^CMD \["node", "dist\/src\/server\/main\.js"\]$/m);
   });
 
