@@ -70,9 +70,14 @@ const percentile = (values: number[], p: number): number => {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 };
 
-const outcomes = Array.from({ length: streams }, (_, i) => open(JSON.stringify({ input: { topic: `load ${i}` } })));
+// Streams open over RAMP_MS (default 2 s, 1 every 2 ms), as users arrive, not in one instant.
+const rampMs = Number(process.env.BENCH_RAMP_MS ?? 2000);
+const outcomes = Array.from(
+  { length: streams },
+  (_, i) => new Promise<Outcome>((resolve) => setTimeout(() => resolve(open(JSON.stringify({ input: { topic: `load ${i}` } }))), (i * rampMs) / streams)),
+);
 // Once every stream has had time to open, ask for more than the limit allows.
-await new Promise((resolve) => setTimeout(resolve, 3000));
+await new Promise((resolve) => setTimeout(resolve, rampMs + 3000));
 const extra = await Promise.all(Array.from({ length: overflow }, (_, i) => overflowRequest(JSON.stringify({ input: { topic: `extra ${i}` } }))));
 const done = await Promise.all(outcomes);
 const ttft = done.map((o) => o.ttftMs).filter((t): t is number => t !== undefined);
