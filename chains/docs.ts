@@ -6,10 +6,9 @@
  * and every other chain answers, while the database is down.
  */
 import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { z } from 'zod';
-import { HashingEmbeddings, ingestPaths, PgVectorStore, Runnable, type IngestResult, type RunType } from '../src/index.js';
+import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, Runnable, type IngestResult, type RunType } from '../src/index.js';
 import type { ChainContext } from './model.js';
 
 /** A retrieved passage, as `/rag` returns it. */
@@ -27,13 +26,6 @@ export const sourceSchema = z.object({
   metadata: z.record(z.string(), z.unknown()),
   score: z.number().describe('Cosine similarity to the question, higher is closer'),
 });
-
-/** The repository's root: the folder above this file that holds package.json (works from chains/ and dist/chains/). */
-export function repositoryRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
-  return dir;
-}
 
 /** The `docs` collection, opened lazily. */
 export class DocsCollection {
@@ -63,7 +55,7 @@ export class DocsCollection {
   async seed(): Promise<IngestResult | undefined> {
     const store = await this.store();
     if ((await store.count()) > 0) return undefined;
-    const root = repositoryRoot();
+    const root = packageRoot();
     const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));
     return ingestPaths(store, paths, { sourceRoot: root, chunkSize: 1000, overlap: 150 });
   }

@@ -1,3 +1,5 @@
+import { createServer } from 'node:net';
+
 /** Small helpers shared by tests. */
 
 /** A promise with its resolve and reject exposed. */
@@ -27,4 +29,13 @@ export function settleWithin<T>(promise: Promise<T>, ms: number): Promise<T> {
     promise,
     new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`did not settle within ${ms} ms`)), ms)),
   ]);
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (for processes the tests start). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }

@@ -73,11 +73,11 @@ export interface BuildAppOptions {
   playgroundDir?: string;
 }
 
-/** `dist/playground` of this package, found from this file (src/server/ in development, dist/src/server/ when built). */
-export function defaultPlaygroundDir(): string {
+/** This package's root: the folder above this file that holds package.json (from src/server/ and dist/src/server/ alike). */
+export function packageRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
-  return join(dir, 'dist', 'playground');
+  return dir;
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
@@ -213,7 +213,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   for (const chain of chains) for (const schema of chainComponents(chain)) app.addSchema(schema);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  const playgroundDir = options.playgroundDir ?? defaultPlaygroundDir();
+  const playgroundDir = options.playgroundDir ?? join(packageRoot(), 'dist', 'playground');
   const playgroundTemplate = existsSync(join(playgroundDir, 'index.html')) ? readFileSync(join(playgroundDir, 'index.html'), 'utf8') : undefined;
   // Files are sent only by the playground's routes, by validated names, from inside this folder.
   if (playgroundTemplate !== undefined) await app.register(fastifyStatic, { root: playgroundDir, serve: false, dotfiles: 'deny', index: false });

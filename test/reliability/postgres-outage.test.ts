@@ -6,13 +6,13 @@
  */
 import { execFileSync } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
 import { buildApp, connectServices } from '../../src/index.js';
+import { freePort } from '../helpers.js';
 
 const BIN = '/usr/lib/postgresql/15/bin';
 const asRoot = process.getuid?.() === 0;
@@ -27,14 +27,6 @@ function pg(program: string, args: string[]): void {
 }
 const start = () => pg('pg_ctl', ['-D', join(dir, 'data'), '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`, '-l', join(dir, 'log'), '-w', 'start']);
 const stop = () => pg('pg_ctl', ['-D', join(dir, 'data'), '-m', 'fast', '-w', 'stop']);
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port: free } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return free;
-}
 
 beforeAll(async () => {
   port = await freePort();
