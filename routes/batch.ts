@@ -7,7 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RunnelError } from '../src/core/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { bodyObject, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
-import { usageCallbacks } from '../src/server/usage.js';
+import { usageMeter } from '../src/server/usage.js';
 
 export function batchHandler(chain: PreparedChain) {
   return async (request: FastifyRequest<{ Params: { configHash?: string } }>, reply: FastifyReply) => {
@@ -45,7 +45,7 @@ export function batchHandler(chain: PreparedChain) {
     try {
       const output = await chain.spec.runnable.batch(
         inputs as never[],
-        resolved.map(({ config }) => ({ ...config, signal: connection.signal, ...usageCallbacks(request.server.runnel, chain, config) })),
+        resolved.map(({ config }) => ({ ...config, signal: connection.signal, ...usageMeter(request.server.runnel, chain) })),
       );
       const runIds = resolved.map(({ runId }) => runId);
       return { output, metadata: { run_ids: runIds, responses: runIds.map((run_id) => ({ run_id, feedback_tokens: [] })) } };

@@ -2,7 +2,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { bodyObject, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
-import { usageCallbacks } from '../src/server/usage.js';
+import { usageMeter } from '../src/server/usage.js';
 
 export function invokeHandler(chain: PreparedChain) {
   return async (request: FastifyRequest<{ Params: { configHash?: string } }>, reply: FastifyReply) => {
@@ -18,7 +18,7 @@ export function invokeHandler(chain: PreparedChain) {
       const output = await chain.spec.runnable.invoke(input as never, {
         ...config,
         signal: connection.signal,
-        ...usageCallbacks(request.server.runnel, chain, config),
+        ...usageMeter(request.server.runnel, chain),
       });
       return { output, metadata: { run_id: runId, feedback_tokens: [] } };
     } finally {

@@ -12,7 +12,7 @@ import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { bodyObject, decodeConfigHash, eventFilters, required, requestContext } from '../src/server/request.js';
 import { SseWriter } from '../src/server/sse.js';
-import { usageCallbacks } from '../src/server/usage.js';
+import { usageMeter } from '../src/server/usage.js';
 
 type Kind = 'stream' | 'stream_log' | 'stream_events';
 
@@ -66,7 +66,7 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
     });
     sse.open();
     try {
-      const runConfig = { ...config, signal: controller.signal, ...usageCallbacks(state, chain, config) };
+      const runConfig = { ...config, signal: controller.signal, ...usageMeter(state, chain) };
       let open = true;
       if (kind === 'stream') {
         let first = true;

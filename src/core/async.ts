@@ -113,28 +113,80 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
  * while the source is stuck in an await. The source's `return()` is then
  * requested without waiting for it (a generator runs its `finally` when its
  * pending await settles; it has the same signal to settle it sooner).
+ *
+ * A hand-written iterator with one abort waiter for the whole iteration: it
+ * sits on every streamed chunk's path, where an async generator and a waiter
+ * per chunk cost several allocations each.
  */
-export async function* abortable<T>(source: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncGenerator<T> {
-  if (signal === undefined) {
-    yield* source;
-    return;
+export function abortable<T>(source: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncIterableIterator<T> {
+  if (signal === undefined) return source[Symbol.asyncIterator]() as AsyncIterableIterator<T>;
+  return new AbortableIterator(source[Symbol.asyncIterator](), signal);
+}
+
+const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+
+class AbortableIterator<T> implements AsyncIterableIterator<T> {
+  private finished = false;
+  /** Rejects the pending `next()`, if one is pending. */
+  private rejectPending: ((error: unknown) => void) | undefined;
+  private readonly cancel: () => void;
+
+  constructor(
+    private readonly source: AsyncIterator<T>,
+    private readonly signal: AbortSignal,
+  ) {
+    this.cancel = onAbort(signal, () => {
+      this.rejectPending?.(abortError(signal));
+      this.close(false);
+    });
   }
-  const iterator = source[Symbol.asyncIterator]();
-  let finished = false;
-  try {
-    for (;;) {
-      const result = await raceAbort(iterator.next(), signal);
-      if (result.done === true) {
-        finished = true;
-        return;
-      }
-      yield result.value;
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    if (this.signal.aborted) {
+      this.close(false);
+      return Promise.reject(abortError(this.signal));
     }
-  } finally {
-    if (!finished) {
-      if (signal.aborted) iterator.return?.()?.catch(noop);
-      else await iterator.return?.();
-    }
+    if (this.finished) return Promise.resolve(DONE);
+    return new Promise<IteratorResult<T>>((resolve, reject) => {
+      this.rejectPending = reject;
+      this.source.next().then(
+        (result) => {
+          this.rejectPending = undefined;
+          if (result.done === true) this.finish();
+          resolve(result);
+        },
+        (error: unknown) => {
+          this.rejectPending = undefined;
+          // The source failed: it has ended, and there is nothing to close.
+          this.finish();
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** The reader stopped early: close the source (waiting for it, unless aborted). */
+  async return(): Promise<IteratorResult<T>> {
+    await this.close(!this.signal.aborted);
+    return DONE;
+  }
+
+  private finish(): void {
+    this.finished = true;
+    this.cancel();
+  }
+
+  private async close(wait: boolean): Promise<void> {
+    if (this.finished) return;
+    this.finish();
+    const closing = this.source.return?.();
+    if (closing === undefined) return;
+    if (wait) await closing;
+    else closing.catch(noop);
   }
 }
 
@@ -264,34 +316,41 @@ export async function mapConcurrently<T, R>(
  */
 export class IdleGuard {
   private readonly timer: NodeJS.Timeout;
-  private readonly idle: Promise<never>;
-  private fail!: (error: Error) => void;
-  private waiting = false;
+  private error: Error | undefined;
+  /** Rejects the pending `next()` (one promise per chunk, no race: this sits on every chunk's path). */
+  private rejectPending: ((error: Error) => void) | undefined;
   /** True once the source was given up on. */
   timedOut = false;
 
   constructor(ms: number, onIdle: () => Error) {
-    this.idle = new Promise<never>((_, reject) => (this.fail = reject));
-    this.idle.catch(noop);
     this.timer = setTimeout(() => {
       // Only the source can stall: while the reader holds an item, the clock starts over.
-      if (!this.waiting) {
+      if (this.rejectPending === undefined) {
         this.timer.refresh();
         return;
       }
       this.timedOut = true;
-      this.fail(onIdle());
+      this.error = onIdle();
+      this.rejectPending(this.error);
     }, ms);
   }
 
-  async next<T>(iterator: AsyncIterator<T>): Promise<IteratorResult<T>> {
+  next<T>(iterator: AsyncIterator<T>): Promise<IteratorResult<T>> {
+    if (this.error !== undefined) return Promise.reject(this.error);
     this.timer.refresh();
-    this.waiting = true;
-    try {
-      return await Promise.race([iterator.next(), this.idle]);
-    } finally {
-      this.waiting = false;
-    }
+    return new Promise<IteratorResult<T>>((resolve, reject) => {
+      this.rejectPending = reject;
+      iterator.next().then(
+        (result) => {
+          this.rejectPending = undefined;
+          resolve(result);
+        },
+        (error: unknown) => {
+          this.rejectPending = undefined;
+          reject(error);
+        },
+      );
+    });
   }
 
   dispose(): void {

@@ -6,7 +6,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Run } from './run.js';
-import { EventSink, type EventCallback, type RunListeners } from './events.js';
+import { callQuietly, EventSink, type EventCallback, type RunListeners } from './events.js';
 
 /**
  * Options for one call of a runnable. Every field is optional, and every
@@ -34,6 +34,35 @@ export interface RunnableConfig {
   signal?: AbortSignal;
   /** Milliseconds after which the run is aborted with `RUNNEL_ERR_TIMEOUT`. */
   timeout?: number;
+  /**
+   * Called with the tokens each model call of the run spent at its provider
+   * (cache hits spend none). Unlike callbacks, it leaves runs unobserved, so
+   * streaming stays on its fast path: the way to meter tokens.
+   */
+  onUsage?: UsageHandler;
+}
+
+/** Tokens one model call spent at its provider. */
+export interface TokenUsage {
+  input_tokens: number;
+  output_tokens: number;
+  total_tokens: number;
+}
+
+/** Receives the token usage of model calls (`RunnableConfig.onUsage`). */
+export type UsageHandler = (usage: TokenUsage, model: { name: string }) => void;
+
+/**
+ * Both handlers, each called once per report (a nested config adds its own to
+ * the enclosing one's); one that throws does not keep the other from its report.
+ */
+function addUsageHandler(base: UsageHandler | undefined, added: UsageHandler | undefined): UsageHandler | undefined {
+  if (added === undefined || added === base) return base;
+  if (base === undefined) return added;
+  return (usage, model) => {
+    callQuietly((m) => base(usage, m), model);
+    callQuietly((m) => added(usage, m), model);
+  };
 }
 
 /** The default `recursionLimit`. */
@@ -61,6 +90,8 @@ export interface Scope {
   readonly localTags: readonly string[] | undefined;
   readonly options: Readonly<Record<string, unknown>> | undefined;
   readonly listeners: RunListeners | undefined;
+  /** Where model calls report the tokens they spent. */
+  readonly onUsage: UsageHandler | undefined;
 }
 
 /**
@@ -84,6 +115,7 @@ export function scopeWith(base: Scope, changes: Partial<Scope>): Scope {
     localTags: 'localTags' in changes ? changes.localTags : base.localTags,
     options: 'options' in changes ? changes.options : base.options,
     listeners: 'listeners' in changes ? changes.listeners : base.listeners,
+    onUsage: 'onUsage' in changes ? changes.onUsage : base.onUsage,
   };
 }
 
@@ -103,6 +135,7 @@ export function childScope(base: Scope, parent: Run, localTags: readonly string[
     localTags,
     options: undefined,
     listeners: undefined,
+    onUsage: base.onUsage,
   };
 }
 
@@ -121,6 +154,7 @@ export const ROOT_SCOPE: Scope = {
   localTags: undefined,
   options: undefined,
   listeners: undefined,
+  onUsage: undefined,
 };
 
 /** Where a lambda's scope lives while its user function runs. @internal */
@@ -163,6 +197,9 @@ export function mergeConfigs(...configs: (RunnableConfig | undefined)[]): Runnab
           break;
         case 'callbacks':
           out.callbacks = [...(out.callbacks ?? []), ...(value as EventCallback[])];
+          break;
+        case 'onUsage':
+          out.onUsage = addUsageHandler(out.onUsage, value as UsageHandler);
           break;
         case 'recursionLimit':
           if (value !== DEFAULT_RECURSION_LIMIT || out.recursionLimit === undefined) out.recursionLimit = value as number;
@@ -211,6 +248,7 @@ export function resolveScope(config: RunnableConfig | undefined, inherited?: Sco
     localTags: undefined,
     options: undefined,
     listeners: undefined,
+    onUsage: addUsageHandler(base.onUsage, config.onUsage),
   });
 }
 
@@ -233,6 +271,7 @@ export function bindScope(scope: Scope, bound: RunnableConfig): Scope {
     sink: added.length === 0 ? scope.sink : EventSink.extend(scope.sink, { callbacks: added }),
     runName: scope.runName ?? bound.runName,
     runId: scope.runId ?? bound.runId,
+    onUsage: addUsageHandler(scope.onUsage, bound.onUsage),
   });
 }
 
@@ -271,6 +310,10 @@ class ScopedConfig implements RunnableConfig {
     this.signal = scope.signal;
     this.maxConcurrency = scope.maxConcurrency;
     this[SCOPE] = scope;
+  }
+
+  get onUsage(): UsageHandler | undefined {
+    return this[SCOPE].onUsage;
   }
 
   get callbacks(): EventCallback[] | undefined {

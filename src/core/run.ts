@@ -6,7 +6,7 @@
  * the functions it composes.
  */
 import { randomUUID } from 'node:crypto';
-import { childScope, type Scope } from './config.js';
+import { childScope, type Scope, type TokenUsage } from './config.js';
 import { callQuietly, type EventSink, type RunInfo, type RunListeners, type RunType, type StreamEvent } from './events.js';
 
 const State = { Created: 0, Started: 1, Ended: 2 } as const;
@@ -161,6 +161,12 @@ export class Run {
       this.emit('error', data);
     }
     if (this.listeners?.onError !== undefined) callQuietly(this.listeners.onError, { ...this.info(), error, endTime: Date.now() });
+  }
+
+  /** Reports the tokens a model call spent to the run's usage handler (`RunnableConfig.onUsage`). */
+  reportUsage(usage: TokenUsage): void {
+    const handler = this.inherited.onUsage;
+    if (handler !== undefined) callQuietly((model) => handler(usage, model), { name: this.name });
   }
 
   /** Emits a custom event under this run (`dispatchCustomEvent`). */

@@ -53,6 +53,23 @@ export interface ChatModelOptions {
 /** Something `bindTools` accepts: a tool (name, description, zod schema) or a ready definition. */
 export type ToolLike = ToolDefinition | { name: string; description?: string; schema: ZodType };
 
+/** Reports the usage the provider gave across `chunks`, if any, to the run's usage handler. */
+function reportSpent(run: Run, chunks: readonly AIMessageChunk[]): void {
+  let input = 0;
+  let output = 0;
+  let total = 0;
+  let reported = false;
+  for (const chunk of chunks) {
+    const usage = chunk.usage_metadata;
+    if (usage === undefined) continue;
+    reported = true;
+    input += usage.input_tokens;
+    output += usage.output_tokens;
+    total += usage.total_tokens;
+  }
+  if (reported) run.reportUsage({ input_tokens: input, output_tokens: output, total_tokens: total });
+}
+
 /** Converts a tool-like into the definition sent to the provider. */
 export function toToolDefinition(tool: ToolLike): ToolDefinition {
   if ('parameters' in tool) return tool;
@@ -207,6 +224,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     } finally {
       flight?.(answer === undefined ? undefined : [answer]);
     }
+    if (answer.usage_metadata !== undefined) run.reportUsage(answer.usage_metadata);
     // Not awaited: storing is best effort, and a slow cache must not hold the answer back.
     if (cache !== undefined) void cache.update(key, [answer]).catch(() => undefined);
     return answer;
@@ -244,6 +262,8 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     } finally {
       guard.dispose();
       flight?.(complete ? chunks : undefined);
+      // Tokens the provider reported count even when the stream ended early: they were spent.
+      reportSpent(run, chunks);
       run.signal?.removeEventListener('abort', onAbort);
       // Whoever stopped reading early (an abort, a stall, a consumer gone): close the upstream request.
       if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));

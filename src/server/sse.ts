@@ -6,11 +6,14 @@
  */
 import type { ServerResponse } from 'node:http';
 
-/** Headers of every event stream (PROTOCOL.md, "SSE framing"). */
+/**
+ * Headers of every event stream (PROTOCOL.md, "SSE framing"). `connection`
+ * is set per request in {@link SseWriter.open}: `keep-alive` unless the
+ * client asked to close.
+ */
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache',
-  connection: 'keep-alive',
   'x-accel-buffering': 'no',
 } as const;
 
@@ -57,7 +60,9 @@ export class SseWriter {
 
   /** Sends the headers and starts the ping. */
   open(): void {
-    this.res.writeHead(200, { ...this.headers, ...SSE_HEADERS });
+    // Node decided keep-alive from the request (HTTP/1.1 without `Connection: close`); forcing it would keep a
+    // socket open that the client asked to have closed.
+    this.res.writeHead(200, { ...this.headers, ...SSE_HEADERS, connection: this.res.shouldKeepAlive ? 'keep-alive' : 'close' });
     this.res.flushHeaders();
     this.ping = setInterval(() => void this.write(': ping\r\n\r\n'), this.pingMs);
     this.ping.unref();

@@ -1,20 +1,19 @@
 /**
- * Token accounting for `/metrics`: for chains with a chat model, a callback
- * adds each model run's usage to `runnel_model_tokens_total`. Chains without
- * a model get no callback, so their runs stay unobserved (and fast).
+ * Token accounting for `/metrics`: for chains with a chat model, a usage
+ * handler adds the tokens each model call spent at its provider to
+ * `runnel_model_tokens_total` (cache hits spend none). It goes through
+ * `onUsage`, not callbacks, so the runs stay unobserved and stream on the
+ * fast path.
  */
-import type { EventCallback, RunnableConfig } from '../core/index.js';
+import type { RunnableConfig, UsageHandler } from '../core/index.js';
 import type { RunnelState } from './app.js';
 import type { PreparedChain } from './prepared.js';
 
-export function usageCallbacks(state: RunnelState, chain: PreparedChain, config: RunnableConfig): { callbacks?: EventCallback[] } {
+export function usageMeter(state: RunnelState, chain: PreparedChain): Pick<RunnableConfig, 'onUsage'> {
   if (!chain.hasModel) return {};
-  const count: EventCallback = (event) => {
-    if (event.event !== 'on_chat_model_end') return;
-    const usage = (event.data.output as { usage_metadata?: { input_tokens?: number; output_tokens?: number } } | undefined)?.usage_metadata;
-    if (usage === undefined) return;
-    state.metrics.tokens.inc({ chain: chain.spec.path, direction: 'in' }, usage.input_tokens ?? 0);
-    state.metrics.tokens.inc({ chain: chain.spec.path, direction: 'out' }, usage.output_tokens ?? 0);
+  const count: UsageHandler = (usage) => {
+    state.metrics.tokens.inc({ chain: chain.spec.path, direction: 'in' }, usage.input_tokens);
+    state.metrics.tokens.inc({ chain: chain.spec.path, direction: 'out' }, usage.output_tokens);
   };
-  return { callbacks: [...(config.callbacks ?? []), count] };
+  return { onUsage: count };
 }

@@ -62,9 +62,12 @@ describe('the shipped chains, offline', () => {
     const res = await post(app, '/joke/invoke', { input: { topic: 'penguins' } });
     expect(res.statusCode).toBe(200);
     expect(res.json().output).toMatch(/^Offline model .*penguins/);
-    const stream = parseSse((await post(app, '/joke/stream', { input: { topic: 'penguins' } })).body);
+    // Another topic: a fresh answer streams token by token (an answer cached by a whole call replays whole).
+    const stream = parseSse((await post(app, '/joke/stream', { input: { topic: 'puffins' } })).body);
     expect(stream.filter((f) => f.event === 'data').length).toBeGreaterThan(5);
     expect(stream.at(-1)?.event).toBe('end');
+    const cached = parseSse((await post(app, '/joke/stream', { input: { topic: 'penguins' } })).body);
+    expect(cached.filter((f) => f.event === 'data').map((f) => f.data).join('')).toBe(res.json().output);
   });
 
   it('/chat needs a session id, remembers the conversation in Redis, and serves its history', async () => {

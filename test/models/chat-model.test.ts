@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import crypto from 'node:crypto';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
   AIMessage,
@@ -10,6 +11,8 @@ import {
   HumanMessage,
   InMemoryCache,
   OFFLINE_ANSWER,
+  RunnableLambda,
+  type TokenUsage,
   type StreamEvent,
 } from '../../src/index.js';
 import { settleWithin, toArray } from '../helpers.js';
@@ -64,6 +67,46 @@ describe('cache', () => {
     setTimeout(() => controller.abort(), 60);
     await expect(slow.invoke('z', { signal: controller.signal })).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
     expect((slow.cache as InMemoryCache).size).toBe(0);
+  });
+});
+
+describe('onUsage', () => {
+  it('reports the tokens each model call spent, streamed or not; a cache hit spends none', async () => {
+    const model = new FakeListChatModel({ responses: ['one two three'], cache: new InMemoryCache() });
+    const chain = RunnableLambda.from((topic: string) => `about ${topic}`).pipe(model);
+    const reports: [TokenUsage, string][] = [];
+    const onUsage = (usage: TokenUsage, { name }: { name: string }) => void reports.push([usage, name]);
+    await toArray(chain.stream('cats', { onUsage }));
+    expect(reports).toEqual([[{ input_tokens: 2, output_tokens: 3, total_tokens: 5 }, 'FakeListChatModel']]);
+    await chain.invoke('dogs', { onUsage });
+    expect(reports).toHaveLength(2);
+    await chain.invoke('dogs', { onUsage }); // from the cache
+    expect(reports).toHaveLength(2);
+  });
+
+  it('calls the handlers of enclosing and bound configs, and survives a throwing one', async () => {
+    const model = new FakeListChatModel({ responses: ['a b'] });
+    const seen: string[] = [];
+    const bound = model.withConfig({ onUsage: () => void seen.push('bound') });
+    const chain = RunnableLambda.from(async (q: string, config) => {
+      return bound.invoke(q, { ...config, onUsage: () => void seen.push('inner') });
+    });
+    const answer = await chain.invoke('q', {
+      onUsage: () => {
+        seen.push('outer');
+        throw new Error('a failing meter');
+      },
+    });
+    expect(answer.text).toBe('a b');
+    expect(seen.sort()).toEqual(['bound', 'inner', 'outer']);
+  });
+
+  it('leaves runs unobserved: no run id is minted', async () => {
+    const model = new FakeListChatModel({ responses: ['a b'] });
+    const spy = vi.spyOn(crypto, 'randomUUID');
+    await toArray(model.stream('q', { onUsage: () => undefined }));
+    expect(spy).not.toHaveBeenCalled();
+    spy.mockRestore();
   });
 });
 

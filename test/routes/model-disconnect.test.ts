@@ -50,11 +50,16 @@ describe('through the server to the model', () => {
     );
   });
 
-  it('counts model tokens in and out in /metrics', async () => {
+  it('counts model tokens in and out in /metrics, for /invoke and for /stream', async () => {
     const res = await fetch(`${server.url}/model/invoke`, { method: 'POST', body: JSON.stringify({ input: { q: 'hi' } }) });
     expect(((await res.json()) as { output: string }).output).toBe('Why did the cat sit?');
-    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    let metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toContain('runnel_model_tokens_total{chain="/model",direction="in"} 12');
     expect(metrics).toContain('runnel_model_tokens_total{chain="/model",direction="out"} 5');
+    const streamed = await fetch(`${server.url}/model/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { q: 'hi' } }) });
+    expect(await streamed.text()).toContain('event: end');
+    metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toContain('runnel_model_tokens_total{chain="/model",direction="in"} 24');
+    expect(metrics).toContain('runnel_model_tokens_total{chain="/model",direction="out"} 10');
   });
 });

@@ -1,4 +1,5 @@
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observed, post, startServer, text, type TestServer } from '../support/server.js';
 import { settleWithin } from '../helpers.js';
@@ -50,6 +51,26 @@ describe('/stream', () => {
     expect(res.headers.get('x-accel-buffering')).toBe('no');
     const body = await text(res);
     expect(body).toMatch(/^event: metadata\r\ndata: \{"run_id":"[0-9a-f-]{36}"\}\r\n\r\nevent: data\r\ndata: "hello Ada"\r\n\r\nevent: end\r\n\r\n$/);
+  });
+
+  it('keeps the connection alive by default, and closes it after the stream when the client asked to close', async () => {
+    expect((await post(`${server.url}/echo/stream`, { input: { name: 'Ada' } })).headers.get('connection')).toBe('keep-alive');
+    const body = JSON.stringify({ input: { name: 'Ada' } });
+    const { port } = new URL(server.url);
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect({ host: '127.0.0.1', port: Number(port) }, () =>
+        socket.write(`POST /echo/stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`),
+      );
+      let received = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (received += chunk));
+      socket.on('error', reject);
+      // Resolves only when the server closes the socket.
+      socket.on('close', () => resolve(received));
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(raw.toLowerCase()).toContain('\r\nconnection: close\r\n');
+    expect(raw).toContain('event: end\r\n\r\n');
   });
 
   it('streams model tokens as separate data frames', async () => {
