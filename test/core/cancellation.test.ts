@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { generator, lambda, sequence, type StreamEvent } from '../../src/index.js';
+import { abortable, generator, lambda, RunController, sequence, type StreamEvent } from '../../src/index.js';
 import { deferred, settleWithin, toArray } from '../helpers.js';
 
 const never = (): Promise<never> => new Promise<never>(() => {});
@@ -149,5 +149,61 @@ describe('cancellation', () => {
     setTimeout(() => controller.abort(), 5);
     await expect(settleWithin(consume, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
     await settleWithin(cleaned.promise, 1000);
+  });
+});
+
+describe('abortable', () => {
+  /** A source that yields 1 and 2, then waits forever; records whether it was closed. */
+  function source(log: string[]): AsyncGenerator<number> {
+    return (async function* () {
+      try {
+        yield 1;
+        yield 2;
+        await never();
+      } finally {
+        log.push('closed');
+      }
+    })();
+  }
+
+  it('rejects a pending next() the moment the signal fires, and asks the source to close', async () => {
+    const log: string[] = [];
+    const controller = new RunController();
+    const iterator = abortable(source(log), controller.signal);
+    expect((await iterator.next()).value).toBe(1);
+    expect((await iterator.next()).value).toBe(2);
+    const pending = iterator.next();
+    controller.abort();
+    await expect(settleWithin(pending, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    // The source is stuck in an await it cannot leave: its return() is requested, not awaited.
+    await expect(iterator.next()).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+  });
+
+  it('rejects when the signal fired while the reader held a chunk, with a plain AbortController too', async () => {
+    const log: string[] = [];
+    const controller = new AbortController();
+    const iterator = abortable(source(log), controller.signal);
+    expect((await iterator.next()).value).toBe(1);
+    controller.abort();
+    await expect(iterator.next()).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    // The source was between yields: closing it ran its finally.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(log).toEqual(['closed']);
+  });
+
+  it('passes a source error through, and waits for the source on an early return', async () => {
+    const failing = (async function* () {
+      yield 1;
+      throw new Error('source failed');
+    })();
+    const iterator = abortable(failing, new RunController().signal);
+    expect((await iterator.next()).value).toBe(1);
+    await expect(iterator.next()).rejects.toThrow('source failed');
+    expect(await iterator.next()).toEqual({ done: true, value: undefined });
+
+    const log: string[] = [];
+    const reader = abortable(source(log), new RunController().signal);
+    for await (const value of reader) if (value === 1) break;
+    expect(log).toEqual(['closed']);
   });
 });
