@@ -56,7 +56,8 @@ export interface AIMessageChunkFields extends AIMessageFields {
   tool_call_chunks?: ToolCallChunk[] | undefined;
 }
 
-function addUsage(a: UsageMetadata | undefined, b: UsageMetadata | undefined): UsageMetadata | undefined {
+/** The sum of two usages (either may be missing). */
+export function addUsage(a: UsageMetadata | undefined, b: UsageMetadata | undefined): UsageMetadata | undefined {
   if (a === undefined) return b;
   if (b === undefined) return a;
   return {

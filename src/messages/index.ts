@@ -1,6 +1,6 @@
 /** Messages: classes, JSON schemas, coercion and chunk merging. */
 export { BaseMessage, HumanMessage, SystemMessage, ToolMessage, ChatMessage, isBaseMessage, type MessageType, type ToolMessageFields } from './base.js';
-export { AIMessage, AIMessageChunk, mergeToolCallChunks, parseToolCallChunks, type AIMessageFields, type AIMessageChunkFields } from './ai.js';
+export { addUsage, AIMessage, AIMessageChunk, mergeToolCallChunks, parseToolCallChunks, type AIMessageFields, type AIMessageChunkFields } from './ai.js';
 export {
   coerceMessage,
   coerceMessages,

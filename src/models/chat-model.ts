@@ -17,6 +17,7 @@ import {
   type RunType,
 } from '../core/index.js';
 import {
+  addUsage,
   type AIMessage,
   AIMessageChunk,
   aiMessageOutputSchema,
@@ -24,6 +25,7 @@ import {
   coerceMessages,
   HumanMessage,
   messagesSchema,
+  type UsageMetadata,
 } from '../messages/index.js';
 import { isPromptValue, type PromptValue } from '../prompts/index.js';
 import { cacheKey, type ModelCache } from './cache.js';
@@ -55,19 +57,8 @@ export type ToolLike = ToolDefinition | { name: string; description?: string; sc
 
 /** Reports the usage the provider gave across `chunks`, if any, to the run's usage handler. */
 function reportSpent(run: Run, chunks: readonly AIMessageChunk[]): void {
-  let input = 0;
-  let output = 0;
-  let total = 0;
-  let reported = false;
-  for (const chunk of chunks) {
-    const usage = chunk.usage_metadata;
-    if (usage === undefined) continue;
-    reported = true;
-    input += usage.input_tokens;
-    output += usage.output_tokens;
-    total += usage.total_tokens;
-  }
-  if (reported) run.reportUsage({ input_tokens: input, output_tokens: output, total_tokens: total });
+  const usage = chunks.reduce<UsageMetadata | undefined>((sum, chunk) => addUsage(sum, chunk.usage_metadata), undefined);
+  if (usage !== undefined) run.reportUsage(usage);
 }
 
 /** Converts a tool-like into the definition sent to the provider. */

@@ -7,7 +7,6 @@
  * whose request succeeded is lost. Times are reported, not asserted; the
  * bounds are guards against hangs.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,48 +15,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
 import { buildApp, connectServices, type Services } from '../../src/index.js';
 import { freePort, settleWithin } from '../helpers.js';
+import { RedisServer } from '../support/redis-server.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'runnel-redis-'));
-let port = 0;
-let redis: ChildProcess | undefined;
+let redis: RedisServer;
 let app: FastifyInstance;
 let services: Services;
 
-async function startRedis(): Promise<void> {
-  redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''], { stdio: 'ignore' });
-  for (let i = 0; i < 100; i++) {
-    const up = await new Promise<boolean>((resolve) => {
-      const probe = spawn('redis-cli', ['-p', String(port), 'ping'], { stdio: ['ignore', 'pipe', 'ignore'] });
-      let out = '';
-      probe.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-      probe.once('exit', () => resolve(out.includes('PONG')));
-    });
-    if (up) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error('redis did not start');
-}
-
-async function killRedis(): Promise<void> {
-  const child = redis;
-  if (child === undefined) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGKILL');
-  await exited;
-  redis = undefined;
-}
-
 beforeAll(async () => {
-  port = await freePort();
-  await startRedis();
-  services = await connectServices({ redisUrl: `redis://127.0.0.1:${port}`, redisCommandTimeoutMs: 300 });
+  redis = new RedisServer(await freePort(), ['--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '']);
+  await redis.start();
+  services = await connectServices({ redisUrl: redis.url, redisCommandTimeoutMs: 300 });
   app = await buildApp({ chains: createChains({ services, env: {}, offlineDelayMs: 0 }).chains, services });
 }, 30_000);
 
 afterAll(async () => {
   await app?.close();
-  redis?.kill('SIGCONT');
-  await killRedis();
+  // undefined when beforeAll failed before starting it
+  redis?.signal('SIGCONT');
+  await redis?.kill();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -84,7 +60,7 @@ describe('Redis killed under load', () => {
       }
     })();
     await new Promise((resolve) => setTimeout(resolve, 300));
-    await killRedis();
+    await redis.kill();
     const started = performance.now();
     const history = await settleWithin(app.inject({ url: '/chat/history/outage' }), 2000);
     const historyMs = performance.now() - started;
@@ -92,7 +68,7 @@ describe('Redis killed under load', () => {
     expect(history.json()).toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
     await new Promise((resolve) => setTimeout(resolve, 500));
     const downAt = jokeStatuses.length;
-    await startRedis();
+    await redis.start();
     const backAt = performance.now();
     let recoveredMs = Number.NaN;
     for (let i = 0; i < 100; i++) {
@@ -123,7 +99,7 @@ describe('Redis killed under load', () => {
 
   it('bounds every request by the command timeout while Redis is frozen (SIGSTOP)', async () => {
     expect((await app.inject({ url: '/chat/history/frozen' })).statusCode).toBe(200);
-    redis?.kill('SIGSTOP');
+    redis.signal('SIGSTOP');
     try {
       const timed = async (request: () => Promise<{ statusCode: number }>) => {
         const started = performance.now();
@@ -136,7 +112,7 @@ describe('Redis killed under load', () => {
       expect(other.status).toBe(200);
       console.log(`with Redis frozen (command timeout 300 ms): history ${history.ms.toFixed(0)} ms, chat turn ${turn.ms.toFixed(0)} ms, joke (cache fails open) ${other.ms.toFixed(0)} ms`);
     } finally {
-      redis?.kill('SIGCONT');
+      redis.signal('SIGCONT');
     }
   }, 30_000);
 });

@@ -4,52 +4,28 @@
  * backends of the pool terminated. Bounds below guard against hangs; they
  * are not timing assertions.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectServices, createRedisClient, HumanMessage, RedisChatMessageHistory } from '../../src/index.js';
 import { settleWithin } from '../helpers.js';
+import { RedisServer } from '../support/redis-server.js';
 
 const PORT = 16_390 + (process.pid % 200);
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
-let redisProcess: ChildProcess | undefined;
+const redis = new RedisServer(PORT, ['--save', '', '--appendonly', 'no']);
 
-async function startRedis(): Promise<void> {
-  redisProcess = spawn('redis-server', ['--port', String(PORT), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  const probe = createRedisClient(`redis://127.0.0.1:${PORT}`);
-  await settleWithin(
-    (async () => {
-      for (;;) {
-        if ((await probe.connect().then(() => probe.ping()).catch(() => '')) === 'PONG') break;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    })(),
-    5000,
-  );
-  probe.disconnect();
-}
-
-async function stopRedis(): Promise<void> {
-  const child = redisProcess;
-  if (child === undefined) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGKILL');
-  await exited;
-  redisProcess = undefined;
-}
-
-afterAll(async () => stopRedis());
+afterAll(async () => redis.kill());
 
 describe('Redis failures', () => {
   it('answers 503-coded errors promptly while Redis is down, and recovers when it returns, losing no saved message', async () => {
-    await startRedis();
+    await redis.start();
     const client = createRedisClient(`redis://127.0.0.1:${PORT}`, { commandTimeoutMs: 300 });
     await client.connect();
     const history = new RedisChatMessageHistory({ client, sessionId: 'failover', namespace: 'runnel-failure' });
     await history.addMessages([new HumanMessage('before the outage')]);
-    await stopRedis();
+    await redis.kill();
     await expect(settleWithin(history.getMessages(), 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
     await expect(settleWithin(history.addMessages([new HumanMessage('during')]), 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
-    await startRedis();
+    await redis.start();
     // Redis kept nothing on disk (--save ""), so the restarted server is empty; the client reconnects by itself.
     const recovered = await settleWithin(
       (async () => {
@@ -66,7 +42,7 @@ describe('Redis failures', () => {
   });
 
   it('never lets a command wait past its timeout while Redis is frozen', async () => {
-    if (redisProcess === undefined) await startRedis();
+    if (!redis.running) await redis.start();
     const admin = createRedisClient(`redis://127.0.0.1:${PORT}`);
     await admin.connect();
     const client = createRedisClient(`redis://127.0.0.1:${PORT}`, { commandTimeoutMs: 200 });

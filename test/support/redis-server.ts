@@ -1,0 +1,59 @@
+/**
+ * A redis-server of a test's own on a spare port, for fault tests: started,
+ * killed, frozen and restarted at will.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createRedisClient } from '../../src/index.js';
+import { settleWithin } from '../helpers.js';
+
+export class RedisServer {
+  private child: ChildProcess | undefined;
+
+  /** `args` are redis-server options beyond the port and bind address (persistence, dir). */
+  constructor(
+    readonly port: number,
+    private readonly args: string[],
+  ) {}
+
+  get running(): boolean {
+    return this.child !== undefined;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts the server and resolves once it answers PING. */
+  async start(): Promise<void> {
+    this.child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', ...this.args], { stdio: 'ignore' });
+    const probe = createRedisClient(this.url);
+    try {
+      await settleWithin(
+        (async () => {
+          for (;;) {
+            if ((await probe.connect().then(() => probe.ping()).catch(() => '')) === 'PONG') return;
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        })(),
+        5000,
+      );
+    } finally {
+      probe.disconnect();
+    }
+  }
+
+  /** SIGKILL, and resolves once the process is gone. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (child === undefined) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+    this.child = undefined;
+  }
+
+  /** Sends a signal (SIGSTOP, SIGCONT) to the running server. */
+  signal(name: NodeJS.Signals): void {
+    this.child?.kill(name);
+  }
+}
