@@ -11,7 +11,7 @@
  * one atomic write, so across replicas nothing interleaves or is lost.
  */
 import { z, type ZodType } from 'zod';
-import { concat, once, Runnable, RunnelError, type Run } from '../core/index.js';
+import { abortError, concat, once, Runnable, RunnelError, type Run } from '../core/index.js';
 import { AIMessage, BaseMessage, coerceMessages, HumanMessage } from '../messages/index.js';
 import type { ConfigSpec } from '../core/index.js';
 import { checkSessionId, type ChatMessageHistory } from './history.js';
@@ -40,6 +40,15 @@ function answerOf(value: unknown, key: string | undefined): BaseMessage[] {
   if (answer instanceof BaseMessage) return [answer];
   if (Array.isArray(answer)) return coerceMessages(answer);
   throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'withMessageHistory: the chain answered with no message to save (set outputMessagesKey?)');
+}
+
+/**
+ * Fails a run whose signal fired, whatever its chain returned: a step may end
+ * "normally" when aborted (the model SDKs do), and its answer is then partial.
+ */
+function checkNotAborted(run: Run): void {
+  const signal = run.signal;
+  if (signal?.aborted === true) throw abortError(signal);
 }
 
 /** A runnable with chat history; see {@link withMessageHistory}. */
@@ -113,6 +122,7 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
     try {
       const prepared = this.prepare(input, await history.getMessages());
       const output = await this.bound._invokeIn(prepared.input, run.scope);
+      checkNotAborted(run);
       await history.addMessages([...prepared.added, ...answerOf(output, this.options.outputMessagesKey)]);
       return output;
     } finally {
@@ -133,6 +143,7 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
         first = false;
         yield chunk;
       }
+      checkNotAborted(run);
       await history.addMessages([...prepared.added, ...answerOf(output, this.options.outputMessagesKey)]);
     } finally {
       release();

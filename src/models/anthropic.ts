@@ -83,8 +83,20 @@ function anthropicToolChoice(choice: ToolChoice | undefined): MessageCreateParam
   return { type: 'tool', name: choice };
 }
 
-/** Converts one Messages API stream event (`undefined` for events that carry nothing). */
-export function fromAnthropicEvent(event: RawMessageStreamEvent, state: { id?: string; model?: string }): AIMessageChunk | undefined {
+/** What the conversion of one stream remembers between events. */
+export interface AnthropicStreamState {
+  id?: string;
+  model?: string;
+  /** `message_delta`'s stop reason, reported as the finish reason once `message_stop` says the message is whole. */
+  stopReason?: string | null;
+}
+
+/**
+ * Converts one Messages API stream event (`undefined` for events that carry
+ * nothing). The finish reason comes with `message_stop`: a stream cut
+ * between `message_delta` and `message_stop` is not a whole answer.
+ */
+export function fromAnthropicEvent(event: RawMessageStreamEvent, state: AnthropicStreamState): AIMessageChunk | undefined {
   switch (event.type) {
     case 'message_start':
       state.id = event.message.id;
@@ -113,12 +125,14 @@ export function fromAnthropicEvent(event: RawMessageStreamEvent, state: { id?: s
       }
       return undefined;
     case 'message_delta':
+      state.stopReason = event.delta.stop_reason;
       return new AIMessageChunk({
         content: '',
         id: state.id,
-        response_metadata: { finish_reason: event.delta.stop_reason, model_name: state.model },
         usage_metadata: { input_tokens: 0, output_tokens: event.usage.output_tokens, total_tokens: event.usage.output_tokens },
       });
+    case 'message_stop':
+      return new AIMessageChunk({ content: '', id: state.id, response_metadata: { finish_reason: state.stopReason ?? 'end_turn', model_name: state.model } });
     default:
       return undefined;
   }
@@ -154,7 +168,7 @@ class AnthropicProvider implements ChatProvider {
           }),
     };
     const stream = await this.getClient().messages.create(body, { signal: request.signal });
-    const state: { id?: string; model?: string } = {};
+    const state: AnthropicStreamState = {};
     for await (const event of stream) {
       const chunk = fromAnthropicEvent(event, state);
       if (chunk !== undefined) yield chunk;

@@ -29,9 +29,13 @@ function stable(value: unknown): unknown {
   return value;
 }
 
-/** The cache key of a call: a SHA-256 over provider, parameters and messages in a canonical JSON form. */
-export function cacheKey(provider: string, params: CallParams, messages: readonly BaseMessage[]): string {
-  const canonical = JSON.stringify(stable({ provider, params, messages: messages.map((m) => m.toJSON()) }));
+/**
+ * The cache key of a call: a SHA-256 over provider, parameters and messages in
+ * a canonical JSON form — and `partition` (a caller's identity) when entries
+ * must not be shared beyond it.
+ */
+export function cacheKey(provider: string, params: CallParams, messages: readonly BaseMessage[], partition?: string): string {
+  const canonical = JSON.stringify(stable({ provider, params, messages: messages.map((m) => m.toJSON()), partition }));
   return createHash('sha256').update(canonical).digest('hex');
 }
 

@@ -61,6 +61,12 @@ function reportSpent(run: Run, chunks: readonly AIMessageChunk[]): void {
   if (usage !== undefined) run.reportUsage(usage);
 }
 
+/** True for the chunk that says the provider finished its answer (`finish_reason`, Anthropic's `stop_reason` at `message_stop`). */
+function isFinished(chunk: AIMessageChunk): boolean {
+  const reason = chunk.response_metadata.finish_reason;
+  return typeof reason === 'string' && reason !== '';
+}
+
 /** Converts a tool-like into the definition sent to the provider. */
 export function toToolDefinition(tool: ToolLike): ToolDefinition {
   if ('parameters' in tool) return tool;
@@ -171,7 +177,10 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     const params = this.callParams(run.options);
     const bypass = (run.options as { cache?: unknown }).cache === false || run.scope.configurable.cache === false;
     const cache = bypass ? undefined : this.cache;
-    return { messages, params, cache, key: cache === undefined ? '' : cacheKey(this.provider.id, params, messages) };
+    // A chain that scopes its cache by caller (`defineChain({cacheScope: 'caller'})`) puts the caller in the key.
+    const partition = run.metadata.__cache_partition;
+    const key = cache === undefined ? '' : cacheKey(this.provider.id, params, messages, typeof partition === 'string' ? partition : undefined);
+    return { messages, params, cache, key };
   }
 
   /**
@@ -216,6 +225,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       flight?.(answer === undefined ? undefined : [answer]);
     }
     if (answer.usage_metadata !== undefined) run.reportUsage(answer.usage_metadata);
+    if (signal.aborted) throw providerError(this.name, signal.reason, run.signal);
     // Not awaited: storing is best effort, and a slow cache must not hold the answer back.
     if (cache !== undefined) void cache.update(key, [answer]).catch(() => undefined);
     return answer;
@@ -247,6 +257,13 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
         chunks.push(next.value);
         yield next.value;
       }
+      // The SDKs end an aborted stream as if it were done (openai@6 and @anthropic-ai/sdk return on an abort
+      // error): whatever the stream said, a call whose signal fired failed, and an answer is whole only when
+      // the provider said it finished.
+      if (upstream.signal.aborted) throw upstream.signal.reason;
+      if (!chunks.some(isFinished)) {
+        throw new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${this.name}: the provider ended the stream before finishing the answer`);
+      }
       complete = true;
     } catch (error) {
       throw providerError(this.name, upstream.signal.reason instanceof RunnelError ? upstream.signal.reason : error, run.signal);
@@ -259,8 +276,8 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       // Whoever stopped reading early (an abort, a stall, a consumer gone): close the upstream request.
       if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
     }
-    // Only a whole, successful answer is cached.
-    if (cache !== undefined) void cache.update(key, chunks).catch(() => undefined);
+    // Only a whole answer of a call nobody aborted is cached.
+    if (cache !== undefined && run.signal?.aborted !== true) void cache.update(key, chunks).catch(() => undefined);
   }
 
   /**

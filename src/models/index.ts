@@ -1,7 +1,7 @@
 /** Chat models: the base, OpenAI, Anthropic, fakes, the response cache, model from environment. */
 export { ChatModel, toMessages, toToolDefinition, type ChatModelInput, type ChatModelOptions, type ToolLike } from './chat-model.js';
 export { ChatOpenAI, toOpenAIMessages, fromOpenAIChunk, type ChatOpenAIOptions } from './openai.js';
-export { ChatAnthropic, toAnthropicMessages, fromAnthropicEvent, type ChatAnthropicOptions } from './anthropic.js';
+export { ChatAnthropic, toAnthropicMessages, fromAnthropicEvent, type AnthropicStreamState, type ChatAnthropicOptions } from './anthropic.js';
 export {
   FakeListChatModel,
   FakeToolCallingModel,

@@ -40,7 +40,12 @@ export interface ChatRequest {
   signal: AbortSignal;
 }
 
-/** A model provider: turns a request into a stream of message chunks. */
+/**
+ * A model provider: turns a request into a stream of message chunks. The
+ * chunk that ends a whole answer carries `response_metadata.finish_reason`
+ * (the provider's own word that it finished); a stream that ends without one
+ * is a broken-off answer — an error, never cached nor saved.
+ */
 export interface ChatProvider {
   /** The provider's id, part of the cache key (`openai`, `anthropic`, `fake`). */
   readonly id: string;

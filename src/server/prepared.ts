@@ -155,8 +155,10 @@ export class PreparedChain {
       ...(c.recursion_limit === undefined ? {} : { recursionLimit: c.recursion_limit as number }),
       ...(c.max_concurrency === undefined ? {} : { maxConcurrency: c.max_concurrency as number }),
     });
-    // The caller's identity rides in internal metadata (clients cannot set `__` keys): histories scope by it.
-    let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody), { metadata: { __identity: context.identity } });
+    // The caller's identity rides in internal metadata (clients cannot set `__` keys): histories scope by it, and
+    // so do model caches of chains with `cacheScope: 'caller'`.
+    const internal = this.spec.cacheScope === 'caller' ? { __identity: context.identity, __cache_partition: context.identity } : { __identity: context.identity };
+    let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody), { metadata: internal });
     // `cache-control: no-cache` asks for a fresh answer: the model caches bypass themselves.
     const cacheControl = context.headers['cache-control'];
     if (typeof cacheControl === 'string' && /\bno-(cache|store)\b/i.test(cacheControl)) config = mergeConfigs(config, { configurable: { cache: false } });

@@ -52,6 +52,13 @@ export interface ChainDefinition<I = unknown, O = unknown> {
   configKeys?: ClientConfigKey[];
   /** Adjusts each request's config, e.g. to put the caller's identity into `configurable`. */
   perRequestConfigModifier?: (config: RunnableConfig, request: RequestContext) => RunnableConfig | Promise<RunnableConfig>;
+  /**
+   * Who shares the model response cache's entries: `'shared'` (default) lets
+   * every caller get an answer cached for the same request, `'caller'` keys
+   * entries by the caller's identity too, so one caller never receives an
+   * answer computed for another (see docs/persistence.md).
+   */
+  cacheScope?: 'shared' | 'caller';
   /** The playground to serve (default `'default'`). */
   playground?: 'default' | 'chat';
   /** Override the input schema derived from the runnable. */
@@ -97,6 +104,9 @@ export function defineChain<I, O>(definition: ChainDefinition<I, O>): ChainSpec<
     if (!(ENDPOINTS as readonly string[]).includes(endpoint)) {
       throw invalid(`${path}: unknown endpoint ${JSON.stringify(endpoint)}; known: ${ENDPOINTS.join(', ')}`);
     }
+  }
+  if (definition.cacheScope !== undefined && definition.cacheScope !== 'shared' && definition.cacheScope !== 'caller') {
+    throw invalid(`${path}: cacheScope must be 'shared' or 'caller'`);
   }
   const configKeys = definition.configKeys ?? ['configurable'];
   for (const key of configKeys) {

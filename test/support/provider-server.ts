@@ -12,7 +12,9 @@
  * `/embeddings` answers with deterministic vectors `[text length, index, 1]`.
  *
  * It records every request and counts requests whose client went away
- * before the response ended.
+ * before the response ended. `holdNext` and `cutNext` shape the next chat
+ * reply, whatever its scenario: stop after some frames and keep the
+ * connection open until the client closes it, or end the response there.
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -84,8 +86,20 @@ function anthropicFrames(reply: ScriptedReply, model: string): string[] {
   return out;
 }
 
+/** How the next chat reply is cut short: after `frames` frames (negative: all but that many). */
+interface Plan {
+  frames: number;
+  /** `hold`: keep the connection open and silent; `cut`: end the response there. */
+  mode: 'hold' | 'cut';
+  reached: () => void;
+}
+
 export interface ProviderServer {
   url: string;
+  /** The next chat reply sends `frames` frames (negative: all but the last `-frames`), then holds the connection open until the client closes it. Resolves once it holds. */
+  holdNext(frames: number): Promise<void>;
+  /** The next chat reply sends `frames` frames (negative: all but the last `-frames`), then ends the response: a stream the provider broke off. */
+  cutNext(frames: number): void;
   /** When set, answers every chat request it returns a reply for, in the provider's streaming format. */
   script: ((body: Record<string, unknown>) => ScriptedReply | undefined) | undefined;
   requests: RecordedRequest[];
@@ -101,14 +115,25 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
   const seen = new Map<string, number>();
   const open = new Set<ServerResponse>();
   let abandonWaiters: (() => void)[] = [];
+  const plans: Plan[] = [];
   const state = { abandoned: 0 };
 
-  const streamFrames = async (res: ServerResponse, parts: string[], options: { gapMs?: number; hang?: boolean } = {}): Promise<void> => {
+  const streamFrames = async (res: ServerResponse, all: string[], options: { gapMs?: number; hang?: boolean } = {}): Promise<void> => {
+    const plan = plans.shift();
+    const limit = plan === undefined ? all.length : plan.frames < 0 ? all.length + plan.frames : plan.frames;
+    const parts = all.slice(0, limit);
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-request-id': 'req_fx' });
+    // Headers go out at once, so the SDK's request resolves before any frame (the "before the first token" point).
+    res.flushHeaders();
     for (const part of parts) {
       if (res.destroyed) return;
       res.write(part);
       if (options.gapMs !== undefined) await new Promise((resolve) => setTimeout(resolve, options.gapMs));
+    }
+    if (plan !== undefined) {
+      plan.reached();
+      if (plan.mode === 'cut') res.end();
+      return;
     }
     if (!options.hang) res.end();
   };
@@ -189,6 +214,8 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
       return state.abandoned;
     },
     nextAbandon: () => new Promise<void>((resolve) => abandonWaiters.push(resolve)),
+    holdNext: (frames) => new Promise<void>((resolve) => plans.push({ frames, mode: 'hold', reached: resolve })),
+    cutNext: (frames) => void plans.push({ frames, mode: 'cut', reached: () => {} }),
     close: async () => {
       for (const res of open) res.destroy();
       server.closeAllConnections();
