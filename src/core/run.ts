@@ -48,11 +48,15 @@ export class Run {
   /** What every event of this run repeats, computed on the first event. */
   private stamp: { tags: string[]; parentIds: string[]; metadata: Record<string, unknown> } | undefined;
 
-  constructor(name: string, runType: RunType, scope: Scope) {
+  /** Metadata of the runnable's own, added to this run's events (see `Runnable._eventMetadata`). */
+  private readonly ownMetadata: ((options: Readonly<Record<string, unknown>>) => Record<string, unknown>) | undefined;
+
+  constructor(name: string, runType: RunType, scope: Scope, ownMetadata?: (options: Readonly<Record<string, unknown>>) => Record<string, unknown>) {
     this.name = scope.runName ?? name;
     this.runType = runType;
     this.inherited = scope;
     this._id = scope.runId;
+    this.ownMetadata = ownMetadata;
   }
 
   /** This run's id (a UUID, made on first use unless the config gave one). */
@@ -179,8 +183,13 @@ export class Run {
   }
 
   private event(event: string, name: string, data: StreamEvent['data']): StreamEvent {
-    const stamp = (this.stamp ??= { tags: this.tags as string[], parentIds: this.parentIds, metadata: publicMetadata(this.metadata) });
+    const stamp = (this.stamp ??= { tags: this.tags as string[], parentIds: this.parentIds, metadata: this.eventMetadata() });
     return { event, name, run_id: this.id, parent_ids: stamp.parentIds, tags: stamp.tags, metadata: stamp.metadata, data };
+  }
+
+  private eventMetadata(): Record<string, unknown> {
+    const inherited = publicMetadata(this.metadata);
+    return this.ownMetadata === undefined ? inherited : { ...inherited, ...this.ownMetadata(this.options) };
   }
 
   private info(): RunInfo {
@@ -189,7 +198,7 @@ export class Run {
       name: this.name,
       runType: this.runType,
       tags: [...this.tags],
-      metadata: publicMetadata(this.metadata),
+      metadata: this.eventMetadata(),
       input: this.input,
       startTime: this.startTime,
     };

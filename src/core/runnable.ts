@@ -143,6 +143,13 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
   /** A stream of input chunks to a stream of output chunks, for runnables that start before their input has ended. */
   protected _transform?(inputs: AsyncIterable<I>, run: Run, known?: Known<I>): AsyncGenerator<O>;
 
+  /**
+   * Metadata this runnable adds to its own runs' events (chat models add
+   * LangChain's `ls_provider`, `ls_model_name`, ...), computed once per
+   * observed run from the run's call options. Unset for most runnables.
+   */
+  protected _eventMetadata?: (options: Readonly<Record<string, unknown>>) => Record<string, unknown>;
+
   /** The input as this runnable's start event shows it (chat models show `{messages: [[...]]}`). */
   protected _eventInput(input: I): unknown {
     return input;
@@ -150,7 +157,7 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
 
   /** Runs this runnable within a scope. @internal */
   _invokeIn(input: I, scope: Scope): Promise<O> {
-    const run = new Run(this.name, this.runType, scope);
+    const run = new Run(this.name, this.runType, scope, this._eventMetadata);
     const signal = scope.signal;
     if (!run.observed) {
       if (signal?.aborted === true) return Promise.reject(abortError(signal));
@@ -179,7 +186,7 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
 
   /** Streams this runnable within a scope. @internal */
   _streamIn(inputs: AsyncIterable<I>, scope: Scope, known?: Known<I>): AsyncGenerator<O> {
-    const run = new Run(this.name, this.runType, scope);
+    const run = new Run(this.name, this.runType, scope, this._eventMetadata);
     // Nobody observes this run, and nothing aborts it or an enclosing run races the abort for it:
     // no wrapper, the chunks flow straight through.
     if (!run.observed && (scope.signal === undefined || !entersSignal(scope))) {

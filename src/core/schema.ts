@@ -18,6 +18,8 @@ export interface ConfigSpec {
   schema?: ZodType | undefined;
   /** The keys of the alternatives, when this spec selects one. */
   options?: string[] | undefined;
+  /** No default: every call must set it (`session_id` of a chain with history). Servers check it before running. */
+  required?: boolean | undefined;
 }
 
 /**

@@ -34,6 +34,16 @@ function textOf(chunk: unknown): string | undefined {
 
 const escapeKey = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
 
+/**
+ * The run type as LangChain's run logs name it: a chat model's run is an
+ * `llm` run there (Python and JS alike), so `include_types: ["llm"]` finds
+ * model logs; `stream_events` keeps `on_chat_model_*`.
+ */
+function logRunType(event: Parameters<typeof runTypeOf>[0]): string {
+  const type = runTypeOf(event);
+  return type === 'chat_model' ? 'llm' : type;
+}
+
 /** `Runnable.streamLog`. @internal */
 export async function* streamLog<I>(
   runnable: Runnable<I, unknown>,
@@ -59,7 +69,7 @@ export async function* streamLog<I>(
             {
               op: 'replace',
               path: '',
-              value: { id: event.run_id, streamed_output: [], final_output: null, logs: {}, name: event.name, type: runTypeOf(event) },
+              value: { id: event.run_id, streamed_output: [], final_output: null, logs: {}, name: event.name, type: logRunType(event) },
             },
           ],
         };
@@ -79,7 +89,7 @@ export async function* streamLog<I>(
     }
     if (event.event === 'on_custom_event') continue;
     if (phase === 'start') {
-      if (accept !== undefined && !accept(event, runTypeOf(event))) continue;
+      if (accept !== undefined && !accept(event, logRunType(event))) continue;
       const count = (seen.get(event.name) ?? 0) + 1;
       seen.set(event.name, count);
       const key = count === 1 ? event.name : `${event.name}:${count}`;
@@ -92,7 +102,7 @@ export async function* streamLog<I>(
             value: {
               id: event.run_id,
               name: event.name,
-              type: runTypeOf(event),
+              type: logRunType(event),
               tags: event.tags,
               metadata: event.metadata,
               start_time: new Date(time).toISOString(),

@@ -76,7 +76,7 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
   }
 
   override _ownConfigSpecs(): ConfigSpec[] {
-    return [{ id: 'session_id', name: 'Session ID', description: 'The conversation to continue', default: undefined, schema: z.string().min(1).max(128) }];
+    return [{ id: 'session_id', name: 'Session ID', description: 'The conversation to continue', default: undefined, required: true, schema: z.string().min(1).max(128) }];
   }
 
   override _children(): Runnable<never, unknown>[] {

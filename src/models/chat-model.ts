@@ -67,6 +67,33 @@ function isFinished(chunk: AIMessageChunk): boolean {
   return typeof reason === 'string' && reason !== '';
 }
 
+/**
+ * A cached answer as a stream: the chunks it was stored as. An answer stored
+ * in one piece (a provider that answered whole) is cut into word tokens again,
+ * so a cached answer streams the way a fresh one does; the last chunk keeps
+ * the tool calls, metadata and usage, and the chunks add up to the stored answer.
+ */
+function replay(chunks: AIMessageChunk[]): AIMessageChunk[] {
+  const only = chunks.length === 1 ? chunks[0] : undefined;
+  if (only === undefined || typeof only.content !== 'string') return chunks;
+  const tokens = only.content.match(/\s*\S+|\s+$/g);
+  if (tokens === null || tokens.length < 2) return chunks;
+  const { id, name } = only;
+  return [
+    ...tokens.map((token) => new AIMessageChunk({ content: token, id, name })),
+    new AIMessageChunk({
+      content: '',
+      id,
+      name,
+      additional_kwargs: only.additional_kwargs,
+      response_metadata: only.response_metadata,
+      tool_calls: only.tool_calls,
+      invalid_tool_calls: only.invalid_tool_calls,
+      usage_metadata: only.usage_metadata,
+    }),
+  ];
+}
+
 /** Converts a tool-like into the definition sent to the provider. */
 export function toToolDefinition(tool: ToolLike): ToolDefinition {
   if ('parameters' in tool) return tool;
@@ -133,6 +160,19 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     if (this.cache === undefined) return [];
     return [{ id: 'cache', name: 'Use the response cache', description: 'false answers without the response cache (nor stores the answer)', default: true, schema: z.boolean() }];
   }
+
+  /** LangChain's tracing metadata of a chat model call, which tracing UIs group and filter by. */
+  protected override _eventMetadata = (options: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+    const params = this.callParams(options);
+    return {
+      ls_provider: this.provider.id,
+      ls_model_name: params.model,
+      ls_model_type: 'chat',
+      ...(params.temperature === undefined ? {} : { ls_temperature: params.temperature }),
+      ...(params.maxTokens === undefined ? {} : { ls_max_tokens: params.maxTokens }),
+      ...(params.stop === undefined ? {} : { ls_stop: params.stop }),
+    };
+  };
 
   protected override _eventInput(input: ChatModelInput): unknown {
     try {
@@ -235,7 +275,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     const { messages, params, cache, key } = this.prepare(input, run);
     const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key);
     if (hit !== undefined) {
-      yield* hit;
+      yield* replay(hit);
       return;
     }
     const upstream = new AbortController();

@@ -61,6 +61,8 @@ export class PreparedChain {
   private readonly validateInputFn: ValidateFunction;
   private readonly validateConfigFn: ValidateFunction;
   private readonly configurableDeclared: boolean;
+  /** Configurable fields every request must set, checked with the rest of the request (before any SSE byte). */
+  private readonly requiredConfigurable: string[];
 
   constructor(spec: ChainSpec<never, unknown>) {
     this.spec = spec;
@@ -70,6 +72,7 @@ export class PreparedChain {
     this.outputSchema = spec.outputSchema !== undefined ? toJsonSchema(spec.outputSchema, { title: `${this.name}Output` }) : { ...runnable.outputJsonSchema(), title: `${this.name}Output` };
     const specs = runnable.configSpecs();
     this.configurableDeclared = specs.length > 0;
+    this.requiredConfigurable = [...new Set(specs.filter((s) => s.required === true).map((s) => s.id))];
     const allowed = new Set(spec.configKeys);
     const properties: Record<string, JsonSchema> = {};
     if (allowed.has('configurable') && specs.length > 0) {
@@ -164,6 +167,14 @@ export class PreparedChain {
     if (typeof cacheControl === 'string' && /\bno-(cache|store)\b/i.test(cacheControl)) config = mergeConfigs(config, { configurable: { cache: false } });
     if (this.spec.perRequestConfigModifier !== undefined) {
       config = mergeConfigs(config, await this.spec.perRequestConfigModifier(config, context));
+    }
+    for (const id of this.requiredConfigurable) {
+      const value = config.configurable?.[id];
+      if (value === undefined || value === null || value === '') {
+        throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `This chain needs config.configurable.${id}`, {
+          detail: [{ type: 'missing', loc: ['configurable', id], msg: 'Field required' }],
+        });
+      }
     }
     const clientRunId = (fromBody.run_id ?? fromHash.run_id) as string | undefined;
     if (clientRunId !== undefined && !UUID.test(clientRunId)) {
