@@ -5,10 +5,12 @@
  * embeds the chunks and upserts them into the pgvector collection —
  * Postgres when DATABASE_URL is set, else PGlite in RUNNEL_DATA_DIR. Chunk
  * ids are derived from the source and the content, so running it again adds
- * nothing twice. Prints what it added, skipped and failed.
+ * nothing twice. Prints what it added, skipped and failed. With the embedded
+ * database, a running server holds its data directory: ingest then refuses
+ * (adding nothing) and says to stop the server or use DATABASE_URL.
  */
 import { parseArgs } from 'node:util';
-import { connectServices, HashingEmbeddings, ingestPaths, OpenAIEmbeddings, PgVectorStore, type Embeddings, type IngestResult } from '../src/index.js';
+import { connectServices, HashingEmbeddings, isRunnelError, ingestPaths, OpenAIEmbeddings, PgVectorStore, type Embeddings, type IngestResult } from '../src/index.js';
 
 function progress(done: number, total: number): void {
   if (!process.stderr.isTTY) return;
@@ -29,7 +31,7 @@ export async function ingest(options: {
   dataDir?: string | undefined;
   batchSize?: number;
 }): Promise<IngestResult> {
-  const services = await connectServices({ databaseUrl: options.databaseUrl, dataDir: options.dataDir });
+  const services = await connectServices({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, role: 'ingest' });
   try {
     const store = await PgVectorStore.create({ executor: await services.sql(), embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
     return await ingestPaths(store, options.paths, { ...options, onProgress: progress });
@@ -53,15 +55,25 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const embeddings = values.embeddings === 'openai' ? new OpenAIEmbeddings({ dimensions: 384 }) : new HashingEmbeddings();
-  const result = await ingest({
-    paths: positionals,
-    collection: values.collection,
-    chunkSize: values['chunk-size'] === undefined ? undefined : Number(values['chunk-size']),
-    overlap: values.overlap === undefined ? undefined : Number(values.overlap),
-    embeddings,
-    databaseUrl: process.env.DATABASE_URL,
-    dataDir: process.env.RUNNEL_DATA_DIR,
-  });
+  let result: IngestResult;
+  try {
+    result = await ingest({
+      paths: positionals,
+      collection: values.collection,
+      chunkSize: values['chunk-size'] === undefined ? undefined : Number(values['chunk-size']),
+      overlap: values.overlap === undefined ? undefined : Number(values.overlap),
+      embeddings,
+      databaseUrl: process.env.DATABASE_URL,
+      dataDir: process.env.RUNNEL_DATA_DIR,
+    });
+  } catch (error) {
+    // The embedded database is open in a running server (or another ingest): say so, add nothing.
+    if (isRunnelError(error)) {
+      console.error(`ingest: nothing added. ${error.message}`);
+      process.exit(1);
+    }
+    throw error;
+  }
   console.log(`added ${result.added}, skipped ${result.skipped} (already there), failed ${result.failed.length}`);
   for (const failure of result.failed) console.log(`  failed: ${failure.source}: ${failure.error}`);
   if (result.failed.length > 0) process.exitCode = 1;

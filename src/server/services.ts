@@ -14,6 +14,7 @@ import { createRedisClient, RedisCache } from '../cache/index.js';
 import { InMemoryCache, type ModelCache } from '../models/index.js';
 import { MemoryHistoryStore, RedisChatMessageHistory, type ChatMessageHistory } from '../history/index.js';
 import { pgExecutor, pgliteExecutor, type SqlExecutor } from '../vectorstores/index.js';
+import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
 
 /** Where the services are, from the environment. */
 export interface ServicesConfig {
@@ -27,6 +28,8 @@ export interface ServicesConfig {
   statementTimeoutMs?: number;
   /** The Redis key prefix of the response cache (default the cache's own, `runnel:cache`). */
   cacheNamespace?: string;
+  /** What this process is, as the data directory's lock tells others (default `server`). */
+  role?: string;
 }
 
 /** The connected services. */
@@ -68,6 +71,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
 
   let pool: pg.Pool | undefined;
   let executor: Promise<SqlExecutor> | undefined;
+  let lock: DataDirLock | undefined;
   if (config.databaseUrl) {
     pool = new pg.Pool({
       connectionString: config.databaseUrl,
@@ -110,19 +114,34 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
       redis === undefined
         ? memory.history(`${identity}:${sessionId}`)
         : new RedisChatMessageHistory({ client: redis, sessionId: `${identity}:${sessionId}` }),
-    sql: () =>
-      (executor ??= (async () => {
+    sql: () => {
+      if (executor !== undefined) return executor;
+      const opening = (async () => {
         const [{ PGlite }, { vector }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite-pgvector')]);
         const dir = config.dataDir ?? './.runnel';
         mkdirSync(dir, { recursive: true });
-        const db = await PGlite.create(`${dir}/pgdata`, { extensions: { vector } });
-        await db.exec('CREATE EXTENSION IF NOT EXISTS vector');
-        return pgliteExecutor(db);
-      })()),
+        // One process per data directory: PGlite does not share its files (see data-dir-lock.ts).
+        lock = lockDataDir(dir, config.role ?? 'server');
+        try {
+          const db = await PGlite.create(`${dir}/pgdata`, { extensions: { vector } });
+          await db.exec('CREATE EXTENSION IF NOT EXISTS vector');
+          return pgliteExecutor(db);
+        } catch (error) {
+          lock.release();
+          throw error;
+        }
+      })();
+      // A failure (the directory is locked by another process) is not kept: the next call tries again.
+      opening.catch(() => {
+        if (executor === opening) executor = undefined;
+      });
+      return (executor = opening);
+    },
     checks,
     close: async () => {
       redis?.disconnect();
-      if (executor !== undefined) await (await executor).close().catch(() => undefined);
+      if (executor !== undefined) await executor.then((opened) => opened.close()).catch(() => undefined);
+      lock?.release();
     },
   };
   return services;

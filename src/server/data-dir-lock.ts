@@ -1,0 +1,98 @@
+/**
+ * One process at a time in a data directory. PGlite is a single-process
+ * database: a second process that opens the same files sees none of the
+ * first one's writes, and its own are lost when the first writes again. So
+ * whoever opens the embedded database first takes `runnel.lock` in the data
+ * directory (created exclusively, holding its pid and what it is); a lock
+ * whose process is gone is stale and taken over. Everyone else is told who
+ * holds it and what to do.
+ */
+import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { RunnelError } from '../core/index.js';
+
+/** What a lock file records about its holder. */
+interface Holder {
+  pid: number;
+  /** What the holder is: `server`, `ingest`, ... */
+  role: string;
+}
+
+/** The lock on one data directory; `release()` gives it back (also done at process exit). */
+export interface DataDirLock {
+  readonly path: string;
+  release(): void;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists but belongs to someone else.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function readHolder(path: string): Holder | undefined {
+  try {
+    const parsed = JSON.parse(readFileSync(path, 'utf8')) as Partial<Holder>;
+    return typeof parsed.pid === 'number' && Number.isInteger(parsed.pid) && parsed.pid > 0 ? { pid: parsed.pid, role: String(parsed.role ?? 'unknown') } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Takes the lock on `dir` for this process, or throws
+ * `RUNNEL_ERR_DATABASE_UNAVAILABLE` naming the process that holds it.
+ *
+ * @example
+ * const lock = lockDataDir('./.runnel', 'server');
+ * // ... open PGlite ...
+ * lock.release();
+ */
+export function lockDataDir(dir: string, role: string): DataDirLock {
+  const path = join(dir, 'runnel.lock');
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      writeFileSync(path, JSON.stringify({ pid: process.pid, role }), { flag: 'wx' });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = readHolder(path);
+      if (holder !== undefined && holder.pid !== process.pid && alive(holder.pid)) {
+        throw new RunnelError(
+          'RUNNEL_ERR_DATABASE_UNAVAILABLE',
+          `The embedded database in ${dir} is open in another process (pid ${holder.pid}, ${holder.role}); PGlite serves one process at a time. ` +
+            (holder.role === 'server'
+              ? 'Stop the server and run this again, or set DATABASE_URL to a Postgres that both can share.'
+              : 'Wait for it to finish, or set DATABASE_URL to a Postgres that both can share.'),
+        );
+      }
+      // Stale (its process is gone) or unreadable: take it over.
+      try {
+        unlinkSync(path);
+      } catch {
+        // Someone else removed it first; try again.
+      }
+      continue;
+    }
+    const onExit = (): void => release();
+    let held = true;
+    const release = (): void => {
+      if (!held) return;
+      held = false;
+      process.off('exit', onExit);
+      if (readHolder(path)?.pid === process.pid) {
+        try {
+          unlinkSync(path);
+        } catch {
+          // Already gone.
+        }
+      }
+    };
+    process.on('exit', onExit);
+    return { path, release };
+  }
+  throw new RunnelError('RUNNEL_ERR_DATABASE_UNAVAILABLE', `Could not take the lock ${path}`);
+}
