@@ -2,10 +2,12 @@
 # compiled server, production dependencies and the docs /rag seeds from.
 # docker build -t runnel . && docker run -p 8000:8000 runnel
 
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# No install scripts: the image's own Node 24 runs everything, so the `node` dev dependency (the Node 24
+# binary that development machines and CI run on) need not download its binary here.
+RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY routes ./routes
@@ -13,7 +15,7 @@ COPY chains ./chains
 COPY playground ./playground
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8000 \

@@ -23,7 +23,8 @@ export function chatModel(context: ChainContext, respond: (request: ChatRequest)
   return chatModelFromEnv({
     env: context.env ?? process.env,
     cache: context.services.modelCache(),
-    offline: (options) => new ScriptedChatModel({ ...options, respond, sleepMs: context.offlineDelayMs ?? 20 }),
+    // recordCalls 0: a server's offline model serves for months and nothing reads what it was sent.
+    offline: (options) => new ScriptedChatModel({ ...options, respond, sleepMs: context.offlineDelayMs ?? 20, recordCalls: 0 }),
   });
 }
 

@@ -6,7 +6,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RunnelError } from '../src/core/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { bodyObject, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
+import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
 import { usageMeter } from '../src/server/usage.js';
 
 export function batchHandler(chain: PreparedChain) {
@@ -41,6 +41,7 @@ export function batchHandler(chain: PreparedChain) {
       const one = Array.isArray(bodyConfig) ? bodyConfig[i] : bodyConfig;
       resolved.push(await chain.resolveConfig({ hash, body: one, bodyLoc: Array.isArray(bodyConfig) ? ['config', i] : ['config'] }, context));
     }
+    checkAcceptingRuns(request);
     const connection = disconnectSignal(reply);
     try {
       const output = await chain.spec.runnable.batch(

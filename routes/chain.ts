@@ -10,7 +10,7 @@ import { batchHandler } from './batch.js';
 import { playgroundRoutes } from './playground.js';
 import { invokeHandler } from './invoke.js';
 import { schemaHandler } from './schemas.js';
-import { streamHandler } from './streams.js';
+import { countedByStream, streamHandler } from './streams.js';
 
 export interface ChainRoutesOptions {
   chain: PreparedChain;
@@ -53,9 +53,14 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
   if (enabled.has('output_schema')) app.get('/output_schema', doc(`JSON Schema of ${path}'s output`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'output'));
   if (enabled.has('config_schema')) app.get('/config_schema', doc(`JSON Schema of ${path}'s config`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'config'));
   if (enabled.has('playground')) await app.register(playgroundRoutes, { chain, template: playgroundTemplate });
-  // Streams count themselves when they end (their replies are hijacked, so this hook does not see them).
+  // Streams that started count themselves when they end (with 499 for a client gone); Fastify runs this hook
+  // for their hijacked replies too, so it skips them. A stream refused before it started is counted here.
   const metrics = app.runnel.metrics;
   app.addHook('onResponse', (request, reply, done) => {
+    if (countedByStream.has(request)) {
+      done();
+      return;
+    }
     const endpoint = request.routeOptions.url?.split('/').pop() ?? 'unknown';
     metrics.requests.inc({ chain: path, endpoint, status: String(reply.statusCode) });
     metrics.duration.observe({ chain: path, endpoint }, reply.elapsedTime / 1000);

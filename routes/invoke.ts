@@ -1,7 +1,7 @@
 /** `POST /{path}/invoke`: `{input, config?, kwargs?}` → `{output, metadata: {run_id, feedback_tokens}}`. */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { bodyObject, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
+import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
 import { usageMeter } from '../src/server/usage.js';
 
 export function invokeHandler(chain: PreparedChain) {
@@ -13,6 +13,7 @@ export function invokeHandler(chain: PreparedChain) {
       requestContext(request, 'invoke', chain.spec.path),
     );
     chain.checkInput(input);
+    checkAcceptingRuns(request);
     const connection = disconnectSignal(reply);
     try {
       const output = await chain.spec.runnable.invoke(input as never, {

@@ -10,7 +10,7 @@ import { RunController, RunnelError, type Runnable, type RunnableConfig } from '
 import type { OpenStream } from '../src/server/app.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { bodyObject, decodeConfigHash, eventFilters, required, requestContext } from '../src/server/request.js';
+import { bodyObject, checkAcceptingRuns, decodeConfigHash, eventFilters, required, requestContext } from '../src/server/request.js';
 import { SseWriter } from '../src/server/sse.js';
 import { usageMeter } from '../src/server/usage.js';
 
@@ -21,6 +21,12 @@ function eventFrames(kind: 'stream_log' | 'stream_events', runnable: Runnable<ne
   const filters = eventFilters(body);
   return kind === 'stream_log' ? runnable.streamLog(input, config, filters) : runnable.streamEvents(input, config, filters);
 }
+
+/**
+ * Requests whose event stream counts itself in `/metrics` when it ends (status 499 for a client gone);
+ * the routes' `onResponse` hook, which Fastify also runs for hijacked replies, skips them.
+ */
+export const countedByStream = new WeakSet<FastifyRequest>();
 
 /** Sends one frame, waiting only when the socket pushes back; false once the client is gone. */
 async function sendFrame(sse: SseWriter, event: string, data?: unknown): Promise<boolean> {
@@ -39,7 +45,7 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
       requestContext(request, kind, chain.spec.path),
     );
     chain.checkInput(input);
-    if (state.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
+    checkAcceptingRuns(request);
     if (state.streams.size >= state.config.maxStreams) {
       throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
     }
@@ -54,6 +60,7 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
     let status = 200;
 
     reply.hijack();
+    countedByStream.add(request);
     const sse = new SseWriter(reply.raw, {
       pingMs: state.config.pingMs,
       stallMs: state.config.streamStallMs,

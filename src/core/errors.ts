@@ -75,6 +75,21 @@ export const errorCodes = {
     retryable: false,
     description: 'The request body is larger than the limit (`RUNNEL_BODY_LIMIT`, default 1 MiB).',
   },
+  RUNNEL_ERR_BODY_TIMEOUT: {
+    status: 408,
+    retryable: true,
+    description: 'The request (headers and body) did not arrive within `RUNNEL_BODY_TIMEOUT_MS` (default 30 s); the connection is closed.',
+  },
+  RUNNEL_ERR_URI_TOO_LONG: {
+    status: 414,
+    retryable: false,
+    description: 'A path parameter (a session id, a config hash) is longer than the router takes (16 KiB).',
+  },
+  RUNNEL_ERR_HEADERS_TOO_LARGE: {
+    status: 431,
+    retryable: false,
+    description: "The request line and headers together are larger than Node's limit (16 KiB); a URL that long is refused here.",
+  },
   RUNNEL_ERR_BATCH_TOO_LARGE: {
     status: 422,
     retryable: false,
@@ -108,7 +123,7 @@ export const errorCodes = {
   RUNNEL_ERR_RATE_LIMITED: {
     status: 429,
     retryable: true,
-    description: 'The caller sent more requests than its rate limit allows (`RUNNEL_RATE_LIMIT`); see `retry-after`.',
+    description: 'The caller sent more requests than its rate limit allows (`RUNNEL_RATE_LIMIT`), or its address had too many failed authentications (`RUNNEL_AUTH_FAIL_LIMIT`); see `retry-after`.',
   },
   RUNNEL_ERR_OVERLOADED: {
     status: 503,

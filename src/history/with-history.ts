@@ -11,7 +11,7 @@
  * one atomic write, so across replicas nothing interleaves or is lost.
  */
 import { z, type ZodType } from 'zod';
-import { abortError, concat, once, Runnable, RunnelError, type Run } from '../core/index.js';
+import { abortError, concat, once, raceAbort, Runnable, RunnelError, type Run } from '../core/index.js';
 import { AIMessage, BaseMessage, coerceMessages, HumanMessage } from '../messages/index.js';
 import type { ConfigSpec } from '../core/index.js';
 import { checkSessionId, type ChatMessageHistory } from './history.js';
@@ -95,18 +95,28 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
     return { key: `${identity}\u0000${sessionId}`, history: this.options.getHistory(sessionId, { identity }) };
   }
 
-  /** Waits for the session's earlier requests; the returned function lets the next one go. */
-  private async acquire(key: string): Promise<() => void> {
+  /**
+   * Waits for the session's earlier requests; the returned function lets the
+   * next one go. A request aborted while it waits leaves the queue at once
+   * (those after it still wait for the ones before it).
+   */
+  private async acquire(key: string, signal: AbortSignal | undefined): Promise<() => void> {
     const previous = this.queues.get(key) ?? Promise.resolve();
-    let release!: () => void;
-    const mine = new Promise<void>((resolve) => (release = resolve));
+    let settle!: () => void;
+    const mine = new Promise<void>((resolve) => (settle = resolve));
     const tail = previous.then(() => mine);
     this.queues.set(key, tail);
-    await previous;
-    return () => {
-      release();
+    const release = (): void => {
+      settle();
       if (this.queues.get(key) === tail) this.queues.delete(key);
     };
+    try {
+      await raceAbort(previous, signal);
+    } catch (error) {
+      release();
+      throw error;
+    }
+    return release;
   }
 
   private prepare(input: I, past: BaseMessage[]): { input: unknown; added: BaseMessage[] } {
@@ -118,7 +128,7 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
 
   protected override async _call(input: I, run: Run): Promise<O> {
     const { key, history } = this.session(run);
-    const release = await this.acquire(key);
+    const release = await this.acquire(key, run.signal);
     try {
       const prepared = this.prepare(input, await history.getMessages());
       const output = await this.bound._invokeIn(prepared.input, run.scope);
@@ -133,7 +143,7 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
   protected override async *_stream(input: I, run: Run): AsyncGenerator<O> {
     const { key, history } = this.session(run);
     // Hold the session for the whole stream: the next request sees this answer.
-    const release = await this.acquire(key);
+    const release = await this.acquire(key, run.signal);
     let output: O | undefined;
     let first = true;
     try {

@@ -8,6 +8,7 @@
 import { z, type ZodType } from 'zod';
 import {
   lambda,
+  raceAbort,
   Runnable,
   RunnelError,
   toJsonSchema,
@@ -229,10 +230,11 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
    * find it — and `flight` hands its answer to the ones waiting (`undefined`
    * when it failed: they then call for themselves).
    */
-  private async lookupOrLead(cache: ModelCache, key: string): Promise<{ hit?: AIMessageChunk[]; flight?: (chunks: AIMessageChunk[] | undefined) => void }> {
+  private async lookupOrLead(cache: ModelCache, key: string, signal: AbortSignal | undefined): Promise<{ hit?: AIMessageChunk[]; flight?: (chunks: AIMessageChunk[] | undefined) => void }> {
     const pending = this.inflight.get(key);
     if (pending !== undefined) {
-      const shared = await pending;
+      // A waiter aborted while the leader answers stops waiting at once.
+      const shared = await raceAbort(pending, signal);
       if (shared !== undefined) return { hit: shared };
     }
     let settle!: (chunks: AIMessageChunk[] | undefined) => void;
@@ -253,7 +255,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   /** The provider's whole answer in one piece (see `ChatProvider.generate`), cached like a stream of one chunk. */
   private async generateWhole(input: ChatModelInput, run: Run): Promise<AIMessageChunk> {
     const { messages, params, cache, key } = this.prepare(input, run);
-    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key);
+    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run.signal);
     if (hit !== undefined) return hit.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(hit);
     const signal = run.signal ?? new AbortController().signal;
     let answer: AIMessageChunk | undefined;
@@ -273,7 +275,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
 
   private async *generate(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
     const { messages, params, cache, key } = this.prepare(input, run);
-    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key);
+    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run.signal);
     if (hit !== undefined) {
       yield* replay(hit);
       return;

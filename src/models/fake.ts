@@ -2,9 +2,10 @@
  * Fake chat models for tests and for running offline: canned answers,
  * streamed token by token, with tool calls if asked. They go through the same
  * `ChatModel` as real providers (events, cache, abort, idle timeout), and
- * record the messages of every call.
+ * record the messages of their last calls — a bounded record, because a
+ * fake also serves for months as the offline model of a running server.
  */
-import { sleep } from '../core/index.js';
+import { RunnelError, sleep } from '../core/index.js';
 import { AIMessageChunk, type BaseMessage, type ToolCall } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import type { ChatProvider, ChatRequest } from './types.js';
@@ -23,16 +24,30 @@ export function fakeTokens(text: string): string[] {
 const countWords = (messages: readonly BaseMessage[]): number =>
   messages.reduce((sum, message) => sum + message.text.split(/\s+/).filter((w) => w !== '').length, 0);
 
+/** How many calls a fake remembers unless told otherwise. */
+const RECORD_CALLS = 100;
+
 class FakeProvider implements ChatProvider {
   readonly id = 'fake';
-  /** The messages of every call, in order. */
+  /** The messages of the last `recordCalls` calls, oldest first. */
   readonly calls: BaseMessage[][] = [];
   private next = 0;
+  private readonly recordCalls: number;
 
   constructor(
     private readonly responses: readonly FakeResponse[] | ((request: ChatRequest) => FakeResponse),
     private readonly sleepMs: number,
-  ) {}
+    recordCalls = RECORD_CALLS,
+  ) {
+    if (!(recordCalls >= 0)) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `recordCalls must be 0 or more, got ${recordCalls}`);
+    this.recordCalls = recordCalls;
+  }
+
+  private record(messages: BaseMessage[]): void {
+    if (this.recordCalls === 0) return;
+    this.calls.push(messages);
+    if (this.calls.length > this.recordCalls) this.calls.shift();
+  }
 
   private respond(request: ChatRequest): FakeResponse {
     const turn = this.next++;
@@ -48,7 +63,7 @@ class FakeProvider implements ChatProvider {
       return AIMessageChunk.merge(chunks);
     }
     request.signal.throwIfAborted();
-    this.calls.push(request.messages);
+    this.record(request.messages);
     const response = this.respond(request);
     const calls = response.tool_calls ?? [];
     const tokens = response.content === undefined || response.content === '' ? 0 : fakeTokens(response.content).length;
@@ -64,7 +79,7 @@ class FakeProvider implements ChatProvider {
   }
 
   async *stream(request: ChatRequest): AsyncGenerator<AIMessageChunk> {
-    this.calls.push(request.messages);
+    this.record(request.messages);
     const response = this.respond(request);
     const id = `fake-${this.next}`;
     let produced = 0;
@@ -107,6 +122,8 @@ export interface FakeListChatModelOptions extends ChatModelOptions {
   responses: string[];
   /** Milliseconds before each token. */
   sleepMs?: number;
+  /** How many of the last calls `calls` keeps (default 100; 0 keeps none). */
+  recordCalls?: number;
 }
 
 /**
@@ -117,15 +134,15 @@ export interface FakeListChatModelOptions extends ChatModelOptions {
  */
 export class FakeListChatModel extends ChatModel {
   constructor(options: FakeListChatModelOptions) {
-    super(new FakeProvider(options.responses.map((content) => ({ content })), options.sleepMs ?? 0), {
+    super(new FakeProvider(options.responses.map((content) => ({ content })), options.sleepMs ?? 0, options.recordCalls), {
       ...options,
       name: 'FakeListChatModel',
       defaultModel: 'fake-list',
     });
   }
 
-  /** The messages of every call, in order. */
-  get calls(): BaseMessage[][] {
+  /** The messages of the last calls (`recordCalls`, default 100), oldest first. */
+  get calls(): readonly BaseMessage[][] {
     return (this.provider as FakeProvider).calls;
   }
 }
@@ -135,6 +152,8 @@ export interface FakeToolCallingModelOptions extends ChatModelOptions {
   /** Answers given in turn: text, or tool calls to make. */
   responses: (string | FakeResponse)[];
   sleepMs?: number;
+  /** How many of the last calls `calls` keeps (default 100; 0 keeps none). */
+  recordCalls?: number;
 }
 
 /**
@@ -147,10 +166,11 @@ export interface FakeToolCallingModelOptions extends ChatModelOptions {
 export class FakeToolCallingModel extends ChatModel {
   constructor(options: FakeToolCallingModelOptions) {
     const responses = options.responses.map((r) => (typeof r === 'string' ? { content: r } : r));
-    super(new FakeProvider(responses, options.sleepMs ?? 0), { ...options, name: 'FakeToolCallingModel', defaultModel: 'fake-tools' });
+    super(new FakeProvider(responses, options.sleepMs ?? 0, options.recordCalls), { ...options, name: 'FakeToolCallingModel', defaultModel: 'fake-tools' });
   }
 
-  get calls(): BaseMessage[][] {
+  /** The messages of the last calls (`recordCalls`, default 100), oldest first. */
+  get calls(): readonly BaseMessage[][] {
     return (this.provider as FakeProvider).calls;
   }
 }
@@ -160,6 +180,8 @@ export interface ScriptedChatModelOptions extends ChatModelOptions {
   /** Computes the answer from the request: its messages, tools and tool choice. */
   respond: (request: ChatRequest) => string | FakeResponse;
   sleepMs?: number;
+  /** How many of the last calls `calls` keeps (default 100; 0 keeps none). */
+  recordCalls?: number;
 }
 
 /**
@@ -176,10 +198,11 @@ export class ScriptedChatModel extends ChatModel {
       const answer = options.respond(request);
       return typeof answer === 'string' ? { content: answer } : answer;
     };
-    super(new FakeProvider(respond, options.sleepMs ?? 0), { ...options, name: 'ScriptedChatModel', defaultModel: 'offline' });
+    super(new FakeProvider(respond, options.sleepMs ?? 0, options.recordCalls), { ...options, name: 'ScriptedChatModel', defaultModel: 'offline' });
   }
 
-  get calls(): BaseMessage[][] {
+  /** The messages of the last calls (`recordCalls`, default 100), oldest first. */
+  get calls(): readonly BaseMessage[][] {
     return (this.provider as FakeProvider).calls;
   }
 }

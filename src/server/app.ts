@@ -17,11 +17,14 @@ import { fileURLToPath } from 'node:url';
 import sjson from 'secure-json-parse';
 import { RunnelError } from '../core/index.js';
 import { chainRoutes } from '../../routes/chain.js';
+import { faviconRoutes } from '../../routes/favicon.js';
 import { healthRoutes } from '../../routes/health.js';
 import { historyRoutes } from '../../routes/history.js';
 import { indexRoutes } from '../../routes/index-page.js';
 import { KeyRing } from './auth.js';
+import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig } from './config.js';
+import { answerAndLinger, connectionOptions } from './connection-limits.js';
 import { toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
 import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
@@ -52,7 +55,7 @@ export interface RunnelState {
 declare module 'fastify' {
   interface FastifyInstance {
     runnel: RunnelState;
-    /** Stops taking work, lets open streams run for the grace period, then ends them and closes. */
+    /** Stops taking work (still listening: /readyz and new runs answer 503), lets open streams run for up to the grace period, ends them, then closes. */
     shutdown(): Promise<void>;
   }
   interface FastifyRequest {
@@ -107,6 +110,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   const app = Fastify({
     logger: options.logger ?? false,
     bodyLimit: config.bodyLimit,
+    // The body timeout (408), Runnel-shaped answers to what Node's parser refuses, and path parameters as long as a URL.
+    ...connectionOptions(config),
+    // Only the listed proxies' X-Forwarded-For is believed; request.ip is then the right-most address they did not add.
+    trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
@@ -153,6 +160,13 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const { status, body, internal } = toHttpError(error);
     if (internal) request.log.error({ err: error }, 'chain failed');
     if (status === 503) reply.header('retry-after', '1');
+    // Draining: the client should take its next request to another replica.
+    if (body.code === 'RUNNEL_ERR_SHUTTING_DOWN') reply.header('connection', 'close');
+    // An answer that closes the connection while the body still arrives (one over the limit) reads the rest first.
+    if (!request.raw.complete && !request.raw.readableEnded && reply.getHeader('connection') === 'close') {
+      answerAndLinger(request, reply, { status, body });
+      return;
+    }
     void reply.code(status).type('application/json; charset=utf-8').send(body);
   });
   app.setNotFoundHandler((_request, reply) => {
@@ -162,6 +176,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // Authentication runs first, so every route but health answers 401 without a key, whatever the method.
   // Registered only when keys are on: a hook costs every request something.
   if (config.apiKeys.length > 0) {
+  const throttle = config.authFailLimit > 0 ? new AuthThrottle({ limit: config.authFailLimit }) : undefined;
   app.addHook('onRequest', (request, reply, done) => {
     const path = request.url.split('?')[0] ?? '';
     // A CORS preflight never carries credentials; CORS answers it (and grants nothing to unlisted origins).
@@ -171,8 +186,17 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       done();
       return;
     }
+    // An address over its failed authentications is refused before its key is looked at, right or wrong.
+    const waitMs = throttle?.blockedFor(request.ip) ?? 0;
+    if (waitMs > 0) {
+      const seconds = Math.ceil(waitMs / 1000);
+      void reply.header('retry-after', String(seconds));
+      done(new RunnelError('RUNNEL_ERR_RATE_LIMITED', `Too many failed authentications from this address; retry in ${seconds} s`));
+      return;
+    }
     const identity = app.runnel.keys.identify(request.headers);
     if (identity === undefined) {
+      throttle?.fail(request.ip);
       void reply.header('www-authenticate', 'Bearer');
       done(new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)'));
       return;
@@ -220,6 +244,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
 
   await app.register(healthRoutes);
   await app.register(indexRoutes);
+  await app.register(faviconRoutes);
   for (const chain of chains) {
     await app.register(chainRoutes, { prefix: chain.spec.path, chain, hashed: false, playgroundTemplate });
     await app.register(historyRoutes, { prefix: chain.spec.path, chain });
@@ -231,14 +256,18 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.decorate('shutdown', async function shutdown(this: FastifyInstance) {
     const state = this.runnel;
     if (state.shuttingDown) return;
+    // Draining: the listener stays up, so /readyz answers 503 and new runs 503 RUNNEL_ERR_SHUTTING_DOWN (a
+    // balancer sees "not ready", not "connection refused"), while open streams run on for up to the grace.
     state.shuttingDown = true;
-    const closing = this.close();
     const streams = [...state.streams];
-    const grace = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
+    let graceTimer: NodeJS.Timeout | undefined;
+    const grace = new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, config.shutdownGraceMs).unref()));
     await Promise.race([Promise.all(streams.map((s) => s.done)), grace]);
+    clearTimeout(graceTimer);
     const stopped = [...state.streams];
     for (const stream of stopped) stream.stop(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down'));
     await Promise.all(stopped.map((s) => s.done));
+    const closing = this.close();
     // Connections busy when closing began go idle as their last response ends (an /invoke finishing after
     // the streams did): close each as soon as it is idle instead of waiting out keep-alive.
     this.server.closeIdleConnections();

@@ -3,6 +3,7 @@
  * start: every bad value is named in one error. README's configuration table
  * lists the same variables.
  */
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { RunnelError } from '../core/index.js';
 
@@ -25,6 +26,39 @@ const list = z
   .optional()
   .transform((value) => (value ?? '').split(',').map((item) => item.trim()).filter((item) => item !== ''));
 
+/** proxy-addr's named ranges, which Fastify's trustProxy accepts besides addresses and CIDR ranges. */
+const PROXY_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** An IPv4 or IPv6 address, optionally with a `/prefix` (not /0: that is `true` by another name), or one of {@link PROXY_RANGES}. */
+function isProxyAddress(item: string): boolean {
+  if (PROXY_RANGES.has(item)) return true;
+  const [address = '', prefix, ...rest] = item.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) >= 1 && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+
+// Addresses only: with `true` (or /0), Fastify takes the left-most X-Forwarded-For entry, which the client writes
+// (nginx appends to it), so any client could pick its own rate-limit bucket; a hop count Fastify 5 silently ignores.
+const trustProxy = z
+  .string()
+  .optional()
+  .transform((value, ctx) => {
+    const items = (value ?? '').split(',').map((item) => item.trim()).filter((item) => item !== '');
+    if (items.length === 1 && items[0]?.toLowerCase() === 'false') return [];
+    const bad = items.filter((item) => !isProxyAddress(item));
+    if (bad.length > 0) {
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          `RUNNEL_TRUST_PROXY must list the proxies' addresses or CIDR ranges (or loopback, linklocal, uniquelocal), comma-separated, got ${bad.map((item) => JSON.stringify(item)).join(', ')}` +
+          ' (true and /0 are refused: they would let any client choose its address with X-Forwarded-For; Fastify 5 ignores hop counts)',
+      });
+      return z.NEVER;
+    }
+    return items;
+  });
+
 const envSchema = z.object({
   PORT: integer('PORT', 0, 8000),
   HOST: z.string().optional().transform((value) => value || '0.0.0.0'),
@@ -35,7 +69,10 @@ const envSchema = z.object({
   RUNNEL_MAX_BATCH: integer('RUNNEL_MAX_BATCH', 1, 100),
   RUNNEL_MAX_STREAMS: integer('RUNNEL_MAX_STREAMS', 1, 1000),
   RUNNEL_RATE_LIMIT: integer('RUNNEL_RATE_LIMIT', 0, 0),
+  RUNNEL_AUTH_FAIL_LIMIT: integer('RUNNEL_AUTH_FAIL_LIMIT', 0, 20),
+  RUNNEL_TRUST_PROXY: trustProxy,
   RUNNEL_STREAM_STALL_MS: integer('RUNNEL_STREAM_STALL_MS', 100, 30_000),
+  RUNNEL_BODY_TIMEOUT_MS: integer('RUNNEL_BODY_TIMEOUT_MS', 100, 30_000),
   RUNNEL_SHUTDOWN_GRACE_MS: integer('RUNNEL_SHUTDOWN_GRACE_MS', 0, 5_000),
   RUNNEL_PING_MS: integer('RUNNEL_PING_MS', 100, 15_000),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'REDIS_URL must start with redis:// or rediss://').optional(),
@@ -63,8 +100,14 @@ export interface ServerConfig {
   maxStreams: number;
   /** Requests per minute per caller; 0 is no limit. */
   rateLimit: number;
+  /** Failed authentications per minute per client address before the address is refused for the rest of the minute; 0 is no limit. */
+  authFailLimit: number;
+  /** Addresses or CIDR ranges of the proxies whose X-Forwarded-For is believed (Fastify's trustProxy); empty: none. */
+  trustProxy: string[];
   /** How long a stream may wait for a client that reads nothing before it is cut. */
   streamStallMs: number;
+  /** How long a request (headers and body) may take to arrive before it is answered 408 and its connection closed. */
+  bodyTimeoutMs: number;
   /** How long open streams may run on after SIGTERM before they get a final frame. */
   shutdownGraceMs: number;
   /** Interval of the SSE comment ping. */
@@ -87,19 +130,46 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   maxBatch: 100,
   maxStreams: 1000,
   rateLimit: 0,
+  authFailLimit: 20,
+  trustProxy: [],
   streamStallMs: 30_000,
+  bodyTimeoutMs: 30_000,
   shutdownGraceMs: 5_000,
   pingMs: 15_000,
   dataDir: './.runnel',
 };
 
-/** `name:key` entries, or bare keys (named `key1`, `key2`, ...). */
-function parseKeys(entries: string[]): ApiKey[] {
+/** `name:key` entries, or bare keys (named `key1`, `key2`, ... after their position). */
+function parseKeys(entries: string[]): (ApiKey & { bare: boolean })[] {
   return entries.map((entry, index) => {
     const colon = entry.indexOf(':');
-    if (colon > 0) return { name: entry.slice(0, colon), key: entry.slice(colon + 1) };
-    return { name: `key${index + 1}`, key: entry };
+    if (colon > 0) return { name: entry.slice(0, colon), key: entry.slice(colon + 1), bare: false };
+    return { name: `key${index + 1}`, key: entry, bare: true };
   });
+}
+
+/**
+ * What is wrong with the keys, quoting names but never a key. Two keys under one name would be one identity
+ * (one chat history, one rate limit); one key under two names would answer to the first name only.
+ */
+function keyProblems(keys: readonly (ApiKey & { bare: boolean })[]): string[] {
+  // A short "key" usually means the entries are not what they seem (a key split at a colon): say only that.
+  if (keys.some((k) => k.key.length < 16)) return ['every key must be at least 16 characters'];
+  const problems: string[] = [];
+  const entry = (i: number) => `entry ${i + 1}${keys[i]?.bare ? ` (a bare key, named "${keys[i]?.name}" after its position)` : ''}`;
+  const groups = (by: (k: ApiKey) => string) => {
+    const seen = new Map<string, number[]>();
+    keys.forEach((k, i) => seen.set(by(k), [...(seen.get(by(k)) ?? []), i]));
+    return [...seen.values()].filter((indexes) => indexes.length > 1);
+  };
+  for (const indexes of groups((k) => k.name)) {
+    problems.push(`the name "${keys[indexes[0] ?? 0]?.name}" is used by ${indexes.map(entry).join(' and ')}: every key needs its own name, or its callers share one identity and one chat history`);
+  }
+  for (const indexes of groups((k) => k.key)) {
+    problems.push(`${indexes.map(entry).join(' and ')} are the same key: list each key once, under one name`);
+  }
+  if (keys.some((k) => k.name === 'anonymous')) problems.push('the name "anonymous" is reserved for callers without a key');
+  return problems;
 }
 
 /**
@@ -116,10 +186,12 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n${problems.join('\n')}`);
   }
   const e = result.data;
-  const apiKeys = parseKeys(e.RUNNEL_API_KEYS);
-  if (apiKeys.some((k) => k.key.length < 16)) {
-    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'Invalid configuration:\n- RUNNEL_API_KEYS: every key must be at least 16 characters');
+  const parsedKeys = parseKeys(e.RUNNEL_API_KEYS);
+  const problems = keyProblems(parsedKeys);
+  if (problems.length > 0) {
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n${problems.map((problem) => `- RUNNEL_API_KEYS: ${problem}`).join('\n')}`);
   }
+  const apiKeys = parsedKeys.map(({ name, key }) => ({ name, key }));
   return {
     port: e.PORT,
     host: e.HOST,
@@ -130,7 +202,10 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     maxBatch: e.RUNNEL_MAX_BATCH,
     maxStreams: e.RUNNEL_MAX_STREAMS,
     rateLimit: e.RUNNEL_RATE_LIMIT,
+    authFailLimit: e.RUNNEL_AUTH_FAIL_LIMIT,
+    trustProxy: e.RUNNEL_TRUST_PROXY,
     streamStallMs: e.RUNNEL_STREAM_STALL_MS,
+    bodyTimeoutMs: e.RUNNEL_BODY_TIMEOUT_MS,
     shutdownGraceMs: e.RUNNEL_SHUTDOWN_GRACE_MS,
     pingMs: e.RUNNEL_PING_MS,
     redisUrl: e.REDIS_URL,

@@ -22,7 +22,27 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'RUNNEL_ERR_BODY_INVALID',
   FST_ERR_NOT_FOUND: 'RUNNEL_ERR_NOT_FOUND',
   FST_ERR_BAD_URL: 'RUNNEL_ERR_BAD_REQUEST',
+  FST_ERR_MAX_PARAM_LENGTH: 'RUNNEL_ERR_URI_TOO_LONG',
   FST_ERR_ASYNC_CONSTRAINT: 'RUNNEL_ERR_BAD_REQUEST',
+};
+
+const FASTIFY_MESSAGES: Partial<Record<ErrorCode, string>> = {
+  RUNNEL_ERR_BODY_TOO_LARGE: 'Request body is too large',
+  RUNNEL_ERR_NOT_FOUND: 'Not Found',
+  RUNNEL_ERR_BAD_REQUEST: 'Malformed request',
+  RUNNEL_ERR_URI_TOO_LONG: 'A path parameter is too long',
+};
+
+/** A 4xx from a Fastify plugin, by status: each status its own code. */
+const STATUS_CODES: Partial<Record<number, ErrorCode>> = {
+  400: 'RUNNEL_ERR_BAD_REQUEST',
+  401: 'RUNNEL_ERR_UNAUTHORIZED',
+  404: 'RUNNEL_ERR_NOT_FOUND',
+  408: 'RUNNEL_ERR_BODY_TIMEOUT',
+  413: 'RUNNEL_ERR_BODY_TOO_LARGE',
+  414: 'RUNNEL_ERR_URI_TOO_LONG',
+  429: 'RUNNEL_ERR_RATE_LIMITED',
+  431: 'RUNNEL_ERR_HEADERS_TOO_LARGE',
 };
 
 /** The status and body for `error`; `internal` is true when it was not an error Runnel raised on purpose. */
@@ -34,15 +54,13 @@ export function toHttpError(error: unknown): { status: number; body: ErrorBody; 
   const fastifyCode = (error as { code?: unknown }).code;
   if (typeof fastifyCode === 'string' && Object.hasOwn(FASTIFY_CODES, fastifyCode)) {
     const code = FASTIFY_CODES[fastifyCode] as ErrorCode;
-    const message =
-      code === 'RUNNEL_ERR_BODY_TOO_LARGE' ? 'Request body is too large' : code === 'RUNNEL_ERR_NOT_FOUND' ? 'Not Found' : code === 'RUNNEL_ERR_BAD_REQUEST' ? 'Malformed request' : 'Invalid request body';
+    const message = FASTIFY_MESSAGES[code] ?? 'Invalid request body';
     return { status: errorCodes[code].status, body: { code, message, detail: message }, internal: false };
   }
   const status = (error as { statusCode?: unknown }).statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
     // A 4xx from a Fastify plugin (CORS, rate limit, parser): say what it is without its internals.
-    const code: ErrorCode =
-      status === 429 ? 'RUNNEL_ERR_RATE_LIMITED' : status === 404 ? 'RUNNEL_ERR_NOT_FOUND' : status === 401 ? 'RUNNEL_ERR_UNAUTHORIZED' : status === 413 ? 'RUNNEL_ERR_BODY_TOO_LARGE' : status === 400 ? 'RUNNEL_ERR_BAD_REQUEST' : 'RUNNEL_ERR_BODY_INVALID';
+    const code = STATUS_CODES[status] ?? 'RUNNEL_ERR_BODY_INVALID';
     return { status, body: { code, message: errorCodes[code].description, detail: null }, internal: false };
   }
   return { status: 500, body: { code: 'RUNNEL_ERR_INTERNAL', message: 'Internal Server Error', detail: 'Internal Server Error' }, internal: true };

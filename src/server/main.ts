@@ -1,8 +1,8 @@
 /**
  * `npm start`: reads the configuration from the environment, builds the app
  * with the chains of `chains/index.ts`, listens, and shuts down gracefully on
- * SIGTERM and SIGINT (readiness off, streams finish or get a final frame,
- * exit within 10 s).
+ * SIGTERM and SIGINT (readiness off while still listening, streams finish or
+ * get a final frame after the grace, exit by the grace plus 5 s).
  */
 import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
@@ -11,6 +11,7 @@ import { buildApp } from './app.js';
 import { loadServerConfig } from './config.js';
 import { connectServices } from './services.js';
 import { exitOnSignals } from './signals.js';
+import { startupWarnings } from './startup-warnings.js';
 
 async function main(): Promise<void> {
   let config;
@@ -42,6 +43,7 @@ async function main(): Promise<void> {
     const playground = app.hasRoute({ method: 'GET', url: `${chain.spec.path}/playground/` }) ? `  playground: ${base}${chain.spec.path}/playground/` : '';
     app.log.info(`chain ${chain.spec.path}: ${base}${chain.spec.path}/invoke${playground}`);
   }
+  for (const line of startupWarnings(config)) app.log.warn(line);
 
   // The docs collection of /rag and /agent fills itself on first start; the server answers meanwhile. While the
   // database is unreachable, seeding is retried (5 s, doubling to 5 min) — /rag answers 503 until then.

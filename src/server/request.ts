@@ -64,6 +64,11 @@ export function eventFilters(body: Record<string, unknown>): EventFilters {
   return filters as EventFilters;
 }
 
+/** Refuses a new run while the server drains after SIGTERM; runs and streams already going finish. */
+export function checkAcceptingRuns(request: FastifyRequest): void {
+  if (request.server.runnel.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
+}
+
 /** The request context a chain's per-request modifier sees. */
 export function requestContext(request: FastifyRequest, endpoint: Endpoint, path: string): RequestContext {
   return { identity: request.identity, headers: request.headers, endpoint, path };

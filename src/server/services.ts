@@ -28,6 +28,8 @@ export interface ServicesConfig {
   statementTimeoutMs?: number;
   /** The Redis key prefix of the response cache (default the cache's own, `runnel:cache`). */
   cacheNamespace?: string;
+  /** PGlite's `shared_buffers` (default `16MB`; Postgres's own default is 128MB, all of it resident). */
+  embeddedSharedBuffers?: string;
   /** What this process is, as the data directory's lock tells others (default `server`). */
   role?: string;
 }
@@ -123,7 +125,9 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
         // One process per data directory: PGlite does not share its files (see data-dir-lock.ts).
         lock = lockDataDir(dir, config.role ?? 'server');
         try {
-          const db = await PGlite.create(`${dir}/pgdata`, { extensions: { vector } });
+          // Postgres's default 128 MB of shared buffers sits inside PGlite's WebAssembly memory for the life of
+          // the process (~150 MB of RSS); an embedded, single-user database reads through the OS page cache anyway.
+          const db = await PGlite.create(`${dir}/pgdata`, { extensions: { vector }, postgresqlconf: [`shared_buffers=${config.embeddedSharedBuffers ?? '16MB'}`] });
           await db.exec('CREATE EXTENSION IF NOT EXISTS vector');
           return pgliteExecutor(db);
         } catch (error) {

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadServerConfig } from '../../src/index.js';
+import { shutdownDeadlineMs } from '../../src/server/signals.js';
 
 const root = new URL('../../', import.meta.url).pathname;
 const read = (path: string): string => readFileSync(join(root, path), 'utf8');
@@ -28,8 +29,12 @@ interface Service {
   healthcheck?: { test: string[] };
   init?: boolean;
   stop_grace_period?: string;
+  networks?: string[];
 }
-const compose = parse(read('docker-compose.yml')) as { services: Record<string, Service>; volumes: Record<string, unknown> };
+interface Network {
+  ipam?: { config?: { subnet?: string }[] };
+}
+const compose = parse(read('docker-compose.yml')) as { services: Record<string, Service>; volumes: Record<string, unknown>; networks: Record<string, Network | null> };
 const { app, nginx, redis, postgres } = compose.services as Record<'app' | 'nginx' | 'redis' | 'postgres', Service>;
 
 /** `${NAME:-default}` → the default, as compose substitutes with nothing set on the host. */
@@ -84,6 +89,34 @@ describe('docker-compose.yml', () => {
     const config = loadServerConfig({ ...env, HOST: '0.0.0.0', PORT: '8000' });
     expect(config.redisUrl).toBe('redis://redis:6379');
     expect(config.apiKeys).toEqual([]);
+    expect(config.rateLimit).toBe(0);
+    expect(config.authFailLimit).toBe(20);
+  });
+
+  it("lets Docker wait longer than the server's own hard deadline before it kills the app", () => {
+    const env = Object.fromEntries(Object.entries(app.environment ?? {}).map(([key, value]) => [key, substitute(value)]));
+    const config = loadServerConfig(env);
+    const period = /^(\d+)s$/.exec(substitute(app.stop_grace_period ?? ''))?.[1];
+    expect(Number(period) * 1000).toBeGreaterThan(shutdownDeadlineMs(config.shutdownGraceMs));
+  });
+
+  it("trusts X-Forwarded-For from nginx's network only: a fixed subnet that holds nginx and the app alone", () => {
+    const subnet = substitute(compose.networks.edge?.ipam?.config?.[0]?.subnet ?? '');
+    expect(subnet).toMatch(/^\d+\.\d+\.\d+\.\d+\/\d+$/);
+    expect(substitute(app.environment?.RUNNEL_TRUST_PROXY ?? '')).toBe(subnet);
+    // The subnet and the trust setting move together when RUNNEL_EDGE_SUBNET is set.
+    expect(app.environment?.RUNNEL_TRUST_PROXY).toBe(compose.networks.edge?.ipam?.config?.[0]?.subnet);
+    const onEdge = Object.entries(compose.services).filter(([, service]) => service.networks?.includes('edge')).map(([name]) => name);
+    expect(onEdge.sort()).toEqual(['app', 'nginx']);
+    expect(nginx.networks).toEqual(['edge']);
+    // Every service names its networks: none lands on compose's default network with an address of its own choosing.
+    for (const [name, service] of Object.entries(compose.services)) expect(service.networks?.length, name).toBeGreaterThan(0);
+    expect(app.networks).toContain('backend');
+    for (const service of [redis, postgres]) expect(service.networks).toEqual(['backend']);
+    const env = Object.fromEntries(Object.entries(app.environment ?? {}).map(([key, value]) => [key, substitute(value)]));
+    expect(loadServerConfig(env).trustProxy).toEqual([subnet]);
+    // nginx appends the client's address to X-Forwarded-For; the server takes the right-most one nginx did not add.
+    expect(read('deploy/nginx.conf')).toMatch(/proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;/);
   });
 });
 
@@ -97,6 +130,16 @@ describe('Dockerfile', () => {
     expect(stages[0]).toMatch(/npm prune --omit=dev|npm ci --omit=dev/);
     expect(final).toMatch(/COPY --from=build \/app\/node_modules/);
     expect(final).not.toMatch(/npm (ci|install)(?! .*--omit=dev)/);
+  });
+
+  it('runs on a supported Node LTS that meets package.json engines', () => {
+    const engines = (JSON.parse(read('package.json')) as { engines: { node: string } }).engines.node;
+    const floor = Number(/^>=(\d+)/.exec(engines)?.[1]);
+    for (const stage of stages) {
+      const major = Number(/^node:(\d+)/.exec(stage)?.[1]);
+      expect(major).toBeGreaterThanOrEqual(Math.max(floor, 22));
+      expect(major % 2, 'an even (LTS) major').toBe(0);
+    }
   });
 
   it('runs as a non-root user, exposes 8000, checks /healthz, and lets SIGTERM reach node', () => {

@@ -5,13 +5,14 @@
  * answers, and SSE frames come through the proxy as they are written.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers.js';
+import { startNginx, type Nginx } from '../support/nginx.js';
 
 const root = new URL('../../', import.meta.url).pathname;
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
@@ -19,6 +20,7 @@ const session = `replicas-${process.pid}-${Date.now()}`;
 const children: ChildProcess[] = [];
 const logs: string[] = [];
 let proxy = '';
+let nginx: Nginx | undefined;
 const replicas: string[] = [];
 
 async function waitFor(url: string, child: ChildProcess): Promise<void> {
@@ -56,36 +58,17 @@ beforeAll(async () => {
   });
   await Promise.all(starting);
 
-  const proxyPort = await freePort();
-  const conf = readFileSync(join(root, 'deploy/nginx.conf'), 'utf8')
-    .replace(/server app:8000([^;]*);/, ports.map((port) => `server 127.0.0.1:${port}$1;`).join('\n    '))
-    .replace('listen 80;', `listen 127.0.0.1:${proxyPort};`)
+  nginx = await startNginx({
+    upstreams: ports.map((port) => `127.0.0.1:${port}`),
     // Runnel also sends `X-Accel-Buffering: no`; ignoring it here leaves the config alone in charge of SSE.
-    .replace('proxy_pass http://runnel;', 'proxy_pass http://runnel;\n        proxy_ignore_headers X-Accel-Buffering;');
-  expect(conf).toContain('proxy_ignore_headers X-Accel-Buffering;');
-  expect(conf).not.toContain('app:8000');
-  for (const temp of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, temp));
-  writeFileSync(
-    join(dir, 'nginx.conf'),
-    [
-      'daemon off;',
-      'worker_processes 1;',
-      `pid ${dir}/nginx.pid;`,
-      `error_log ${dir}/error.log warn;`,
-      'events {}',
-      'http {',
-      '  access_log off;',
-      `  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy; fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;`,
-      conf,
-      '}',
-    ].join('\n'),
-  );
-  const nginx = start(existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx', ['-p', dir, '-c', join(dir, 'nginx.conf')], {});
-  proxy = `http://127.0.0.1:${proxyPort}`;
-  await waitFor(`${proxy}/healthz`, nginx);
+    edit: (conf) => conf.replace('proxy_pass http://runnel;', 'proxy_pass http://runnel;\n        proxy_ignore_headers X-Accel-Buffering;'),
+  });
+  expect(nginx.conf).toContain('proxy_ignore_headers X-Accel-Buffering;');
+  proxy = nginx.url;
 }, 60_000);
 
 afterAll(async () => {
+  await nginx?.close();
   await Promise.all(
     children.map(
       (child) =>
@@ -114,6 +97,21 @@ const chat = async (base: string, message: string): Promise<string> => {
 };
 
 describe('two replicas behind nginx', () => {
+  it('warns at start that without API keys every caller is anonymous', async () => {
+    // Waits for the line itself: a replica may answer /readyz before its stdout has reached this process.
+    const warned = () => logs.join('').split('every caller is \\"anonymous\\"').length - 1 >= replicas.length;
+    await new Promise<void>((resolve) => {
+      const check = () => {
+        if (!warned()) return;
+        for (const child of children) child.stdout?.off('data', check);
+        resolve();
+      };
+      for (const child of children) child.stdout?.on('data', check);
+      check();
+    });
+    expect(logs.join('')).toMatch(/"level":40,.*RUNNEL_API_KEYS is not set/);
+  });
+
   it('continues a conversation on whichever replica answers', async () => {
     const [a, b] = replicas as [string, string];
     expect(await chat(a, 'My favourite colour is teal.')).toMatch(/first message/);

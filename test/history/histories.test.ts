@@ -45,3 +45,18 @@ describe('RedisChatMessageHistory', () => {
     down.disconnect();
   });
 });
+
+describe('MemoryHistoryStore', () => {
+  it('holds at most maxSessions conversations, forgetting the least recently written first', async () => {
+    const store = new MemoryHistoryStore({ maxSessions: 3 });
+    for (const id of ['a', 'b', 'c']) await store.history(id).addMessages([new HumanMessage(id)]);
+    // Writing to `a` again makes `b` the oldest: `d` pushes it out.
+    await store.history('a').addMessages([new HumanMessage('a again')]);
+    await store.history('d').addMessages([new HumanMessage('d')]);
+    expect(await store.history('b').getMessages()).toEqual([]);
+    expect((await store.history('a').getMessages()).map((m) => m.text)).toEqual(['a', 'a again']);
+    expect((await store.history('c').getMessages()).map((m) => m.text)).toEqual(['c']);
+    for (let i = 0; i < 1000; i++) await store.history(`new-${i}`).addMessages([new HumanMessage('x')]);
+    expect(store.size).toBe(3);
+  });
+});

@@ -4,9 +4,11 @@
  * a few test chains (a slow one, a typed one, one whose model answers with
  * HTML). Screenshots go to test/artifacts/ for a person to look at.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +21,8 @@ const XSS = '<img src=x onerror="window.pwned = 1"> **bold** <script>window.pwne
 
 let app: FastifyInstance;
 let services: Services;
+// Its own embedded database: PGlite serves one process per directory, and another test run may hold ./.runnel.
+const dataDir = mkdtempSync(join(tmpdir(), 'runnel-playground-'));
 let browser: Browser;
 let base = '';
 
@@ -26,7 +30,7 @@ const slowStory = Array.from({ length: 200 }, (_, i) => `word${i}`).join(' ');
 
 beforeAll(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
-  services = await connectServices({});
+  services = await connectServices({ dataDir });
   const { chains } = createChains({ services, env: {} });
   const prompt = ChatPromptTemplate.fromMessages([['human', 'Tell a story about {topic}']]);
   const typed = defineChain({
@@ -73,6 +77,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await app?.close();
+  await services?.close();
+  rmSync(dataDir, { recursive: true, force: true });
 });
 
 async function open(path: string): Promise<Page> {

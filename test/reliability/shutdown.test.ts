@@ -1,7 +1,7 @@
 /**
  * SIGTERM to a real Runnel process with 100 open streams and in-flight
  * /invoke calls: every stream gets a final frame, the invokes complete, and
- * the process exits within 10 s.
+ * the process exits 0, before its hard deadline (the 1 s grace plus 5 s).
  */
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
@@ -27,7 +27,7 @@ function openStream(base: string): Promise<{ last: string; frames: number }> {
 }
 
 describe('SIGTERM with 100 open streams', () => {
-  it('gives every stream a final frame, completes in-flight invokes, and exits within 10 s', async () => {
+  it('gives every stream a final frame, completes in-flight invokes, and exits 0 before the hard deadline', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/slow-server.ts'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     const port = await new Promise<number>((resolve, reject) => {
@@ -66,7 +66,7 @@ describe('SIGTERM with 100 open streams', () => {
       expect(invoke.body.output).toMatch(/^waited for call \d$/);
     }
     const { code, at } = await exited;
-    // Exit code 0 is the graceful path: past its 10 s hard deadline the process exits with 1 instead.
+    // Exit code 0 is the graceful path: past its hard deadline (grace + 5 s) the process exits with 1 instead.
     expect(code).toBe(0);
     // How long it took is reported for docs/reliability.md, not asserted (no wall-clock assertions in tests).
     console.log(`exited ${((at - signalled) / 1000).toFixed(2)} s after SIGTERM`);

@@ -182,3 +182,15 @@ describe('graceful shutdown', () => {
     await settleWithin(closing, 5000);
   });
 });
+
+describe('streams in /metrics', () => {
+  it('counts a stream that ends once, and a stream refused before it starts once', async () => {
+    const count = (status: string): number =>
+      Number(new RegExp(`runnel_requests_total\\{chain="/joke",endpoint="stream_events",status="${status}"\\} (\\d+)`).exec(server.app.runnel.metrics.render())?.[1] ?? 0);
+    const [ok, invalid] = [count('200'), count('422')];
+    expect(await text(await post(`${server.url}/joke/stream_events`, { input: { topic: 'metrics' } }))).toContain('event: end');
+    expect((await post(`${server.url}/joke/stream_events`, { input: { topic: 'metrics' }, include_names: 'not a list' })).status).toBe(422);
+    expect(count('200')).toBe(ok + 1);
+    expect(count('422')).toBe(invalid + 1);
+  });
+});

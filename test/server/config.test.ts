@@ -28,6 +28,56 @@ describe('loadServerConfig', () => {
     }
   });
 
+  it('refuses two keys under one name, automatic names included, and one key under two names, never echoing a key', () => {
+    const a = 'k_live_aaaaaaaaaaaaaaaa';
+    const b = 'k_live_bbbbbbbbbbbbbbbb';
+    const refusal = (keys: string): string => {
+      try {
+        loadServerConfig({ RUNNEL_API_KEYS: keys });
+      } catch (error) {
+        return (error as Error).message;
+      }
+      return 'accepted';
+    };
+    const twoOps = refusal(`ops:${a}, ops:${b}`);
+    expect(twoOps).toMatch(/RUNNEL_API_KEYS: the name "ops" is used by entry 1 and entry 2/);
+    // A bare key is named after its position: the second entry here is "key2", like the first.
+    const automatic = refusal(`key2:${a},${b}`);
+    expect(automatic).toMatch(/the name "key2" is used by entry 1 and entry 2 \(a bare key, named "key2" after its position\)/);
+    const sameKey = refusal(`alice:${a},bob:${a}`);
+    expect(sameKey).toMatch(/entry 1 and entry 2 are the same key/);
+    expect(refusal(`anonymous:${a}`)).toMatch(/"anonymous" is reserved/);
+    for (const message of [twoOps, automatic, sameKey]) {
+      expect(message).not.toContain(a);
+      expect(message).not.toContain(b);
+    }
+    expect(loadServerConfig({ RUNNEL_API_KEYS: `ops:${a},${b}` }).apiKeys).toEqual([
+      { name: 'ops', key: a },
+      { name: 'key2', key: b },
+    ]);
+  });
+
+  it('trusts X-Forwarded-For only from listed proxy addresses, refusing true and hop counts', () => {
+    expect(loadServerConfig({}).trustProxy).toEqual([]);
+    expect(loadServerConfig({ RUNNEL_TRUST_PROXY: 'false' }).trustProxy).toEqual([]);
+    expect(loadServerConfig({ RUNNEL_TRUST_PROXY: '10.213.0.0/24, 127.0.0.1,::1,fd00::/8,loopback' }).trustProxy).toEqual([
+      '10.213.0.0/24',
+      '127.0.0.1',
+      '::1',
+      'fd00::/8',
+      'loopback',
+    ]);
+    for (const bad of ['true', '1', '10.0.0.0/33', 'nginx', '10.0.0.1/8/8', '::1/129', '0.0.0.0/0', '::/0']) {
+      expect(() => loadServerConfig({ RUNNEL_TRUST_PROXY: bad }), bad).toThrow(/RUNNEL_TRUST_PROXY must list the proxies' addresses/);
+    }
+  });
+
+  it('limits failed authentications by default, and 0 turns that off', () => {
+    expect(loadServerConfig({}).authFailLimit).toBe(20);
+    expect(loadServerConfig({ RUNNEL_AUTH_FAIL_LIMIT: '0' }).authFailLimit).toBe(0);
+    expect(() => loadServerConfig({ RUNNEL_AUTH_FAIL_LIMIT: '-1' })).toThrow(/RUNNEL_AUTH_FAIL_LIMIT must be a whole number/);
+  });
+
   it('serves only the enabled endpoints', async () => {
     const app = await buildApp({ chains: [defineChain({ path: '/only', runnable: lambda((x: unknown) => x), enabledEndpoints: ['invoke'] })] as never });
     expect((await app.inject({ method: 'POST', url: '/only/invoke', payload: { input: 1 } })).statusCode).toBe(200);

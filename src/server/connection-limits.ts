@@ -1,0 +1,140 @@
+/**
+ * Requests the server will not take, as the connection sees them: a body
+ * over the limit is answered 413 and then drained before the socket closes
+ * (nginx's lingering close), a request that takes longer than
+ * `RUNNEL_BODY_TIMEOUT_MS` to arrive is answered 408 and closed, a request
+ * line past Node's header limit 431 — every one in Runnel's error shape —
+ * and path parameters (session ids, config hashes) may be as long as a URL.
+ */
+import { STATUS_CODES, type OutgoingHttpHeaders, type ServerOptions } from 'node:http';
+import type { Socket } from 'node:net';
+import type { ConnectionError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { errorCodes, type ErrorCode } from '../core/index.js';
+import type { ServerConfig } from './config.js';
+import type { ErrorBody } from './http-errors.js';
+
+/**
+ * Node's default limit on a request line with its headers (16 KiB): no path parameter that gets through it
+ * is refused by the router, so a config hash of a few KB works (find-my-way's default is 100 characters).
+ */
+export const MAX_PARAM_LENGTH = 16 * 1024;
+
+/**
+ * How much of a refused body is read after the answer before the socket is closed anyway. Time is bounded by
+ * the body timeout: the request has not arrived until the body has.
+ */
+export const LINGER_MAX_BYTES = 16 * 1024 * 1024;
+
+/** Sockets being drained after their answer: a body timeout there only closes them (they have their answer). */
+const lingering = new WeakSet<Socket>();
+
+/** The Fastify options for {@link connectionOptions}. */
+export interface ConnectionOptions {
+  requestTimeout: number;
+  http: ServerOptions;
+  routerOptions: { maxParamLength: number };
+  clientErrorHandler: (this: FastifyInstance, error: ConnectionError, socket: Socket) => void;
+}
+
+/**
+ * Fastify options for the limits above. The body timeout is Node's
+ * `requestTimeout`: it runs from the request's first byte until its body has
+ * arrived, and not while the answer is written, so long streams are not cut.
+ *
+ * @example
+ * const app = Fastify({ bodyLimit: config.bodyLimit, ...connectionOptions(config) });
+ */
+export function connectionOptions(config: Pick<ServerConfig, 'bodyTimeoutMs'>): ConnectionOptions {
+  const timeout = config.bodyTimeoutMs;
+  return {
+    requestTimeout: timeout,
+    http: {
+      requestTimeout: timeout,
+      // Node looks for expired requests on this interval (30 s by default): often enough that a request is cut
+      // close to its timeout, at most a quarter of it late.
+      connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(timeout / 4))),
+    },
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    clientErrorHandler: answerClientError,
+  };
+}
+
+/** What Node's parser reports, as Runnel codes; anything else unparseable is a bad request. */
+function clientErrorCode(error: ConnectionError): ErrorCode {
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') return 'RUNNEL_ERR_BODY_TIMEOUT';
+  if (error.code === 'HPE_HEADER_OVERFLOW') return 'RUNNEL_ERR_HEADERS_TOO_LARGE';
+  return 'RUNNEL_ERR_BAD_REQUEST';
+}
+
+const CLIENT_ERROR_MESSAGES: Partial<Record<ErrorCode, string>> = {
+  RUNNEL_ERR_BODY_TIMEOUT: 'The request did not arrive in time (RUNNEL_BODY_TIMEOUT_MS)',
+  RUNNEL_ERR_HEADERS_TOO_LARGE: 'The request line and headers are too large',
+  RUNNEL_ERR_BAD_REQUEST: 'Malformed request',
+};
+
+/**
+ * Errors Node raises on a connection before or while a request arrives (Fastify's `clientErrorHandler`):
+ * answered in Runnel's error shape where no answer has started, then closed — the request is abandoned, so
+ * nothing more of it may reach a route.
+ */
+function answerClientError(this: FastifyInstance, error: ConnectionError, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  if (lingering.has(socket)) {
+    socket.destroy();
+    return;
+  }
+  const code = clientErrorCode(error);
+  const status = errorCodes[code].status;
+  const message = CLIENT_ERROR_MESSAGES[code] ?? code;
+  this.log.debug({ code: error.code }, `client error: ${message}`);
+  if (socket.writable) {
+    const body = JSON.stringify({ code, message, detail: message } satisfies ErrorBody);
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+/**
+ * Answers while the request body is still arriving, then reads and discards
+ * the rest of it (up to {@link LINGER_MAX_BYTES}, within the body timeout)
+ * before the connection closes, as nginx's lingering close does. Closing a
+ * socket with unread bytes makes the kernel reset the connection, and a
+ * client still sending — Python's http.client always, Node's fetch often —
+ * then fails with EPIPE instead of reading the answer.
+ *
+ * @example
+ * if (!request.raw.complete) return answerAndLinger(request, reply, { status: 413, body });
+ */
+export function answerAndLinger(request: FastifyRequest, reply: FastifyReply, answer: { status: number; body: ErrorBody }): void {
+  const req = request.raw;
+  const res = reply.raw;
+  const socket = req.socket;
+  const payload = JSON.stringify(answer.body);
+  const headers: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = value;
+  reply.hijack();
+  res.writeHead(answer.status, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload), connection: 'close' });
+  // The whole answer goes out now; ending the response, which closes the socket, waits until the body is read.
+  res.write(payload);
+  lingering.add(socket);
+  let read = 0;
+  let finished = false;
+  const finish = (): void => {
+    if (finished) return;
+    finished = true;
+    req.off('data', onData);
+    req.off('end', finish);
+    req.off('close', finish);
+    lingering.delete(socket);
+    res.end();
+  };
+  const onData = (chunk: Buffer): void => {
+    read += chunk.length;
+    if (read > LINGER_MAX_BYTES) finish();
+  };
+  req.on('data', onData);
+  req.once('end', finish);
+  req.once('close', finish);
+}
