@@ -2,10 +2,11 @@
  * `GET /{path}/playground/` (and under `/c/{hash}/`): the browser
  * playground. One Vite bundle serves every chain: the page is the bundle's
  * index.html with the chain's path, description and playground kind in a
- * meta tag (escaped); its assets come through @fastify/static from the
- * bundle's `assets/` folder only, by names that cannot leave it. The pages
- * hold no data, so they load without an API key (the page then asks for
- * one); everything they fetch needs the key as usual.
+ * meta tag (escaped) and a relative link to the server's icon; its assets
+ * come through @fastify/static from the bundle's `assets/` folder only, by
+ * names that cannot leave it. The pages hold no data, so they load without
+ * an API key (the page then asks for one); everything they fetch needs the
+ * key as usual.
  */
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { PreparedChain } from '../src/server/prepared.js';
@@ -38,7 +39,12 @@ function secure(reply: FastifyReply): FastifyReply {
 export const playgroundRoutes: FastifyPluginAsync<PlaygroundOptions> = async (app, { chain, template }) => {
   const spec = chain.spec;
   const meta = JSON.stringify({ path: spec.path, description: spec.description ?? '', playground: spec.playground });
-  const page = template?.replace('<meta name="runnel-chain" content="" />', `<meta name="runnel-chain" content="${escapeAttribute(meta)}" />`);
+  // The icon is the server's /favicon.svg, reached relatively (up from {prefix}/playground/) so the page works under any prefix.
+  const root = '../'.repeat(app.prefix.split('/').filter(Boolean).length + 1);
+  const page = template?.replace(
+    '<meta name="runnel-chain" content="" />',
+    `<meta name="runnel-chain" content="${escapeAttribute(meta)}" />\n    <link rel="icon" type="image/svg+xml" href="${root}favicon.svg" />`,
+  );
   const config = { public: true };
   const schema = { hide: true };
 

@@ -12,7 +12,7 @@ import { clear, h } from './dom.js';
 import { SchemaForm } from './form.js';
 import { markdown } from './markdown.js';
 import { mergeChunk, RunTree, type StreamEvent } from './runs.js';
-import { validate, type Issue, type Schema } from './schema.js';
+import { inSchemaOrder, validate, type Issue, type Schema } from './schema.js';
 
 interface ChainInfo {
   path: string;
@@ -32,6 +32,9 @@ const chainBase = (): string => (SHARED.test(location.pathname) ? '../../../' : 
 /** The chain's path as this page found it at load (`/prefix/joke/`), before any rewrite of the address. */
 const CHAIN = new URL(chainBase(), location.href).pathname;
 const url = (endpoint: string): string => `${CHAIN}${endpoint}`;
+// The server links its icon relative to this address; pin it before the share link rewrites the address (Chromium re-resolves it).
+const icon = document.querySelector<HTMLLinkElement>('link[rel="icon"]');
+if (icon !== null) icon.setAttribute('href', icon.href);
 
 const decode = (text: string | null | undefined): unknown => {
   if (!text) return undefined;
@@ -82,8 +85,14 @@ async function boot(): Promise<void> {
   clear(app);
   let inputSchema: Schema;
   let configSchema: Schema;
+  let outputSchema: Schema | undefined;
   try {
-    [inputSchema, configSchema] = await Promise.all([getJson<Schema>(url('input_schema')), getJson<Schema>(url('config_schema'))]);
+    [inputSchema, configSchema, outputSchema] = await Promise.all([
+      getJson<Schema>(url('input_schema')),
+      getJson<Schema>(url('config_schema')),
+      // Only orders the output: a chain without the endpoint still runs.
+      getJson<Schema>(url('output_schema')).catch(() => undefined),
+    ]);
   } catch (error) {
     if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
       if (apiKey() !== null) app.append(errorBox(error));
@@ -102,7 +111,7 @@ async function boot(): Promise<void> {
   );
   app.append(header);
   if (info.playground === 'chat') chatPage(inputSchema, configSchema);
-  else runPage(inputSchema, configSchema);
+  else runPage(inputSchema, configSchema, outputSchema);
 }
 
 /** The configurable fields, as a form (nothing when the chain has none). */
@@ -113,7 +122,7 @@ function configForm(configSchema: Schema, initial: unknown, onChange: () => void
   return new SchemaForm(schema, initial, onChange, { skip });
 }
 
-function runPage(inputSchema: Schema, configSchema: Schema): void {
+function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema | undefined): void {
   const sharedConfig = decode(shared?.[1]) as { configurable?: Record<string, unknown> } | undefined;
   const sharedInput = decode(new URLSearchParams(location.hash.slice(1)).get('input'));
   const syncUrl = (): void => {
@@ -175,7 +184,10 @@ function runPage(inputSchema: Schema, configSchema: Schema): void {
     clear(output);
     if (current === undefined) return;
     const as = mode.value === 'auto' ? (typeof current === 'string' ? 'markdown' : 'json') : mode.value;
-    if (as === 'json' || typeof current !== 'string') output.append(h('pre', { class: 'json-output', text: JSON.stringify(current, null, 2) }));
+    if (as === 'json' || typeof current !== 'string') {
+      const shown = outputSchema === undefined ? current : inSchemaOrder(current, outputSchema, outputSchema);
+      output.append(h('pre', { class: 'json-output', text: JSON.stringify(shown, null, 2) }));
+    }
     else if (as === 'markdown') output.append(markdown(current));
     else output.append(h('pre', { class: 'text-output', text: current }));
   };

@@ -187,3 +187,31 @@ export function validate(value: unknown, schema: Schema, root: Schema, path: (st
   }
   return issues;
 }
+
+/**
+ * `value` with its objects' keys in the order their schema lists them (the
+ * rest after, as they came): a chain's output reads as its author declared
+ * it (`answer` before `sources`), not in the order the stream happened to
+ * fill it in.
+ */
+export function inSchemaOrder(value: unknown, schema: Schema, root: Schema): unknown {
+  const s = resolve(schema, root);
+  const alternatives = s.anyOf ?? s.oneOf;
+  if (alternatives !== undefined) {
+    const fits = alternatives.find((a) => validate(value, a, root).length === 0);
+    return fits === undefined ? value : inSchemaOrder(value, fits, root);
+  }
+  if (Array.isArray(value)) return s.items === undefined ? value : value.map((item) => inSchemaOrder(item, s.items as Schema, root));
+  if (value === null || typeof value !== 'object') return value;
+  const record = value as Record<string, unknown>;
+  const properties = s.properties ?? {};
+  const extra = typeof s.additionalProperties === 'object' ? s.additionalProperties : undefined;
+  const keys = [...Object.keys(properties).filter((key) => Object.hasOwn(record, key)), ...Object.keys(record).filter((key) => !Object.hasOwn(properties, key))];
+  // fromEntries defines own properties, so a `__proto__` key from the model stays a key.
+  return Object.fromEntries(
+    keys.map((key) => {
+      const sub = Object.hasOwn(properties, key) ? properties[key] : extra;
+      return [key, sub === undefined ? record[key] : inSchemaOrder(record[key], sub, root)];
+    }),
+  );
+}

@@ -1,0 +1,73 @@
+/**
+ * What the Chromium tests of the playground share: Debian's Chromium
+ * (never a downloaded one), pages that record everything that went wrong on
+ * them, a record of what the server answered, and services in a data
+ * directory of their own (PGlite allows one process per directory, and
+ * another test run may hold ./.runnel).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { connectServices, type Services } from '../../src/index.js';
+
+export const ARTIFACTS = new URL('../artifacts/', import.meta.url).pathname;
+
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+}
+
+/** A page and what went wrong on it: script errors, console errors, failed requests and 4xx/5xx answers. */
+export interface WatchedPage {
+  page: Page;
+  problems: string[];
+}
+
+export async function openWatched(browser: Browser, url: string): Promise<WatchedPage> {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const problems: string[] = [];
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+  });
+  page.on('requestfailed', (request) => problems.push(`failed: ${request.url()} ${request.failure()?.errorText ?? ''}`));
+  page.on('response', (response) => {
+    if (response.status() >= 400) problems.push(`${response.status()}: ${response.url()}`);
+  });
+  await page.goto(url);
+  return { page, problems };
+}
+
+/** Every answer the server gives (some requests, such as the favicon's, never show in the page's own events). */
+export function recordAnswers(app: FastifyInstance): { method: string; url: string; status: number }[] {
+  const answers: { method: string; url: string; status: number }[] = [];
+  app.addHook('onResponse', async (request, reply) => void answers.push({ method: request.method, url: request.url, status: reply.statusCode }));
+  return answers;
+}
+
+/** Waits until `found` returns something (polling; the browser fetches icons on its own schedule), or fails after `ms`. */
+export async function eventually<T>(found: () => T | undefined, what: string, ms = 5_000): Promise<T> {
+  for (let waited = 0; waited < ms; waited += 50) {
+    const value = found();
+    if (value !== undefined) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`Timed out after ${ms} ms waiting for ${what}`);
+}
+
+/** Services over a fresh temporary data directory; `dispose` closes them and removes it. */
+export async function temporaryServices(): Promise<{ services: Services; dispose(): Promise<void> }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'runnel-playground-'));
+  const services = await connectServices({ dataDir });
+  return {
+    services,
+    async dispose() {
+      await services.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
