@@ -51,13 +51,53 @@ export class DocsCollection {
     return found.map(([doc, score]) => ({ id: doc.id as string, content: doc.pageContent, metadata: doc.metadata, score: Number(score.toFixed(4)) }));
   }
 
+  /** True once the collection holds its documents (seeded now or on an earlier start): `/readyz` waits for it. */
+  get ready(): boolean {
+    return this.seeded;
+  }
+
+  private seeded = false;
+
   /** Fills an empty collection from the repository's `docs/` and README; does nothing when it holds documents. */
   async seed(): Promise<IngestResult | undefined> {
     const store = await this.store();
-    if ((await store.count()) > 0) return undefined;
+    if ((await store.count()) > 0) {
+      this.seeded = true;
+      return undefined;
+    }
     const root = packageRoot();
     const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));
-    return ingestPaths(store, paths, { sourceRoot: root, chunkSize: 1000, overlap: 150 });
+    const result = await ingestPaths(store, paths, { sourceRoot: root, chunkSize: 1000, overlap: 150 });
+    this.seeded = true;
+    return result;
+  }
+
+  /**
+   * Seeds in the background, and again after a failure (the database down,
+   * pgvector missing, the data directory locked by an ingest): after
+   * `firstRetryMs` (default 5 s), doubling to 5 minutes. `report` hears each
+   * outcome; `stop()` ends the retries.
+   */
+  seedInBackground(report: { seeded(result: IngestResult | undefined): void; failed(error: unknown, retryInMs: number): void }, firstRetryMs = 5_000): { stop(): void } {
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    const attempt = (delayMs: number): void => {
+      this.seed().then(
+        (result) => report.seeded(result),
+        (error: unknown) => {
+          if (stopped) return;
+          report.failed(error, delayMs);
+          timer = setTimeout(() => attempt(Math.min(delayMs * 2, 300_000)), delayMs).unref();
+        },
+      );
+    };
+    attempt(firstRetryMs);
+    return {
+      stop: () => {
+        stopped = true;
+        clearTimeout(timer);
+      },
+    };
   }
 
   /** A retriever over the collection: a question in, the `k` closest passages with scores out. */

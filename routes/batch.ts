@@ -10,7 +10,7 @@ import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, req
 import { usageMeter } from '../src/server/usage.js';
 
 export function batchHandler(chain: PreparedChain) {
-  return async (request: FastifyRequest<{ Params: { configHash?: string } }>, reply: FastifyReply) => {
+  return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
     const body = bodyObject(request.body);
     const inputs = required(body, 'inputs');
     if (!Array.isArray(inputs)) {
@@ -33,7 +33,7 @@ export function batchHandler(chain: PreparedChain) {
         detail: [{ type: 'length', loc: ['config'], msg: `Number of configs (${bodyConfig.length}) must match number of inputs (${inputs.length})` }],
       });
     }
-    const hash = decodeConfigHash(request.params.configHash);
+    const hash = decodeConfigHash(request.params.config_hash);
     const context = requestContext(request, 'batch', chain.spec.path);
     const resolved = [];
     for (let i = 0; i < inputs.length; i++) {
@@ -42,7 +42,7 @@ export function batchHandler(chain: PreparedChain) {
       resolved.push(await chain.resolveConfig({ hash, body: one, bodyLoc: Array.isArray(bodyConfig) ? ['config', i] : ['config'] }, context));
     }
     checkAcceptingRuns(request);
-    const connection = disconnectSignal(reply);
+    const connection = disconnectSignal(request, reply, 'batch', chain.spec.path);
     try {
       const output = await chain.spec.runnable.batch(
         inputs as never[],

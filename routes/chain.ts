@@ -4,13 +4,15 @@
  * endpoints exist; the others answer 404.
  */
 import type { FastifyPluginAsync } from 'fastify';
+import { errorBody } from '../src/server/http-errors.js';
 import { streamResponses } from '../src/server/openapi.js';
 import type { PreparedChain } from '../src/server/prepared.js';
+import { countedByHandler } from '../src/server/request.js';
 import { batchHandler } from './batch.js';
 import { playgroundRoutes } from './playground.js';
 import { invokeHandler } from './invoke.js';
 import { schemaHandler } from './schemas.js';
-import { countedByStream, streamHandler } from './streams.js';
+import { streamHandler } from './streams.js';
 
 export interface ChainRoutesOptions {
   chain: PreparedChain;
@@ -20,44 +22,101 @@ export interface ChainRoutesOptions {
   playgroundTemplate?: string | undefined;
 }
 
-const errors = { '4xx': { $ref: 'RunnelError#' }, '5xx': { $ref: 'RunnelError#' } };
+/** The error answers every chain route documents: one body, `RunnelError`, whose `code` says which. */
+const errors = {
+  '4xx': {
+    description:
+      'A request error, with a stable `code`: the body, input or config does not validate (422, `detail` lists each problem with its `loc`), a bad config hash (400), no or a wrong API key (401), a body over the limit (413), too many requests (429).',
+    $ref: 'RunnelError#',
+  },
+  '5xx': {
+    description:
+      'The chain failed: a model provider failed, timed out or rate-limited it (502, 504; 429 is passed on as a 4xx), Redis or Postgres is unavailable or the server is shutting down (503, with `retry-after`), or a bug (500, with a generic message).',
+    $ref: 'RunnelError#',
+  },
+};
+
+/** Every method a route does not take answers 405 with `allow`, as LangServe (Starlette) does. */
+const OTHER_METHODS = { POST: ['GET', 'PUT', 'PATCH', 'DELETE'], GET: ['POST', 'PUT', 'PATCH', 'DELETE'] } as const;
 
 export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, { chain, hashed, playgroundTemplate }) => {
   const enabled = new Set(chain.spec.enabledEndpoints);
   const n = chain.name;
   const path = chain.spec.path;
   const tags = [path];
-  const hide = hashed; // the /c/{hash}/ copies behave the same; the document lists the plain routes
-  const params = hashed ? { params: { type: 'object', properties: { configHash: { type: 'string' } } } } : {};
-  const doc = (summary: string, extra: Record<string, unknown>) => ({ schema: { tags, hide, summary, ...params, ...extra } });
+  const params = hashed
+    ? {
+        params: {
+          type: 'object',
+          properties: {
+            config_hash: {
+              type: 'string',
+              description: 'A config for the run: lz-string `compressToEncodedURIComponent(JSON.stringify(config))`; the body\'s `config` is merged over it.',
+            },
+          },
+        },
+      }
+    : {};
+  const doc = (summary: string, extra: Record<string, unknown>) => ({ schema: { tags, summary: hashed ? `${summary}, with the config of the URL` : summary, ...params, ...extra } });
+  const refuseOtherMethods = (url: string, allowed: 'POST' | 'GET'): void => {
+    const allow = allowed === 'GET' ? 'GET, HEAD' : 'POST';
+    app.route({
+      method: [...OTHER_METHODS[allowed]],
+      url,
+      schema: { hide: true },
+      handler: async (_request, reply) => reply.code(405).header('allow', allow).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed')),
+    });
+  };
 
   if (enabled.has('invoke')) {
-    app.post('/invoke', doc(`Run ${path} on one input`, { body: { $ref: `${n}InvokeRequest#` }, response: { 200: { $ref: `${n}InvokeResponse#` }, ...errors } }), invokeHandler(chain));
+    app.post(
+      '/invoke',
+      doc(`Run ${path} on one input`, { body: { $ref: `${n}InvokeRequest#` }, response: { 200: { description: 'The output, and the run id', $ref: `${n}InvokeResponse#` }, ...errors } }),
+      invokeHandler(chain),
+    );
+    refuseOtherMethods('/invoke', 'POST');
   }
   if (enabled.has('batch')) {
-    app.post('/batch', doc(`Run ${path} on many inputs`, { body: { $ref: `${n}BatchRequest#` }, response: { 200: { $ref: `${n}BatchResponse#` }, ...errors } }), batchHandler(chain));
+    app.post(
+      '/batch',
+      doc(`Run ${path} on many inputs`, { body: { $ref: `${n}BatchRequest#` }, response: { 200: { description: 'The outputs in input order, and a run id for each', $ref: `${n}BatchResponse#` }, ...errors } }),
+      batchHandler(chain),
+    );
+    refuseOtherMethods('/batch', 'POST');
   }
-  const sse = (kind: 'stream' | 'stream_log' | 'stream_events', request: string, summary: string) =>
+  const sse = (kind: 'stream' | 'stream_log' | 'stream_events', request: string, summary: string, description: string) => {
     app.post(
       `/${kind}`,
       doc(summary, {
         body: { $ref: `${n}${request}#` },
-        response: { 200: { description: 'An event stream', content: { 'text/event-stream': { schema: streamResponses[kind] } } }, ...errors },
+        response: { 200: { description, content: { 'text/event-stream': { schema: streamResponses[kind] } } }, ...errors },
       }),
       streamHandler(chain, kind),
     );
-  if (enabled.has('stream')) sse('stream', 'StreamRequest', `Stream the output chunks of ${path} (SSE)`);
-  if (enabled.has('stream_log')) sse('stream_log', 'StreamLogRequest', `Stream the run log of ${path} as JSON Patch (SSE)`);
-  if (enabled.has('stream_events')) sse('stream_events', 'StreamEventsRequest', `Stream the events of every run inside ${path} (SSE)`);
-  if (enabled.has('input_schema')) app.get('/input_schema', doc(`JSON Schema of ${path}'s input`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'input'));
-  if (enabled.has('output_schema')) app.get('/output_schema', doc(`JSON Schema of ${path}'s output`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'output'));
-  if (enabled.has('config_schema')) app.get('/config_schema', doc(`JSON Schema of ${path}'s config`, { response: { 200: { type: 'object', additionalProperties: true } } }), schemaHandler(chain, 'config'));
+    refuseOtherMethods(`/${kind}`, 'POST');
+  };
+  if (enabled.has('stream')) {
+    sse('stream', 'StreamRequest', `Stream the output chunks of ${path} (SSE)`, 'Server-sent events: `metadata` (the run id), one `data` per output chunk, then `end` — or an `error` frame if the run fails after the stream started.');
+  }
+  if (enabled.has('stream_log')) {
+    sse('stream_log', 'StreamLogRequest', `Stream the run log of ${path} as JSON Patch (SSE)`, 'Server-sent events: `data` frames of `{ops}` (JSON Patch) that build the run log — the root run and every sub-run passing the filters — then `end`.');
+  }
+  if (enabled.has('stream_events')) {
+    sse('stream_events', 'StreamEventsRequest', `Stream the events of every run inside ${path} (SSE)`, 'Server-sent events: one `data` frame per run event (`on_chain_start`, `on_chat_model_stream`, ...) passing the filters, then `end`.');
+  }
+  const schemaRoute = (kind: 'input' | 'output' | 'config', description: string) => {
+    app.get(`/${kind}_schema`, doc(`JSON Schema of ${path}'s ${kind}`, { response: { 200: { description, type: 'object', additionalProperties: true } } }), schemaHandler(chain, kind));
+    refuseOtherMethods(`/${kind}_schema`, 'GET');
+  };
+  if (enabled.has('input_schema')) schemaRoute('input', `What ${path} takes as \`input\` (JSON Schema, draft-07)`);
+  if (enabled.has('output_schema')) schemaRoute('output', `What ${path} answers as \`output\` (JSON Schema, draft-07)`);
+  if (enabled.has('config_schema')) schemaRoute('config', `What a client may set in \`config\` for ${path}: its configurable fields and allowed keys (JSON Schema)`);
   if (enabled.has('playground')) await app.register(playgroundRoutes, { chain, template: playgroundTemplate });
-  // Streams that started count themselves when they end (with 499 for a client gone); Fastify runs this hook
-  // for their hijacked replies too, so it skips them. A stream refused before it started is counted here.
+  // Streams that started count themselves when they end, and requests whose client went away count a 499;
+  // Fastify runs this hook for those too, so it skips them. A stream refused before it started is counted here.
   const metrics = app.runnel.metrics;
   app.addHook('onResponse', (request, reply, done) => {
-    if (countedByStream.has(request)) {
+    if (countedByHandler.has(request)) {
       done();
       return;
     }

@@ -5,16 +5,16 @@ import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, req
 import { usageMeter } from '../src/server/usage.js';
 
 export function invokeHandler(chain: PreparedChain) {
-  return async (request: FastifyRequest<{ Params: { configHash?: string } }>, reply: FastifyReply) => {
+  return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
     const body = bodyObject(request.body);
     const input = required(body, 'input');
     const { config, runId } = await chain.resolveConfig(
-      { hash: decodeConfigHash(request.params.configHash), body: body.config, bodyLoc: ['config'] },
+      { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'] },
       requestContext(request, 'invoke', chain.spec.path),
     );
     chain.checkInput(input);
     checkAcceptingRuns(request);
-    const connection = disconnectSignal(reply);
+    const connection = disconnectSignal(request, reply, 'invoke', chain.spec.path);
     try {
       const output = await chain.spec.runnable.invoke(input as never, {
         ...config,

@@ -9,6 +9,7 @@
  * key as usual.
  */
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import { errorBody } from '../src/server/http-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 
 declare module 'fastify' {
@@ -55,13 +56,13 @@ export const playgroundRoutes: FastifyPluginAsync<PlaygroundOptions> = async (ap
   });
   app.get('/playground/', { config, schema }, (_request, reply) => {
     if (page === undefined) {
-      return reply.code(404).send({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'The playground is not built: run npm run build', detail: 'Not Found' });
+      return reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'The playground is not built: run npm run build', 'Not Found'));
     }
     return secure(reply).header('cache-control', 'no-cache').type('text/html; charset=utf-8').send(page);
   });
   app.get<{ Params: { file: string } }>('/playground/assets/:file', { config, schema }, (request, reply) => {
     const { file } = request.params;
-    if (page === undefined || !ASSET.test(file)) return reply.code(404).send({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'Not Found', detail: 'Not Found' });
+    if (page === undefined || !ASSET.test(file)) return reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
     return secure(reply).header('cache-control', 'public, max-age=31536000, immutable').sendFile(`assets/${file}`);
   });
 };

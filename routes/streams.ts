@@ -10,7 +10,7 @@ import { RunController, RunnelError, type Runnable, type RunnableConfig } from '
 import type { OpenStream } from '../src/server/app.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { bodyObject, checkAcceptingRuns, decodeConfigHash, eventFilters, required, requestContext } from '../src/server/request.js';
+import { bodyObject, checkAcceptingRuns, clientGone as recordClientGone, countedByHandler, decodeConfigHash, eventFilters, required, requestContext } from '../src/server/request.js';
 import { SseWriter } from '../src/server/sse.js';
 import { usageMeter } from '../src/server/usage.js';
 
@@ -22,12 +22,6 @@ function eventFrames(kind: 'stream_log' | 'stream_events', runnable: Runnable<ne
   return kind === 'stream_log' ? runnable.streamLog(input, config, filters) : runnable.streamEvents(input, config, filters);
 }
 
-/**
- * Requests whose event stream counts itself in `/metrics` when it ends (status 499 for a client gone);
- * the routes' `onResponse` hook, which Fastify also runs for hijacked replies, skips them.
- */
-export const countedByStream = new WeakSet<FastifyRequest>();
-
 /** Sends one frame, waiting only when the socket pushes back; false once the client is gone. */
 async function sendFrame(sse: SseWriter, event: string, data?: unknown): Promise<boolean> {
   const sent = sse.send(event, data);
@@ -35,13 +29,13 @@ async function sendFrame(sse: SseWriter, event: string, data?: unknown): Promise
 }
 
 export function streamHandler(chain: PreparedChain, kind: Kind) {
-  return async (request: FastifyRequest<{ Params: { configHash?: string } }>, reply: FastifyReply) => {
+  return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
     const state = request.server.runnel;
     const body = bodyObject(request.body);
     const input = required(body, 'input');
     if (kind !== 'stream') eventFilters(body);
     const { config, runId } = await chain.resolveConfig(
-      { hash: decodeConfigHash(request.params.configHash), body: body.config, bodyLoc: ['config'] },
+      { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'] },
       requestContext(request, kind, chain.spec.path),
     );
     chain.checkInput(input);
@@ -60,7 +54,7 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
     let status = 200;
 
     reply.hijack();
-    countedByStream.add(request);
+    countedByHandler.add(request);
     const sse = new SseWriter(reply.raw, {
       pingMs: state.config.pingMs,
       stallMs: state.config.streamStallMs,
@@ -107,8 +101,12 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
       sse.end();
       state.streams.delete(entry);
       state.metrics.openStreams.value = state.streams.size;
-      state.metrics.requests.inc({ chain: chain.spec.path, endpoint: kind, status: String(clientGone ? 499 : status) });
-      state.metrics.duration.observe({ chain: chain.spec.path, endpoint: kind }, (performance.now() - started) / 1000);
+      const elapsedMs = performance.now() - started;
+      if (clientGone) recordClientGone(request, kind, chain.spec.path, elapsedMs);
+      else {
+        state.metrics.requests.inc({ chain: chain.spec.path, endpoint: kind, status: String(status) });
+        state.metrics.duration.observe({ chain: chain.spec.path, endpoint: kind }, elapsedMs / 1000);
+      }
       finish();
     }
   };

@@ -120,6 +120,11 @@ export const errorCodes = {
     retryable: false,
     description: 'No such route, chain or endpoint (endpoints a chain has not enabled do not exist).',
   },
+  RUNNEL_ERR_METHOD_NOT_ALLOWED: {
+    status: 405,
+    retryable: false,
+    description: 'The route exists but not for this method (`GET /joke/invoke`); the `allow` header lists the methods it takes.',
+  },
   RUNNEL_ERR_RATE_LIMITED: {
     status: 429,
     retryable: true,
@@ -149,6 +154,11 @@ export const errorCodes = {
     status: 503,
     retryable: true,
     description: 'Postgres (or the embedded database) could not be reached, or a query ran past its statement timeout; features that need vectors are unavailable until it returns.',
+  },
+  RUNNEL_ERR_VECTOR_EXTENSION_MISSING: {
+    status: 503,
+    retryable: false,
+    description: 'Postgres has no pgvector: the `vector` extension is not installed on the database server, or the database user may not create it. Install pgvector there, or have an administrator run `CREATE EXTENSION vector` once.',
   },
   RUNNEL_ERR_STORED_RECORD_INVALID: {
     status: 500,

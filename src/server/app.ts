@@ -25,7 +25,7 @@ import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig } from './config.js';
 import { answerAndLinger, connectionOptions } from './connection-limits.js';
-import { toHttpError } from './http-errors.js';
+import { errorBody, toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
 import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
 import { PreparedChain } from './prepared.js';
@@ -84,6 +84,13 @@ export function packageRoot(): string {
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
+
+/**
+ * The API docs — Swagger UI and the OpenAPI document it reads — are public, so a browser can open them and
+ * authorise there with a key (the document names the bearer and x-api-key schemes); every route they
+ * describe still needs one. The document holds chain paths and schemas, no data.
+ */
+const isDocsPath = (path: string): boolean => path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/');
 
 function isPreflight(method: string, headers: Readonly<Record<string, string | string[] | undefined>>): boolean {
   return method === 'OPTIONS' && typeof headers.origin === 'string' && typeof headers['access-control-request-method'] === 'string';
@@ -149,7 +156,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     try {
       done(null, sjson.parse(body as string, undefined, { protoAction: 'remove', constructorAction: 'remove' }));
     } catch {
-      done(new RunnelError('RUNNEL_ERR_BODY_INVALID', 'Invalid JSON body', { detail: ['Invalid JSON body'] }), undefined);
+      done(new RunnelError('RUNNEL_ERR_BODY_INVALID', 'Invalid JSON body', { detail: [{ type: 'json_invalid', loc: [], msg: 'Invalid JSON body' }] }), undefined);
     }
   });
   // Validation is Runnel's own (with its error shape); the route schemas document, and JSON.stringify serializes.
@@ -170,7 +177,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     void reply.code(status).type('application/json; charset=utf-8').send(body);
   });
   app.setNotFoundHandler((_request, reply) => {
-    void reply.code(404).send({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'Not Found', detail: 'Not Found' });
+    void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
   });
 
   // Authentication runs first, so every route but health answers 401 without a key, whatever the method.
@@ -182,7 +189,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     // A CORS preflight never carries credentials; CORS answers it (and grants nothing to unlisted origins).
     // Public: health, preflights, and routes marked public (the playground's pages and assets, which hold no data).
     const marked = request.routeOptions.config?.public === true;
-    if (PUBLIC_PATHS.has(path) || marked || isPreflight(request.method, request.headers)) {
+    if (PUBLIC_PATHS.has(path) || marked || isDocsPath(path) || isPreflight(request.method, request.headers)) {
       done();
       return;
     }
@@ -249,7 +256,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     await app.register(chainRoutes, { prefix: chain.spec.path, chain, hashed: false, playgroundTemplate });
     await app.register(historyRoutes, { prefix: chain.spec.path, chain });
     if (chain.spec.enabledEndpoints.includes('config_hashes')) {
-      await app.register(chainRoutes, { prefix: `${chain.spec.path}/c/:configHash`, chain, hashed: true, playgroundTemplate });
+      await app.register(chainRoutes, { prefix: `${chain.spec.path}/c/:config_hash`, chain, hashed: true, playgroundTemplate });
     }
   }
 

@@ -11,7 +11,7 @@ import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorCodes, type ErrorCode } from '../core/index.js';
 import type { ServerConfig } from './config.js';
-import type { ErrorBody } from './http-errors.js';
+import { errorBody, type ErrorBody } from './http-errors.js';
 
 /**
  * Node's default limit on a request line with its headers (16 KiB): no path parameter that gets through it
@@ -88,7 +88,7 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
   const message = CLIENT_ERROR_MESSAGES[code] ?? code;
   this.log.debug({ code: error.code }, `client error: ${message}`);
   if (socket.writable) {
-    const body = JSON.stringify({ code, message, detail: message } satisfies ErrorBody);
+    const body = JSON.stringify(errorBody(status, code, message));
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );

@@ -4,13 +4,40 @@
  * a chain and answers 500 with a generic message — the real error goes to
  * the log, never to the client.
  */
-import { errorCodes, isRunnelError, type ErrorCode } from '../core/index.js';
+import { errorCodes, isRunnelError, type ErrorCode, type ErrorDetailItem } from '../core/index.js';
 
-/** The JSON body of every error answer. */
+/**
+ * The JSON body of every error answer. `message` is always a string;
+ * `detail` is a list of `{type, loc, msg}` for every request error (400,
+ * 408, 413, 414, 422, 431: pydantic's shape, as LangServe answers
+ * validation errors), and a string everywhere else (as FastAPI answers
+ * `{"detail": "Not Found"}`).
+ */
 export interface ErrorBody {
   code: ErrorCode;
   message: string;
-  detail: unknown;
+  detail: ErrorDetailItem[] | string;
+}
+
+/** Statuses whose `detail` is a list of `{type, loc, msg}`: what was wrong with the request, and where. */
+const LIST_STATUSES = new Set([400, 408, 413, 414, 422, 431]);
+
+const isItem = (value: unknown): value is ErrorDetailItem =>
+  value !== null && typeof value === 'object' && typeof (value as ErrorDetailItem).type === 'string' && Array.isArray((value as ErrorDetailItem).loc) && typeof (value as ErrorDetailItem).msg === 'string';
+
+/** `detail` in the one shape its status has (see {@link ErrorBody}). */
+function detailFor(status: number, code: ErrorCode, message: string, detail: unknown): ErrorDetailItem[] | string {
+  if (!LIST_STATUSES.has(status)) return typeof detail === 'string' ? detail : message;
+  const type = code.replace(/^RUNNEL_ERR_/, '').toLowerCase();
+  if (Array.isArray(detail) && detail.length > 0) {
+    return detail.map((item) => (isItem(item) ? { type: item.type, loc: item.loc, msg: item.msg } : { type, loc: [], msg: typeof item === 'string' ? item : message }));
+  }
+  return [{ type, loc: [], msg: typeof detail === 'string' ? detail : message }];
+}
+
+/** An error body, its `detail` in the shape of its status. */
+export function errorBody(status: number, code: ErrorCode, message: string, detail?: unknown): ErrorBody {
+  return { code, message, detail: detailFor(status, code, message, detail) };
 }
 
 /** Fastify's own error codes that Runnel answers with its codes. */
@@ -48,22 +75,22 @@ const STATUS_CODES: Partial<Record<number, ErrorCode>> = {
 /** The status and body for `error`; `internal` is true when it was not an error Runnel raised on purpose. */
 export function toHttpError(error: unknown): { status: number; body: ErrorBody; internal: boolean } {
   if (isRunnelError(error)) {
-    const detail = error.detail ?? (error.code === 'RUNNEL_ERR_INTERNAL' ? null : error.message);
-    return { status: error.statusCode, body: { code: error.code, message: error.message, detail }, internal: error.code === 'RUNNEL_ERR_INTERNAL' };
+    if (error.code === 'RUNNEL_ERR_INTERNAL') return { status: 500, body: errorBody(500, error.code, error.message), internal: true };
+    return { status: error.statusCode, body: errorBody(error.statusCode, error.code, error.message, error.detail), internal: false };
   }
   const fastifyCode = (error as { code?: unknown }).code;
   if (typeof fastifyCode === 'string' && Object.hasOwn(FASTIFY_CODES, fastifyCode)) {
     const code = FASTIFY_CODES[fastifyCode] as ErrorCode;
     const message = FASTIFY_MESSAGES[code] ?? 'Invalid request body';
-    return { status: errorCodes[code].status, body: { code, message, detail: message }, internal: false };
+    return { status: errorCodes[code].status, body: errorBody(errorCodes[code].status, code, message), internal: false };
   }
   const status = (error as { statusCode?: unknown }).statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
     // A 4xx from a Fastify plugin (CORS, rate limit, parser): say what it is without its internals.
     const code = STATUS_CODES[status] ?? 'RUNNEL_ERR_BODY_INVALID';
-    return { status, body: { code, message: errorCodes[code].description, detail: null }, internal: false };
+    return { status, body: errorBody(status, code, errorCodes[code].description), internal: false };
   }
-  return { status: 500, body: { code: 'RUNNEL_ERR_INTERNAL', message: 'Internal Server Error', detail: 'Internal Server Error' }, internal: true };
+  return { status: 500, body: errorBody(500, 'RUNNEL_ERR_INTERNAL', 'Internal Server Error'), internal: true };
 }
 
 /** The payload of an SSE `error` frame: `{status_code, message, code}`, as LangServe clients read it. */

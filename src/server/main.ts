@@ -23,6 +23,7 @@ async function main(): Promise<void> {
   }
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   const { chains, docs } = createChains({ services });
+  services.checks.set('docs', async () => docs.ready);
   const app = await buildApp({
     chains,
     config,
@@ -33,7 +34,17 @@ async function main(): Promise<void> {
     },
   });
   // A deep accept queue: a burst of connections (1,000 streams opening at once) must not wait for SYN retries.
-  await app.listen({ port: config.port, host: config.host, backlog: 4096 });
+  try {
+    await app.listen({ port: config.port, host: config.host, backlog: 4096 });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'EADDRINUSE' && code !== 'EACCES' && code !== 'EADDRNOTAVAIL') throw error;
+    const why = code === 'EADDRINUSE' ? 'is in use' : code === 'EACCES' ? 'needs privileges this process lacks' : 'is not an address of this machine';
+    const what = code === 'EADDRNOTAVAIL' ? `host ${config.host} ${why} (set HOST)` : `port ${config.port} ${why} (set PORT)`;
+    console.error(`runnel: cannot listen: ${what}`);
+    await app.close().catch(() => undefined);
+    process.exit(1);
+  }
   const base = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${(app.server.address() as { port: number }).port}`;
   chatModelFromEnv({ log: (line) => app.log.info(line) });
   app.log.info(`docs: ${base}/docs  openapi: ${base}/openapi.json`);
@@ -45,24 +56,21 @@ async function main(): Promise<void> {
   }
   for (const line of startupWarnings(config)) app.log.warn(line);
 
-  // The docs collection of /rag and /agent fills itself on first start; the server answers meanwhile. While the
-  // database is unreachable, seeding is retried (5 s, doubling to 5 min) — /rag answers 503 until then.
-  const seed = (delayMs: number): void => {
-    docs.seed().then(
-      (result) => {
-        if (result === undefined) app.log.info('docs collection: ready');
-        else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.failed.length} failed)`);
-      },
-      (error: unknown) => {
-        app.log.warn(
-          { code: isRunnelError(error) ? error.code : undefined },
-          `docs collection: not seeded (${error instanceof Error ? error.message : String(error)}); retrying in ${Math.round(delayMs / 1000)} s`,
-        );
-        setTimeout(() => seed(Math.min(delayMs * 2, 300_000)), delayMs).unref();
-      },
-    );
-  };
-  seed(5_000);
+  // The docs collection of /rag and /agent fills itself on first start, and /readyz says not ready until it
+  // has (a balancer sends no traffic to a replica whose /rag would find nothing). While the database is
+  // unreachable (or lacks pgvector), seeding is retried (5 s, doubling to 5 min) — /rag answers 503 until then.
+  docs.seedInBackground({
+    seeded: (result) => {
+      if (result === undefined) app.log.info('docs collection: ready');
+      else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.failed.length} failed)`);
+    },
+    failed: (error, retryInMs) => {
+      app.log.warn(
+        { code: isRunnelError(error) ? error.code : undefined },
+        `docs collection: not seeded (${error instanceof Error ? error.message : String(error)}); retrying in ${Math.round(retryInMs / 1000)} s`,
+      );
+    },
+  });
 
   exitOnSignals(app);
 }

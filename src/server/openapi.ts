@@ -42,7 +42,21 @@ export const errorSchema: JsonSchema = {
   properties: {
     code: { type: 'string', enum: Object.keys(errorCodes) },
     message: { type: 'string' },
-    detail: { description: 'LangServe-compatible detail: for validation errors a list of {type, loc, msg}.' },
+    detail: {
+      description:
+        "LangServe's `detail`: for a request error (400, 408, 413, 414, 422, 431) a list of `{type, loc, msg}` — `loc` is where the problem is: within the input (`['topic']`), a batch (`['inputs', 2, 'topic']`) or the config (`['configurable', 'session_id']`); for every other status a string.",
+      oneOf: [
+        {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['type', 'loc', 'msg'],
+            properties: { type: { type: 'string' }, loc: { type: 'array', items: { type: ['string', 'integer'] } }, msg: { type: 'string' } },
+          },
+        },
+        { type: 'string' },
+      ],
+    },
   },
 };
 

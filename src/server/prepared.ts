@@ -1,8 +1,8 @@
 /**
  * A chain ready to serve: its JSON Schemas, validators compiled once at
  * start, and the rules that turn what a client sends (`config` in the body
- * and in the `/c/{hash}/` URL) into the run's config. PROTOCOL.md, "Config
- * from clients", is the contract.
+ * and in the `/c/{hash}/` URL) into the run's config. docs/protocol.md, "What a
+ * client may configure", is the contract.
  */
 import { randomUUID } from 'node:crypto';
 import AjvModule, { type ErrorObject, type ValidateFunction } from 'ajv';

@@ -38,7 +38,7 @@ export function decodeConfigHash(hash: string | undefined): Record<string, unkno
     config = undefined;
   }
   if (config === null || typeof config !== 'object' || Array.isArray(config)) {
-    throw new RunnelError('RUNNEL_ERR_CONFIG_HASH_INVALID', 'Invalid config hash', { detail: 'Invalid config hash' });
+    throw new RunnelError('RUNNEL_ERR_CONFIG_HASH_INVALID', 'Invalid config hash', { detail: [{ type: 'value_error', loc: ['config_hash'], msg: 'Invalid config hash' }] });
   }
   return config as Record<string, unknown>;
 }
@@ -77,9 +77,12 @@ export function requestContext(request: FastifyRequest, endpoint: Endpoint, path
 /**
  * An AbortSignal that fires when the client goes away before the answer is
  * sent (Fastify 5's `request.signal` fires falsely for POST bodies, so this
- * watches the raw response instead).
+ * watches the raw response instead). `dispose()`, once the run has settled,
+ * ends the request's story for a client that went away: a completion line in
+ * the log and a 499 in `/metrics` — Fastify writes neither for a response
+ * that never finished.
  */
-export function disconnectSignal(reply: FastifyReply): { signal: AbortSignal; gone: () => boolean; dispose: () => void } {
+export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, endpoint: Endpoint, chainPath: string): { signal: AbortSignal; gone: () => boolean; dispose: () => void } {
   const controller = new RunController();
   let gone = false;
   const onClose = (): void => {
@@ -88,5 +91,27 @@ export function disconnectSignal(reply: FastifyReply): { signal: AbortSignal; go
     controller.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The client disconnected'));
   };
   reply.raw.on('close', onClose);
-  return { signal: controller.signal, gone: () => gone, dispose: () => reply.raw.off('close', onClose) };
+  return {
+    signal: controller.signal,
+    gone: () => gone,
+    dispose: () => {
+      reply.raw.off('close', onClose);
+      if (gone) clientGone(request, endpoint, chainPath, reply.elapsedTime);
+    },
+  };
+}
+
+/**
+ * Requests that count themselves in `/metrics` — event streams when they end, requests whose client went
+ * away — which the routes' `onResponse` hook (Fastify runs it for hijacked replies too) therefore skips.
+ */
+export const countedByHandler = new WeakSet<FastifyRequest>();
+
+/** Logs and counts a request whose client went away before its answer (status 499, as nginx logs it). */
+export function clientGone(request: FastifyRequest, endpoint: Endpoint, chainPath: string, elapsedMs: number): void {
+  countedByHandler.add(request);
+  request.log.info({ res: { statusCode: 499 }, responseTime: elapsedMs }, 'request aborted by the client');
+  const { metrics } = request.server.runnel;
+  metrics.requests.inc({ chain: chainPath, endpoint, status: '499' });
+  metrics.duration.observe({ chain: chainPath, endpoint }, elapsedMs / 1000);
 }

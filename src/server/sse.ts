@@ -7,7 +7,7 @@
 import type { ServerResponse } from 'node:http';
 
 /**
- * Headers of every event stream (PROTOCOL.md, "SSE framing"). `connection`
+ * Headers of every event stream (docs/protocol.md, "Server-sent events"). `connection`
  * is set per request in {@link SseWriter.open}: `keep-alive` unless the
  * client asked to close.
  */

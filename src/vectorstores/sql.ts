@@ -34,6 +34,14 @@ export function databaseError(error: unknown): unknown {
   if (isRunnelError(error)) return error;
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
   const text = typeof message === 'string' ? message : '';
+  // pgvector absent from the server (0A000 `extension "vector" is not available`), or not the user's to create (42501).
+  if ((code === '0A000' || code === '42501') && /extension "vector"/.test(text)) {
+    const why =
+      code === '0A000'
+        ? 'the vector extension (pgvector) is not installed on the database server; install pgvector there (e.g. the postgresql-NN-pgvector package, or the pgvector/pgvector image)'
+        : 'the database user may not create the vector extension (pgvector); have an administrator run CREATE EXTENSION vector once in this database';
+    return new RunnelError('RUNNEL_ERR_VECTOR_EXTENSION_MISSING', `Postgres has no pgvector: ${why}`, { cause: error });
+  }
   if (
     (typeof code === 'string' && (UNAVAILABLE_STATES.test(code) || UNAVAILABLE_ERRNOS.has(code))) ||
     /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end/i.test(text)

@@ -118,10 +118,25 @@ describe('POST /invoke', () => {
     expect(res.json().code).toBe('RUNNEL_ERR_PROVIDER_RATE_LIMITED');
   });
 
-  it('answers unknown chains, endpoints and methods with 404 JSON', async () => {
-    expect((await invoke({ input: {} }, { url: '/nope/invoke' })).statusCode).toBe(404);
+  it('answers unknown chains and endpoints with 404 JSON, and a method a route does not take with 405 and allow', async () => {
+    const missing = await invoke({ input: {} }, { url: '/nope/invoke' });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json()).toEqual({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'Not Found', detail: 'Not Found' });
     expect((await invoke({ input: {} }, { url: '/echo/feedback' })).json().code).toBe('RUNNEL_ERR_NOT_FOUND');
-    expect((await app.inject({ method: 'GET', url: '/echo/invoke' })).statusCode).toBe(404);
+    for (const [method, url, allow] of [
+      ['GET', '/echo/invoke', 'POST'],
+      ['HEAD', '/echo/invoke', 'POST'],
+      ['DELETE', '/echo/batch', 'POST'],
+      ['GET', '/echo/stream', 'POST'],
+      ['PUT', '/echo/stream_events', 'POST'],
+      ['POST', '/echo/input_schema', 'GET, HEAD'],
+      ['GET', '/echo/c/N4XyA/invoke', 'POST'],
+    ] as const) {
+      const res = await app.inject({ method, url });
+      expect(res.statusCode, `${method} ${url}`).toBe(405);
+      expect(res.headers.allow, `${method} ${url}`).toBe(allow);
+      if (method !== 'HEAD') expect(res.json()).toEqual({ code: 'RUNNEL_ERR_METHOD_NOT_ALLOWED', message: 'Method Not Allowed', detail: 'Method Not Allowed' });
+    }
   });
 });
 

@@ -23,8 +23,8 @@ beforeAll(async () => {
 afterAll(async () => app.close());
 
 describe('API keys', () => {
-  it('refuses every route but health without a key, under every path variant and method', async () => {
-    const variants = ['/echo/invoke', '/ECHO/invoke', '//echo/invoke', '/echo/invoke/', '/echo/invoke;x', '/echo%2Finvoke', '/echo/input_schema', '/', '/metrics', '/docs', '/openapi.json', '/nope'];
+  it('refuses every route but health and the API docs without a key, under every path variant and method', async () => {
+    const variants = ['/echo/invoke', '/ECHO/invoke', '//echo/invoke', '/echo/invoke/', '/echo/invoke;x', '/echo%2Finvoke', '/echo/input_schema', '/', '/metrics', '/nope', '/docs/../echo/invoke', '/openapi.json/../echo/invoke'];
     for (const url of variants) {
       for (const method of ['GET', 'POST', 'HEAD', 'OPTIONS'] as const) {
         const res = await app.inject({ method, url, payload: method === 'POST' ? { input: { name: 'a' } } : undefined });
@@ -33,6 +33,18 @@ describe('API keys', () => {
     }
     expect((await app.inject('/healthz')).statusCode).toBe(200);
     expect((await app.inject('/readyz')).statusCode).toBe(200);
+  });
+
+  it('serves the API docs without a key, so a browser can open them and authorise there', async () => {
+    const page = await app.inject('/docs/');
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toMatch(/text\/html/);
+    const document = (await app.inject('/openapi.json')).json() as { security: unknown; components: { securitySchemes: Record<string, unknown> } };
+    expect(Object.keys(document.components.securitySchemes).sort()).toEqual(['apiKeyHeader', 'bearerAuth']);
+    expect(document.security).toEqual([{ bearerAuth: [] }, { apiKeyHeader: [] }]);
+    expect((await app.inject('/docs/json')).statusCode).toBe(200);
+    // What the docs describe still needs a key.
+    expect((await app.inject({ method: 'POST', url: '/echo/invoke', payload: { input: { name: 'a' } } })).statusCode).toBe(401);
   });
 
   it('accepts a bearer token or x-api-key, and refuses a wrong one', async () => {
