@@ -17,8 +17,8 @@ export function chatChain(context: ChainContext) {
   const model = chatModel(context, ({ messages }) => {
     const said = messages.filter((m) => m.type === 'human').map((m) => m.text);
     const last = quote(said.at(-1) ?? '', 200);
-    if (said.length <= 1) return `${OFFLINE} you said “${last}”. This is the first message of this conversation.`;
-    return `${OFFLINE} you said “${last}”. Earlier in this conversation (${said.length - 1} message${said.length > 2 ? 's' : ''} from you) you first said “${quote(said[0] ?? '', 200)}”.`;
+    if (said.length <= 1) return `${OFFLINE} you said “${last}” — the first message of this conversation.`;
+    return `${OFFLINE} you said “${last}” — earlier in this conversation (${said.length - 1} message${said.length > 2 ? 's' : ''} from you) you first said “${quote(said[0] ?? '', 200)}”`;
   });
   const getHistory = (sessionId: string, caller: { identity: string }) => context.services.history(caller.identity, sessionId);
   return defineChain({

@@ -2,11 +2,11 @@
 import type { FastifyPluginAsync } from 'fastify';
 
 export const healthRoutes: FastifyPluginAsync = async (app) => {
-  app.get('/healthz', { schema: { tags: ['operations'], summary: 'Alive', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } }, async () => ({
+  app.get('/healthz', { schema: { tags: ['operations'], summary: 'Alive', security: [], response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } }, async () => ({
     status: 'ok',
   }));
 
-  app.get('/readyz', { schema: { tags: ['operations'], summary: 'Ready to take work' } }, async (_request, reply) => {
+  app.get('/readyz', { schema: { tags: ['operations'], summary: 'Ready to take work', security: [] } }, async (_request, reply) => {
     const state = app.runnel;
     const checks: Record<string, boolean> = {};
     for (const [name, check] of state.readiness) checks[name] = await check().catch(() => false);

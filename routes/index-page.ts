@@ -94,7 +94,7 @@ ${list}
 }
 
 export const indexRoutes: FastifyPluginAsync = async (app) => {
-  app.get('/', { schema: { tags: ['operations'], summary: 'The chains served here' } }, async (request, reply) => {
+  app.get('/', { schema: { tags: ['operations'], summary: 'The chains served here', security: [] } }, async (request, reply) => {
     const chains = app.runnel.chains.map((chain) => ({
       path: chain.spec.path,
       description: chain.spec.description ?? '',

@@ -11,6 +11,7 @@ import type { OpenStream } from '../src/server/app.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { bodyObject, checkAcceptingRuns, clientGone as recordClientGone, countedByHandler, decodeConfigHash, eventFilters, required, requestContext } from '../src/server/request.js';
+import { sendRunStream, submitRun } from '../src/server/runs.js';
 import { SseWriter } from '../src/server/sse.js';
 import { usageMeter } from '../src/server/usage.js';
 
@@ -32,6 +33,21 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
   return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
     const state = request.server.runnel;
     const body = bodyObject(request.body);
+    if (body.on_disconnect !== undefined && body.on_disconnect !== 'cancel') {
+      if (body.on_disconnect !== 'continue' || kind === 'stream_log') {
+        throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'on_disconnect must be "cancel" or "continue" ("continue": /stream and /stream_events)', {
+          detail: [{ type: 'enum', loc: ['on_disconnect'], msg: kind === 'stream_log' ? "Only 'cancel' is available on /stream_log" : "Input should be 'cancel' or 'continue'" }],
+        });
+      }
+      // Durable: the run goes to the queue and this request follows its log, so a client that drops rejoins
+      // through /{path}/runs/{run_id}/stream with Last-Event-ID, on any replica.
+      if (state.streams.size >= state.config.maxStreams) {
+        throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
+      }
+      const record = await submitRun(request, chain, kind === 'stream' ? 'stream' : 'stream_events');
+      await sendRunStream(request, reply, record, undefined);
+      return;
+    }
     const input = required(body, 'input');
     if (kind !== 'stream') eventFilters(body);
     const { config, runId } = await chain.resolveConfig(

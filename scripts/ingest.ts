@@ -34,7 +34,8 @@ export async function ingest(options: {
   const services = await connectServices({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, role: 'ingest' });
   try {
     const store = await PgVectorStore.create({ executor: await services.sql(), embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
-    return await ingestPaths(store, options.paths, { ...options, onProgress: progress });
+    // Sources relative to where ingest ran, so /rag's sources show no more of this machine's paths than needed.
+    return await ingestPaths(store, options.paths, { sourceRoot: process.cwd(), ...options, onProgress: progress });
   } finally {
     await services.close();
   }

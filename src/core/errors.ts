@@ -160,6 +160,26 @@ export const errorCodes = {
     retryable: false,
     description: 'Postgres has no pgvector: the `vector` extension is not installed on the database server, or the database user may not create it. Install pgvector there, or have an administrator run `CREATE EXTENSION vector` once.',
   },
+  RUNNEL_ERR_RUN_CANCELLED: {
+    status: 499,
+    retryable: false,
+    description: 'The background run was cancelled (`POST /{path}/runs/{run_id}/cancel`); its record says `cancelled`.',
+  },
+  RUNNEL_ERR_RUN_LOST: {
+    status: 500,
+    retryable: true,
+    description: 'The worker running this background run stopped (killed, crashed) before the run ended; the run is not run twice. Submit it again.',
+  },
+  RUNNEL_ERR_RUN_WAIT_TIMEOUT: {
+    status: 408,
+    retryable: true,
+    description: '`GET /{path}/runs/{run_id}/wait` waited `timeout_s` and the run has not ended; the body is the run record as it is now.',
+  },
+  RUNNEL_ERR_WEBHOOK_NOT_ALLOWED: {
+    status: 422,
+    retryable: false,
+    description: "A run's `webhook` is not an https URL on a host listed in `RUNNEL_WEBHOOK_HOSTS` (or webhooks are off: no hosts, no `RUNNEL_WEBHOOK_SECRET`).",
+  },
   RUNNEL_ERR_STORED_RECORD_INVALID: {
     status: 500,
     retryable: false,

@@ -21,6 +21,7 @@ import { faviconRoutes } from '../../routes/favicon.js';
 import { healthRoutes } from '../../routes/health.js';
 import { historyRoutes } from '../../routes/history.js';
 import { indexRoutes } from '../../routes/index-page.js';
+import { runRoutes } from '../../routes/runs.js';
 import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig } from './config.js';
@@ -29,6 +30,8 @@ import { errorBody, toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
 import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
 import { PreparedChain } from './prepared.js';
+import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
+import type { Redis } from 'ioredis';
 import { createRegistry, type ChainSpec } from './registry.js';
 import type { Services } from './services.js';
 
@@ -50,6 +53,10 @@ export interface RunnelState {
   shuttingDown: boolean;
   /** Readiness checks of the services the app depends on (none with the embedded defaults). */
   readiness: Map<string, () => Promise<boolean>>;
+  /** The background-run queue (BullMQ with Redis, in process without), started on first use or at start. */
+  runQueue(): RunQueue;
+  /** The run queue if it has started. */
+  runs: RunQueue | undefined;
 }
 
 declare module 'fastify' {
@@ -67,6 +74,11 @@ declare module 'fastify' {
 /** Options of {@link buildApp}. */
 export interface BuildAppOptions {
   chains: readonly ChainSpec<never, unknown>[];
+  /**
+   * When the background-run workers start: `'start'` with the app (a server, so runs submitted on any
+   * replica find workers), or `'first-use'` (default: apps in tests start none until a run is submitted).
+   */
+  runWorkers?: 'start' | 'first-use';
   config?: Partial<ServerConfig>;
   /** Fastify's logger option (pino); off by default in tests. */
   logger?: FastifyServerOptions['logger'];
@@ -74,6 +86,24 @@ export interface BuildAppOptions {
   services?: Services;
   /** The built playground bundle (default `dist/playground` of this package). */
   playgroundDir?: string;
+}
+
+/**
+ * The run queue of an app or a worker process: BullMQ on the services' Redis
+ * (workers here when `config.workerConcurrency` > 0), or in this process.
+ *
+ * @example
+ * const queue = createRunQueue({ config, chains: createRegistry(specs), redis: services.redis, log: console.error });
+ */
+export function createRunQueue(options: { config: ServerConfig; chains: readonly (PreparedChain | ChainSpec<never, unknown>)[]; redis: Redis | undefined; log: (error: unknown, message: string) => void }): RunQueue {
+  const { config, redis, log } = options;
+  const chains = new Map(options.chains.map((chain) => ('spec' in chain ? chain.spec : chain)).map((spec) => [spec.path, spec.runnable]));
+  const webhooks = { hosts: config.webhookHosts, secret: config.webhookSecret, allowHttp: config.webhookAllowHttp };
+  if (redis === undefined) {
+    return new MemoryRunQueue({ store: new MemoryRunStore(), chains, concurrency: Math.max(1, config.workerConcurrency), webhooks, log });
+  }
+  const store = new RedisRunStore({ client: redis, ttlSeconds: config.runTtlSeconds, namespace: `${config.runNamespace}:runs` });
+  return new BullRunQueue({ connection: redis, prefix: `${config.runNamespace}:bull`, store, chains, concurrency: config.workerConcurrency, lockMs: config.runLockMs, webhooks, log });
 }
 
 /** This package's root: the folder above this file that holds package.json (from src/server/ and dist/src/server/ alike). */
@@ -86,11 +116,11 @@ export function packageRoot(): string {
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
 
 /**
- * The API docs — Swagger UI and the OpenAPI document it reads — are public, so a browser can open them and
- * authorise there with a key (the document names the bearer and x-api-key schemes); every route they
- * describe still needs one. The document holds chain paths and schemas, no data.
+ * The index page and the API docs — Swagger UI and the OpenAPI document it reads — are public, so a browser
+ * can open them and authorise there with a key (the document names the bearer and x-api-key schemes); every
+ * route they describe still needs one. They hold chain paths, descriptions and schemas, no data.
  */
-const isDocsPath = (path: string): boolean => path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/');
+const isDocsPath = (path: string): boolean => path === '/' || path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/');
 
 function isPreflight(method: string, headers: Readonly<Record<string, string | string[] | undefined>>): boolean {
   return method === 'OPTIONS' && typeof headers.origin === 'string' && typeof headers['access-control-request-method'] === 'string';
@@ -142,7 +172,17 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     streams: new Set<OpenStream>(),
     shuttingDown: false,
     readiness: new Map(options.services?.checks ?? []),
+    runs: undefined,
+    runQueue(): RunQueue {
+      return (this.runs ??= createRunQueue({ config, chains, redis: options.services?.redis, log: (error, message) => app.log.error({ err: error }, message) }));
+    },
   } satisfies RunnelState);
+  app.addHook('onClose', async () => app.runnel.runs?.close(0));
+  // Closing without a shutdown (tests, embedding): event streams end now rather than hold the close open.
+  app.addHook('preClose', async () => {
+    for (const stream of app.runnel.streams) stream.stop(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is closing'));
+  });
+  if (options.runWorkers === 'start') app.addHook('onReady', async () => void app.runnel.runQueue());
   if (options.services !== undefined) {
     const services = options.services;
     services.onCacheLookup = (result) => app.runnel.metrics.cache.inc({ result });
@@ -153,6 +193,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // Bodies are JSON whatever their content type (as LangServe reads them), parsed without prototype pollution.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+    // No body at all (a POST to /cancel with a content-type): routes that need one say so (422).
+    if (body === '') {
+      done(null, undefined);
+      return;
+    }
     try {
       done(null, sjson.parse(body as string, undefined, { protoAction: 'remove', constructorAction: 'remove' }));
     } catch {
@@ -255,6 +300,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   for (const chain of chains) {
     await app.register(chainRoutes, { prefix: chain.spec.path, chain, hashed: false, playgroundTemplate });
     await app.register(historyRoutes, { prefix: chain.spec.path, chain });
+    if (chain.spec.enabledEndpoints.includes('runs')) await app.register(runRoutes, { prefix: chain.spec.path, chain });
     if (chain.spec.enabledEndpoints.includes('config_hashes')) {
       await app.register(chainRoutes, { prefix: `${chain.spec.path}/c/:config_hash`, chain, hashed: true, playgroundTemplate });
     }
@@ -269,7 +315,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const streams = [...state.streams];
     let graceTimer: NodeJS.Timeout | undefined;
     const grace = new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, config.shutdownGraceMs).unref()));
+    // Background runs: no new ones are taken; those under way get the same grace (waiting ones stay queued).
+    const runsClosed = state.runs?.close(config.shutdownGraceMs);
     await Promise.race([Promise.all(streams.map((s) => s.done)), grace]);
+    await runsClosed;
     clearTimeout(graceTimer);
     const stopped = [...state.streams];
     for (const stream of stopped) stream.stop(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down'));

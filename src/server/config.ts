@@ -61,7 +61,7 @@ const trustProxy = z
 
 const envSchema = z.object({
   PORT: integer('PORT', 0, 8000),
-  HOST: z.string().optional().transform((value) => value || '0.0.0.0'),
+  HOST: z.string().optional().transform((value) => value || '127.0.0.1'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
   RUNNEL_API_KEYS: list,
   RUNNEL_CORS_ORIGINS: list,
@@ -75,6 +75,13 @@ const envSchema = z.object({
   RUNNEL_BODY_TIMEOUT_MS: integer('RUNNEL_BODY_TIMEOUT_MS', 100, 30_000),
   RUNNEL_SHUTDOWN_GRACE_MS: integer('RUNNEL_SHUTDOWN_GRACE_MS', 0, 5_000),
   RUNNEL_PING_MS: integer('RUNNEL_PING_MS', 100, 15_000),
+  RUNNEL_WORKER_CONCURRENCY: integer('RUNNEL_WORKER_CONCURRENCY', 0, 8),
+  RUNNEL_RUN_TTL: integer('RUNNEL_RUN_TTL', 60, 86_400),
+  RUNNEL_RUN_LOCK_MS: integer('RUNNEL_RUN_LOCK_MS', 1_000, 30_000),
+  RUNNEL_WEBHOOK_HOSTS: list,
+  RUNNEL_RUN_NAMESPACE: z.string().regex(/^[\w:-]{1,64}$/, 'RUNNEL_RUN_NAMESPACE: letters, digits, _, - and : only').optional().transform((value) => value || 'runnel'),
+  RUNNEL_WEBHOOK_SECRET: z.string().optional().transform((value) => (value === undefined || value === '' ? undefined : value)),
+  RUNNEL_WEBHOOK_ALLOW_HTTP: z.enum(['true', 'false', '']).optional().transform((value) => value === 'true'),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'REDIS_URL must start with redis:// or rediss://').optional(),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must start with postgres:// or postgresql://').optional(),
   RUNNEL_DATA_DIR: z.string().optional().transform((value) => value || './.runnel'),
@@ -112,6 +119,20 @@ export interface ServerConfig {
   shutdownGraceMs: number;
   /** Interval of the SSE comment ping. */
   pingMs: number;
+  /** Background runs this process executes at once (0: none here, separate `npm run worker` processes do). */
+  workerConcurrency: number;
+  /** Seconds a run's record and event log are kept. */
+  runTtlSeconds: number;
+  /** A worker's lock on a run; a run whose worker died is ended `RUNNEL_ERR_RUN_LOST` within about 1.5× this. */
+  runLockMs: number;
+  /** The Redis key prefix of run records and the BullMQ queue: one per deployment (default `runnel`). */
+  runNamespace: string;
+  /** Hosts run webhooks may call (exact names or `*.example.com`); empty: webhooks off. */
+  webhookHosts: string[];
+  /** The key webhook deliveries are signed with; unset: webhooks off. */
+  webhookSecret?: string | undefined;
+  /** Webhooks to http: URLs too (a receiver on a network you trust); default https only. */
+  webhookAllowHttp: boolean;
   /** Redis for history and the response cache; memory without it. */
   redisUrl?: string | undefined;
   /** Postgres with pgvector for vectors; PGlite in `dataDir` without it. */
@@ -122,7 +143,7 @@ export interface ServerConfig {
 /** The defaults: no auth, no CORS, 1 MiB bodies, batches of 100, 1,000 streams. */
 export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   port: 8000,
-  host: '0.0.0.0',
+  host: '127.0.0.1',
   logLevel: 'info',
   apiKeys: [],
   corsOrigins: [],
@@ -136,6 +157,12 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   bodyTimeoutMs: 30_000,
   shutdownGraceMs: 5_000,
   pingMs: 15_000,
+  workerConcurrency: 8,
+  runTtlSeconds: 86_400,
+  runLockMs: 30_000,
+  runNamespace: 'runnel',
+  webhookHosts: [],
+  webhookAllowHttp: false,
   dataDir: './.runnel',
 };
 
@@ -208,6 +235,13 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     bodyTimeoutMs: e.RUNNEL_BODY_TIMEOUT_MS,
     shutdownGraceMs: e.RUNNEL_SHUTDOWN_GRACE_MS,
     pingMs: e.RUNNEL_PING_MS,
+    workerConcurrency: e.RUNNEL_WORKER_CONCURRENCY,
+    runTtlSeconds: e.RUNNEL_RUN_TTL,
+    runLockMs: e.RUNNEL_RUN_LOCK_MS,
+    runNamespace: e.RUNNEL_RUN_NAMESPACE,
+    webhookHosts: e.RUNNEL_WEBHOOK_HOSTS.map((host) => host.toLowerCase()),
+    webhookSecret: e.RUNNEL_WEBHOOK_SECRET,
+    webhookAllowHttp: e.RUNNEL_WEBHOOK_ALLOW_HTTP,
     redisUrl: e.REDIS_URL,
     databaseUrl: e.DATABASE_URL,
     dataDir: e.RUNNEL_DATA_DIR,

@@ -55,6 +55,7 @@ async function main(): Promise<void> {
     app.log.info(`chain ${chain.spec.path}: ${base}${chain.spec.path}/invoke${playground}`);
   }
   for (const line of startupWarnings(config)) app.log.warn(line);
+  if (config.apiKeys.length > 0) app.log.info(`API keys: on, ${config.apiKeys.length} (${config.apiKeys.map((k) => k.name).join(', ')})`);
 
   // The docs collection of /rag and /agent fills itself on first start, and /readyz says not ready until it
   // has (a balancer sends no traffic to a replica whose /rag would find nothing). While the database is

@@ -172,7 +172,7 @@ export class PreparedChain {
       const value = config.configurable?.[id];
       if (value === undefined || value === null || value === '') {
         throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `This chain needs config.configurable.${id}`, {
-          detail: [{ type: 'missing', loc: ['configurable', id], msg: 'Field required' }],
+          detail: [{ type: 'missing', loc: ['config', 'configurable', id], msg: 'Field required' }],
         });
       }
     }

@@ -20,6 +20,7 @@ export const ENDPOINTS = [
   'config_schema',
   'playground',
   'config_hashes',
+  'runs',
 ] as const;
 
 /** One endpoint name. */

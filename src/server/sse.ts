@@ -72,8 +72,10 @@ export class SseWriter {
    * Sends one frame: `true` when the socket took it at once, otherwise a
    * promise that resolves once it drained (true) or the client went (false).
    */
-  send(event: string, data?: unknown): boolean | Promise<boolean> {
-    const frame = data === undefined ? `event: ${event}\r\n\r\n` : `event: ${event}\r\ndata: ${JSON.stringify(data)}\r\n\r\n`;
+  send(event: string, data?: unknown, id?: string): boolean | Promise<boolean> {
+    // A frame of a durable run carries its id: a client that reconnects sends it back as Last-Event-ID.
+    const head = id === undefined ? `event: ${event}\r\n` : `id: ${id}\r\nevent: ${event}\r\n`;
+    const frame = data === undefined ? `${head}\r\n` : `${head}data: ${JSON.stringify(data)}\r\n\r\n`;
     return this.write(frame);
   }
 

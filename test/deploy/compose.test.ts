@@ -120,6 +120,13 @@ describe('docker-compose.yml', () => {
   });
 });
 
+describe('npm start', () => {
+  it('execs node after the build, so SIGTERM to npm reaches the server (no orphan keeps the port and the data directory)', () => {
+    const start = (JSON.parse(read('package.json')) as { scripts: { start: string } }).scripts.start;
+    expect(start).toMatch(/&& exec node dist\/src\/server\/main\.js$/);
+  });
+});
+
 describe('Dockerfile', () => {
   const dockerfile = read('Dockerfile');
   const stages = dockerfile.split(/^FROM /m).slice(1);

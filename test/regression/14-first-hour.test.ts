@@ -41,7 +41,7 @@ describe('everything decidable before a stream starts is a JSON error', () => {
       expect(res.headers.get('content-type')).toMatch(/^application\/json/);
       const json = (await res.json()) as { code: string; detail: { type: string; loc: string[]; msg: string }[] };
       expect(json.code).toBe('RUNNEL_ERR_CONFIG_INVALID');
-      expect(json.detail).toEqual([{ type: 'missing', loc: ['configurable', 'session_id'], msg: 'Field required' }]);
+      expect(json.detail).toEqual([{ type: 'missing', loc: ['config', 'configurable', 'session_id'], msg: 'Field required' }]);
     });
   }
 });

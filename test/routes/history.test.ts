@@ -58,7 +58,7 @@ describe('history over HTTP', () => {
   it('requires session_id, refuses bad ones, and needs a key', async () => {
     const missing = await app.inject({ method: 'POST', url: '/chat/invoke', headers: { 'x-api-key': KEY_A }, payload: { input: { question: 'x' } } });
     expect(missing.statusCode).toBe(422);
-    expect(missing.json().detail[0].loc).toEqual(['configurable', 'session_id']);
+    expect(missing.json().detail[0].loc).toEqual(['config', 'configurable', 'session_id']);
     expect((await app.inject({ url: '/chat/history/bad%20id', headers: { 'x-api-key': KEY_A } })).statusCode).toBe(422);
     expect((await app.inject({ url: '/chat/history/s1' })).statusCode).toBe(401);
     expect((await app.inject({ url: '/chat/config_schema', headers: { 'x-api-key': KEY_A } })).json().properties.configurable.properties.session_id).toMatchObject({ type: 'string' });

@@ -3,7 +3,7 @@ import { buildApp, defineChain, lambda, loadServerConfig } from '../../src/index
 
 describe('loadServerConfig', () => {
   it('reads defaults and values', () => {
-    expect(loadServerConfig({})).toMatchObject({ port: 8000, host: '0.0.0.0', bodyLimit: 1048576, maxBatch: 100, maxStreams: 1000, apiKeys: [], corsOrigins: [] });
+    expect(loadServerConfig({})).toMatchObject({ port: 8000, host: '127.0.0.1', bodyLimit: 1048576, maxBatch: 100, maxStreams: 1000, apiKeys: [], corsOrigins: [] });
     const config = loadServerConfig({ PORT: '9000', RUNNEL_API_KEYS: 'ops:0123456789abcdef0, 0123456789abcdef1', RUNNEL_CORS_ORIGINS: 'https://a.example, https://b.example' });
     expect(config.port).toBe(9000);
     expect(config.apiKeys.map((k) => k.name)).toEqual(['ops', 'key2']);

@@ -24,7 +24,7 @@ afterAll(async () => app.close());
 
 describe('API keys', () => {
   it('refuses every route but health and the API docs without a key, under every path variant and method', async () => {
-    const variants = ['/echo/invoke', '/ECHO/invoke', '//echo/invoke', '/echo/invoke/', '/echo/invoke;x', '/echo%2Finvoke', '/echo/input_schema', '/', '/metrics', '/nope', '/docs/../echo/invoke', '/openapi.json/../echo/invoke'];
+    const variants = ['/echo/invoke', '/ECHO/invoke', '//echo/invoke', '/echo/invoke/', '/echo/invoke;x', '/echo%2Finvoke', '/echo/input_schema', '/metrics', '/nope', '/docs/../echo/invoke', '/openapi.json/../echo/invoke'];
     for (const url of variants) {
       for (const method of ['GET', 'POST', 'HEAD', 'OPTIONS'] as const) {
         const res = await app.inject({ method, url, payload: method === 'POST' ? { input: { name: 'a' } } : undefined });
@@ -43,6 +43,7 @@ describe('API keys', () => {
     expect(Object.keys(document.components.securitySchemes).sort()).toEqual(['apiKeyHeader', 'bearerAuth']);
     expect(document.security).toEqual([{ bearerAuth: [] }, { apiKeyHeader: [] }]);
     expect((await app.inject('/docs/json')).statusCode).toBe(200);
+    expect((await app.inject('/')).statusCode).toBe(200);
     // What the docs describe still needs a key.
     expect((await app.inject({ method: 'POST', url: '/echo/invoke', payload: { input: { name: 'a' } } })).statusCode).toBe(401);
   });

@@ -1,0 +1,126 @@
+/**
+ * Background runs of a chain: `POST /{path}/runs` (submit, 202), `GET
+ * /{path}/runs` (the caller's recent runs), `GET /{path}/runs/{run_id}` (the
+ * record), `/wait` (until it ends, bounded), `/stream` (SSE from the log,
+ * resumable with `Last-Event-ID`), `POST .../cancel`. docs/runs.md is the
+ * contract.
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import { RunnelError } from '../src/core/index.js';
+import { publicRun, TERMINAL, type RunStatus } from '../src/runs/index.js';
+import type { PreparedChain } from '../src/server/prepared.js';
+import { lastEventId, ownRun, runQueue, sendRunStream, submitRun } from '../src/server/runs.js';
+
+const STATUSES: readonly RunStatus[] = ['pending', 'running', 'success', 'error', 'cancelled'];
+const errors = { '4xx': { description: 'A request error (see RunnelError.code); 404 for a run that is not the caller\'s or has expired.', $ref: 'RunnelError#' }, '5xx': { description: 'Redis unavailable (503) or a bug (500).', $ref: 'RunnelError#' } };
+const runSchema = {
+  type: 'object',
+  required: ['run_id', 'chain', 'status', 'created_at', 'updated_at'],
+  properties: {
+    run_id: { type: 'string' },
+    chain: { type: 'string' },
+    status: { type: 'string', enum: [...STATUSES] },
+    output: { description: 'On success: the output, as /invoke gives it' },
+    error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' } } },
+    usage: { type: 'object', properties: { input_tokens: { type: 'integer' }, output_tokens: { type: 'integer' }, total_tokens: { type: 'integer' } } },
+    created_at: { type: 'string', format: 'date-time' },
+    updated_at: { type: 'string', format: 'date-time' },
+  },
+};
+const runParams = { params: { type: 'object', properties: { run_id: { type: 'string' } } } };
+
+/** Integer query parameter in [min, max], or the default. */
+function intParam(value: unknown, name: string, min: number, max: number, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < min || n > max) {
+    throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', `${name} must be a number from ${min} to ${max}`, { detail: [{ type: 'value_error', loc: ['query', name], msg: `must be from ${min} to ${max}` }] });
+  }
+  return n;
+}
+
+export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (app, { chain }) => {
+  const path = chain.spec.path;
+  const tags = [path];
+
+  app.post<{ Params: { config_hash?: string } }>(
+    '/runs',
+    {
+      schema: {
+        tags,
+        summary: `Run ${path} in the background`,
+        body: { type: 'object', required: ['input'], properties: { input: {}, config: { type: 'object' }, kwargs: { type: 'object' }, webhook: { type: 'string', description: 'An https URL on a host of RUNNEL_WEBHOOK_HOSTS: the run record is POSTed there when the run ends, signed.' } } },
+        response: { 202: { description: 'Queued: the run record (pending), with Location', ...runSchema }, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const record = await submitRun(request, chain, 'run');
+      return reply.code(202).header('location', `${path}/runs/${record.run_id}`).send(publicRun(record));
+    },
+  );
+
+  app.get<{ Querystring: { status?: string; limit?: string } }>(
+    '/runs',
+    { schema: { tags, summary: `The caller's recent runs of ${path}, newest first`, querystring: { type: 'object', properties: { status: { type: 'string', enum: [...STATUSES] }, limit: { type: 'integer', minimum: 1, maximum: 100 } } }, response: { 200: { description: 'Runs', type: 'object', properties: { runs: { type: 'array', items: runSchema } } }, ...errors } } },
+    async (request) => {
+      const status = request.query.status;
+      if (status !== undefined && !STATUSES.includes(status as RunStatus)) {
+        throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', `status must be one of ${STATUSES.join(', ')}`, { detail: [{ type: 'enum', loc: ['query', 'status'], msg: `Input should be ${STATUSES.join(', ')}` }] });
+      }
+      const limit = intParam(request.query.limit, 'limit', 1, 100, 20);
+      const all = await runQueue(request).store.list(request.identity, 1000);
+      const runs = all.filter((record) => record.chain === path && (status === undefined || record.status === status)).slice(0, limit);
+      return { runs: runs.map(publicRun) };
+    },
+  );
+
+  app.get<{ Params: { run_id: string } }>('/runs/:run_id', { schema: { tags, summary: 'A run record', ...runParams, response: { 200: { description: 'The run record', ...runSchema }, ...errors } } }, async (request) =>
+    publicRun(await ownRun(request, chain, request.params.run_id)),
+  );
+
+  app.get<{ Params: { run_id: string }; Querystring: { timeout_s?: string } }>(
+    '/runs/:run_id/wait',
+    { schema: { tags, summary: 'Waits until the run ends (from any replica)', ...runParams, querystring: { type: 'object', properties: { timeout_s: { type: 'number', minimum: 0, maximum: 300 } } }, response: { 200: { description: 'The ended run', ...runSchema }, 408: { description: 'Still running after timeout_s: the record as it is now', ...runSchema }, ...errors } } },
+    async (request, reply) => {
+      const timeoutMs = intParam(request.query.timeout_s, 'timeout_s', 0, 300, 30) * 1000;
+      const deadline = performance.now() + timeoutMs;
+      const gone = new AbortController();
+      reply.raw.on('close', () => gone.abort());
+      let record = await ownRun(request, chain, request.params.run_id);
+      while (!TERMINAL.has(record.status) && !gone.signal.aborted) {
+        const left = deadline - performance.now();
+        if (left <= 0) break;
+        await runQueue(request).store.changed(record.run_id, Math.min(left, 1_000), gone.signal);
+        record = await ownRun(request, chain, request.params.run_id);
+      }
+      return reply.code(TERMINAL.has(record.status) ? 200 : 408).send(publicRun(record));
+    },
+  );
+
+  app.get<{ Params: { run_id: string } }>(
+    '/runs/:run_id/stream',
+    { schema: { tags, summary: 'The run\'s stream (SSE), framed as /stream, every frame with an id; Last-Event-ID resumes after it', ...runParams, response: { 200: { description: 'Server-sent events: metadata, data..., end (or error); a finished run replays' }, ...errors } } },
+    async (request, reply) => {
+      const record = await ownRun(request, chain, request.params.run_id);
+      const after = lastEventId(request, runQueue(request));
+      await sendRunStream(request, reply, record, after);
+    },
+  );
+
+  app.post<{ Params: { run_id: string } }>(
+    '/runs/:run_id/cancel',
+    { schema: { tags, summary: 'Cancels the run (from any replica); answers once it has ended, or after 2 s', ...runParams, response: { 200: { description: 'The run record', ...runSchema }, ...errors } } },
+    async (request) => {
+      let record = await ownRun(request, chain, request.params.run_id);
+      if (TERMINAL.has(record.status)) return publicRun(record);
+      const queue = runQueue(request);
+      await queue.cancel(record.run_id);
+      const deadline = performance.now() + 2_000;
+      while (!TERMINAL.has(record.status) && performance.now() < deadline) {
+        await queue.store.changed(record.run_id, 250);
+        record = await ownRun(request, chain, request.params.run_id);
+      }
+      return publicRun(record);
+    },
+  );
+};

@@ -1,0 +1,283 @@
+/**
+ * The queue background runs wait in, and the workers that execute them:
+ * BullMQ on the Redis Runnel already uses (workers in every server process
+ * and in `npm run worker` processes, any of them picking any run), or an
+ * in-process queue for the embedded default. Cancel requests reach the
+ * worker running a run wherever it is (a pub/sub message); a run still
+ * waiting is taken out of the queue. A worker killed mid-run leaves its run
+ * `running` only until BullMQ sees the job stalled (its lock expires) and
+ * hands it to another worker, which ends it `error` `RUNNEL_ERR_RUN_LOST`
+ * instead of running it twice.
+ */
+import { Queue, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { RunnelError, type Runnable } from '../core/index.js';
+import { executeRun } from './executor.js';
+import { publicRun, TERMINAL, type RunRecord, type RunStore } from './store.js';
+import { deliverWebhook, type WebhookPolicy } from './webhook.js';
+
+/** What the server asks of a run queue. */
+export interface RunQueue {
+  readonly store: RunStore;
+  /** Stores the run and queues it. */
+  submit(record: RunRecord): Promise<void>;
+  /** Cancels a run: taken out of the queue if it waits, aborted wherever it runs. */
+  cancel(runId: string): Promise<void>;
+  /** Runs waiting and running (for /metrics). */
+  counts(): Promise<{ waiting: number; active: number }>;
+  /** Stops taking runs; running ones get `graceMs`, then are cancelled as shutting down. */
+  close(graceMs: number): Promise<void>;
+}
+
+/** Options of the queues. */
+export interface RunQueueOptions {
+  store: RunStore;
+  /** The runnable of each chain path. */
+  chains: ReadonlyMap<string, Runnable<never, unknown>>;
+  /** Runs this process executes at once; 0 runs none here (separate workers do). */
+  concurrency: number;
+  /** Hears errors that are bugs (for the log). */
+  log?: (error: unknown, message: string) => void;
+  /** Who webhooks may call; without it no run has one. */
+  webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number };
+}
+
+/** Sends an ended run's record to its webhook, once, in the background. */
+function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
+  if (record?.webhook === undefined || options.webhooks === undefined || !TERMINAL.has(record.status)) return;
+  const policy = options.webhooks;
+  void deliverWebhook(record.webhook, JSON.stringify(publicRun(record)), policy, { attempts: policy.attempts, backoffMs: policy.backoffMs }).then(
+    (delivery) => {
+      if (!delivery.delivered) options.log?.(undefined, `webhook of run ${record.run_id} not delivered after ${delivery.attempts} attempts (last status ${delivery.status ?? 'none'})`);
+    },
+    (error: unknown) => options.log?.(error, `webhook of run ${record.run_id} failed`),
+  );
+}
+
+/** Marks a run that will never run again as ended, unless it already has. */
+async function endRun(store: RunStore, runId: string, status: 'cancelled' | 'error', error: RunnelError): Promise<RunRecord | undefined> {
+  const record = await store.get(runId);
+  if (record === undefined || TERMINAL.has(record.status)) return undefined;
+  await store.append(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }]);
+  return store.update(runId, { status, error: { code: error.code, message: error.message } });
+}
+
+const cancelled = (): RunnelError => new RunnelError('RUNNEL_ERR_RUN_CANCELLED', 'The run was cancelled');
+
+/** The work every worker does for one queued run id. */
+class RunWorkerCore {
+  private readonly running = new Map<string, AbortController>();
+  private readonly stopListening: () => void;
+
+  constructor(private readonly options: RunQueueOptions) {
+    this.stopListening = options.store.onCancel((runId) => this.running.get(runId)?.abort(cancelled()));
+  }
+
+  get active(): number {
+    return this.running.size;
+  }
+
+  async process(runId: string): Promise<void> {
+    const { store, chains } = this.options;
+    const record = await store.get(runId);
+    if (record === undefined || TERMINAL.has(record.status)) return;
+    // Running already: the worker that ran it is gone (its job stalled and came back). Never run twice.
+    if (record.status === 'running') {
+      notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The worker running this run stopped before it ended')), this.options);
+      return;
+    }
+    const controller = new AbortController();
+    this.running.set(runId, controller);
+    try {
+      if (await store.cancelRequested(runId)) {
+        notify(await endRun(store, runId, 'cancelled', cancelled()), this.options);
+        return;
+      }
+      const runnable = chains.get(record.chain);
+      if (runnable === undefined) {
+        await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_NOT_FOUND', `No chain ${record.chain} in this worker`));
+        return;
+      }
+      notify(await executeRun({ record, runnable, store, signal: controller.signal, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+    } finally {
+      this.running.delete(runId);
+    }
+  }
+
+  /** Cancels what still runs, as the process stops. */
+  abortAll(reason: RunnelError): void {
+    for (const controller of this.running.values()) controller.abort(reason);
+  }
+
+  abortOne(runId: string, reason: RunnelError): boolean {
+    const controller = this.running.get(runId);
+    controller?.abort(reason);
+    return controller !== undefined;
+  }
+
+  close(): void {
+    this.stopListening();
+  }
+
+  /** Ends a run taken out of the queue before it started. */
+  async endWaiting(runId: string, error: RunnelError, status: 'cancelled' | 'error'): Promise<void> {
+    notify(await endRun(this.options.store, runId, status, error), this.options);
+  }
+}
+
+/** Waits for `work`, at most `ms`; true when it finished. */
+async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  const done = await Promise.race([work.then(() => true as const), timeout]);
+  clearTimeout(timer);
+  return done;
+}
+
+/**
+ * Runs on BullMQ: one queue per deployment (`prefix`), workers in this
+ * process when `concurrency` > 0.
+ *
+ * @example
+ * const queue = new BullRunQueue({ connection: redis, store, chains, concurrency: 8 });
+ */
+export class BullRunQueue implements RunQueue {
+  readonly store: RunStore;
+  private readonly queue: Queue;
+  private readonly worker: Worker | undefined;
+  private readonly core: RunWorkerCore;
+  private readonly connections: Redis[] = [];
+
+  constructor(options: RunQueueOptions & { connection: Redis; prefix?: string; lockMs?: number }) {
+    this.store = options.store;
+    this.core = new RunWorkerCore(options);
+    const prefix = options.prefix ?? 'runnel-bull';
+    // BullMQ wants connections of its own (a worker blocks on one); they end with the queue.
+    const connection = (): Redis => {
+      const client = options.connection.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true, commandTimeout: undefined });
+      client.on('error', () => {});
+      this.connections.push(client);
+      return client;
+    };
+    this.queue = new Queue('runs', { connection: connection(), prefix, defaultJobOptions: { removeOnComplete: true, removeOnFail: 1000 } });
+    this.queue.on('error', () => {});
+    if (options.concurrency > 0) {
+      const lockDuration = options.lockMs ?? 30_000;
+      this.worker = new Worker('runs', async (job: Job<{ run_id: string }>) => this.core.process(job.data.run_id), {
+        connection: connection(),
+        prefix,
+        concurrency: options.concurrency,
+        lockDuration,
+        stalledInterval: Math.max(500, Math.floor(lockDuration / 2)),
+        maxStalledCount: 1,
+      });
+      this.worker.on('error', (error) => options.log?.(error, 'run worker error'));
+    }
+  }
+
+  async submit(record: RunRecord): Promise<void> {
+    await this.store.create(record);
+    try {
+      await this.queue.add('run', { run_id: record.run_id }, { jobId: record.run_id });
+    } catch (error) {
+      await this.store.update(record.run_id, { status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE', message: 'The run could not be queued' } }).catch(() => undefined);
+      throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be queued', { cause: error });
+    }
+  }
+
+  async cancel(runId: string): Promise<void> {
+    await this.store.requestCancel(runId);
+    const job = await this.queue.getJob(runId).catch(() => undefined);
+    if (job !== undefined && (await job.isWaiting().catch(() => false))) {
+      const removed = await job.remove().then(
+        () => true,
+        () => false,
+      );
+      if (removed) await this.core.endWaiting(runId, cancelled(), 'cancelled');
+    }
+  }
+
+  async counts(): Promise<{ waiting: number; active: number }> {
+    const counts = await this.queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
+    return { waiting: (counts.waiting ?? 0) + (counts.delayed ?? 0) + (counts.prioritized ?? 0), active: counts.active ?? 0 };
+  }
+
+  async close(graceMs: number): Promise<void> {
+    if (this.worker !== undefined) {
+      // Stops fetching at once; runs under way get the grace, then end as shutting down.
+      const closing = this.worker.close();
+      if (!(await within(closing, graceMs))) {
+        this.core.abortAll(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The worker shut down before the run ended'));
+        await closing;
+      }
+    }
+    this.core.close();
+    await this.queue.close();
+    for (const client of this.connections) client.disconnect();
+  }
+}
+
+/**
+ * Runs in this process: a FIFO with `concurrency` runs at a time, for the
+ * embedded default (no Redis). Runs end with the process.
+ *
+ * @example
+ * const queue = new MemoryRunQueue({ store: new MemoryRunStore(), chains, concurrency: 8 });
+ */
+export class MemoryRunQueue implements RunQueue {
+  readonly store: RunStore;
+  private readonly waiting: string[] = [];
+  private readonly core: RunWorkerCore;
+  private readonly concurrency: number;
+  private readonly underway = new Set<Promise<void>>();
+  private closed = false;
+
+  constructor(options: RunQueueOptions) {
+    this.store = options.store;
+    this.core = new RunWorkerCore(options);
+    this.concurrency = Math.max(1, options.concurrency);
+  }
+
+  async submit(record: RunRecord): Promise<void> {
+    if (this.closed) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
+    await this.store.create(record);
+    this.waiting.push(record.run_id);
+    this.pump();
+  }
+
+  private pump(): void {
+    while (!this.closed && this.underway.size < this.concurrency && this.waiting.length > 0) {
+      const runId = this.waiting.shift() as string;
+      const work = this.core.process(runId).catch(() => undefined);
+      this.underway.add(work);
+      void work.finally(() => {
+        this.underway.delete(work);
+        this.pump();
+      });
+    }
+  }
+
+  async cancel(runId: string): Promise<void> {
+    await this.store.requestCancel(runId);
+    const index = this.waiting.indexOf(runId);
+    if (index >= 0) {
+      this.waiting.splice(index, 1);
+      await this.core.endWaiting(runId, cancelled(), 'cancelled');
+    }
+  }
+
+  async counts(): Promise<{ waiting: number; active: number }> {
+    return { waiting: this.waiting.length, active: this.core.active };
+  }
+
+  async close(graceMs: number): Promise<void> {
+    this.closed = true;
+    const all = Promise.all(this.underway);
+    if (!(await within(all, graceMs))) {
+      this.core.abortAll(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run ended'));
+      await all;
+    }
+    for (const runId of this.waiting.splice(0)) await this.core.endWaiting(runId, new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run started'), 'error');
+    this.core.close();
+  }
+}

@@ -1,0 +1,379 @@
+/**
+ * Where background runs live: a record per run (status, output, error,
+ * usage, times) and the run's event log — the frames its stream sends,
+ * each with an id a client can resume after (`Last-Event-ID`). The Redis
+ * store keeps records as JSON with a TTL and logs as Redis Streams, so any
+ * replica reads what any worker wrote; the memory store does the same within
+ * one process (the embedded default: runs end with the process).
+ */
+import { EventEmitter } from 'node:events';
+import type { Redis } from 'ioredis';
+import { RunnelError } from '../core/index.js';
+
+/** Where a run is in its life. `success`, `error` and `cancelled` are terminal. */
+export type RunStatus = 'pending' | 'running' | 'success' | 'error' | 'cancelled';
+
+/** What started the run: a background submission, or a durable `/stream` or `/stream_events`. */
+export type RunKind = 'run' | 'stream' | 'stream_events';
+
+/** One run as stored. `identity` scopes it: no other caller sees it. */
+export interface RunRecord {
+  run_id: string;
+  /** The chain's path (`/joke`). */
+  chain: string;
+  kind: RunKind;
+  identity: string;
+  status: RunStatus;
+  input: unknown;
+  /** The run's config as resolved at submission (JSON: tags, metadata, configurable, names). */
+  config: Record<string, unknown>;
+  /** `stream_events` filters. */
+  filters?: Record<string, string[]> | undefined;
+  webhook?: string | undefined;
+  output?: unknown;
+  error?: { code: string; message: string } | undefined;
+  usage?: { input_tokens: number; output_tokens: number; total_tokens: number } | undefined;
+  created_at: string;
+  updated_at: string;
+}
+
+/** One frame of a run's stream, as SSE sends it. */
+export interface RunFrame {
+  id: string;
+  event: 'metadata' | 'data' | 'end' | 'error';
+  data?: unknown;
+}
+
+export const TERMINAL: ReadonlySet<RunStatus> = new Set(['success', 'error', 'cancelled']);
+
+/** A run as the API shows it (and webhooks send it): no identity, no input or config. */
+export function publicRun(record: RunRecord): Record<string, unknown> {
+  return {
+    run_id: record.run_id,
+    chain: record.chain,
+    status: record.status,
+    ...(record.status === 'success' ? { output: record.output ?? null } : {}),
+    ...(record.error === undefined ? {} : { error: record.error }),
+    ...(record.usage === undefined ? {} : { usage: record.usage }),
+    created_at: record.created_at,
+    updated_at: record.updated_at,
+  };
+}
+
+/** True for the frame that ends a stream. */
+export const isLastFrame = (frame: Pick<RunFrame, 'event'>): boolean => frame.event === 'end' || frame.event === 'error';
+
+/** The run store; see the module comment. */
+export interface RunStore {
+  create(record: RunRecord): Promise<void>;
+  get(runId: string): Promise<RunRecord | undefined>;
+  /** Merges `patch` into the record (the executor and cancel are its only writers) and says so to followers. */
+  update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined>;
+  /** Appends frames to the run's log; returns their ids. */
+  append(runId: string, frames: Omit<RunFrame, 'id'>[]): Promise<string[]>;
+  /** The frames after `afterId` (all of them without it), as they are now. */
+  frames(runId: string, afterId?: string): Promise<RunFrame[]>;
+  /** Resolves at the next change of the run (a frame or a record update), or after `ms`. */
+  changed(runId: string, ms: number, signal?: AbortSignal): Promise<void>;
+  /** The caller's most recent runs, newest first. */
+  list(identity: string, limit: number): Promise<RunRecord[]>;
+  /** Marks a run to be cancelled (seen by whichever worker runs it). */
+  requestCancel(runId: string): Promise<void>;
+  cancelRequested(runId: string): Promise<boolean>;
+  /** Listens for cancel requests of any run (a worker's side). */
+  onCancel(listener: (runId: string) => void): () => void;
+  /** True when `id` has the shape of this store's frame ids. */
+  validFrameId(id: string): boolean;
+  close(): Promise<void>;
+}
+
+/** Options shared by the stores. */
+export interface RunStoreOptions {
+  /** Seconds a run's record and log are kept (`RUNNEL_RUN_TTL`, default 24 h). */
+  ttlSeconds?: number;
+  /** Most frames kept per run (default 10,000; older frames are trimmed). */
+  maxFrames?: number;
+  /** Most runs listed per caller (default 1,000). */
+  maxListed?: number;
+}
+
+/** Waits for `emitter` to emit `event`, at most `ms`. */
+function once(emitter: EventEmitter, event: string, ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      emitter.off(event, done);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    emitter.on(event, done);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Runs in this process's memory: records and logs, at most `maxRuns` (the
+ * oldest finished ones go first). For the embedded default.
+ *
+ * @example
+ * const store = new MemoryRunStore();
+ */
+export class MemoryRunStore implements RunStore {
+  private readonly runs = new Map<string, { record: RunRecord; frames: RunFrame[]; seq: number; cancel: boolean }>();
+  private readonly events = new EventEmitter().setMaxListeners(0);
+  private readonly maxFrames: number;
+  private readonly maxRuns: number;
+
+  constructor(options: RunStoreOptions & { maxRuns?: number } = {}) {
+    this.maxFrames = options.maxFrames ?? 10_000;
+    this.maxRuns = options.maxRuns ?? 10_000;
+  }
+
+  async create(record: RunRecord): Promise<void> {
+    this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false });
+    for (const [id, run] of this.runs) {
+      if (this.runs.size <= this.maxRuns) break;
+      if (TERMINAL.has(run.record.status)) this.runs.delete(id);
+    }
+  }
+
+  async get(runId: string): Promise<RunRecord | undefined> {
+    const run = this.runs.get(runId);
+    return run === undefined ? undefined : { ...run.record };
+  }
+
+  async update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
+    const run = this.runs.get(runId);
+    if (run === undefined) return undefined;
+    run.record = { ...run.record, ...patch, updated_at: new Date().toISOString() };
+    this.events.emit(runId);
+    return { ...run.record };
+  }
+
+  async append(runId: string, frames: Omit<RunFrame, 'id'>[]): Promise<string[]> {
+    const run = this.runs.get(runId);
+    if (run === undefined) return [];
+    const ids = frames.map((frame) => {
+      const id = String(++run.seq);
+      run.frames.push({ id, ...frame });
+      return id;
+    });
+    if (run.frames.length > this.maxFrames) run.frames.splice(0, run.frames.length - this.maxFrames);
+    this.events.emit(runId);
+    return ids;
+  }
+
+  async frames(runId: string, afterId?: string): Promise<RunFrame[]> {
+    const run = this.runs.get(runId);
+    if (run === undefined) return [];
+    const after = afterId === undefined ? 0 : Number(afterId);
+    return run.frames.filter((frame) => Number(frame.id) > after);
+  }
+
+  changed(runId: string, ms: number, signal?: AbortSignal): Promise<void> {
+    return once(this.events, runId, ms, signal);
+  }
+
+  async list(identity: string, limit: number): Promise<RunRecord[]> {
+    return [...this.runs.values()]
+      .map((run) => run.record)
+      .filter((record) => record.identity === identity)
+      .reverse()
+      .slice(0, limit)
+      .map((record) => ({ ...record }));
+  }
+
+  async requestCancel(runId: string): Promise<void> {
+    const run = this.runs.get(runId);
+    if (run !== undefined) run.cancel = true;
+    this.events.emit('cancel', runId);
+  }
+
+  async cancelRequested(runId: string): Promise<boolean> {
+    return this.runs.get(runId)?.cancel === true;
+  }
+
+  onCancel(listener: (runId: string) => void): () => void {
+    this.events.on('cancel', listener);
+    return () => this.events.off('cancel', listener);
+  }
+
+  validFrameId(id: string): boolean {
+    return /^\d{1,15}$/.test(id);
+  }
+
+  async close(): Promise<void> {
+    this.events.removeAllListeners();
+  }
+}
+
+/** Reads a stored record, refusing anything that is not one. */
+function parseRecord(raw: string | null): RunRecord | undefined {
+  if (raw === null) return undefined;
+  try {
+    const value = JSON.parse(raw) as RunRecord;
+    if (typeof value?.run_id === 'string' && typeof value.status === 'string' && typeof value.identity === 'string') return value;
+  } catch {
+    // fall through
+  }
+  throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', 'A stored run record is not valid');
+}
+
+/** Redis failures as the stable 503 code. */
+async function redisCall<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (error instanceof RunnelError) throw error;
+    throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: runs cannot be read or written', { cause: error });
+  }
+}
+
+/**
+ * Runs in Redis: `{ns}:run:{id}` (the record, JSON, with a TTL),
+ * `{ns}:run:{id}:log` (a Redis Stream of frames, trimmed to `maxFrames`),
+ * `{ns}:owner:{identity}` (a sorted set of the caller's run ids), and two
+ * pub/sub channels: `{ns}:changed:{id}` (new frames or a new status) and
+ * `{ns}:cancel` (cancel requests, for every worker).
+ *
+ * @example
+ * const store = new RedisRunStore({ client: redis });
+ */
+export class RedisRunStore implements RunStore {
+  private readonly client: Redis;
+  private readonly ns: string;
+  private readonly ttl: number;
+  private readonly maxFrames: number;
+  private readonly maxListed: number;
+  private subscriber: Redis | undefined;
+  private readonly events = new EventEmitter().setMaxListeners(0);
+  private readonly watching = new Map<string, number>();
+
+  constructor(options: RunStoreOptions & { client: Redis; namespace?: string }) {
+    this.client = options.client;
+    this.ns = options.namespace ?? 'runnel:runs';
+    this.ttl = options.ttlSeconds ?? 24 * 3600;
+    this.maxFrames = options.maxFrames ?? 10_000;
+    this.maxListed = options.maxListed ?? 1_000;
+  }
+
+  private key(runId: string): string {
+    return `${this.ns}:run:${runId}`;
+  }
+
+  /** One subscriber connection for this process, opened on first use. */
+  private async subscribe(channel: string): Promise<void> {
+    if (this.subscriber === undefined) {
+      this.subscriber = this.client.duplicate({ enableOfflineQueue: true, lazyConnect: false });
+      this.subscriber.on('error', () => {});
+      this.subscriber.on('message', (from: string, message: string) => this.events.emit(from, message));
+    }
+    await this.subscriber.subscribe(channel);
+  }
+
+  async create(record: RunRecord): Promise<void> {
+    const owner = `${this.ns}:owner:${record.identity}`;
+    await redisCall(
+      this.client
+        .multi()
+        .set(this.key(record.run_id), JSON.stringify(record), 'EX', this.ttl)
+        .zadd(owner, Date.parse(record.created_at), record.run_id)
+        .zremrangebyrank(owner, 0, -(this.maxListed + 1))
+        .expire(owner, this.ttl)
+        .exec(),
+    );
+  }
+
+  async get(runId: string): Promise<RunRecord | undefined> {
+    return parseRecord(await redisCall(this.client.get(this.key(runId))));
+  }
+
+  async update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
+    const current = await this.get(runId);
+    if (current === undefined) return undefined;
+    const next = { ...current, ...patch, updated_at: new Date().toISOString() };
+    await redisCall(this.client.multi().set(this.key(runId), JSON.stringify(next), 'KEEPTTL').publish(`${this.ns}:changed:${runId}`, 'status').exec());
+    return next;
+  }
+
+  async append(runId: string, frames: Omit<RunFrame, 'id'>[]): Promise<string[]> {
+    if (frames.length === 0) return [];
+    const log = `${this.key(runId)}:log`;
+    const multi = this.client.multi();
+    for (const frame of frames) {
+      multi.xadd(log, 'MAXLEN', '~', String(this.maxFrames), '*', 'e', frame.event, 'd', frame.data === undefined ? '' : JSON.stringify(frame.data));
+    }
+    multi.expire(log, this.ttl).publish(`${this.ns}:changed:${runId}`, 'frames');
+    const results = (await redisCall(multi.exec())) ?? [];
+    return results.slice(0, frames.length).map(([error, id]) => {
+      if (error !== null) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis refused a run frame', { cause: error });
+      return String(id);
+    });
+  }
+
+  async frames(runId: string, afterId?: string): Promise<RunFrame[]> {
+    const entries = await redisCall(this.client.xrange(`${this.key(runId)}:log`, afterId === undefined ? '-' : `(${afterId}`, '+'));
+    return entries.map(([id, fields]) => {
+      const values: Record<string, string> = {};
+      for (let i = 0; i + 1 < fields.length; i += 2) values[fields[i] as string] = fields[i + 1] as string;
+      const event = values.e as RunFrame['event'];
+      return values.d === undefined || values.d === '' ? { id, event } : { id, event, data: JSON.parse(values.d) as unknown };
+    });
+  }
+
+  async changed(runId: string, ms: number, signal?: AbortSignal): Promise<void> {
+    const channel = `${this.ns}:changed:${runId}`;
+    this.watching.set(channel, (this.watching.get(channel) ?? 0) + 1);
+    try {
+      await this.subscribe(channel).catch(() => undefined);
+      await once(this.events, channel, ms, signal);
+    } finally {
+      const left = (this.watching.get(channel) ?? 1) - 1;
+      if (left === 0) {
+        this.watching.delete(channel);
+        void this.subscriber?.unsubscribe(channel).catch(() => undefined);
+      } else this.watching.set(channel, left);
+    }
+  }
+
+  async list(identity: string, limit: number): Promise<RunRecord[]> {
+    const ids = await redisCall(this.client.zrevrange(`${this.ns}:owner:${identity}`, 0, limit - 1));
+    if (ids.length === 0) return [];
+    const raw = await redisCall(this.client.mget(...ids.map((id) => this.key(id))));
+    return raw.flatMap((value) => {
+      try {
+        const record = parseRecord(value);
+        return record !== undefined && record.identity === identity ? [record] : [];
+      } catch {
+        return [];
+      }
+    });
+  }
+
+  async requestCancel(runId: string): Promise<void> {
+    await redisCall(this.client.multi().set(`${this.key(runId)}:cancel`, '1', 'EX', this.ttl).publish(`${this.ns}:cancel`, runId).exec());
+  }
+
+  async cancelRequested(runId: string): Promise<boolean> {
+    return (await redisCall(this.client.exists(`${this.key(runId)}:cancel`))) === 1;
+  }
+
+  onCancel(listener: (runId: string) => void): () => void {
+    const channel = `${this.ns}:cancel`;
+    const handler = (runId: string): void => listener(runId);
+    this.events.on(channel, handler);
+    void this.subscribe(channel).catch(() => undefined);
+    return () => this.events.off(channel, handler);
+  }
+
+  validFrameId(id: string): boolean {
+    return /^\d{1,15}-\d{1,10}$/.test(id);
+  }
+
+  async close(): Promise<void> {
+    this.events.removeAllListeners();
+    this.subscriber?.disconnect();
+    this.subscriber = undefined;
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * Webhooks of background runs: when a run ends, one POST of its record to
+ * the URL given at submission, signed with `RUNNEL_WEBHOOK_SECRET`
+ * (`x-runnel-signature: sha256=<hex HMAC of "<timestamp>.<body>">`, the
+ * timestamp in `x-runnel-timestamp`), retried with backoff while the
+ * receiver fails. Only https URLs on the hosts of `RUNNEL_WEBHOOK_HOSTS` are
+ * called — checked at submission and again before each attempt — and
+ * redirects are never followed, so a run cannot make the server call
+ * anything else (no SSRF through a webhook).
+ */
+import { createHmac } from 'node:crypto';
+import { RunnelError, sleep } from '../core/index.js';
+
+/** Who may be called, and how. */
+export interface WebhookPolicy {
+  /** Host names (exact, lower case) or `*.example.com` suffix patterns. Empty: webhooks are off. */
+  hosts: string[];
+  secret: string | undefined;
+  /** `http:` allowed too (tests, a receiver on a private network you trust); default only `https:`. */
+  allowHttp?: boolean;
+}
+
+const hostAllowed = (host: string, patterns: readonly string[]): boolean =>
+  patterns.some((pattern) => (pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1 : host === pattern));
+
+/**
+ * The webhook URL, checked against the policy, or `RUNNEL_ERR_WEBHOOK_NOT_ALLOWED`.
+ *
+ * @example
+ * checkWebhookUrl('https://hooks.example.com/runnel', { hosts: ['hooks.example.com'], secret: 's3cret' });
+ */
+export function checkWebhookUrl(value: unknown, policy: WebhookPolicy): URL {
+  const refuse = (why: string): RunnelError =>
+    new RunnelError('RUNNEL_ERR_WEBHOOK_NOT_ALLOWED', `webhook ${why}`, { detail: [{ type: 'value_error', loc: ['webhook'], msg: `webhook ${why}` }] });
+  if (policy.hosts.length === 0 || policy.secret === undefined || policy.secret === '') throw refuse('is off on this server (RUNNEL_WEBHOOK_HOSTS and RUNNEL_WEBHOOK_SECRET are unset)');
+  if (typeof value !== 'string' || value.length > 2048) throw refuse('must be a URL string');
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw refuse('must be a URL');
+  }
+  if (url.protocol !== 'https:' && !(policy.allowHttp === true && url.protocol === 'http:')) throw refuse('must be an https URL');
+  if (url.username !== '' || url.password !== '') throw refuse('must not carry credentials');
+  if (!hostAllowed(url.hostname.toLowerCase(), policy.hosts)) throw refuse(`host ${url.hostname} is not in RUNNEL_WEBHOOK_HOSTS`);
+  return url;
+}
+
+/** The signature header's value for `body` sent at `timestamp` (seconds). */
+export function signWebhook(body: string, secret: string, timestamp: number): string {
+  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+/** How a delivery went. */
+export interface WebhookDelivery {
+  delivered: boolean;
+  attempts: number;
+  status?: number | undefined;
+}
+
+/**
+ * Posts `body` to `url` until a 2xx answer, at most `attempts` times, waiting
+ * `backoffMs`, doubling, between attempts. A 3xx counts as a failure (never
+ * followed); so does a 4xx other than 408 and 429, without retrying.
+ *
+ * @example
+ * await deliverWebhook(url, JSON.stringify(record), policy);
+ */
+export async function deliverWebhook(
+  target: string,
+  body: string,
+  policy: WebhookPolicy,
+  options: { attempts?: number; backoffMs?: number; timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<WebhookDelivery> {
+  const attempts = options.attempts ?? 5;
+  let wait = options.backoffMs ?? 1_000;
+  let status: number | undefined;
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    const url = checkWebhookUrl(target, policy);
+    const timestamp = Math.floor(Date.now() / 1000);
+    try {
+      const response = await fetch(url, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'runnel-webhook',
+          'x-runnel-timestamp': String(timestamp),
+          'x-runnel-signature': signWebhook(body, policy.secret as string, timestamp),
+        },
+        body,
+        signal: AbortSignal.any([AbortSignal.timeout(options.timeoutMs ?? 10_000), ...(options.signal === undefined ? [] : [options.signal])]),
+      });
+      status = response.status;
+      await response.body?.cancel().catch(() => undefined);
+      if (status >= 200 && status < 300) return { delivered: true, attempts: attempt, status };
+      if (status >= 300 && status < 500 && status !== 408 && status !== 429) return { delivered: false, attempts: attempt, status };
+    } catch {
+      status = undefined;
+    }
+    if (attempt < attempts) {
+      await sleep(wait, options.signal);
+      wait *= 2;
+    }
+  }
+  return { delivered: false, attempts, status };
+}

@@ -1,0 +1,135 @@
+/**
+ * What the HTTP side does with background runs: submit one (validated
+ * exactly as `/invoke` validates, so a bad request is a 4xx before anything
+ * is queued), find the caller's own run (anyone else's is a 404), and send a
+ * run's stream as SSE from its log — every frame with its id, resuming after
+ * `Last-Event-ID`, on whichever replica the client reaches.
+ */
+import { randomUUID } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { RunnelError } from '../core/index.js';
+import { checkWebhookUrl, isLastFrame, TERMINAL, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
+import type { PreparedChain } from './prepared.js';
+import { bodyObject, checkAcceptingRuns, countedByHandler, decodeConfigHash, eventFilters, required, requestContext } from './request.js';
+import { SseWriter } from './sse.js';
+
+/** The server's run queue (started on first use). */
+export function runQueue(request: FastifyRequest): RunQueue {
+  return request.server.runnel.runQueue();
+}
+
+/**
+ * Validates a submission and queues it: `{input, config?, kwargs?, webhook?}`
+ * (plus the `stream_events` filters for a durable `/stream_events`).
+ */
+export async function submitRun(request: FastifyRequest<{ Params: { config_hash?: string } }>, chain: PreparedChain, kind: RunKind): Promise<RunRecord> {
+  const body = bodyObject(request.body);
+  const input = required(body, 'input');
+  const filters = kind === 'stream_events' ? eventFilters(body) : undefined;
+  const { config, runId } = await chain.resolveConfig(
+    { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'] },
+    requestContext(request, kind === 'run' ? 'runs' : kind, chain.spec.path),
+  );
+  chain.checkInput(input);
+  const state = request.server.runnel;
+  const webhook =
+    body.webhook === undefined || body.webhook === null
+      ? undefined
+      : checkWebhookUrl(body.webhook, { hosts: state.config.webhookHosts, secret: state.config.webhookSecret, allowHttp: state.config.webhookAllowHttp }).toString();
+  checkAcceptingRuns(request);
+  const queue = runQueue(request);
+  const now = new Date().toISOString();
+  const record: RunRecord = {
+    run_id: runId ?? randomUUID(),
+    chain: chain.spec.path,
+    kind,
+    identity: request.identity,
+    status: 'pending',
+    input,
+    // JSON only: what a worker in another process can rebuild the run's config from.
+    config: JSON.parse(JSON.stringify(config)) as Record<string, unknown>,
+    filters: filters as Record<string, string[]> | undefined,
+    webhook,
+    created_at: now,
+    updated_at: now,
+  };
+  await queue.submit(record);
+  return record;
+}
+
+/** The caller's run of this chain, or 404 (another caller's run does not exist for them). */
+export async function ownRun(request: FastifyRequest, chain: PreparedChain, runId: string): Promise<RunRecord> {
+  const record = /^[\w-]{1,64}$/.test(runId) ? await runQueue(request).store.get(runId) : undefined;
+  if (record === undefined || record.identity !== request.identity || record.chain !== chain.spec.path) {
+    throw new RunnelError('RUNNEL_ERR_NOT_FOUND', 'No such run', { detail: 'Not Found' });
+  }
+  return record;
+}
+
+/** The `Last-Event-ID` to resume after, checked against the store's id shape. */
+export function lastEventId(request: FastifyRequest, queue: RunQueue): string | undefined {
+  const header = request.headers['last-event-id'];
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value === undefined || value.trim() === '') return undefined;
+  if (!queue.store.validFrameId(value.trim())) {
+    throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', 'Last-Event-ID is not an id this server sent', {
+      detail: [{ type: 'value_error', loc: ['header', 'last-event-id'], msg: 'Not an event id of this stream' }],
+    });
+  }
+  return value.trim();
+}
+
+/**
+ * Sends a run's stream from its log: the frames after `afterId`, then each
+ * new one as it is written, until the `end` or `error` frame. A client that
+ * goes away stops only this reader; the run goes on.
+ */
+export async function sendRunStream(request: FastifyRequest, reply: FastifyReply, record: RunRecord, afterId: string | undefined): Promise<void> {
+  const state = request.server.runnel;
+  const queue = runQueue(request);
+  reply.hijack();
+  countedByHandler.add(request);
+  const sse = new SseWriter(reply.raw, {
+    pingMs: state.config.pingMs,
+    stallMs: state.config.streamStallMs,
+    headers: Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])),
+  });
+  const gone = new AbortController();
+  reply.raw.on('close', () => gone.abort());
+  // Shutdown ends this reader (the run goes on; the client rejoins on another replica with Last-Event-ID).
+  let finish!: () => void;
+  const entry = { stop: () => gone.abort(), done: new Promise<void>((resolve) => (finish = resolve)) };
+  state.streams.add(entry);
+  sse.open();
+  let after = afterId;
+  try {
+    for (;;) {
+      const frames = await queue.store.frames(record.run_id, after);
+      for (const frame of frames) {
+        const sent = sse.send(frame.event, frame.data, frame.id);
+        if (sent === false || (sent !== true && !(await sent))) return;
+        after = frame.id;
+        if (isLastFrame(frame)) return;
+      }
+      if (gone.signal.aborted || sse.closed) return;
+      if (frames.length === 0) {
+        // Nothing new: the run may have ended with its last frame already read before a reconnect, or been lost.
+        const now = await queue.store.get(record.run_id);
+        if (now === undefined || (TERMINAL.has(now.status) && (await queue.store.frames(record.run_id, after)).length === 0)) return;
+        await queue.store.changed(record.run_id, 1_000, gone.signal);
+      }
+    }
+  } catch (error) {
+    if (!sse.closed) {
+      const failure = error instanceof RunnelError ? error : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error');
+      if (!(error instanceof RunnelError)) request.log.error({ err: error }, 'run stream failed');
+      sse.send('error', { status_code: failure.statusCode, code: failure.code, message: failure.message });
+    }
+  } finally {
+    sse.end();
+    state.streams.delete(entry);
+    finish();
+    const { metrics } = state;
+    metrics.requests.inc({ chain: record.chain, endpoint: 'runs_stream', status: gone.signal.aborted ? '499' : '200' });
+  }
+}

@@ -1,0 +1,151 @@
+/**
+ * Background runs through the HTTP API, in one process: on the in-process
+ * queue (no Redis) and on BullMQ with Redis. Submit, wait, stream with ids,
+ * resume with Last-Event-ID, replay a finished run, list, cancel, scope by
+ * caller, validate before anything is queued, and durable /stream.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp, connectServices, type ChainSpec, type Services } from '../../src/index.js';
+import { runChains, STORY } from '../support/run-server.js';
+
+const keys = { ada: 'ada-key-0123456789abcdef', bob: 'bob-key-0123456789abcdef' };
+const as = (who: keyof typeof keys) => ({ authorization: `Bearer ${keys[who]}`, 'content-type': 'application/json' });
+
+/** SSE frames with their ids. */
+function frames(body: string): { id?: string; event: string; data?: unknown }[] {
+  return body
+    .split('\r\n\r\n')
+    .filter((frame) => frame !== '' && !frame.startsWith(':'))
+    .map((frame) => {
+      const id = /^id: (.*)$/m.exec(frame)?.[1];
+      const event = /^event: (.*)$/m.exec(frame)?.[1] as string;
+      const data = /^data: (.*)$/m.exec(frame)?.[1];
+      return { ...(id === undefined ? {} : { id }), event, ...(data === undefined ? {} : { data: JSON.parse(data) as unknown }) };
+    });
+}
+
+for (const backend of ['memory', 'redis'] as const) {
+  describe(`background runs (${backend === 'memory' ? 'in-process queue' : 'BullMQ on Redis'})`, () => {
+    let app: FastifyInstance;
+    let services: Services | undefined;
+    let url: string;
+
+    beforeAll(async () => {
+      services = backend === 'redis' ? await connectServices({ redisUrl: 'redis://127.0.0.1:6379' }) : undefined;
+      app = await buildApp({
+        chains: runChains as ChainSpec<never, unknown>[],
+        services,
+        config: { apiKeys: Object.entries(keys).map(([name, key]) => ({ name, key })), runNamespace: `runnel-test-${randomUUID()}`, workerConcurrency: 4 },
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    });
+    afterAll(async () => app.close());
+
+    const submit = async (path: string, body: unknown, who: keyof typeof keys = 'ada') => fetch(`${url}${path}/runs`, { method: 'POST', headers: as(who), body: JSON.stringify(body) });
+
+    it('runs in the background: 202 pending with Location; wait gives the output /invoke gives; the stream replays with ids', async () => {
+      const res = await submit('/story', { input: { topic: 'a' } });
+      expect(res.status).toBe(202);
+      const run = (await res.json()) as { run_id: string; status: string };
+      expect(run.status).toBe('pending');
+      expect(res.headers.get('location')).toBe(`/story/runs/${run.run_id}`);
+      const waited = await fetch(`${url}/story/runs/${run.run_id}/wait?timeout_s=60`, { headers: as('ada') });
+      expect(waited.status).toBe(200);
+      const record = (await waited.json()) as { status: string; output: unknown; usage?: unknown };
+      const invoked = (await (await fetch(`${url}/story/invoke`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { topic: 'a' } }) })).json()) as { output: string };
+      expect(record).toMatchObject({ status: 'success', output: invoked.output });
+      expect(invoked.output).toBe(STORY);
+      expect(record.usage).toMatchObject({ output_tokens: expect.any(Number) });
+
+      const replay = frames(await (await fetch(`${url}/story/runs/${run.run_id}/stream`, { headers: as('ada') })).text());
+      expect(replay[0]).toMatchObject({ event: 'metadata', data: { run_id: run.run_id } });
+      expect(replay.at(-1)?.event).toBe('end');
+      expect(replay.every((frame) => typeof frame.id === 'string')).toBe(true);
+      expect(replay.filter((f) => f.event === 'data').map((f) => f.data).join('')).toBe(STORY);
+      // Resume after the 4th frame: exactly the frames after it, none twice, none missing.
+      const resumed = frames(await (await fetch(`${url}/story/runs/${run.run_id}/stream`, { headers: { ...as('ada'), 'last-event-id': replay[3]?.id as string } })).text());
+      expect(resumed).toEqual(replay.slice(4));
+    });
+
+    it('answers a bad submission with the same 4xx as /invoke, queueing nothing', async () => {
+      const before = ((await (await fetch(`${url}/story/runs?limit=100`, { headers: as('ada') })).json()) as { runs: unknown[] }).runs.length;
+      const res = await submit('/story', { input: { topic: 5 } });
+      expect(res.status).toBe(422);
+      expect(((await res.json()) as { code: string }).code).toBe('RUNNEL_ERR_INPUT_INVALID');
+      const webhook = await submit('/story', { input: { topic: 'x' }, webhook: 'https://evil.example.com/' });
+      expect(webhook.status).toBe(422);
+      expect(((await webhook.json()) as { code: string }).code).toBe('RUNNEL_ERR_WEBHOOK_NOT_ALLOWED');
+      const after = ((await (await fetch(`${url}/story/runs?limit=100`, { headers: as('ada') })).json()) as { runs: unknown[] }).runs.length;
+      expect(after).toBe(before);
+    });
+
+    it('cancels a run under way within a second; its stream ends with an error frame', async () => {
+      const run = (await (await submit('/long', { input: { topic: 'c' } })).json()) as { run_id: string };
+      // Wait until it runs and has streamed something.
+      const stream = await fetch(`${url}/long/runs/${run.run_id}/stream`, { headers: as('ada') });
+      const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+      let seen = '';
+      while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+      const started = performance.now();
+      const cancelled = (await (await fetch(`${url}/long/runs/${run.run_id}/cancel`, { method: 'POST', headers: as('ada') })).json()) as { status: string; error?: { code: string } };
+      expect(cancelled.status).toBe('cancelled');
+      expect(cancelled.error?.code).toBe('RUNNEL_ERR_RUN_CANCELLED');
+      expect(performance.now() - started).toBeLessThan(60_000); // a hang guard; the answer waits for the end (≤ 2 s)
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        seen += new TextDecoder().decode(value);
+      }
+      expect(frames(seen).at(-1)).toMatchObject({ event: 'error', data: { code: 'RUNNEL_ERR_RUN_CANCELLED' } });
+    });
+
+    it("another caller's run does not exist for them: 404 everywhere, and not listed", async () => {
+      const run = (await (await submit('/noop', { input: { n: 1 } })).json()) as { run_id: string };
+      for (const [method, path] of [
+        ['GET', `/noop/runs/${run.run_id}`],
+        ['GET', `/noop/runs/${run.run_id}/wait?timeout_s=0`],
+        ['GET', `/noop/runs/${run.run_id}/stream`],
+        ['POST', `/noop/runs/${run.run_id}/cancel`],
+        ['GET', `/story/runs/${run.run_id}`],
+      ] as const) {
+        const res = await fetch(`${url}${path}`, { method, headers: as(path.startsWith('/story') ? 'ada' : 'bob') });
+        expect(res.status, `${method} ${path}`).toBe(404);
+      }
+      const listed = (await (await fetch(`${url}/noop/runs`, { headers: as('bob') })).json()) as { runs: { run_id: string }[] };
+      expect(listed.runs.map((r) => r.run_id)).not.toContain(run.run_id);
+      const mine = (await (await fetch(`${url}/noop/runs?status=success&limit=5`, { headers: as('ada') })).json()) as { runs: { run_id: string; status: string }[] };
+      await fetch(`${url}/noop/runs/${run.run_id}/wait`, { headers: as('ada') });
+      const again = (await (await fetch(`${url}/noop/runs?limit=5`, { headers: as('ada') })).json()) as { runs: { run_id: string }[] };
+      expect(again.runs[0]?.run_id).toBe(run.run_id);
+      expect(mine.runs.every((r) => r.status === 'success')).toBe(true);
+    });
+
+    it('wait is bounded: 408 with the record as it is', async () => {
+      const run = (await (await submit('/long', { input: { topic: 'w' } })).json()) as { run_id: string };
+      const res = await fetch(`${url}/long/runs/${run.run_id}/wait?timeout_s=0`, { headers: as('ada') });
+      expect(res.status).toBe(408);
+      expect(((await res.json()) as { status: string }).status).toMatch(/pending|running/);
+      await fetch(`${url}/long/runs/${run.run_id}/cancel`, { method: 'POST', headers: as('ada') });
+    });
+
+    it('/stream with on_disconnect "continue": framed as /stream with ids and the run id; a dropped client rejoins with Last-Event-ID', async () => {
+      const res = await fetch(`${url}/story/stream`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { topic: 'd' }, on_disconnect: 'continue' }) });
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      let seen = '';
+      while (frames(seen).filter((f) => f.event === 'data').length < 3) seen += new TextDecoder().decode((await reader.read()).value);
+      await reader.cancel();
+      const got = frames(seen).filter((f) => f.event === 'metadata' || f.event === 'data');
+      const runId = (got[0]?.data as { run_id: string }).run_id;
+      const last = got.at(-1)?.id as string;
+      const rest = frames(await (await fetch(`${url}/story/runs/${runId}/stream`, { headers: { ...as('ada'), 'last-event-id': last } })).text());
+      const text = [...got, ...rest].filter((f) => f.event === 'data').map((f) => f.data).join('');
+      expect(text).toBe(STORY);
+      expect(rest.at(-1)?.event).toBe('end');
+      expect((await fetch(`${url}/story/stream_log`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { topic: 'd' }, on_disconnect: 'continue' }) })).status).toBe(422);
+    });
+  });
+}

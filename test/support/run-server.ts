@@ -1,0 +1,31 @@
+/**
+ * A Runnel process for the durable-run tests: its chains stream at a known
+ * pace, its runs and queue live in Redis under RUNNEL_RUN_NAMESPACE, and its
+ * workers start with it (as `npm start`'s do). Prints "ready <port>".
+ *
+ * - `/story`: 30 words, one every 30 ms;
+ * - `/long`: 300 words, one every 200 ms (a run to cancel or to kill);
+ * - `/noop`: answers its input at once.
+ */
+import { z } from 'zod';
+import { buildApp, ChatPromptTemplate, connectServices, defineChain, exitOnSignals, FakeListChatModel, lambda, loadServerConfig, StringOutputParser } from '../../src/index.js';
+
+export const STORY = Array.from({ length: 30 }, (_, i) => `w${i}`).join(' ');
+const LONG = Array.from({ length: 300 }, (_, i) => `l${i}`).join(' ');
+const prompt = ChatPromptTemplate.fromMessages([['human', '{topic}']]);
+const topic = z.object({ topic: z.string() });
+
+export const runChains = [
+  defineChain({ path: '/story', runnable: prompt.pipe(new FakeListChatModel({ responses: [STORY], sleepMs: 30 })).pipe(new StringOutputParser()), inputSchema: topic }),
+  defineChain({ path: '/long', runnable: prompt.pipe(new FakeListChatModel({ responses: [LONG], sleepMs: 200 })).pipe(new StringOutputParser()), inputSchema: topic }),
+  defineChain({ path: '/noop', runnable: lambda((input: { n: number }) => input.n, { input: z.object({ n: z.number() }), output: z.number() }) }),
+];
+
+if (process.argv[1]?.endsWith('run-server.ts')) {
+  const config = loadServerConfig(process.env);
+  const services = await connectServices({ redisUrl: config.redisUrl });
+  const app = await buildApp({ chains: runChains as never, config, services, runWorkers: 'start' });
+  await app.listen({ port: config.port, host: '127.0.0.1' });
+  console.log(`ready ${(app.server.address() as { port: number }).port}`);
+  exitOnSignals(app);
+}
