@@ -87,11 +87,17 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
       const gone = new AbortController();
       reply.raw.on('close', () => gone.abort());
       let record = await ownRun(request, chain, request.params.run_id);
-      while (!TERMINAL.has(record.status) && !gone.signal.aborted) {
-        const left = deadline - performance.now();
-        if (left <= 0) break;
-        await runQueue(request).store.changed(record.run_id, Math.min(left, 1_000), gone.signal);
+      const watch = await runQueue(request).store.watch(record.run_id);
+      try {
         record = await ownRun(request, chain, request.params.run_id);
+        while (!TERMINAL.has(record.status) && !gone.signal.aborted) {
+          const left = deadline - performance.now();
+          if (left <= 0) break;
+          await watch.next(Math.min(left, 1_000), gone.signal);
+          record = await ownRun(request, chain, request.params.run_id);
+        }
+      } finally {
+        watch.close();
       }
       return reply.code(TERMINAL.has(record.status) ? 200 : 408).send(publicRun(record));
     },
@@ -114,11 +120,17 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
       let record = await ownRun(request, chain, request.params.run_id);
       if (TERMINAL.has(record.status)) return publicRun(record);
       const queue = runQueue(request);
-      await queue.cancel(record.run_id);
-      const deadline = performance.now() + 2_000;
-      while (!TERMINAL.has(record.status) && performance.now() < deadline) {
-        await queue.store.changed(record.run_id, 250);
+      const watch = await queue.store.watch(record.run_id);
+      try {
+        await queue.cancel(record.run_id);
+        const deadline = performance.now() + 2_000;
         record = await ownRun(request, chain, request.params.run_id);
+        while (!TERMINAL.has(record.status) && performance.now() < deadline) {
+          await watch.next(250);
+          record = await ownRun(request, chain, request.params.run_id);
+        }
+      } finally {
+        watch.close();
       }
       return publicRun(record);
     },

@@ -9,6 +9,7 @@
  * database, a running server holds its data directory: ingest then refuses
  * (adding nothing) and says to stop the server or use DATABASE_URL.
  */
+import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connectServices, HashingEmbeddings, isRunnelError, ingestPaths, OpenAIEmbeddings, PgVectorStore, type Embeddings, type IngestResult } from '../src/index.js';
 
@@ -34,8 +35,16 @@ export async function ingest(options: {
   const services = await connectServices({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, role: 'ingest' });
   try {
     const store = await PgVectorStore.create({ executor: await services.sql(), embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
-    // Sources relative to where ingest ran, so /rag's sources show no more of this machine's paths than needed.
-    return await ingestPaths(store, options.paths, { sourceRoot: process.cwd(), ...options, onProgress: progress });
+    // Each source is named from the folder (or file) given on down — `mydocs/zebra.md` — so /rag's sources
+    // show no more of this machine's paths than the user named.
+    const total: IngestResult = { added: 0, skipped: 0, failed: [] };
+    for (const path of options.paths) {
+      const result = await ingestPaths(store, [path], { sourceRoot: dirname(resolve(path)), ...options, onProgress: progress });
+      total.added += result.added;
+      total.skipped += result.skipped;
+      total.failed.push(...result.failed);
+    }
+    return total;
   } finally {
     await services.close();
   }

@@ -73,8 +73,8 @@ export interface RunStore {
   append(runId: string, frames: Omit<RunFrame, 'id'>[]): Promise<string[]>;
   /** The frames after `afterId` (all of them without it), as they are now. */
   frames(runId: string, afterId?: string): Promise<RunFrame[]>;
-  /** Resolves at the next change of the run (a frame or a record update), or after `ms`. */
-  changed(runId: string, ms: number, signal?: AbortSignal): Promise<void>;
+  /** Watches a run for changes (new frames, a new status), from now on: subscribe before reading, then read. */
+  watch(runId: string): Promise<RunWatch>;
   /** The caller's most recent runs, newest first. */
   list(identity: string, limit: number): Promise<RunRecord[]>;
   /** Marks a run to be cancelled (seen by whichever worker runs it). */
@@ -87,6 +87,49 @@ export interface RunStore {
   close(): Promise<void>;
 }
 
+/** Changes of one run, as a reader waits for them. */
+export interface RunWatch {
+  /** Resolves at once when the run changed since the watch began or the last call resolved; else at the next change, or after `ms`. */
+  next(ms: number, signal?: AbortSignal): Promise<void>;
+  close(): void;
+}
+
+/** A watch over an emitter's `event`: a change seen while nobody waited is kept, so none is missed between a read and a wait. */
+function emitterWatch(emitter: EventEmitter, event: string, onClose: () => void = () => {}): RunWatch {
+  let dirty = false;
+  let wake: (() => void) | undefined;
+  const listener = (): void => {
+    dirty = true;
+    wake?.();
+  };
+  emitter.on(event, listener);
+  return {
+    next: (ms, signal) =>
+      new Promise<void>((resolve) => {
+        if (dirty || signal?.aborted === true) {
+          dirty = false;
+          resolve();
+          return;
+        }
+        const done = (): void => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', done);
+          wake = undefined;
+          dirty = false;
+          resolve();
+        };
+        const timer = setTimeout(done, ms);
+        signal?.addEventListener('abort', done, { once: true });
+        wake = done;
+      }),
+    close: () => {
+      emitter.off(event, listener);
+      wake?.();
+      onClose();
+    },
+  };
+}
+
 /** Options shared by the stores. */
 export interface RunStoreOptions {
   /** Seconds a run's record and log are kept (`RUNNEL_RUN_TTL`, default 24 h). */
@@ -95,21 +138,6 @@ export interface RunStoreOptions {
   maxFrames?: number;
   /** Most runs listed per caller (default 1,000). */
   maxListed?: number;
-}
-
-/** Waits for `emitter` to emit `event`, at most `ms`. */
-function once(emitter: EventEmitter, event: string, ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      emitter.off(event, done);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    emitter.on(event, done);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
 
 /**
@@ -171,8 +199,8 @@ export class MemoryRunStore implements RunStore {
     return run.frames.filter((frame) => Number(frame.id) > after);
   }
 
-  changed(runId: string, ms: number, signal?: AbortSignal): Promise<void> {
-    return once(this.events, runId, ms, signal);
+  async watch(runId: string): Promise<RunWatch> {
+    return emitterWatch(this.events, runId);
   }
 
   async list(identity: string, limit: number): Promise<RunRecord[]> {
@@ -322,19 +350,21 @@ export class RedisRunStore implements RunStore {
     });
   }
 
-  async changed(runId: string, ms: number, signal?: AbortSignal): Promise<void> {
+  async watch(runId: string): Promise<RunWatch> {
     const channel = `${this.ns}:changed:${runId}`;
     this.watching.set(channel, (this.watching.get(channel) ?? 0) + 1);
-    try {
-      await this.subscribe(channel).catch(() => undefined);
-      await once(this.events, channel, ms, signal);
-    } finally {
+    const watch = emitterWatch(this.events, channel, () => {
       const left = (this.watching.get(channel) ?? 1) - 1;
-      if (left === 0) {
-        this.watching.delete(channel);
-        void this.subscriber?.unsubscribe(channel).catch(() => undefined);
-      } else this.watching.set(channel, left);
-    }
+      if (left > 0) {
+        this.watching.set(channel, left);
+        return;
+      }
+      this.watching.delete(channel);
+      void this.subscriber?.unsubscribe(channel).catch(() => undefined);
+    });
+    // Subscribed before the caller reads: a frame written after its read still wakes it.
+    await this.subscribe(channel).catch(() => undefined);
+    return watch;
   }
 
   async list(identity: string, limit: number): Promise<RunRecord[]> {

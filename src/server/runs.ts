@@ -102,6 +102,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   state.streams.add(entry);
   sse.open();
   let after = afterId;
+  const watch = await queue.store.watch(record.run_id);
   try {
     for (;;) {
       const frames = await queue.store.frames(record.run_id, after);
@@ -116,7 +117,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
         // Nothing new: the run may have ended with its last frame already read before a reconnect, or been lost.
         const now = await queue.store.get(record.run_id);
         if (now === undefined || (TERMINAL.has(now.status) && (await queue.store.frames(record.run_id, after)).length === 0)) return;
-        await queue.store.changed(record.run_id, 1_000, gone.signal);
+        await watch.next(1_000, gone.signal);
       }
     }
   } catch (error) {
@@ -126,6 +127,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
       sse.send('error', { status_code: failure.statusCode, code: failure.code, message: failure.message });
     }
   } finally {
+    watch.close();
     sse.end();
     state.streams.delete(entry);
     finish();

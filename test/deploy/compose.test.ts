@@ -41,8 +41,14 @@ const { app, nginx, redis, postgres } = compose.services as Record<'app' | 'ngin
 const substitute = (value: string): string => value.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
 
 describe('docker-compose.yml', () => {
-  it('has app, nginx, redis and postgres, each with a health check', () => {
-    expect(Object.keys(compose.services).sort()).toEqual(['app', 'nginx', 'postgres', 'redis']);
+  it('has app, nginx, redis and postgres, each with a health check, and workers for background runs', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['app', 'nginx', 'postgres', 'redis', 'worker']);
+    const worker = compose.services.worker as Service & { command: string[] };
+    expect(worker.command).toEqual(['node', 'dist/src/server/worker.js']);
+    expect(existsSync(join(root, 'src/server/worker.ts'))).toBe(true);
+    expect(worker.networks).toEqual(['backend']);
+    const env = Object.fromEntries(Object.entries(worker.environment ?? {}).map(([key, value]) => [key, substitute(value)]));
+    expect(loadServerConfig(env)).toMatchObject({ redisUrl: 'redis://redis:6379', workerConcurrency: 8 });
     for (const service of [app, nginx, redis, postgres]) expect(service.healthcheck?.test.length).toBeGreaterThan(1);
     expect(app.healthcheck?.test.join(' ')).toContain('/healthz');
   });

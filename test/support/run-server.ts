@@ -5,13 +5,16 @@
  *
  * - `/story`: 30 words, one every 30 ms;
  * - `/long`: 300 words, one every 200 ms (a run to cancel or to kill);
- * - `/noop`: answers its input at once.
+ * - `/noop`: answers its input at once;
+ * - `/fast`: 200 words as fast as they come (the benchmark's chain).
  */
 import { z } from 'zod';
 import { buildApp, ChatPromptTemplate, connectServices, defineChain, exitOnSignals, FakeListChatModel, lambda, loadServerConfig, StringOutputParser } from '../../src/index.js';
+import { startRunWorkers, stopWorkersOnSignals } from '../../src/server/worker-process.js';
 
 export const STORY = Array.from({ length: 30 }, (_, i) => `w${i}`).join(' ');
 const LONG = Array.from({ length: 300 }, (_, i) => `l${i}`).join(' ');
+const FAST = Array.from({ length: 200 }, (_, i) => `f${i}`).join(' ');
 const prompt = ChatPromptTemplate.fromMessages([['human', '{topic}']]);
 const topic = z.object({ topic: z.string() });
 
@@ -19,13 +22,23 @@ export const runChains = [
   defineChain({ path: '/story', runnable: prompt.pipe(new FakeListChatModel({ responses: [STORY], sleepMs: 30 })).pipe(new StringOutputParser()), inputSchema: topic }),
   defineChain({ path: '/long', runnable: prompt.pipe(new FakeListChatModel({ responses: [LONG], sleepMs: 200 })).pipe(new StringOutputParser()), inputSchema: topic }),
   defineChain({ path: '/noop', runnable: lambda((input: { n: number }) => input.n, { input: z.object({ n: z.number() }), output: z.number() }) }),
+  defineChain({ path: '/fast', runnable: prompt.pipe(new FakeListChatModel({ responses: [FAST], recordCalls: 0 })).pipe(new StringOutputParser()), inputSchema: topic }),
 ];
 
 if (process.argv[1]?.endsWith('run-server.ts')) {
   const config = loadServerConfig(process.env);
   const services = await connectServices({ redisUrl: config.redisUrl });
-  const app = await buildApp({ chains: runChains as never, config, services, runWorkers: 'start' });
-  await app.listen({ port: config.port, host: '127.0.0.1' });
-  console.log(`ready ${(app.server.address() as { port: number }).port}`);
-  exitOnSignals(app);
+  if (process.env.RUNNEL_ROLE === 'worker') {
+    // As `npm run worker` runs: workers only, no HTTP.
+    const log = { info: (message: string) => console.log(message), error: (message: string) => console.error(message) };
+    const worker = startRunWorkers({ config, chains: runChains as never, services, log });
+    await worker.queue.counts();
+    console.log('ready worker');
+    stopWorkersOnSignals(worker, 10_000, log);
+  } else {
+    const app = await buildApp({ chains: runChains as never, config, services, runWorkers: 'start' });
+    await app.listen({ port: config.port, host: '127.0.0.1' });
+    console.log(`ready ${(app.server.address() as { port: number }).port}`);
+    exitOnSignals(app);
+  }
 }

@@ -1,0 +1,137 @@
+/**
+ * `npm run bench:runs`: durable runs on one Redis, real server processes on 127.0.0.1.
+ *
+ * 1. Events per second of `/stream` with `on_disconnect: "continue"` (queue + Redis Stream log + follow)
+ *    against plain `/stream`, on the same chain (200 words, no delay), 20 streams at a time (goal ≥ 0.8×).
+ * 2. Time from a reconnect with `Last-Event-ID` to the first replayed frame, 300 times (goal p99 ≤ 50 ms).
+ * 3. No-op runs through the queue per second, end to end (submitted over HTTP, all ended), with the
+ *    workers inside the server and with a separate worker process (goal ≥ 1,000/s).
+ *
+ * Medians of 3 rounds; the machine is noisy. Traffic only to 127.0.0.1, bounded in count.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+
+const root = new URL('..', import.meta.url).pathname;
+const KEY = 'bench-key-0123456789abcdef';
+const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
+const children: ChildProcess[] = [];
+
+function start(env: Record<string, string>): Promise<string | undefined> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/run-server.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL: 'redis://127.0.0.1:6379', RUNNEL_API_KEYS: `bench:${KEY}`, PORT: '0', LOG_LEVEL: 'warn', RUNNEL_MAX_STREAMS: '5000', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.push(child);
+  return new Promise((resolve) => {
+    let out = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const port = /ready (\d+)/.exec(out)?.[1];
+      if (port !== undefined) resolve(`http://127.0.0.1:${port}`);
+      else if (out.includes('ready worker')) resolve(undefined);
+    });
+  });
+}
+
+const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
+const percentile = (values: number[], p: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] as number;
+
+/** Reads a whole SSE body, counting data frames. */
+async function streamOnce(url: string, body: unknown): Promise<number> {
+  const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
+  const text = await res.text();
+  return text.split('event: data').length - 1;
+}
+
+async function eventsPerSecond(base: string, durable: boolean, streams = 200, concurrency = 20): Promise<number> {
+  let events = 0;
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < streams) {
+        next++;
+        events += await streamOnce(`${base}/fast/stream`, { input: { topic: randomUUID() }, ...(durable ? { on_disconnect: 'continue' } : {}) });
+      }
+    }),
+  );
+  return events / ((performance.now() - started) / 1000);
+}
+
+async function reconnectLatencies(base: string, count = 300): Promise<number[]> {
+  const submitted = (await (await fetch(`${base}/fast/runs`, { method: 'POST', headers, body: JSON.stringify({ input: { topic: 'replay' } }) })).json()) as { run_id: string };
+  await fetch(`${base}/fast/runs/${submitted.run_id}/wait`, { headers });
+  const body = await (await fetch(`${base}/fast/runs/${submitted.run_id}/stream`, { headers })).text();
+  const ids = [...body.matchAll(/^id: (.*)$/gm)].map((m) => m[1] as string);
+  const latencies: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const after = ids[i % (ids.length - 1)] as string;
+    const t0 = performance.now();
+    const res = await fetch(`${base}/fast/runs/${submitted.run_id}/stream`, { headers: { ...headers, 'last-event-id': after } });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while (!seen.includes('\r\n\r\n')) seen += new TextDecoder().decode((await reader.read()).value);
+    latencies.push(performance.now() - t0);
+    await reader.cancel();
+  }
+  return latencies;
+}
+
+async function runsPerSecond(base: string, count = 2000, concurrency = 50): Promise<number> {
+  const ids: string[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) {
+        const n = next++;
+        const run = (await (await fetch(`${base}/noop/runs`, { method: 'POST', headers, body: JSON.stringify({ input: { n } }) })).json()) as { run_id: string };
+        ids.push(run.run_id);
+      }
+    }),
+  );
+  let waited = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (waited < ids.length) {
+        const id = ids[waited++] as string;
+        const record = (await (await fetch(`${base}/noop/runs/${id}/wait?timeout_s=120`, { headers })).json()) as { status: string };
+        if (record.status !== 'success') throw new Error(`run ${id} ended ${record.status}`);
+      }
+    }),
+  );
+  return count / ((performance.now() - started) / 1000);
+}
+
+try {
+  const inProcess = (await start({ RUNNEL_RUN_NAMESPACE: `bench-${randomUUID()}` })) as string;
+  const separateNs = `bench-${randomUUID()}`;
+  const httpOnly = (await start({ RUNNEL_RUN_NAMESPACE: separateNs, RUNNEL_WORKER_CONCURRENCY: '0' })) as string;
+  await start({ RUNNEL_RUN_NAMESPACE: separateNs, RUNNEL_ROLE: 'worker', RUNNEL_WORKER_CONCURRENCY: '50' });
+  await eventsPerSecond(inProcess, false, 40);
+  await eventsPerSecond(inProcess, true, 40);
+  const rounds = { plain: [] as number[], durable: [] as number[], p50: [] as number[], p99: [] as number[], inProc: [] as number[], separate: [] as number[] };
+  for (let round = 1; round <= 3; round++) {
+    rounds.plain.push(await eventsPerSecond(inProcess, false));
+    rounds.durable.push(await eventsPerSecond(inProcess, true));
+    const latencies = await reconnectLatencies(inProcess);
+    rounds.p50.push(percentile(latencies, 0.5));
+    rounds.p99.push(percentile(latencies, 0.99));
+    rounds.inProc.push(await runsPerSecond(inProcess));
+    rounds.separate.push(await runsPerSecond(httpOnly));
+    console.log(`round ${round}: /stream ${rounds.plain.at(-1)?.toFixed(0)} ev/s, durable ${rounds.durable.at(-1)?.toFixed(0)} ev/s, reconnect p50 ${rounds.p50.at(-1)?.toFixed(1)} p99 ${rounds.p99.at(-1)?.toFixed(1)} ms, runs/s in-process ${rounds.inProc.at(-1)?.toFixed(0)}, separate ${rounds.separate.at(-1)?.toFixed(0)}`);
+  }
+  const ratio = median(rounds.durable) / median(rounds.plain);
+  console.log('\nMedians of 3 rounds:\n');
+  console.log('| measure | value | goal |\n|---|---:|---|');
+  console.log(`| plain /stream, events/s | ${median(rounds.plain).toFixed(0)} | |`);
+  console.log(`| durable /stream (on_disconnect: continue), events/s | ${median(rounds.durable).toFixed(0)} | |`);
+  console.log(`| durable / plain | ${ratio.toFixed(2)}× | ≥ 0.8× ${ratio >= 0.8 ? 'met' : 'MISSED'} |`);
+  console.log(`| Last-Event-ID reconnect → first frame, p50 / p99 | ${median(rounds.p50).toFixed(1)} / ${median(rounds.p99).toFixed(1)} ms | p99 ≤ 50 ms ${median(rounds.p99) <= 50 ? 'met' : 'MISSED'} |`);
+  console.log(`| no-op runs/s end to end, workers in the server | ${median(rounds.inProc).toFixed(0)} | ≥ 1,000 ${median(rounds.inProc) >= 1000 ? 'met' : 'MISSED'} |`);
+  console.log(`| no-op runs/s end to end, a separate worker process | ${median(rounds.separate).toFixed(0)} | ≥ 1,000 ${median(rounds.separate) >= 1000 ? 'met' : 'MISSED'} |`);
+} finally {
+  for (const child of children) child.kill('SIGTERM');
+}

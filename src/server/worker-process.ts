@@ -1,0 +1,60 @@
+/**
+ * A process that only executes background runs: no HTTP, workers on the
+ * BullMQ queue in Redis (scaled apart from the HTTP replicas). SIGTERM and
+ * SIGINT stop it taking runs; runs under way get the shutdown grace, then end
+ * `RUNNEL_ERR_SHUTTING_DOWN`; runs still waiting stay queued for the others.
+ */
+import { RunnelError } from '../core/index.js';
+import type { RunQueue } from '../runs/index.js';
+import { createRunQueue } from './app.js';
+import type { ServerConfig } from './config.js';
+import type { ChainSpec } from './registry.js';
+import type { Services } from './services.js';
+
+/**
+ * Starts the workers; resolves with a `stop()` that drains them.
+ *
+ * @example
+ * const worker = startRunWorkers({ config, chains, services, log: console });
+ */
+export function startRunWorkers(options: {
+  config: ServerConfig;
+  chains: readonly ChainSpec<never, unknown>[];
+  services: Services;
+  log: { info(message: string): void; error(message: string, error?: unknown): void };
+}): { queue: RunQueue; stop(): Promise<void> } {
+  const { config, services, log } = options;
+  if (services.redis === undefined) {
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'runnel worker: REDIS_URL is required (the run queue lives in Redis)');
+  }
+  const queue = createRunQueue({
+    config: { ...config, workerConcurrency: Math.max(1, config.workerConcurrency) },
+    chains: options.chains,
+    redis: services.redis,
+    log: (error, message) => log.error(message, error),
+  });
+  log.info(`runnel worker: ${Math.max(1, config.workerConcurrency)} runs at a time, chains ${options.chains.map((chain) => chain.path).join(', ')}`);
+  let stopping: Promise<void> | undefined;
+  return {
+    queue,
+    stop: () =>
+      (stopping ??= (async () => {
+        await queue.close(config.shutdownGraceMs);
+        await services.close();
+      })()),
+  };
+}
+
+/** Stops the workers on SIGTERM or SIGINT, then exits (1 after the hard deadline). */
+export function stopWorkersOnSignals(worker: { stop(): Promise<void> }, hardDeadlineMs: number, log: { info(message: string): void }): void {
+  const stop = (signal: string): void => {
+    log.info(`${signal}: stopping the worker`);
+    setTimeout(() => process.exit(1), hardDeadlineMs).unref();
+    worker.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}

@@ -1,0 +1,177 @@
+/**
+ * Durable runs across real processes on one Redis: a stream cut after three
+ * frames and rejoined on another replica with Last-Event-ID; cancel from
+ * another replica; a worker killed with SIGKILL mid-run; 1,000 queued runs;
+ * signed webhooks with a retry after a 500.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHmac, randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STORY } from '../support/run-server.js';
+
+const root = new URL('../..', import.meta.url).pathname;
+const KEY = 'ada-key-0123456789abcdef';
+const SECRET = 'webhook-secret-0123456789';
+const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
+const children: ChildProcess[] = [];
+
+/** Starts a run-server process; resolves with its base URL (or undefined for a worker) once it is ready. */
+function start(env: Record<string, string>): Promise<{ child: ChildProcess; url?: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/run-server.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL: 'redis://127.0.0.1:6379', RUNNEL_API_KEYS: `ada:${KEY}`, PORT: '0', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const port = /ready (\d+)/.exec(out)?.[1];
+      if (port !== undefined) resolve({ child, url: `http://127.0.0.1:${port}` });
+      else if (out.includes('ready worker')) resolve({ child });
+    });
+    child.stderr?.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.once('exit', (code) => reject(new Error(`run-server exited ${code}: ${out}`)));
+  });
+}
+
+/** SSE frames with their ids. */
+function frames(body: string): { id?: string; event: string; data?: unknown }[] {
+  return body
+    .split('\r\n\r\n')
+    .filter((frame) => frame !== '' && !frame.startsWith(':'))
+    .map((frame) => {
+      const id = /^id: (.*)$/m.exec(frame)?.[1];
+      const data = /^data: (.*)$/m.exec(frame)?.[1];
+      return { ...(id === undefined ? {} : { id }), event: /^event: (.*)$/m.exec(frame)?.[1] as string, ...(data === undefined ? {} : { data: JSON.parse(data) as unknown }) };
+    });
+}
+
+const submit = async (url: string, path: string, body: unknown): Promise<{ run_id: string }> => {
+  const res = await fetch(`${url}${path}/runs`, { method: 'POST', headers, body: JSON.stringify(body) });
+  expect(res.status).toBe(202);
+  return (await res.json()) as { run_id: string };
+};
+const wait = async (url: string, path: string, runId: string): Promise<{ status: string; output?: unknown; error?: { code: string } }> =>
+  (await (await fetch(`${url}${path}/runs/${runId}/wait?timeout_s=60`, { headers })).json()) as { status: string; output?: unknown; error?: { code: string } };
+
+interface Delivery {
+  runId: string;
+  status: number;
+  signed: boolean;
+}
+let receiver: Server;
+const deliveries: Delivery[] = [];
+let replicaA: string;
+let replicaB: string;
+
+beforeAll(async () => {
+  // The webhook receiver: the first delivery of each run fails with a 500, the next succeeds.
+  receiver = createServer((req: IncomingMessage, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      const runId = (JSON.parse(body) as { run_id: string }).run_id;
+      const timestamp = String(req.headers['x-runnel-timestamp']);
+      const signed = req.headers['x-runnel-signature'] === `sha256=${createHmac('sha256', SECRET).update(`${timestamp}.${body}`).digest('hex')}`;
+      const status = deliveries.some((d) => d.runId === runId) ? 200 : 500;
+      deliveries.push({ runId, status, signed });
+      res.writeHead(status).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const namespace = `runnel-test-replicas-${randomUUID()}`;
+  const env = {
+    RUNNEL_RUN_NAMESPACE: namespace,
+    RUNNEL_WEBHOOK_HOSTS: '127.0.0.1',
+    RUNNEL_WEBHOOK_SECRET: SECRET,
+    RUNNEL_WEBHOOK_ALLOW_HTTP: 'true',
+    RUNNEL_WORKER_CONCURRENCY: '8',
+  };
+  const [a, b] = await Promise.all([start(env), start(env)]);
+  replicaA = a.url as string;
+  replicaB = b.url as string;
+}, 60_000);
+
+afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await new Promise<void>((resolve) => receiver.close(() => resolve()));
+});
+
+describe('durable runs across replicas', () => {
+  it('a /stream cut after 3 frames and rejoined on another replica with Last-Event-ID gives exactly the text /invoke gives', async () => {
+    const res = await fetch(`${replicaA}/story/stream`, { method: 'POST', headers, body: JSON.stringify({ input: { topic: 'x' }, on_disconnect: 'continue' }) });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while (frames(seen).filter((f) => f.event === 'data').length < 3) seen += new TextDecoder().decode((await reader.read()).value);
+    await reader.cancel();
+    const got = frames(seen).filter((f) => f.event !== 'end');
+    const runId = (got[0]?.data as { run_id: string }).run_id;
+    const rest = frames(await (await fetch(`${replicaB}/story/runs/${runId}/stream`, { headers: { ...headers, 'last-event-id': got.at(-1)?.id as string } })).text());
+    const invoked = (await (await fetch(`${replicaB}/story/invoke`, { method: 'POST', headers, body: JSON.stringify({ input: { topic: 'x' } }) })).json()) as { output: string };
+    expect([...got, ...rest].filter((f) => f.event === 'data').map((f) => f.data).join('')).toBe(invoked.output);
+    expect(invoked.output).toBe(STORY);
+    expect(rest.at(-1)?.event).toBe('end');
+  });
+
+  it('cancels from another replica: the run ends cancelled, seen from both', async () => {
+    const run = await submit(replicaA, '/long', { input: { topic: 'c' } });
+    // Running (it has streamed a frame) before the cancel.
+    const stream = await fetch(`${replicaA}/long/runs/${run.run_id}/stream`, { headers });
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    await reader.cancel();
+    const cancelled = (await (await fetch(`${replicaB}/long/runs/${run.run_id}/cancel`, { method: 'POST', headers })).json()) as { status: string };
+    expect(cancelled.status).toBe('cancelled');
+    expect((await wait(replicaA, '/long', run.run_id)).status).toBe('cancelled');
+  });
+
+  it('1,000 queued runs all end, each with its output', async () => {
+    const runs: { run_id: string; n: number }[] = [];
+    for (let batch = 0; batch < 10; batch++) {
+      runs.push(...(await Promise.all(Array.from({ length: 100 }, async (_, i) => ({ ...(await submit(batch % 2 === 0 ? replicaA : replicaB, '/noop', { input: { n: batch * 100 + i } })), n: batch * 100 + i })))));
+    }
+    const ended = await Promise.all(runs.map(async (run) => ({ n: run.n, record: await wait(replicaB, '/noop', run.run_id) })));
+    expect(ended.filter(({ n, record }) => record.status === 'success' && record.output === n)).toHaveLength(1000);
+  }, 120_000);
+
+  it('delivers one signed webhook per run, after retrying a 500', async () => {
+    const run = await submit(replicaA, '/noop', { input: { n: 7 }, webhook: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook` });
+    expect((await wait(replicaB, '/noop', run.run_id)).status).toBe('success');
+    for (;;) {
+      if (deliveries.some((d) => d.runId === run.run_id && d.status === 200)) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const mine = deliveries.filter((d) => d.runId === run.run_id);
+    expect(mine.map((d) => d.status)).toEqual([500, 200]);
+    expect(mine.every((d) => d.signed)).toBe(true);
+  }, 60_000);
+});
+
+describe('a worker killed mid-run', () => {
+  it('never leaves the run running: another worker ends it RUNNEL_ERR_RUN_LOST', async () => {
+    const namespace = `runnel-test-kill-${randomUUID()}`;
+    const env = { RUNNEL_RUN_NAMESPACE: namespace, RUNNEL_RUN_LOCK_MS: '1000' };
+    const api = await start({ ...env, RUNNEL_WORKER_CONCURRENCY: '0' });
+    const doomed = await start({ ...env, RUNNEL_ROLE: 'worker' });
+    const run = await submit(api.url as string, '/long', { input: { topic: 'k' } });
+    const stream = await fetch(`${api.url}/long/runs/${run.run_id}/stream`, { headers });
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    doomed.child.kill('SIGKILL');
+    await new Promise((resolve) => doomed.child.once('exit', resolve));
+    await start({ ...env, RUNNEL_ROLE: 'worker' });
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      seen += new TextDecoder().decode(value);
+    }
+    expect(frames(seen).at(-1)).toMatchObject({ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    expect(await wait(api.url as string, '/long', run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
+  }, 60_000);
+});
