@@ -20,10 +20,14 @@ class FrameWriter {
   private pending: Omit<RunFrame, 'id'>[] = [];
   private flushing: Promise<void> = Promise.resolve();
   private scheduled = false;
+  /** The first write that failed (Redis down): the run then fails, and later writes still try. */
+  private failure: unknown;
 
   constructor(
     private readonly store: RunStore,
     private readonly runId: string,
+    /** Hears the first failed write: the run is then stopped, not streamed on into a log nobody can read. */
+    private readonly onFailure: (error: unknown) => void = () => {},
   ) {}
 
   push(frame: Omit<RunFrame, 'id'>): void {
@@ -34,16 +38,29 @@ class FrameWriter {
       this.scheduled = false;
       const batch = this.pending;
       this.pending = [];
-      this.flushing = this.flushing.then(() => this.store.append(this.runId, batch).then(() => undefined));
+      this.flushing = this.flushing.then(() =>
+        this.store.append(this.runId, batch).then(
+          () => undefined,
+          (error: unknown) => {
+            if (this.failure === undefined) this.onFailure(error);
+            this.failure ??= error;
+          },
+        ),
+      );
     });
   }
 
-  /** Everything pushed so far, written. */
+  /** Everything pushed so far, written; throws the first write that failed. */
   async drain(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
     await this.flushing;
     if (batch.length > 0) await this.store.append(this.runId, batch);
+    if (this.failure !== undefined) {
+      const failure = this.failure;
+      this.failure = undefined;
+      throw failure;
+    }
   }
 }
 
@@ -54,15 +71,23 @@ class FrameWriter {
  * await executeRun({ record, runnable: chain.runnable, store, signal });
  */
 export async function executeRun(options: { record: RunRecord; runnable: Runnable<never, unknown>; store: RunStore; signal: AbortSignal; log?: (error: unknown) => void }): Promise<RunRecord | undefined> {
-  const { record, runnable, store, signal } = options;
+  const { record, runnable, store } = options;
   const runId = record.run_id;
-  const writer = new FrameWriter(store, runId);
+  // The run stops when it is cancelled or shut down (the caller's signal), or when its log cannot be written.
+  const controller = new AbortController();
+  const forward = (): void => controller.abort(options.signal.reason);
+  if (options.signal.aborted) forward();
+  else options.signal.addEventListener('abort', forward, { once: true });
+  const signal = controller.signal;
+  const writer = new FrameWriter(store, runId, (error) =>
+    controller.abort(new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way', { cause: error })),
+  );
   let usage: UsageMetadata | undefined;
   const config: RunnableConfig = { ...(record.config as RunnableConfig), signal, onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)) };
-  await store.update(runId, { status: 'running' });
-  writer.push({ event: 'metadata', data: { run_id: runId } });
+  let output: unknown;
   try {
-    let output: unknown;
+    await store.update(runId, { status: 'running' });
+    writer.push({ event: 'metadata', data: { run_id: runId } });
     let first = true;
     if (record.kind === 'stream_events') {
       for await (const event of runnable.streamEvents(record.input as never, config, (record.filters ?? {}) as EventFilters)) {
@@ -80,7 +105,6 @@ export async function executeRun(options: { record: RunRecord; runnable: Runnabl
     signal.throwIfAborted();
     writer.push({ event: 'end' });
     await writer.drain();
-    return await store.update(runId, { status: 'success', output: JSON.parse(JSON.stringify(output ?? null)) as unknown, usage });
   } catch (error) {
     const reason = signal.aborted ? (signal.reason as unknown) : error;
     const cancelled = isRunnelError(reason, 'RUNNEL_ERR_RUN_CANCELLED');
@@ -88,6 +112,9 @@ export async function executeRun(options: { record: RunRecord; runnable: Runnabl
     if (failure.code === 'RUNNEL_ERR_INTERNAL') options.log?.(error);
     writer.push({ event: 'error', data: failure });
     await writer.drain();
-    return await store.update(runId, { status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage });
+    return store.update(runId, { status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage });
+  } finally {
+    options.signal.removeEventListener('abort', forward);
   }
+  return store.update(runId, { status: 'success', output: JSON.parse(JSON.stringify(output ?? null)) as unknown, error: undefined, usage });
 }

@@ -42,16 +42,21 @@ export interface RunQueueOptions {
   webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number };
 }
 
+/** Webhook deliveries under way in this process: a stopping worker lets them finish within its grace. */
+const deliveries = new Set<Promise<unknown>>();
+
 /** Sends an ended run's record to its webhook, once, in the background. */
 function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
   if (record?.webhook === undefined || options.webhooks === undefined || !TERMINAL.has(record.status)) return;
   const policy = options.webhooks;
-  void deliverWebhook(record.webhook, JSON.stringify(publicRun(record)), policy, { attempts: policy.attempts, backoffMs: policy.backoffMs }).then(
+  const delivery = deliverWebhook(record.webhook, JSON.stringify(publicRun(record)), policy, { attempts: policy.attempts, backoffMs: policy.backoffMs }).then(
     (delivery) => {
       if (!delivery.delivered) options.log?.(undefined, `webhook of run ${record.run_id} not delivered after ${delivery.attempts} attempts (last status ${delivery.status ?? 'none'})`);
     },
     (error: unknown) => options.log?.(error, `webhook of run ${record.run_id} failed`),
   );
+  deliveries.add(delivery);
+  void delivery.finally(() => deliveries.delete(delivery));
 }
 
 /** Marks a run that will never run again as ended, unless it already has. */
@@ -88,6 +93,14 @@ class RunWorkerCore {
     }
     const controller = new AbortController();
     this.running.set(runId, controller);
+    // Cancel requests come by pub/sub; a poll of the flag catches one published while the subscriber reconnected.
+    const poll = setInterval(() => {
+      void store.cancelRequested(runId).then(
+        (requested) => requested && controller.abort(cancelled()),
+        () => undefined,
+      );
+    }, 1_000);
+    poll.unref();
     try {
       if (await store.cancelRequested(runId)) {
         notify(await endRun(store, runId, 'cancelled', cancelled()), this.options);
@@ -98,9 +111,28 @@ class RunWorkerCore {
         await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_NOT_FOUND', `No chain ${record.chain} in this worker`));
         return;
       }
-      notify(await executeRun({ record, runnable, store, signal: controller.signal, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+      try {
+        notify(await executeRun({ record, runnable, store, signal: controller.signal, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+      } catch (error) {
+        // The store failed under the run (Redis down): end it once Redis answers again, so it is not left running.
+        this.options.log?.(error, `run ${runId}: its record could not be written; retrying`);
+        await this.endWhenPossible(runId, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way'));
+      }
     } finally {
+      clearInterval(poll);
       this.running.delete(runId);
+    }
+  }
+
+  /** Ends a run as failed, retrying (1 s, doubling, for about a minute) while the store is unavailable. */
+  private async endWhenPossible(runId: string, error: RunnelError): Promise<void> {
+    for (let wait = 1_000; wait <= 32_000; wait *= 2) {
+      try {
+        notify(await endRun(this.options.store, runId, 'error', error), this.options);
+        return;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, wait).unref());
+      }
     }
   }
 
@@ -172,6 +204,10 @@ export class BullRunQueue implements RunQueue {
         maxStalledCount: 1,
       });
       this.worker.on('error', (error) => options.log?.(error, 'run worker error'));
+      // This worker lost a run's lock (it was too slow to renew it): another worker may take the run as lost, so stop it here.
+      this.worker.on('lockRenewalFailed', (jobIds: string[]) => {
+        for (const jobId of jobIds) this.core.abortOne(jobId, new RunnelError('RUNNEL_ERR_RUN_LOST', 'This worker lost its lock on the run'));
+      });
     }
   }
 
@@ -180,7 +216,7 @@ export class BullRunQueue implements RunQueue {
     try {
       await this.queue.add('run', { run_id: record.run_id }, { jobId: record.run_id });
     } catch (error) {
-      await this.store.update(record.run_id, { status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE', message: 'The run could not be queued' } }).catch(() => undefined);
+      await this.core.endWaiting(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be queued'), 'error').catch(() => undefined);
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be queued', { cause: error });
     }
   }
@@ -203,19 +239,32 @@ export class BullRunQueue implements RunQueue {
   }
 
   async close(graceMs: number): Promise<void> {
-    if (this.worker !== undefined) {
-      // Stops fetching at once; runs under way get the grace, then end as shutting down.
-      const closing = this.worker.close();
-      if (!(await within(closing, graceMs))) {
-        this.core.abortAll(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The worker shut down before the run ended'));
-        await closing;
+    this.closing ??= (async () => {
+      const started = performance.now();
+      if (this.worker !== undefined) {
+        // Stops fetching at once; runs under way get the grace, then end as shutting down. Every wait is bounded:
+        // with Redis down, BullMQ's own close would wait for it forever.
+        const closing = this.worker.close().catch(() => undefined);
+        if (!(await within(closing, graceMs))) {
+          this.core.abortAll(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The worker shut down before the run ended'));
+          await within(closing, 2_000);
+        }
       }
-    }
-    this.core.close();
-    await this.queue.close();
-    for (const client of this.connections) client.disconnect();
+      // Webhooks of runs that ended meanwhile get what is left of the grace.
+      await within(Promise.all(deliveries), Math.max(0, graceMs - (performance.now() - started)));
+      this.core.close();
+      await within(this.queue.close().catch(() => undefined), 1_000);
+      await this.store.close();
+      for (const client of this.connections) client.disconnect();
+    })();
+    return this.closing;
   }
+
+  private closing: Promise<void> | undefined;
 }
+
+/** Most runs the in-process queue holds waiting (its memory is the server's). */
+const MAX_WAITING = 10_000;
 
 /**
  * Runs in this process: a FIFO with `concurrency` runs at a time, for the
@@ -240,6 +289,7 @@ export class MemoryRunQueue implements RunQueue {
 
   async submit(record: RunRecord): Promise<void> {
     if (this.closed) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
+    if (this.waiting.length >= MAX_WAITING) throw new RunnelError('RUNNEL_ERR_OVERLOADED', `${MAX_WAITING} runs are waiting already; retry shortly`);
     await this.store.create(record);
     this.waiting.push(record.run_id);
     this.pump();
@@ -278,6 +328,8 @@ export class MemoryRunQueue implements RunQueue {
       await all;
     }
     for (const runId of this.waiting.splice(0)) await this.core.endWaiting(runId, new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run started'), 'error');
+    await within(Promise.all(deliveries), graceMs);
     this.core.close();
+    await this.store.close();
   }
 }

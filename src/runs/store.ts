@@ -67,7 +67,11 @@ export const isLastFrame = (frame: Pick<RunFrame, 'event'>): boolean => frame.ev
 export interface RunStore {
   create(record: RunRecord): Promise<void>;
   get(runId: string): Promise<RunRecord | undefined>;
-  /** Merges `patch` into the record (the executor and cancel are its only writers) and says so to followers. */
+  /**
+   * Merges `patch` into the record and says so to followers — unless the run has ended: an ended record is
+   * never changed again (a slow worker's late success does not undo its run being declared lost). Resolves
+   * with the record as it stands.
+   */
   update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined>;
   /** Appends frames to the run's log; returns their ids. */
   append(runId: string, frames: Omit<RunFrame, 'id'>[]): Promise<string[]>;
@@ -159,6 +163,7 @@ export class MemoryRunStore implements RunStore {
   }
 
   async create(record: RunRecord): Promise<void> {
+    if (this.runs.has(record.run_id)) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
     this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false });
     for (const [id, run] of this.runs) {
       if (this.runs.size <= this.maxRuns) break;
@@ -174,6 +179,7 @@ export class MemoryRunStore implements RunStore {
   async update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
     const run = this.runs.get(runId);
     if (run === undefined) return undefined;
+    if (TERMINAL.has(run.record.status)) return { ...run.record };
     run.record = { ...run.record, ...patch, updated_at: new Date().toISOString() };
     this.events.emit(runId);
     return { ...run.record };
@@ -235,6 +241,16 @@ export class MemoryRunStore implements RunStore {
     this.events.removeAllListeners();
   }
 }
+
+/** SET the record (KEEPTTL) and PUBLISH the change, unless the stored record has ended. */
+const UPDATE_UNLESS_ENDED = `
+local current = redis.call('GET', KEYS[1])
+if not current then return 0 end
+local status = cjson.decode(current).status
+if status == 'success' or status == 'error' or status == 'cancelled' then return -1 end
+redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+redis.call('PUBLISH', ARGV[2], 'status')
+return 1`;
 
 /** Reads a stored record, refusing anything that is not one. */
 function parseRecord(raw: string | null): RunRecord | undefined {
@@ -302,10 +318,12 @@ export class RedisRunStore implements RunStore {
 
   async create(record: RunRecord): Promise<void> {
     const owner = `${this.ns}:owner:${record.identity}`;
+    // A run id names one run, once: never over another's record or log.
+    const created = await redisCall(this.client.set(this.key(record.run_id), JSON.stringify(record), 'EX', this.ttl, 'NX'));
+    if (created !== 'OK') throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
     await redisCall(
       this.client
         .multi()
-        .set(this.key(record.run_id), JSON.stringify(record), 'EX', this.ttl)
         .zadd(owner, Date.parse(record.created_at), record.run_id)
         .zremrangebyrank(owner, 0, -(this.maxListed + 1))
         .expire(owner, this.ttl)
@@ -319,10 +337,11 @@ export class RedisRunStore implements RunStore {
 
   async update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
     const current = await this.get(runId);
-    if (current === undefined) return undefined;
+    if (current === undefined || TERMINAL.has(current.status)) return current;
     const next = { ...current, ...patch, updated_at: new Date().toISOString() };
-    await redisCall(this.client.multi().set(this.key(runId), JSON.stringify(next), 'KEEPTTL').publish(`${this.ns}:changed:${runId}`, 'status').exec());
-    return next;
+    // Written only while the stored run has not ended (checked in Redis, as one step with the write).
+    const written = await redisCall(this.client.eval(UPDATE_UNLESS_ENDED, 1, this.key(runId), JSON.stringify(next), `${this.ns}:changed:${runId}`) as Promise<number>);
+    return written === 1 ? next : this.get(runId);
   }
 
   async append(runId: string, frames: Omit<RunFrame, 'id'>[]): Promise<string[]> {
@@ -341,7 +360,8 @@ export class RedisRunStore implements RunStore {
   }
 
   async frames(runId: string, afterId?: string): Promise<RunFrame[]> {
-    const entries = await redisCall(this.client.xrange(`${this.key(runId)}:log`, afterId === undefined ? '-' : `(${afterId}`, '+'));
+    // At most 500 frames a read: a reader of a long log takes it in pieces.
+    const entries = await redisCall(this.client.xrange(`${this.key(runId)}:log`, afterId === undefined ? '-' : `(${afterId}`, '+', 'COUNT', 500));
     return entries.map(([id, fields]) => {
       const values: Record<string, string> = {};
       for (let i = 0; i + 1 < fields.length; i += 2) values[fields[i] as string] = fields[i + 1] as string;

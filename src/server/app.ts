@@ -174,6 +174,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     readiness: new Map(options.services?.checks ?? []),
     runs: undefined,
     runQueue(): RunQueue {
+      // A draining replica starts no workers it would stop at once.
+      if (this.runs === undefined && this.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
       return (this.runs ??= createRunQueue({ config, chains, redis: options.services?.redis, log: (error, message) => app.log.error({ err: error }, message) }));
     },
   } satisfies RunnelState);

@@ -28,6 +28,8 @@ async function main(): Promise<void> {
     chains,
     config,
     services,
+    // This process's run workers start with it: runs submitted on any replica find them, and dead workers' runs are ended.
+    runWorkers: 'start',
     logger: {
       level: config.logLevel,
       redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', '*.apiKey', '*.api_key'], censor: '[redacted]' },

@@ -26,7 +26,7 @@ export async function submitRun(request: FastifyRequest<{ Params: { config_hash?
   const body = bodyObject(request.body);
   const input = required(body, 'input');
   const filters = kind === 'stream_events' ? eventFilters(body) : undefined;
-  const { config, runId } = await chain.resolveConfig(
+  const { config } = await chain.resolveConfig(
     { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'] },
     requestContext(request, kind === 'run' ? 'runs' : kind, chain.spec.path),
   );
@@ -40,7 +40,9 @@ export async function submitRun(request: FastifyRequest<{ Params: { config_hash?
   const queue = runQueue(request);
   const now = new Date().toISOString();
   const record: RunRecord = {
-    run_id: runId ?? randomUUID(),
+    // The server names every run (a client's config.run_id, where allowed, names its trace, not the run):
+    // a run id is never one a caller could choose to land on another's run.
+    run_id: randomUUID(),
     chain: chain.spec.path,
     kind,
     identity: request.identity,
@@ -87,6 +89,9 @@ export function lastEventId(request: FastifyRequest, queue: RunQueue): string | 
 export async function sendRunStream(request: FastifyRequest, reply: FastifyReply, record: RunRecord, afterId: string | undefined): Promise<void> {
   const state = request.server.runnel;
   const queue = runQueue(request);
+  if (state.streams.size >= state.config.maxStreams) {
+    throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
+  }
   reply.hijack();
   countedByHandler.add(request);
   const sse = new SseWriter(reply.raw, {

@@ -124,6 +124,17 @@ for (const backend of ['memory', 'redis'] as const) {
       expect(mine.runs.every((r) => r.status === 'success')).toBe(true);
     });
 
+    it("names every run itself: a client's config.run_id never lands on another caller's run", async () => {
+      const chosen = randomUUID();
+      const ada = (await (await submit('/noop', { input: { n: 1 }, config: { run_id: chosen } })).json()) as { run_id: string };
+      await fetch(`${url}/noop/runs/${ada.run_id}/wait`, { headers: as('ada') });
+      const bob = (await (await submit('/noop', { input: { n: 2 }, config: { run_id: chosen } }, 'bob')).json()) as { run_id: string };
+      expect(new Set([ada.run_id, bob.run_id, chosen]).size).toBe(3);
+      expect(((await (await fetch(`${url}/noop/runs/${ada.run_id}/wait`, { headers: as('ada') })).json()) as { output: number }).output).toBe(1);
+      expect((await fetch(`${url}/noop/runs/${ada.run_id}`, { headers: as('bob') })).status).toBe(404);
+      expect(((await (await fetch(`${url}/noop/runs/${bob.run_id}/wait`, { headers: as('bob') })).json()) as { output: number }).output).toBe(2);
+    });
+
     it('wait is bounded: 408 with the record as it is', async () => {
       const run = (await (await submit('/long', { input: { topic: 'w' } })).json()) as { run_id: string };
       const res = await fetch(`${url}/long/runs/${run.run_id}/wait?timeout_s=0`, { headers: as('ada') });

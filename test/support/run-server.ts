@@ -21,7 +21,7 @@ const topic = z.object({ topic: z.string() });
 export const runChains = [
   defineChain({ path: '/story', runnable: prompt.pipe(new FakeListChatModel({ responses: [STORY], sleepMs: 30 })).pipe(new StringOutputParser()), inputSchema: topic }),
   defineChain({ path: '/long', runnable: prompt.pipe(new FakeListChatModel({ responses: [LONG], sleepMs: 200 })).pipe(new StringOutputParser()), inputSchema: topic }),
-  defineChain({ path: '/noop', runnable: lambda((input: { n: number }) => input.n, { input: z.object({ n: z.number() }), output: z.number() }) }),
+  defineChain({ path: '/noop', configKeys: ['configurable', 'run_id'], runnable: lambda((input: { n: number }) => input.n, { input: z.object({ n: z.number() }), output: z.number() }) }),
   defineChain({ path: '/fast', runnable: prompt.pipe(new FakeListChatModel({ responses: [FAST], recordCalls: 0 })).pipe(new StringOutputParser()), inputSchema: topic }),
 ];
 

@@ -1,0 +1,59 @@
+/**
+ * Redis stops answering under a background run (SIGSTOP, then SIGCONT): the
+ * process does not crash (no unhandled rejection), and the run does not stay
+ * `running` — it ends once Redis answers again.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp, connectServices, type ChainSpec } from '../../src/index.js';
+import { freePort } from '../helpers.js';
+import { RedisServer } from '../support/redis-server.js';
+import { runChains } from '../support/run-server.js';
+
+let redis: RedisServer;
+let app: FastifyInstance;
+let url: string;
+const unhandled: unknown[] = [];
+const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+
+beforeAll(async () => {
+  process.on('unhandledRejection', onUnhandled);
+  redis = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no']);
+  await redis.start();
+  const services = await connectServices({ redisUrl: redis.url, redisCommandTimeoutMs: 300 });
+  app = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: `runnel-test-outage-${randomUUID()}`, workerConcurrency: 2, runLockMs: 60_000 } });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  process.off('unhandledRejection', onUnhandled);
+  redis.signal('SIGCONT');
+  await app.close();
+  await redis.kill();
+});
+
+describe('Redis stops answering under a run', () => {
+  it('no crash, and the run ends once Redis is back', async () => {
+    const res = await fetch(`${url}/long/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'outage' } }) });
+    const run = (await res.json()) as { run_id: string };
+    // It runs: a frame is in its log.
+    const stream = await fetch(`${url}/long/runs/${run.run_id}/stream`);
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    await reader.cancel();
+    redis.signal('SIGSTOP');
+    // Frames fail to be written now; the executor fails the run and retries ending it.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    redis.signal('SIGCONT');
+    let record: { status: string; error?: { code: string } } = { status: 'running' };
+    for (let i = 0; i < 600 && !['success', 'error', 'cancelled'].includes(record.status); i++) {
+      const got = await fetch(`${url}/long/runs/${run.run_id}/wait?timeout_s=1`);
+      if (got.status === 200 || got.status === 408) record = (await got.json()) as typeof record;
+    }
+    expect(record).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
+    expect(unhandled).toEqual([]);
+  }, 90_000);
+});
