@@ -92,7 +92,7 @@ export async function executeRun(options: { record: RunRecord; runnable: Runnabl
     if (record.kind === 'stream_events') {
       for await (const event of runnable.streamEvents(record.input as never, config, (record.filters ?? {}) as EventFilters)) {
         writer.push({ event: 'data', data: event });
-        if (event.run_id === runId && event.event.endsWith('_end')) output = (event.data as { output?: unknown }).output;
+        if (event.parent_ids.length === 0 && event.event.endsWith('_end')) output = (event.data as { output?: unknown }).output;
       }
     } else {
       for await (const chunk of runnable.stream(record.input as never, config)) {

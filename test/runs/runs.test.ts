@@ -157,6 +157,11 @@ for (const backend of ['memory', 'redis'] as const) {
       expect(text).toBe(STORY);
       expect(rest.at(-1)?.event).toBe('end');
       expect((await fetch(`${url}/story/stream_log`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { topic: 'd' }, on_disconnect: 'continue' }) })).status).toBe(422);
+      // A durable /stream_events run records the chain's output too.
+      const events = frames(await (await fetch(`${url}/story/stream_events`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { topic: 'e' }, on_disconnect: 'continue' }) })).text());
+      const eventsRun = (events[0]?.data as { run_id: string }).run_id;
+      expect(events.at(-1)?.event).toBe('end');
+      expect(((await (await fetch(`${url}/story/runs/${eventsRun}`, { headers: as('ada') })).json()) as { output: unknown }).output).toBe(STORY);
     });
   });
 }
