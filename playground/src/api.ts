@@ -1,8 +1,9 @@
 /**
  * Talking to the chain: every URL is relative to the page (so it works
  * under a prefix and behind a proxy), the API key (when the server asks for
- * one) lives in session storage, and streams are read from `fetch` — an
- * aborted fetch closes the connection, and the server aborts the run.
+ * one) lives in session storage, and runs are durable streams read from
+ * `fetch`: a connection that drops mid-run is rejoined where it left off
+ * (`Last-Event-ID`), and stopping a run cancels it on the server.
  */
 
 const KEY_STORAGE = 'runnel:api-key';
@@ -52,32 +53,43 @@ export async function getJson<T>(url: string): Promise<T> {
   return (await res.json()) as T;
 }
 
-/** One SSE frame. */
+/** One SSE frame, with its `id` when the server gave one. */
 export interface SseFrame {
   event: string;
   data: unknown;
+  id?: string;
 }
 
-/** POSTs `body` and calls `onFrame` for each frame until the stream ends; throws ApiError for an HTTP error or an `error` frame. */
-export async function stream(url: string, body: unknown, signal: AbortSignal, onFrame: (frame: SseFrame) => void): Promise<void> {
-  const res = await fetch(url, { method: 'POST', headers: { ...headers(true), accept: 'text/event-stream' }, body: JSON.stringify(body), signal });
-  if (!res.ok || res.body === null) throw await failure(res);
+/**
+ * Reads an event stream, calling `onFrame` for each frame: `'end'` after the
+ * `end` frame, `'cut'` when the body ends or fails before one (a network
+ * error, an aborted read); an `error` frame throws its ApiError.
+ */
+async function readFrames(res: Response, onFrame: (frame: SseFrame) => void): Promise<'end' | 'cut'> {
+  if (res.body === null) return 'cut';
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
   for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += value.replace(/\r\n/g, '\n');
+    let chunk: ReadableStreamReadResult<string>;
+    try {
+      chunk = await reader.read();
+    } catch {
+      return 'cut';
+    }
+    if (chunk.done) return 'cut';
+    buffer += chunk.value.replace(/\r\n/g, '\n');
     let end: number;
     while ((end = buffer.indexOf('\n\n')) >= 0) {
       const raw = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
       let event = 'message';
+      let id: string | undefined;
       const data: string[] = [];
       for (const line of raw.split('\n')) {
         if (line.startsWith(':')) continue;
         if (line.startsWith('event:')) event = line.slice(6).trim();
         else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+        else if (line.startsWith('id:')) id = line.slice(3).trim();
       }
       if (data.length === 0 && event === 'message') continue;
       const parsed: unknown = data.length === 0 ? undefined : JSON.parse(data.join('\n'));
@@ -85,8 +97,181 @@ export async function stream(url: string, body: unknown, signal: AbortSignal, on
         const e = (parsed ?? {}) as { status_code?: number; code?: string; message?: string };
         throw new ApiError(e.status_code ?? 500, e.code ?? 'RUNNEL_ERR_INTERNAL', e.message ?? 'The stream failed');
       }
-      onFrame({ event, data: parsed });
-      if (event === 'end') return;
+      onFrame(id === undefined ? { event, data: parsed } : { event, data: parsed, id });
+      if (event === 'end') return 'end';
     }
   }
+}
+
+/** Rejoining a dropped run: the first wait, its ceiling (it doubles), and how long to keep trying. */
+export const RECONNECT = { firstMs: 500, maxMs: 5_000, giveUpMs: 120_000 };
+
+/** Waits `ms`, or less once the browser says it is back online or `stop` aborts. */
+function pause(ms: number, stop: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      window.removeEventListener('online', done);
+      stop.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    window.addEventListener('online', done);
+    stop.addEventListener('abort', done);
+  });
+}
+
+/** Answers worth another try: a replica shutting down or overloaded, a proxy without an upstream, a timeout. */
+const retryable = (status: number): boolean => [408, 429, 502, 503, 504].includes(status);
+
+/**
+ * Cancels a run on the server (`POST {chain}runs/{id}/cancel`, which answers
+ * once the run has ended). A request that cannot get through is retried in
+ * the background, with the backoff of a reconnect.
+ */
+export async function cancelRun(chain: string, runId: string): Promise<void> {
+  const attempt = async (): Promise<boolean> => {
+    try {
+      const res = await fetch(`${chain}runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST', headers: headers(false) });
+      return !retryable(res.status);
+    } catch {
+      return false;
+    }
+  };
+  if (await attempt()) return;
+  void (async () => {
+    const never = new AbortController().signal;
+    const deadline = Date.now() + RECONNECT.giveUpMs;
+    for (let delay = RECONNECT.firstMs; Date.now() < deadline; delay = Math.min(delay * 2, RECONNECT.maxMs)) {
+      await pause(delay, never);
+      if (await attempt()) return;
+    }
+  })();
+}
+
+/** What a durable run tells its page. */
+export interface RunCallbacks {
+  /** Every frame of the run but `metadata`: `data`…, then `end`. */
+  onFrame(frame: SseFrame): void;
+  /** The connection dropped mid-run; rejoining. */
+  onReconnecting?(): void;
+  /** Rejoined: the frames after the last one seen follow. */
+  onReconnected?(): void;
+}
+
+/**
+ * Runs `{chain}{endpoint}` (`stream` or `stream_events`) with
+ * `on_disconnect: "continue"`, so the run lives on the server whatever
+ * happens to this connection. The `metadata` frame gives the run's id, and
+ * every frame its own; when the connection drops (a network error, or a
+ * body that ends before `end` or `error`), it rejoins through
+ * `{chain}runs/{run_id}/stream` with `Last-Event-ID` — waiting
+ * {@link RECONNECT}.firstMs, doubling up to maxMs, for up to giveUpMs per
+ * outage, and at once when the browser comes back online — and goes on
+ * with the frames after the last one seen: none lost, none twice.
+ *
+ * Aborting `signal` stops it: the run is cancelled on the server (closing
+ * the connection no longer does that), and the promise rejects with an
+ * AbortError once the server has answered the cancel. Stopped before the run
+ * id is known, it rejects at once and cancels the run when its id arrives.
+ * Throws ApiError for an HTTP error or an `error` frame.
+ */
+export function durableStream(chain: string, endpoint: 'stream' | 'stream_events', body: Record<string, unknown>, signal: AbortSignal, on: RunCallbacks): Promise<void> {
+  let runId: string | undefined;
+  let lastId: string | undefined;
+  /** Aborted by Stop: gates the callbacks and wakes a waiting reconnect. */
+  const halt = new AbortController();
+  /** The connection of the moment: cut by Stop, and when the browser goes offline (a dead socket may never fail by itself). */
+  let connection = new AbortController();
+  const cutConnection = (): void => connection.abort(new Error('The browser went offline'));
+  window.addEventListener('offline', cutConnection);
+
+  let stopped: Promise<void> | undefined;
+  const stop = (): void => {
+    halt.abort();
+    if (runId !== undefined) stopped ??= cancelRun(chain, runId);
+    cutConnection();
+  };
+
+  const onFrame = (frame: SseFrame): void => {
+    if (frame.id !== undefined) lastId = frame.id;
+    if (frame.event === 'metadata') {
+      const id = (frame.data as { run_id?: unknown } | undefined)?.run_id;
+      if (runId === undefined && typeof id === 'string') runId = id;
+      if (halt.signal.aborted) stop();
+      return;
+    }
+    if (!halt.signal.aborted) on.onFrame(frame);
+  };
+
+  /** Rejoins the run after a cut and reads on: `'end'`, or `'cut'` when stopped. */
+  const rejoin = async (id: string): Promise<'end' | 'cut'> => {
+    let deadline = Date.now() + RECONNECT.giveUpMs;
+    let delay = RECONNECT.firstMs;
+    for (;;) {
+      if (halt.signal.aborted) return 'cut';
+      if (Date.now() >= deadline) throw new Error(`Lost the connection to the server; the run may go on there (run ${id})`);
+      on.onReconnecting?.();
+      await pause(delay, halt.signal);
+      delay = Math.min(delay * 2, RECONNECT.maxMs);
+      if (halt.signal.aborted) return 'cut';
+      connection = new AbortController();
+      let res: Response;
+      try {
+        const resume: Record<string, string> = lastId === undefined ? {} : { 'last-event-id': lastId };
+        res = await fetch(`${chain}runs/${encodeURIComponent(id)}/stream`, { headers: { ...headers(false), accept: 'text/event-stream', ...resume }, signal: connection.signal });
+      } catch {
+        continue;
+      }
+      if (retryable(res.status)) {
+        res.body?.cancel().catch(() => undefined);
+        continue;
+      }
+      if (!res.ok) throw await failure(res);
+      if (!halt.signal.aborted) on.onReconnected?.();
+      const before = lastId;
+      if ((await readFrames(res, onFrame)) === 'end') return 'end';
+      if (lastId !== before) {
+        // Frames came through: a new outage starts its own clock.
+        deadline = Date.now() + RECONNECT.giveUpMs;
+        delay = RECONNECT.firstMs;
+      } else if (!halt.signal.aborted) {
+        // Nothing new and no end: the run may have ended with its log gone. Its record says.
+        const record = await getJson<{ status: string; error?: { code?: string; message?: string } }>(`${chain}runs/${encodeURIComponent(id)}`).catch(() => undefined);
+        if (record?.status === 'success') return 'end';
+        if (record?.status === 'error' || record?.status === 'cancelled') throw new ApiError(500, record.error?.code ?? 'RUNNEL_ERR_INTERNAL', record.error?.message ?? `The run ended ${record.status}`);
+      }
+    }
+  };
+
+  const work = (async (): Promise<void> => {
+    const res = await fetch(`${chain}${endpoint}`, {
+      method: 'POST',
+      headers: { ...headers(true), accept: 'text/event-stream' },
+      body: JSON.stringify({ ...body, on_disconnect: 'continue' }),
+      signal: connection.signal,
+    });
+    if (!res.ok || res.body === null) throw await failure(res);
+    let outcome = await readFrames(res, onFrame);
+    while (outcome === 'cut' && !halt.signal.aborted) {
+      // Without its id the run cannot be rejoined (it comes in the first frame).
+      if (runId === undefined) throw new Error('The connection was lost before the run started');
+      outcome = await rejoin(runId);
+    }
+  })();
+  // After a Stop, `work` goes on only to learn the run id (to cancel it); how it ends is nobody's concern.
+  void work.catch(() => undefined).finally(() => window.removeEventListener('offline', cutConnection));
+
+  return new Promise<void>((resolve, reject) => {
+    work.then(
+      () => (halt.signal.aborted ? undefined : resolve()),
+      (error: unknown) => (halt.signal.aborted ? undefined : reject(error)),
+    );
+    const onAbort = (): void => {
+      stop();
+      void (stopped ?? Promise.resolve()).then(() => reject(new DOMException('The run was stopped', 'AbortError')));
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
 }

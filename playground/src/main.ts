@@ -2,12 +2,13 @@
  * The playground of one chain, at `{chain}/playground/` (or
  * `{chain}/c/{config}/playground/`): a form from the input schema with a
  * JSON tab, a config panel from the config schema, a run that streams
- * `/stream_events` into a growing output and a live tree of steps, Stop
- * (which closes the request, so the server aborts the run), chat mode for
- * chains with history, and a share link holding the input and the config.
+ * `/stream_events` into a growing output and a live tree of steps — as a
+ * durable run, rejoined where it left off when the connection drops — Stop
+ * (which cancels the run on the server), chat mode for chains with history,
+ * and a share link holding the input and the config.
  */
 import LZString from 'lz-string';
-import { ApiError, apiKey, getJson, setApiKey, stream } from './api.js';
+import { ApiError, apiKey, durableStream, getJson, setApiKey } from './api.js';
 import { clear, h } from './dom.js';
 import { SchemaForm } from './form.js';
 import { markdown } from './markdown.js';
@@ -32,6 +33,8 @@ const chainBase = (): string => (SHARED.test(location.pathname) ? '../../../' : 
 /** The chain's path as this page found it at load (`/prefix/joke/`), before any rewrite of the address. */
 const CHAIN = new URL(chainBase(), location.href).pathname;
 const url = (endpoint: string): string => `${CHAIN}${endpoint}`;
+/** What the status area says while a dropped connection is being rejoined. */
+const RECONNECTING = 'Connection lost — reconnecting…';
 // The server links its icon relative to this address; pin it before the share link rewrites the address (Chromium re-resolves it).
 const icon = document.querySelector<HTMLLinkElement>('link[rel="icon"]');
 if (icon !== null) icon.setAttribute('href', icon.href);
@@ -219,15 +222,19 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     tree.reset();
     const started = performance.now();
     try {
-      await stream(url('stream_events'), { input, config }, controller.signal, ({ event, data }) => {
-        if (event !== 'data') return;
-        const e = data as StreamEvent;
-        tree.add(e);
-        if (e.run_id === tree.rootId) {
-          if (e.event === 'on_chain_stream') current = mergeChunk(current, e.data?.chunk);
-          if (e.event === 'on_chain_end' && e.data?.output !== undefined) current = e.data.output;
-          renderOutput();
-        }
+      await durableStream(CHAIN, 'stream_events', { input, config }, controller.signal, {
+        onFrame: ({ event, data }) => {
+          if (event !== 'data') return;
+          const e = data as StreamEvent;
+          tree.add(e);
+          if (e.run_id === tree.rootId) {
+            if (e.event === 'on_chain_stream') current = mergeChunk(current, e.data?.chunk);
+            if (e.event === 'on_chain_end' && e.data?.output !== undefined) current = e.data.output;
+            renderOutput();
+          }
+        },
+        onReconnecting: () => (status.textContent = RECONNECTING),
+        onReconnected: () => (status.textContent = 'Running…'),
       });
       status.textContent = `Done in ${Math.round(performance.now() - started)} ms`;
     } catch (error) {
@@ -247,7 +254,13 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     }
   };
   runButton.addEventListener('click', () => void run());
-  stopButton.addEventListener('click', () => controller?.abort());
+  stopButton.addEventListener('click', () => {
+    if (controller === undefined) return;
+    // The run lives on the server until it is cancelled there: say so until the server has answered.
+    stopButton.disabled = true;
+    status.textContent = 'Stopping…';
+    controller.abort();
+  });
 
   app.append(
     h(
@@ -284,6 +297,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
   const stopButton = h('button', { type: 'button', text: 'Stop', disabled: true });
   const sessionLabel = h('code', { class: 'session-id', text: session });
   const errors = h('div', { class: 'errors' });
+  const status = h('div', { class: 'status', attrs: { role: 'status' } });
   const tree = new RunTree();
   const configPanel = configForm(configSchema, undefined, () => {}, ['session_id']);
   let controller: AbortController | undefined;
@@ -326,22 +340,27 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     tree.reset();
     try {
       const config = { configurable: { ...((configPanel?.value as Record<string, unknown>) ?? {}), session_id: session } };
-      await stream(url('stream_events'), { input, config }, controller.signal, ({ event, data }) => {
-        if (event !== 'data') return;
-        const e = data as StreamEvent;
-        tree.add(e);
-        if (e.run_id === tree.rootId && e.event === 'on_chain_stream') {
-          content = mergeChunk(content, e.data?.chunk);
-          clear(answer);
-          answer.append(typeof content === 'string' ? markdown(content) : h('pre', { text: JSON.stringify(content, null, 2) }));
-          log.scrollTop = log.scrollHeight;
-        }
+      await durableStream(CHAIN, 'stream_events', { input, config }, controller.signal, {
+        onFrame: ({ event, data }) => {
+          if (event !== 'data') return;
+          const e = data as StreamEvent;
+          tree.add(e);
+          if (e.run_id === tree.rootId && e.event === 'on_chain_stream') {
+            content = mergeChunk(content, e.data?.chunk);
+            clear(answer);
+            answer.append(typeof content === 'string' ? markdown(content) : h('pre', { text: JSON.stringify(content, null, 2) }));
+            log.scrollTop = log.scrollHeight;
+          }
+        },
+        onReconnecting: () => (status.textContent = RECONNECTING),
+        onReconnected: () => (status.textContent = ''),
       });
     } catch (error) {
       tree.stopAll();
       if (!controller.signal.aborted) errors.append(errorBox(error));
       answer.classList.add('failed');
     } finally {
+      status.textContent = '';
       answer.classList.remove('streaming');
       tree.render();
       sendButton.disabled = false;
@@ -361,7 +380,12 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
       void chat();
     }
   });
-  stopButton.addEventListener('click', () => controller?.abort());
+  stopButton.addEventListener('click', () => {
+    if (controller === undefined) return;
+    stopButton.disabled = true;
+    status.textContent = 'Stopping…';
+    controller.abort();
+  });
   const fresh = h('button', { type: 'button', text: 'New session' });
   fresh.addEventListener('click', () => {
     session = newSession();
@@ -373,7 +397,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     h(
       'main',
       { class: 'layout chat' },
-      h('section', { class: 'card' }, h('div', { class: 'session' }, 'Session ', sessionLabel, ' ', fresh), log, composer, errors, configPanel === undefined ? null : h('details', { class: 'config' }, h('summary', { text: 'Configuration' }), configPanel.element)),
+      h('section', { class: 'card' }, h('div', { class: 'session' }, 'Session ', sessionLabel, ' ', fresh), log, composer, status, errors, configPanel === undefined ? null : h('details', { class: 'config' }, h('summary', { text: 'Configuration' }), configPanel.element)),
       h('section', { class: 'card result' }, h('h2', { text: 'Steps of the last turn' }), tree.element),
     ),
   );
