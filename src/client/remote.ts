@@ -2,24 +2,28 @@
  * `RemoteRunnable`: a chain served by Runnel (or LangServe), used as a
  * runnable — it pipes into local chains like any other. invoke, batch,
  * stream, streamEvents and streamLog go over HTTP; messages and documents
- * come back as objects; aborting closes the connection.
+ * come back as objects; aborting closes the connection. On Runnel, it also
+ * submits background runs, waits for, joins and cancels them, and streams
+ * durably: `onDisconnect: 'continue'` rejoins the run after a dropped
+ * connection, so no chunk is lost or repeated.
  */
 import {
-  errorCodes,
   isRunnelError,
   Runnable,
   RunnelError,
   scopeFor,
   type BatchOptions,
-  type ErrorCode,
   type EventFilters,
   type Run,
   type RunLogPatch,
   type RunnableConfig,
   type StreamEvent,
+  type TokenUsage,
 } from '../core/index.js';
+import { errorFrom, errorFromFrame, errorFromResponse } from './errors.js';
+import { DEFAULT_RESUME, followRun, runStream, type ResumeOptions, type RunCursor, type RunStream } from './follow.js';
 import { revive } from './revive.js';
-import { parseSse } from './sse.js';
+import { parseSse, type SseMessage } from './sse.js';
 
 /** Options of {@link RemoteRunnable}. */
 export interface RemoteRunnableOptions {
@@ -27,16 +31,75 @@ export interface RemoteRunnableOptions {
   url: string;
   /** Sent with every request (e.g. `authorization`). */
   headers?: Record<string, string>;
-  /** Milliseconds a whole call may take (streams included). */
+  /** Milliseconds a whole call may take (streams included, with their rejoins). */
   timeout?: number;
+  /** The default of {@link RemoteCallOptions.onDisconnect} for this chain's streams (`'cancel'`). */
+  onDisconnect?: 'cancel' | 'continue';
+  /** How a durable stream or a join rejoins its run (5 rejoins in a row without a frame; at once, then 250 ms doubling up to 5 s). */
+  resume?: ResumeOptions;
 }
 
-function errorFrom(status: number, body: unknown): RunnelError {
-  const record = (body ?? {}) as { code?: unknown; message?: unknown; detail?: unknown; status_code?: unknown };
-  const code = typeof record.code === 'string' && Object.hasOwn(errorCodes, record.code) ? (record.code as ErrorCode) : undefined;
-  const message = typeof record.message === 'string' ? record.message : typeof record.detail === 'string' ? record.detail : `The server answered ${status}`;
-  const fallback: ErrorCode = status === 401 ? 'RUNNEL_ERR_UNAUTHORIZED' : status === 404 ? 'RUNNEL_ERR_NOT_FOUND' : status === 422 ? 'RUNNEL_ERR_INPUT_INVALID' : status === 429 ? 'RUNNEL_ERR_RATE_LIMITED' : 'RUNNEL_ERR_INTERNAL';
-  return new RunnelError(code ?? fallback, message, { detail: record.detail });
+/** The options of one call: a {@link RunnableConfig}, and what to do when a stream's connection drops. */
+export interface RemoteCallOptions extends RunnableConfig {
+  /**
+   * For `stream` and `streamEvents`: `'cancel'` (the default) — the server
+   * aborts the run when the connection closes; `'continue'` (Runnel only) —
+   * the server runs it in the background, and a dropped connection is
+   * rejoined from the last frame received. Aborting then closes the
+   * connection only: `cancel(runId)` stops the run.
+   */
+  onDisconnect?: 'cancel' | 'continue';
+}
+
+/** The state of a background run. */
+export type RemoteRunStatus = 'pending' | 'running' | 'success' | 'error' | 'cancelled';
+
+/** A background run's record, as the server gives it (docs/runs.md); `output` revived. */
+export interface RemoteRunRecord<O = unknown> {
+  run_id: string;
+  chain: string;
+  status: RemoteRunStatus;
+  /** On success: the output, as `invoke` would give it. */
+  output?: O;
+  /** On error or cancellation: the code and message. */
+  error?: { code: string; message: string };
+  usage?: TokenUsage;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Options of {@link RemoteRunnable.submit}. */
+export interface SubmitOptions extends Pick<RunnableConfig, 'tags' | 'metadata' | 'configurable' | 'signal'> {
+  /** An https URL on one of the server's `RUNNEL_WEBHOOK_HOSTS`: the record is POSTed there, signed, when the run ends. */
+  webhook?: string;
+}
+
+/** Options of {@link RemoteRunnable.wait}. */
+export interface WaitOptions {
+  /** Seconds the server waits for the end (0–300; the server's default is 30). */
+  timeoutS?: number;
+  signal?: AbortSignal;
+}
+
+/** Options of {@link RemoteRunnable.join}. */
+export interface JoinOptions {
+  /** The id of the last frame already received: the stream goes on after it (without: from the start). */
+  lastEventId?: string;
+  signal?: AbortSignal;
+}
+
+/** One call's signals: the caller's, and the one requests use (with the client's timeout). */
+interface Call {
+  caller: AbortSignal | undefined;
+  signal: AbortSignal | undefined;
+}
+
+interface RequestSpec {
+  method: 'GET' | 'POST';
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Statuses besides 2xx whose body is an answer, not an error. */
+  alsoOk?: readonly number[];
 }
 
 /**
@@ -47,17 +110,21 @@ function errorFrom(status: number, body: unknown): RunnelError {
  * await joke.invoke({ topic: 'cats' });
  * for await (const token of joke.stream({ topic: 'cats' })) process.stdout.write(token);
  */
-export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O> {
+export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, RemoteCallOptions> {
   readonly name = 'RemoteRunnable';
   private readonly url: string;
   private readonly headers: Record<string, string>;
   private readonly timeout: number | undefined;
+  private readonly onDisconnect: 'cancel' | 'continue';
+  private readonly resume: Required<ResumeOptions>;
 
   constructor(options: RemoteRunnableOptions) {
     super();
     this.url = options.url.replace(/\/+$/, '');
     this.headers = options.headers ?? {};
     this.timeout = options.timeout;
+    this.onDisconnect = options.onDisconnect ?? 'cancel';
+    this.resume = { ...DEFAULT_RESUME, ...options.resume };
   }
 
   /** The config a server may accept from a client: tags, metadata, configurable. */
@@ -69,36 +136,44 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O> {
     return out;
   }
 
-  private signal(signal: AbortSignal | undefined): AbortSignal | undefined {
-    const signals = [signal, this.timeout === undefined ? undefined : AbortSignal.timeout(this.timeout)].filter((s): s is AbortSignal => s !== undefined);
-    return signals.length <= 1 ? signals[0] : AbortSignal.any(signals);
+  private call(caller: AbortSignal | undefined): Call {
+    const signals = [caller, this.timeout === undefined ? undefined : AbortSignal.timeout(this.timeout)].filter((s): s is AbortSignal => s !== undefined);
+    return { caller, signal: signals.length <= 1 ? signals[0] : AbortSignal.any(signals) };
   }
 
-  private async post(path: string, body: unknown, signal: AbortSignal | undefined): Promise<Response> {
+  /** The error for a failure of a call: aborted, timed out, or `what` (the server could not be reached, a stream broke off). */
+  private failure(error: unknown, call: Call, what: string): RunnelError {
+    if (isRunnelError(error)) return error;
+    if (call.caller?.aborted === true) return new RunnelError('RUNNEL_ERR_ABORTED', 'The run was aborted', { cause: error });
+    if (call.signal?.aborted === true) return new RunnelError('RUNNEL_ERR_TIMEOUT', `${this.url} timed out (after ${this.timeout} ms)`, { cause: error });
+    return new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', what, { cause: error });
+  }
+
+  /** One request; a failed answer throws the server's error. */
+  private async request(path: string, init: RequestSpec, call: Call): Promise<Response> {
+    const sse = path.startsWith('/stream') || path.endsWith('/stream');
     let response: Response;
     try {
       response = await fetch(`${this.url}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: path.startsWith('/stream') ? 'text/event-stream' : 'application/json', ...this.headers },
-        body: JSON.stringify(body),
-        signal: this.signal(signal),
+        method: init.method,
+        headers: {
+          ...(init.body === undefined ? {} : { 'content-type': 'application/json' }),
+          accept: sse ? 'text/event-stream' : 'application/json',
+          ...this.headers,
+          ...init.headers,
+        },
+        body: init.body === undefined ? undefined : JSON.stringify(init.body),
+        signal: call.signal,
       });
     } catch (error) {
-      if (signal?.aborted === true) throw new RunnelError('RUNNEL_ERR_ABORTED', 'The run was aborted', { cause: error });
-      if ((error as Error).name === 'TimeoutError') throw new RunnelError('RUNNEL_ERR_TIMEOUT', `${this.url}${path} timed out`, { cause: error });
-      throw new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `Could not reach ${this.url}${path}`, { cause: error });
+      throw this.failure(error, call, `Could not reach ${this.url}${path}`);
     }
-    if (!response.ok) {
-      const text = await response.text();
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsed = { message: text };
-      }
-      throw errorFrom(response.status, parsed);
-    }
+    if (!response.ok && !(init.alsoOk ?? []).includes(response.status)) throw await errorFromResponse(response);
     return response;
+  }
+
+  private post(path: string, body: unknown, caller: AbortSignal | undefined): Promise<Response> {
+    return this.request(path, { method: 'POST', body }, this.call(caller));
   }
 
   protected override async _call(input: I, run: Run): Promise<O> {
@@ -107,32 +182,57 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O> {
   }
 
   /** The SSE `data` payloads of a streaming endpoint, revived; an `error` frame throws. */
-  private async *frames(path: string, body: Record<string, unknown>, signal: AbortSignal | undefined): AsyncGenerator<unknown> {
-    const response = await this.post(path, body, signal);
+  private async *frames(path: string, body: Record<string, unknown>, caller: AbortSignal | undefined): AsyncGenerator<unknown> {
+    const call = this.call(caller);
+    const response = await this.request(path, { method: 'POST', body }, call);
     if (response.body === null) return;
     try {
       for await (const message of parseSse(response.body as unknown as AsyncIterable<Uint8Array>)) {
-        if (message.event === 'error') {
-          let payload: unknown;
-          try {
-            payload = JSON.parse(message.data);
-          } catch {
-            payload = { message: message.data };
-          }
-          throw errorFrom(Number((payload as { status_code?: unknown }).status_code) || 500, payload);
-        }
+        if (message.event === 'error') throw errorFromFrame(message.data);
         if (message.event !== 'data' || message.data === '') continue;
         yield revive(JSON.parse(message.data));
       }
     } catch (error) {
-      if (isRunnelError(error)) throw error;
-      if (signal?.aborted === true) throw new RunnelError('RUNNEL_ERR_ABORTED', 'The run was aborted', { cause: error });
-      throw new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${this.url}${path} broke off the stream`, { cause: error });
+      throw this.failure(error, call, `${this.url}${path} broke off the stream`);
     }
   }
 
+  /** The SSE messages of a response. */
+  private async *messages(response: Response): AsyncGenerator<SseMessage> {
+    if (response.body !== null) yield* parseSse(response.body as unknown as AsyncIterable<Uint8Array>);
+  }
+
+  /** A run's frames from `/runs/{run_id}/stream`, after the cursor's last frame. */
+  private async runFrames(cursor: Readonly<RunCursor>, call: Call): Promise<AsyncIterable<SseMessage>> {
+    const headers: Record<string, string> = cursor.lastEventId === undefined ? {} : { 'last-event-id': cursor.lastEventId };
+    return this.messages(await this.request(`${this.runPath(cursor.runId as string)}/stream`, { method: 'GET', headers }, call));
+  }
+
+  /** Follows a run from the cursor on, rejoining it when the connection drops. */
+  private follow(cursor: RunCursor, first: ((call: Call) => Promise<AsyncIterable<SseMessage>>) | undefined, where: string, caller: AbortSignal | undefined): AsyncGenerator<unknown> {
+    const call = this.call(caller);
+    return followRun(cursor, {
+      connect: (at, rejoin) => (rejoin || first === undefined ? this.runFrames(at, call) : first(call)),
+      resume: this.resume,
+      signal: call.signal,
+      failure: (error) => this.failure(error, call, `${where} broke off the stream`),
+      where,
+    });
+  }
+
+  /** `/stream` or `/stream_events` with `on_disconnect: "continue"`: a background run, followed and rejoined. */
+  private durable(path: '/stream' | '/stream_events', body: Record<string, unknown>, caller: AbortSignal | undefined): AsyncGenerator<unknown> {
+    const first = async (call: Call) => this.messages(await this.request(path, { method: 'POST', body: { ...body, on_disconnect: 'continue' } }, call));
+    return this.follow({}, first, `${this.url}${path}`, caller);
+  }
+
+  private streamFrames(path: '/stream' | '/stream_events', body: Record<string, unknown>, onDisconnect: unknown, caller: AbortSignal | undefined): AsyncGenerator<unknown> {
+    return (onDisconnect ?? this.onDisconnect) === 'continue' ? this.durable(path, body, caller) : this.frames(path, body, caller);
+  }
+
   protected override _stream(input: I, run: Run): AsyncGenerator<O> {
-    return this.frames('/stream', { input, config: this.wireConfig(run.scope), kwargs: {} }, run.signal) as AsyncGenerator<O>;
+    const body = { input, config: this.wireConfig(run.scope), kwargs: {} };
+    return this.streamFrames('/stream', body, (run.options as RemoteCallOptions).onDisconnect, run.signal) as AsyncGenerator<O>;
   }
 
   /** One request to `/batch` for all inputs. */
@@ -164,14 +264,98 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O> {
   }
 
   /** The remote chain's own events (from its `/stream_events`). */
-  override streamEvents(input: I, config?: RunnableConfig, filters?: EventFilters): AsyncGenerator<StreamEvent> {
+  override streamEvents(input: I, config?: RemoteCallOptions, filters?: EventFilters): AsyncGenerator<StreamEvent> {
     const scope = scopeFor(config);
-    return this.frames('/stream_events', { input, config: this.wireConfig(config), kwargs: {}, ...this.filterBody(filters) }, scope.signal) as AsyncGenerator<StreamEvent>;
+    const body = { input, config: this.wireConfig(config), kwargs: {}, ...this.filterBody(filters) };
+    return this.streamFrames('/stream_events', body, config?.onDisconnect, scope.signal) as AsyncGenerator<StreamEvent>;
   }
 
   /** The remote chain's run log (from its `/stream_log`). */
   override streamLog(input: I, config?: RunnableConfig, filters?: EventFilters): AsyncGenerator<RunLogPatch> {
     const scope = scopeFor(config);
     return this.frames('/stream_log', { input, config: this.wireConfig(config), kwargs: {}, ...this.filterBody(filters) }, scope.signal) as AsyncGenerator<RunLogPatch>;
+  }
+
+  private runPath(runId: string): string {
+    return `/runs/${encodeURIComponent(runId)}`;
+  }
+
+  /** A run record from its response; a body that is not one (a proxy's 408) is an error. */
+  private async record(response: Response): Promise<RemoteRunRecord<O>> {
+    const text = await response.text();
+    let body: Partial<RemoteRunRecord<unknown>> | null = null;
+    try {
+      body = JSON.parse(text) as Partial<RemoteRunRecord<unknown>> | null;
+    } catch {
+      // Not JSON: not a record either.
+    }
+    if (typeof body?.run_id !== 'string' || typeof body.status !== 'string') {
+      if (!response.ok) throw errorFrom(response.status, body ?? { message: text });
+      throw new RunnelError('RUNNEL_ERR_INTERNAL', `${response.url} answered something that is not a run record`);
+    }
+    return { ...body, ...(body.output === undefined ? {} : { output: revive(body.output) as O }) } as RemoteRunRecord<O>;
+  }
+
+  /**
+   * Runs the chain in the background (`POST /runs`), validated as `invoke`
+   * validates; answers the record (`pending`).
+   *
+   * @example
+   * const run = await joke.submit({ topic: 'cats' }, { webhook: 'https://hooks.example.com/runnel' });
+   */
+  async submit(input: I, options: SubmitOptions = {}): Promise<RemoteRunRecord<O>> {
+    const body = { input, config: this.wireConfig(options), kwargs: {}, ...(options.webhook === undefined ? {} : { webhook: options.webhook }) };
+    return this.record(await this.request('/runs', { method: 'POST', body }, this.call(options.signal)));
+  }
+
+  /**
+   * A run's record as it is now (`GET /runs/{run_id}`).
+   *
+   * @example
+   * const { status } = await joke.getRun(runId);
+   */
+  async getRun(runId: string, options: { signal?: AbortSignal } = {}): Promise<RemoteRunRecord<O>> {
+    return this.record(await this.request(this.runPath(runId), { method: 'GET' }, this.call(options.signal)));
+  }
+
+  /**
+   * Waits until the run ends (`GET /runs/{run_id}/wait`) and answers its
+   * record. A run still going when the server's wait is over (its 408) is
+   * not an error: the record says `pending` or `running`. A run that ended
+   * in error is not thrown either: `status` and `error` say so.
+   *
+   * @example
+   * const record = await joke.wait(run.run_id, { timeoutS: 60 });
+   * if (record.status === 'success') console.log(record.output);
+   */
+  async wait(runId: string, options: WaitOptions = {}): Promise<RemoteRunRecord<O>> {
+    const query = options.timeoutS === undefined ? '' : `?timeout_s=${encodeURIComponent(options.timeoutS)}`;
+    return this.record(await this.request(`${this.runPath(runId)}/wait${query}`, { method: 'GET', alsoOk: [408] }, this.call(options.signal)));
+  }
+
+  /**
+   * The run's output chunks (`GET /runs/{run_id}/stream`), revived as
+   * `stream` revives them: from the start (a finished run replays), or after
+   * `lastEventId`. A dropped connection is rejoined after the last frame
+   * received, which the returned stream keeps in `lastEventId`; an `error`
+   * frame (a failed or cancelled run) throws its error.
+   *
+   * @example
+   * for await (const token of joke.join(runId, { lastEventId })) process.stdout.write(token);
+   */
+  join(runId: string, options: JoinOptions = {}): RunStream<O> {
+    const cursor: RunCursor = { runId, ...(options.lastEventId === undefined ? {} : { lastEventId: options.lastEventId }) };
+    return runStream(this.follow(cursor, undefined, `${this.url}${this.runPath(runId)}/stream`, options.signal) as AsyncGenerator<O>, cursor);
+  }
+
+  /**
+   * Cancels the run wherever it runs (`POST /runs/{run_id}/cancel`); answers
+   * its record once it has ended (or after the server's 2 s).
+   *
+   * @example
+   * const { status } = await joke.cancel(runId); // 'cancelled'
+   */
+  async cancel(runId: string, options: { signal?: AbortSignal } = {}): Promise<RemoteRunRecord<O>> {
+    return this.record(await this.request(`${this.runPath(runId)}/cancel`, { method: 'POST' }, this.call(options.signal)));
   }
 }

@@ -1,12 +1,14 @@
 /**
  * A Server-Sent Events parser for fetch response bodies: `\n`, `\r` and
- * `\r\n` line ends, multi-line data, comments ignored.
+ * `\r\n` line ends, multi-line data, comments ignored, `id:` kept.
  */
 
 /** One SSE message. */
 export interface SseMessage {
   event: string;
   data: string;
+  /** The message's own `id:` field, when it has one (what a client sends back as `Last-Event-ID`). */
+  id?: string;
 }
 
 /** Parses a byte stream into SSE messages. */
@@ -15,11 +17,13 @@ export async function* parseSse(body: AsyncIterable<Uint8Array>): AsyncGenerator
   let buffer = '';
   let event = '';
   let data: string[] = [];
+  let id: string | undefined;
   let sawField = false;
   const dispatch = (): SseMessage | undefined => {
-    const message = sawField ? { event: event || 'message', data: data.join('\n') } : undefined;
+    const message = sawField ? { event: event || 'message', data: data.join('\n'), ...(id === undefined ? {} : { id }) } : undefined;
     event = '';
     data = [];
+    id = undefined;
     sawField = false;
     return message;
   };
@@ -48,6 +52,9 @@ export async function* parseSse(body: AsyncIterable<Uint8Array>): AsyncGenerator
       sawField = true;
     } else if (field === 'data') {
       data.push(value);
+      sawField = true;
+    } else if (field === 'id' && !value.includes('\0')) {
+      id = value;
       sawField = true;
     }
   };

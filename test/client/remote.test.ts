@@ -83,4 +83,16 @@ describe('parseSse', () => {
       { event: 'end', data: '' },
     ]);
   });
+
+  it("keeps each message's own id (what a client sends back as Last-Event-ID)", async () => {
+    const bytes = new TextEncoder().encode('id: 1-0\r\nevent: metadata\r\ndata: {}\r\n\r\nevent: data\r\ndata: 1\r\n\r\nid: 1-2\nevent: end\n\n');
+    const chunks = async function* () {
+      yield bytes;
+    };
+    expect(await toArray(parseSse(chunks()))).toEqual([
+      { id: '1-0', event: 'metadata', data: '{}' },
+      { event: 'data', data: '1' },
+      { id: '1-2', event: 'end', data: '' },
+    ]);
+  });
 });
