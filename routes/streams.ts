@@ -11,7 +11,7 @@ import type { OpenStream } from '../src/server/app.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { bodyObject, checkAcceptingRuns, clientGone as recordClientGone, countedByHandler, decodeConfigHash, eventFilters, required, requestContext } from '../src/server/request.js';
-import { sendRunStream, submitRun } from '../src/server/runs.js';
+import { prepareRun, streamRunHere } from '../src/server/runs.js';
 import { SseWriter } from '../src/server/sse.js';
 import { usageMeter } from '../src/server/usage.js';
 
@@ -44,8 +44,8 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
       if (state.streams.size >= state.config.maxStreams) {
         throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
       }
-      const record = await submitRun(request, chain, kind === 'stream' ? 'stream' : 'stream_events');
-      await sendRunStream(request, reply, record, undefined);
+      const record = await prepareRun(request, chain, kind === 'stream' ? 'stream' : 'stream_events');
+      await streamRunHere(request, reply, record);
       return;
     }
     const input = required(body, 'input');

@@ -7,7 +7,7 @@
  */
 import { addUsage, type UsageMetadata } from '../messages/index.js';
 import { concat, isRunnelError, RunnelError, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
-import type { RunFrame, RunRecord, RunStore } from './store.js';
+import { isLastFrame, type RunFrame, type RunRecord, type RunStore } from './store.js';
 
 /** What a chain failure looks like in a run's record and its `error` frame. */
 export function runError(error: unknown): { status_code: number; code: string; message: string } {
@@ -17,7 +17,7 @@ export function runError(error: unknown): { status_code: number; code: string; m
 
 /** Frames are written in batches: everything a chain yields within one tick goes in one round trip. */
 class FrameWriter {
-  private pending: Omit<RunFrame, 'id'>[] = [];
+  private pending: RunFrame[] = [];
   private flushing: Promise<void> = Promise.resolve();
   private scheduled = false;
   /** The first write that failed (Redis down): the run then fails, and later writes still try. */
@@ -27,12 +27,19 @@ class FrameWriter {
     private readonly store: RunStore,
     private readonly runId: string,
     /** Hears the first failed write: the run is then stopped, not streamed on into a log nobody can read. */
-    private readonly onFailure: (error: unknown) => void = () => {},
+    private readonly onFailure: (error: unknown) => void,
+    /** The next frame id (ids are made here, so a frame can reach a local reader before it is written). */
+    private readonly nextId: () => string,
+    /** A reader in this process: each frame, with its id, as soon as it is made. */
+    private readonly onFrame: ((frame: RunFrame) => void) | undefined,
   ) {}
 
-  push(frame: Omit<RunFrame, 'id'>): void {
+  /** Queues a frame for the log and hands it to the local reader — the last one only once the record says so. */
+  push(event: Omit<RunFrame, 'id'>): RunFrame {
+    const frame = { ...event, id: this.nextId() };
     this.pending.push(frame);
-    if (this.scheduled) return;
+    if (!isLastFrame(frame)) this.onFrame?.(frame);
+    if (this.scheduled) return frame;
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
@@ -48,6 +55,12 @@ class FrameWriter {
         ),
       );
     });
+    return frame;
+  }
+
+  /** The last frame to the local reader, once the run's record has ended. */
+  deliver(frame: RunFrame): void {
+    this.onFrame?.(frame);
   }
 
   /** Everything pushed so far, written; throws the first write that failed. */
@@ -70,7 +83,15 @@ class FrameWriter {
  * @example
  * await executeRun({ record, runnable: chain.runnable, store, signal });
  */
-export async function executeRun(options: { record: RunRecord; runnable: Runnable<never, unknown>; store: RunStore; signal: AbortSignal; log?: (error: unknown) => void }): Promise<RunRecord | undefined> {
+export async function executeRun(options: {
+  record: RunRecord;
+  runnable: Runnable<never, unknown>;
+  store: RunStore;
+  signal: AbortSignal;
+  log?: (error: unknown) => void;
+  /** A reader in this process (the durable stream's own client): frames as they are made, before they are written. */
+  onFrame?: (frame: RunFrame) => void;
+}): Promise<RunRecord | undefined> {
   const { record, runnable, store } = options;
   const runId = record.run_id;
   // The run stops when it is cancelled or shut down (the caller's signal), or when its log cannot be written.
@@ -79,14 +100,21 @@ export async function executeRun(options: { record: RunRecord; runnable: Runnabl
   if (options.signal.aborted) forward();
   else options.signal.addEventListener('abort', forward, { once: true });
   const signal = controller.signal;
-  const writer = new FrameWriter(store, runId, (error) =>
-    controller.abort(new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way', { cause: error })),
+  const writer = new FrameWriter(
+    store,
+    runId,
+    (error) => controller.abort(new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way', { cause: error })),
+    store.frameIds(Date.now()),
+    options.onFrame,
   );
   let usage: UsageMetadata | undefined;
   const config: RunnableConfig = { ...(record.config as RunnableConfig), signal, onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)) };
   let output: unknown;
+  let base: RunRecord | undefined = record;
+  let last: RunFrame | undefined;
   try {
-    await store.update(runId, { status: 'running' });
+    // A run stored as running (executed where it was submitted) needs no second write to say so.
+    if (record.status !== 'running') base = await store.update(runId, { status: 'running' }, record);
     writer.push({ event: 'metadata', data: { run_id: runId } });
     let first = true;
     if (record.kind === 'stream_events') {
@@ -103,18 +131,22 @@ export async function executeRun(options: { record: RunRecord; runnable: Runnabl
     }
     // A step that ends "normally" when aborted (a model SDK) must not turn a cancelled run into a success.
     signal.throwIfAborted();
-    writer.push({ event: 'end' });
+    last = writer.push({ event: 'end' });
     await writer.drain();
   } catch (error) {
     const reason = signal.aborted ? (signal.reason as unknown) : error;
     const cancelled = isRunnelError(reason, 'RUNNEL_ERR_RUN_CANCELLED');
     const failure = runError(cancelled ? reason : reason instanceof RunnelError ? reason : error);
     if (failure.code === 'RUNNEL_ERR_INTERNAL') options.log?.(error);
-    writer.push({ event: 'error', data: failure });
+    const frame = writer.push({ event: 'error', data: failure });
     await writer.drain();
-    return store.update(runId, { status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage });
+    const ended = await store.update(runId, { status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }, base);
+    writer.deliver(frame);
+    return ended;
   } finally {
     options.signal.removeEventListener('abort', forward);
   }
-  return store.update(runId, { status: 'success', output: JSON.parse(JSON.stringify(output ?? null)) as unknown, error: undefined, usage });
+  const ended = await store.update(runId, { status: 'success', output: JSON.parse(JSON.stringify(output ?? null)) as unknown, error: undefined, usage }, base);
+  if (last !== undefined) writer.deliver(last);
+  return ended;
 }

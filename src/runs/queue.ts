@@ -13,7 +13,7 @@ import { Queue, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { RunnelError, type Runnable } from '../core/index.js';
 import { executeRun } from './executor.js';
-import { publicRun, TERMINAL, type RunRecord, type RunStore } from './store.js';
+import { publicRun, TERMINAL, type RunFrame, type RunRecord, type RunStore } from './store.js';
 import { deliverWebhook, type WebhookPolicy } from './webhook.js';
 
 /** What the server asks of a run queue. */
@@ -21,6 +21,11 @@ export interface RunQueue {
   readonly store: RunStore;
   /** Stores the run and queues it. */
   submit(record: RunRecord): Promise<void>;
+  /**
+   * Stores a run and executes it in this process now (a durable stream): `onFrame` hears each frame as it
+   * is made. It outlives the request; any process ends it as lost if this one dies.
+   */
+  runHere(record: RunRecord, onFrame: (frame: RunFrame) => void): Promise<void>;
   /** Cancels a run: taken out of the queue if it waits, aborted wherever it runs. */
   cancel(runId: string): Promise<void>;
   /** Runs waiting and running (for /metrics). */
@@ -82,8 +87,9 @@ class RunWorkerCore {
     return this.running.size;
   }
 
+  /** A queued run, by id: read it, and execute it unless it ended, was cancelled, or its worker was lost. */
   async process(runId: string): Promise<void> {
-    const { store, chains } = this.options;
+    const { store } = this.options;
     const record = await store.get(runId);
     if (record === undefined || TERMINAL.has(record.status)) return;
     // Running already: the worker that ran it is gone (its job stalled and came back). Never run twice.
@@ -91,6 +97,33 @@ class RunWorkerCore {
       notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The worker running this run stopped before it ended')), this.options);
       return;
     }
+    await this.execute(record, undefined, true);
+  }
+
+  /**
+   * A run executed here and now, outside the queue (a durable stream's): stored, then executed in this
+   * process, `onFrame` hearing every frame as it is made. Its heartbeat lets any process end it as lost if
+   * this one dies.
+   */
+  async runLocal(record: RunRecord, onFrame: (frame: RunFrame) => void): Promise<void> {
+    // Stored as running, with its first heartbeat, in one round trip: it starts now.
+    const running: RunRecord = { ...record, status: 'running' };
+    await this.options.store.create(running, { local: true });
+    this.local.add(record.run_id);
+    try {
+      await this.execute(running, onFrame, false);
+    } finally {
+      this.local.delete(record.run_id);
+      await this.options.store.forget(record.run_id).catch(() => undefined);
+    }
+  }
+
+  /** Runs executed here outside the queue (for their heartbeat). */
+  readonly local = new Set<string>();
+
+  private async execute(record: RunRecord, onFrame: ((frame: RunFrame) => void) | undefined, checkCancel: boolean): Promise<void> {
+    const { store, chains } = this.options;
+    const runId = record.run_id;
     const controller = new AbortController();
     this.running.set(runId, controller);
     // Cancel requests come by pub/sub; a poll of the flag catches one published while the subscriber reconnected.
@@ -102,7 +135,7 @@ class RunWorkerCore {
     }, 1_000);
     poll.unref();
     try {
-      if (await store.cancelRequested(runId)) {
+      if (checkCancel && (await store.cancelRequested(runId))) {
         notify(await endRun(store, runId, 'cancelled', cancelled()), this.options);
         return;
       }
@@ -112,7 +145,7 @@ class RunWorkerCore {
         return;
       }
       try {
-        notify(await executeRun({ record, runnable, store, signal: controller.signal, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+        notify(await executeRun({ record, runnable, store, signal: controller.signal, onFrame, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
       } catch (error) {
         // The store failed under the run (Redis down): end it once Redis answers again, so it is not left running.
         this.options.log?.(error, `run ${runId}: its record could not be written; retrying`);
@@ -121,6 +154,15 @@ class RunWorkerCore {
     } finally {
       clearInterval(poll);
       this.running.delete(runId);
+    }
+  }
+
+  /** Ends the runs executed outside the queue whose process stopped beating (it died mid-run). */
+  async sweep(staleMs: number): Promise<void> {
+    for (const runId of await this.options.store.stale(staleMs)) {
+      if (this.local.has(runId)) continue;
+      notify(await endRun(this.options.store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The process running this run stopped before it ended')), this.options);
+      await this.options.store.forget(runId);
     }
   }
 
@@ -134,6 +176,11 @@ class RunWorkerCore {
         await new Promise((resolve) => setTimeout(resolve, wait).unref());
       }
     }
+  }
+
+  /** Resolves once no run executes here (polled: shutdown only). */
+  async idle(): Promise<void> {
+    while (this.running.size > 0) await new Promise((resolve) => setTimeout(resolve, 50));
   }
 
   /** Cancels what still runs, as the process stops. */
@@ -179,6 +226,7 @@ export class BullRunQueue implements RunQueue {
   private readonly worker: Worker | undefined;
   private readonly core: RunWorkerCore;
   private readonly connections: Redis[] = [];
+  private readonly timers: NodeJS.Timeout[] = [];
 
   constructor(options: RunQueueOptions & { connection: Redis; prefix?: string; lockMs?: number }) {
     this.store = options.store;
@@ -193,6 +241,14 @@ export class BullRunQueue implements RunQueue {
     };
     this.queue = new Queue('runs', { connection: connection(), prefix, defaultJobOptions: { removeOnComplete: true, removeOnFail: 1000 } });
     this.queue.on('error', () => {});
+    // Runs executed here outside the queue (durable streams) beat every third of a lock; any process ends
+    // those whose process stopped beating for a whole lock, as BullMQ does for its jobs.
+    const lockMs = options.lockMs ?? 30_000;
+    this.timers.push(
+      setInterval(() => void this.store.heartbeat([...this.core.local]).catch(() => undefined), Math.max(200, Math.floor(lockMs / 3))),
+      setInterval(() => void this.core.sweep(lockMs).catch(() => undefined), Math.max(500, Math.floor(lockMs / 2))),
+    );
+    for (const timer of this.timers) timer.unref();
     if (options.concurrency > 0) {
       const lockDuration = options.lockMs ?? 30_000;
       this.worker = new Worker('runs', async (job: Job<{ run_id: string }>) => this.core.process(job.data.run_id), {
@@ -209,6 +265,10 @@ export class BullRunQueue implements RunQueue {
         for (const jobId of jobIds) this.core.abortOne(jobId, new RunnelError('RUNNEL_ERR_RUN_LOST', 'This worker lost its lock on the run'));
       });
     }
+  }
+
+  async runHere(record: RunRecord, onFrame: (frame: RunFrame) => void): Promise<void> {
+    await this.core.runLocal(record, onFrame);
   }
 
   async submit(record: RunRecord): Promise<void> {
@@ -250,6 +310,12 @@ export class BullRunQueue implements RunQueue {
           await within(closing, 2_000);
         }
       }
+      // Runs executed here outside the queue get the same grace.
+      if (!(await within(this.core.idle(), Math.max(0, graceMs - (performance.now() - started))))) {
+        this.core.abortAll(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run ended'));
+        await within(this.core.idle(), 2_000);
+      }
+      for (const timer of this.timers) clearInterval(timer);
       // Webhooks of runs that ended meanwhile get what is left of the grace.
       await within(Promise.all(deliveries), Math.max(0, graceMs - (performance.now() - started)));
       this.core.close();
@@ -279,6 +345,7 @@ export class MemoryRunQueue implements RunQueue {
   private readonly core: RunWorkerCore;
   private readonly concurrency: number;
   private readonly underway = new Set<Promise<void>>();
+  private readonly streaming = new Set<Promise<void>>();
   private closed = false;
 
   constructor(options: RunQueueOptions) {
@@ -307,6 +374,16 @@ export class MemoryRunQueue implements RunQueue {
     }
   }
 
+  async runHere(record: RunRecord, onFrame: (frame: RunFrame) => void): Promise<void> {
+    if (this.closed) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
+    // Not counted against the queue's concurrency: a durable stream runs now, as a plain stream would.
+    const work = this.core.runLocal(record, onFrame);
+    const tracked = work.catch(() => undefined);
+    this.streaming.add(tracked);
+    void tracked.finally(() => this.streaming.delete(tracked));
+    await work;
+  }
+
   async cancel(runId: string): Promise<void> {
     await this.store.requestCancel(runId);
     const index = this.waiting.indexOf(runId);
@@ -322,7 +399,7 @@ export class MemoryRunQueue implements RunQueue {
 
   async close(graceMs: number): Promise<void> {
     this.closed = true;
-    const all = Promise.all(this.underway);
+    const all = Promise.all([...this.underway, ...this.streaming]);
     if (!(await within(all, graceMs))) {
       this.core.abortAll(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run ended'));
       await all;

@@ -65,16 +65,28 @@ export const isLastFrame = (frame: Pick<RunFrame, 'event'>): boolean => frame.ev
 
 /** The run store; see the module comment. */
 export interface RunStore {
-  create(record: RunRecord): Promise<void>;
+  /** Stores a new run; `local`: it executes in this process now (its first heartbeat goes with it). */
+  create(record: RunRecord, options?: { local?: boolean }): Promise<void>;
   get(runId: string): Promise<RunRecord | undefined>;
   /**
    * Merges `patch` into the record and says so to followers — unless the run has ended: an ended record is
    * never changed again (a slow worker's late success does not undo its run being declared lost). Resolves
    * with the record as it stands.
    */
-  update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined>;
-  /** Appends frames to the run's log; returns their ids. */
-  append(runId: string, frames: Omit<RunFrame, 'id'>[]): Promise<string[]>;
+  update(runId: string, patch: Partial<RunRecord>, base?: RunRecord): Promise<RunRecord | undefined>;
+  /**
+   * Appends frames to the run's log; returns their ids. A frame with an `id` (from {@link frameIds}) keeps
+   * it, so its writer can send it to a client before the write returns; one without gets the next id.
+   */
+  append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]>;
+  /** Ids for the frames of one execution, increasing, from its start time: `next()` gives the next one. */
+  frameIds(startMs: number): () => string;
+  /** Runs executing in this process outside the queue (durable streams): their heartbeat, for the sweep. */
+  heartbeat(runIds: readonly string[]): Promise<void>;
+  /** Runs executing outside the queue whose process stopped beating for `staleMs`: the sweep ends them. */
+  stale(staleMs: number): Promise<string[]>;
+  /** A run executing outside the queue has ended. */
+  forget(runId: string): Promise<void>;
   /** The frames after `afterId` (all of them without it), as they are now. */
   frames(runId: string, afterId?: string): Promise<RunFrame[]>;
   /** Watches a run for changes (new frames, a new status), from now on: subscribe before reading, then read. */
@@ -185,18 +197,36 @@ export class MemoryRunStore implements RunStore {
     return { ...run.record };
   }
 
-  async append(runId: string, frames: Omit<RunFrame, 'id'>[]): Promise<string[]> {
+  async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]> {
     const run = this.runs.get(runId);
     if (run === undefined) return [];
     const ids = frames.map((frame) => {
-      const id = String(++run.seq);
-      run.frames.push({ id, ...frame });
+      const given = frame.id === undefined ? undefined : Number(frame.id);
+      if (given !== undefined && given <= run.seq) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'A frame id must follow the last one');
+      run.seq = given ?? run.seq + 1;
+      const id = String(run.seq);
+      run.frames.push({ ...frame, id });
       return id;
     });
     if (run.frames.length > this.maxFrames) run.frames.splice(0, run.frames.length - this.maxFrames);
     this.events.emit(runId);
     return ids;
   }
+
+  frameIds(): () => string {
+    // One process, one counter per store: ids are unique and increasing across every run's frames.
+    return () => String(++this.idCounter);
+  }
+
+  private idCounter = Date.now() * 1000;
+
+  async heartbeat(): Promise<void> {}
+
+  async stale(): Promise<string[]> {
+    return [];
+  }
+
+  async forget(): Promise<void> {}
 
   async frames(runId: string, afterId?: string): Promise<RunFrame[]> {
     const run = this.runs.get(runId);
@@ -234,13 +264,30 @@ export class MemoryRunStore implements RunStore {
   }
 
   validFrameId(id: string): boolean {
-    return /^\d{1,15}$/.test(id);
+    return /^\d{1,20}$/.test(id);
   }
 
   async close(): Promise<void> {
     this.events.removeAllListeners();
   }
 }
+
+/** The entries of a log from the one that holds frame ARGV[1] on, ARGV[2] of them. */
+const READ_FROM_ENTRY = `
+local holder = redis.call('XREVRANGE', KEYS[1], ARGV[1], '-', 'COUNT', 1)
+local start = '-'
+if holder[1] then start = holder[1][1] end
+return redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', ARGV[2])`;
+
+/** Most frames in one Redis Stream entry of a run's log. */
+const ENTRY_FRAMES = 500;
+
+const parseStreamId = (id: string): [number, number] => {
+  const [ms = '0', seq = '0'] = id.split('-');
+  return [Number(ms), Number(seq)];
+};
+
+const compareStreamIds = (a: [number, number], b: [number, number]): number => (a[0] === b[0] ? a[1] - b[1] : a[0] - b[0]);
 
 /** SET the record (KEEPTTL) and PUBLISH the change, unless the stored record has ended. */
 const UPDATE_UNLESS_ENDED = `
@@ -316,27 +363,27 @@ export class RedisRunStore implements RunStore {
     await this.subscriber.subscribe(channel);
   }
 
-  async create(record: RunRecord): Promise<void> {
+  async create(record: RunRecord, options: { local?: boolean } = {}): Promise<void> {
     const owner = `${this.ns}:owner:${record.identity}`;
-    // A run id names one run, once: never over another's record or log.
-    const created = await redisCall(this.client.set(this.key(record.run_id), JSON.stringify(record), 'EX', this.ttl, 'NX'));
-    if (created !== 'OK') throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
-    await redisCall(
-      this.client
-        .multi()
-        .zadd(owner, Date.parse(record.created_at), record.run_id)
-        .zremrangebyrank(owner, 0, -(this.maxListed + 1))
-        .expire(owner, this.ttl)
-        .exec(),
-    );
+    // A run id names one run, once (NX): never over another's record or log. One round trip.
+    const multi = this.client
+      .multi()
+      .set(this.key(record.run_id), JSON.stringify(record), 'EX', this.ttl, 'NX')
+      .zadd(owner, Date.parse(record.created_at), record.run_id)
+      .zremrangebyrank(owner, 0, -(this.maxListed + 1))
+      .expire(owner, this.ttl);
+    if (options.local === true) multi.zadd(`${this.ns}:local`, Date.now(), record.run_id);
+    const results = await redisCall(multi.exec());
+    if (results?.[0]?.[1] !== 'OK') throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
   }
 
   async get(runId: string): Promise<RunRecord | undefined> {
     return parseRecord(await redisCall(this.client.get(this.key(runId))));
   }
 
-  async update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
-    const current = await this.get(runId);
+  async update(runId: string, patch: Partial<RunRecord>, base?: RunRecord): Promise<RunRecord | undefined> {
+    // The writer's own copy spares a read: if it is stale because the run ended meanwhile, the script refuses.
+    const current = base ?? (await this.get(runId));
     if (current === undefined || TERMINAL.has(current.status)) return current;
     const next = { ...current, ...patch, updated_at: new Date().toISOString() };
     // Written only while the stored run has not ended (checked in Redis, as one step with the write).
@@ -344,30 +391,75 @@ export class RedisRunStore implements RunStore {
     return written === 1 ? next : this.get(runId);
   }
 
-  async append(runId: string, frames: Omit<RunFrame, 'id'>[]): Promise<string[]> {
+  /**
+   * Frames that carry ids (an execution's, `{start}-{n}`) go in entries of up to {@link ENTRY_FRAMES},
+   * each entry under its first frame's id — one XADD for a tick's worth of frames, not one a frame. A
+   * frame without an id (a run ended from elsewhere) is an entry of its own with the next id Redis gives.
+   */
+  async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]> {
     if (frames.length === 0) return [];
     const log = `${this.key(runId)}:log`;
     const multi = this.client.multi();
+    const entries: { id: string | undefined; frames: typeof frames }[] = [];
     for (const frame of frames) {
-      multi.xadd(log, 'MAXLEN', '~', String(this.maxFrames), '*', 'e', frame.event, 'd', frame.data === undefined ? '' : JSON.stringify(frame.data));
+      const last = entries.at(-1);
+      if (frame.id !== undefined && last?.id !== undefined && last.frames.length < ENTRY_FRAMES) last.frames.push(frame);
+      else entries.push({ id: frame.id, frames: [frame] });
+    }
+    for (const entry of entries) {
+      // [id, event] or [id, event, data]: a frame without data stays without (an `end`), one with `null` keeps it.
+      const packed = JSON.stringify(entry.frames.map((frame) => (frame.data === undefined ? [frame.id ?? null, frame.event] : [frame.id ?? null, frame.event, frame.data])));
+      multi.xadd(log, 'MAXLEN', '~', String(this.maxFrames), entry.id ?? '*', 'f', packed);
     }
     multi.expire(log, this.ttl).publish(`${this.ns}:changed:${runId}`, 'frames');
     const results = (await redisCall(multi.exec())) ?? [];
-    return results.slice(0, frames.length).map(([error, id]) => {
+    return entries.flatMap((entry, i) => {
+      const [error, id] = results[i] ?? [new Error('no reply'), undefined];
       if (error !== null) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis refused a run frame', { cause: error });
-      return String(id);
+      return entry.frames.map((frame) => frame.id ?? String(id));
     });
   }
 
+  frameIds(startMs: number): () => string {
+    let n = 0;
+    return () => `${startMs}-${n++}`;
+  }
+
+  async heartbeat(runIds: readonly string[]): Promise<void> {
+    if (runIds.length === 0) return;
+    const now = Date.now();
+    await redisCall(this.client.zadd(`${this.ns}:local`, ...runIds.flatMap((id) => [now, id])));
+  }
+
+  async stale(staleMs: number): Promise<string[]> {
+    return redisCall(this.client.zrangebyscore(`${this.ns}:local`, '-inf', Date.now() - staleMs, 'LIMIT', 0, 100));
+  }
+
+  async forget(runId: string): Promise<void> {
+    await redisCall(this.client.zrem(`${this.ns}:local`, runId));
+  }
+
   async frames(runId: string, afterId?: string): Promise<RunFrame[]> {
-    // At most 500 frames a read: a reader of a long log takes it in pieces.
-    const entries = await redisCall(this.client.xrange(`${this.key(runId)}:log`, afterId === undefined ? '-' : `(${afterId}`, '+', 'COUNT', 500));
-    return entries.map(([id, fields]) => {
-      const values: Record<string, string> = {};
-      for (let i = 0; i + 1 < fields.length; i += 2) values[fields[i] as string] = fields[i + 1] as string;
-      const event = values.e as RunFrame['event'];
-      return values.d === undefined || values.d === '' ? { id, event } : { id, event, data: JSON.parse(values.d) as unknown };
-    });
+    // From the entry holding `afterId` (the last whose id is not past it), 20 entries at a time, keeping
+    // the frames after it — found and read in one round trip.
+    const after = afterId === undefined ? undefined : parseStreamId(afterId);
+    const log = `${this.key(runId)}:log`;
+    const entries = (
+      after === undefined
+        ? await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 20))
+        : await redisCall(this.client.eval(READ_FROM_ENTRY, 1, log, afterId as string, 20) as Promise<[string, string[]][]>)
+    ) as [string, string[]][];
+    const out: RunFrame[] = [];
+    for (const [entryId, fields] of entries) {
+      const packed = fields[fields.indexOf('f') + 1];
+      if (packed === undefined) continue;
+      for (const frame of JSON.parse(packed) as ([string | null, RunFrame['event']] | [string | null, RunFrame['event'], unknown])[]) {
+        const frameId = frame[0] ?? entryId;
+        if (after !== undefined && compareStreamIds(parseStreamId(frameId), after) <= 0) continue;
+        out.push(frame.length === 2 ? { id: frameId, event: frame[1] } : { id: frameId, event: frame[1], data: frame[2] });
+      }
+    }
+    return out;
   }
 
   async watch(runId: string): Promise<RunWatch> {

@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RunnelError } from '../core/index.js';
-import { checkWebhookUrl, isLastFrame, TERMINAL, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
+import { checkWebhookUrl, isLastFrame, TERMINAL, type RunFrame, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
 import type { PreparedChain } from './prepared.js';
 import { bodyObject, checkAcceptingRuns, countedByHandler, decodeConfigHash, eventFilters, required, requestContext } from './request.js';
 import { SseWriter } from './sse.js';
@@ -18,11 +18,19 @@ export function runQueue(request: FastifyRequest): RunQueue {
   return request.server.runnel.runQueue();
 }
 
-/**
- * Validates a submission and queues it: `{input, config?, kwargs?, webhook?}`
- * (plus the `stream_events` filters for a durable `/stream_events`).
- */
+/** Validates a submission and queues it (see {@link prepareRun}). */
 export async function submitRun(request: FastifyRequest<{ Params: { config_hash?: string } }>, chain: PreparedChain, kind: RunKind): Promise<RunRecord> {
+  const record = await prepareRun(request, chain, kind);
+  await runQueue(request).submit(record);
+  return record;
+}
+
+/**
+ * Validates a submission — `{input, config?, kwargs?, webhook?}`, plus the
+ * `stream_events` filters for a durable `/stream_events` — exactly as
+ * `/invoke` validates, and makes its record.
+ */
+export async function prepareRun(request: FastifyRequest<{ Params: { config_hash?: string } }>, chain: PreparedChain, kind: RunKind): Promise<RunRecord> {
   const body = bodyObject(request.body);
   const input = required(body, 'input');
   const filters = kind === 'stream_events' ? eventFilters(body) : undefined;
@@ -37,7 +45,6 @@ export async function submitRun(request: FastifyRequest<{ Params: { config_hash?
       ? undefined
       : checkWebhookUrl(body.webhook, { hosts: state.config.webhookHosts, secret: state.config.webhookSecret, allowHttp: state.config.webhookAllowHttp }).toString();
   checkAcceptingRuns(request);
-  const queue = runQueue(request);
   const now = new Date().toISOString();
   const record: RunRecord = {
     // The server names every run (a client's config.run_id, where allowed, names its trace, not the run):
@@ -55,8 +62,79 @@ export async function submitRun(request: FastifyRequest<{ Params: { config_hash?
     created_at: now,
     updated_at: now,
   };
-  await queue.submit(record);
   return record;
+}
+
+/**
+ * A durable stream: the run executes in this process now (as a plain stream would), outliving the request,
+ * and its frames — each with the id it has in the run's log — go to this client as they are made; a client
+ * that drops rejoins through the log with `Last-Event-ID`, on any replica.
+ */
+export async function streamRunHere(request: FastifyRequest, reply: FastifyReply, record: RunRecord): Promise<void> {
+  const state = request.server.runnel;
+  const queue = runQueue(request);
+  if (state.streams.size >= state.config.maxStreams) {
+    throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
+  }
+  reply.hijack();
+  countedByHandler.add(request);
+  const sse = new SseWriter(reply.raw, {
+    pingMs: state.config.pingMs,
+    stallMs: state.config.streamStallMs,
+    headers: Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])),
+  });
+  const pending: RunFrame[] = [];
+  let wake: (() => void) | undefined;
+  let gone = false;
+  let ended = false;
+  reply.raw.on('close', () => {
+    gone = true;
+    wake?.();
+  });
+  let finish!: () => void;
+  const entry = { stop: () => ((gone = true), wake?.()), done: new Promise<void>((resolve) => (finish = resolve)) };
+  state.streams.add(entry);
+  sse.open();
+  const run = queue
+    .runHere(record, (frame) => {
+      // A client gone keeps nothing: the run goes on, its frames in the log.
+      if (gone) return;
+      pending.push(frame);
+      wake?.();
+    })
+    .then(
+      () => undefined,
+      (error: unknown) => error,
+    )
+    .finally(() => {
+      ended = true;
+      wake?.();
+    });
+  try {
+    for (;;) {
+      while (pending.length > 0 && !gone) {
+        const frame = pending.shift() as RunFrame;
+        const sent = sse.send(frame.event, frame.data, frame.id);
+        if (sent === false || (sent !== true && !(await sent))) gone = true;
+        if (isLastFrame(frame)) return;
+      }
+      if (gone || (ended && pending.length === 0)) break;
+      await new Promise<void>((resolve) => (wake = resolve));
+      wake = undefined;
+    }
+    // The run could not start (its record not stored): say so in the stream's own terms.
+    const failed = await run;
+    if (failed !== undefined && !gone && !sse.closed) {
+      const error = failed instanceof RunnelError ? failed : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error');
+      sse.send('error', { status_code: error.statusCode, code: error.code, message: error.message });
+    }
+  } finally {
+    pending.length = 0;
+    sse.end();
+    state.streams.delete(entry);
+    finish();
+    state.metrics.requests.inc({ chain: record.chain, endpoint: record.kind, status: gone ? '499' : '200' });
+  }
 }
 
 /** The caller's run of this chain, or 404 (another caller's run does not exist for them). */
@@ -112,6 +190,13 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     for (;;) {
       const frames = await queue.store.frames(record.run_id, after);
       for (const frame of frames) {
+        // The worker writes the last frame, then the record: hold the frame (a moment, at most a second) until
+        // the record has ended too, so a client that reads the record on `end` finds it ended.
+        for (let i = 0; isLastFrame(frame) && i < 10; i++) {
+          const now = await queue.store.get(record.run_id);
+          if (now === undefined || TERMINAL.has(now.status)) break;
+          await watch.next(100, gone.signal);
+        }
         const sent = sse.send(frame.event, frame.data, frame.id);
         if (sent === false || (sent !== true && !(await sent))) return;
         after = frame.id;

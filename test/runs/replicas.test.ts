@@ -175,3 +175,21 @@ describe('a worker killed mid-run', () => {
     expect(await wait(api.url as string, '/long', run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
   }, 60_000);
 });
+
+describe('a replica killed under a durable stream', () => {
+  it('its run, executed there, is ended RUNNEL_ERR_RUN_LOST by another replica', async () => {
+    const env = { RUNNEL_RUN_NAMESPACE: `runnel-test-local-${randomUUID()}`, RUNNEL_RUN_LOCK_MS: '1000' };
+    const [doomed, survivor] = await Promise.all([start(env), start(env)]);
+    const res = await fetch(`${doomed.url}/long/stream`, { method: 'POST', headers, body: JSON.stringify({ input: { topic: 'gone' }, on_disconnect: 'continue' }) });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    const got = frames(seen);
+    const runId = (got[0]?.data as { run_id: string }).run_id;
+    doomed.child.kill('SIGKILL');
+    await new Promise((resolve) => doomed.child.once('exit', resolve));
+    const rest = frames(await (await fetch(`${survivor.url}/long/runs/${runId}/stream`, { headers: { ...headers, 'last-event-id': got.at(-1)?.id as string } })).text());
+    expect(rest.at(-1)).toMatchObject({ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    expect(await wait(survivor.url as string, '/long', runId)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
+  }, 60_000);
+});
