@@ -10,9 +10,9 @@ import { RunController, RunnelError, type Runnable, type RunnableConfig } from '
 import type { OpenStream } from '../src/server/app.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { bodyObject, checkAcceptingRuns, clientGone as recordClientGone, countedByHandler, decodeConfigHash, eventFilters, required, requestContext } from '../src/server/request.js';
+import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordClientGone, decodeConfigHash, eventFilters, required, requestContext, takeOverForEvents } from '../src/server/request.js';
 import { prepareRun, streamRunHere } from '../src/server/runs.js';
-import { SseWriter } from '../src/server/sse.js';
+import type { SseWriter } from '../src/server/sse.js';
 import { usageMeter } from '../src/server/usage.js';
 
 type Kind = 'stream' | 'stream_log' | 'stream_events';
@@ -41,9 +41,6 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
       }
       // Durable: the run goes to the queue and this request follows its log, so a client that drops rejoins
       // through /{path}/runs/{run_id}/stream with Last-Event-ID, on any replica.
-      if (state.streams.size >= state.config.maxStreams) {
-        throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
-      }
       const record = await prepareRun(request, chain, kind === 'stream' ? 'stream' : 'stream_events');
       await streamRunHere(request, reply, record);
       return;
@@ -56,9 +53,7 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
     );
     chain.checkInput(input);
     checkAcceptingRuns(request);
-    if (state.streams.size >= state.config.maxStreams) {
-      throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
-    }
+    checkStreamSlot(request);
 
     const controller = new RunController();
     let clientGone = false;
@@ -69,13 +64,7 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
     const started = performance.now();
     let status = 200;
 
-    reply.hijack();
-    countedByHandler.add(request);
-    const sse = new SseWriter(reply.raw, {
-      pingMs: state.config.pingMs,
-      stallMs: state.config.streamStallMs,
-      headers: Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])),
-    });
+    const sse = takeOverForEvents(request, reply);
     reply.raw.on('close', () => {
       if (sse.closed && reply.raw.writableEnded) return;
       clientGone = true;

@@ -7,6 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import LZString from 'lz-string';
 import { RunController, RunnelError, type EventFilters } from '../core/index.js';
 import type { Endpoint, RequestContext } from './registry.js';
+import { SseWriter } from './sse.js';
 
 /** The body as an object, or `RUNNEL_ERR_BODY_INVALID`. */
 export function bodyObject(body: unknown): Record<string, unknown> {
@@ -114,4 +115,29 @@ export function clientGone(request: FastifyRequest, endpoint: Endpoint, chainPat
   const { metrics } = request.server.runnel;
   metrics.requests.inc({ chain: chainPath, endpoint, status: '499' });
   metrics.duration.observe({ chain: chainPath, endpoint }, elapsedMs / 1000);
+}
+
+/**
+ * Takes the response over for an event stream: Fastify lets go of it (the
+ * stream counts itself in `/metrics`), and an `SseWriter` with the server's
+ * ping and stall settings and the headers set so far (CORS, request id)
+ * writes it. The caller opens it.
+ */
+export function takeOverForEvents(request: FastifyRequest, reply: FastifyReply): SseWriter {
+  const { config } = request.server.runnel;
+  reply.hijack();
+  countedByHandler.add(request);
+  return new SseWriter(reply.raw, {
+    pingMs: config.pingMs,
+    stallMs: config.streamStallMs,
+    headers: Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])),
+  });
+}
+
+/** 503 `RUNNEL_ERR_OVERLOADED` when every stream slot is taken. */
+export function checkStreamSlot(request: FastifyRequest): void {
+  const state = request.server.runnel;
+  if (state.streams.size >= state.config.maxStreams) {
+    throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
+  }
 }

@@ -10,8 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RunnelError } from '../core/index.js';
 import { checkWebhookUrl, isLastFrame, TERMINAL, type RunFrame, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
 import type { PreparedChain } from './prepared.js';
-import { bodyObject, checkAcceptingRuns, countedByHandler, decodeConfigHash, eventFilters, required, requestContext } from './request.js';
-import { SseWriter } from './sse.js';
+import { bodyObject, checkAcceptingRuns, checkStreamSlot, decodeConfigHash, eventFilters, required, requestContext, takeOverForEvents } from './request.js';
 
 /** The server's run queue (started on first use). */
 export function runQueue(request: FastifyRequest): RunQueue {
@@ -73,16 +72,8 @@ export async function prepareRun(request: FastifyRequest<{ Params: { config_hash
 export async function streamRunHere(request: FastifyRequest, reply: FastifyReply, record: RunRecord): Promise<void> {
   const state = request.server.runnel;
   const queue = runQueue(request);
-  if (state.streams.size >= state.config.maxStreams) {
-    throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
-  }
-  reply.hijack();
-  countedByHandler.add(request);
-  const sse = new SseWriter(reply.raw, {
-    pingMs: state.config.pingMs,
-    stallMs: state.config.streamStallMs,
-    headers: Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])),
-  });
+  checkStreamSlot(request);
+  const sse = takeOverForEvents(request, reply);
   const pending: RunFrame[] = [];
   let wake: (() => void) | undefined;
   let gone = false;
@@ -167,16 +158,8 @@ export function lastEventId(request: FastifyRequest, queue: RunQueue): string | 
 export async function sendRunStream(request: FastifyRequest, reply: FastifyReply, record: RunRecord, afterId: string | undefined): Promise<void> {
   const state = request.server.runnel;
   const queue = runQueue(request);
-  if (state.streams.size >= state.config.maxStreams) {
-    throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
-  }
-  reply.hijack();
-  countedByHandler.add(request);
-  const sse = new SseWriter(reply.raw, {
-    pingMs: state.config.pingMs,
-    stallMs: state.config.streamStallMs,
-    headers: Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])),
-  });
+  checkStreamSlot(request);
+  const sse = takeOverForEvents(request, reply);
   const gone = new AbortController();
   reply.raw.on('close', () => gone.abort());
   // Shutdown ends this reader (the run goes on; the client rejoins on another replica with Last-Event-ID).

@@ -9,6 +9,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { frames } from '../support/sse-frames.js';
 import { STORY } from '../support/run-server.js';
 
 const root = new URL('../..', import.meta.url).pathname;
@@ -38,17 +39,6 @@ function start(env: Record<string, string>): Promise<{ child: ChildProcess; url?
   });
 }
 
-/** SSE frames with their ids. */
-function frames(body: string): { id?: string; event: string; data?: unknown }[] {
-  return body
-    .split('\r\n\r\n')
-    .filter((frame) => frame !== '' && !frame.startsWith(':'))
-    .map((frame) => {
-      const id = /^id: (.*)$/m.exec(frame)?.[1];
-      const data = /^data: (.*)$/m.exec(frame)?.[1];
-      return { ...(id === undefined ? {} : { id }), event: /^event: (.*)$/m.exec(frame)?.[1] as string, ...(data === undefined ? {} : { data: JSON.parse(data) as unknown }) };
-    });
-}
 
 const submit = async (url: string, path: string, body: unknown): Promise<{ run_id: string }> => {
   const res = await fetch(`${url}${path}/runs`, { method: 'POST', headers, body: JSON.stringify(body) });

@@ -8,24 +8,13 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { frames } from '../support/sse-frames.js';
 import { buildApp, connectServices, type ChainSpec, type Services } from '../../src/index.js';
 import { runChains, STORY } from '../support/run-server.js';
 
 const keys = { ada: 'ada-key-0123456789abcdef', bob: 'bob-key-0123456789abcdef' };
 const as = (who: keyof typeof keys) => ({ authorization: `Bearer ${keys[who]}`, 'content-type': 'application/json' });
 
-/** SSE frames with their ids. */
-function frames(body: string): { id?: string; event: string; data?: unknown }[] {
-  return body
-    .split('\r\n\r\n')
-    .filter((frame) => frame !== '' && !frame.startsWith(':'))
-    .map((frame) => {
-      const id = /^id: (.*)$/m.exec(frame)?.[1];
-      const event = /^event: (.*)$/m.exec(frame)?.[1] as string;
-      const data = /^data: (.*)$/m.exec(frame)?.[1];
-      return { ...(id === undefined ? {} : { id }), event, ...(data === undefined ? {} : { data: JSON.parse(data) as unknown }) };
-    });
-}
 
 for (const backend of ['memory', 'redis'] as const) {
   describe(`background runs (${backend === 'memory' ? 'in-process queue' : 'BullMQ on Redis'})`, () => {
