@@ -35,8 +35,9 @@ class FrameWriter {
   ) {}
 
   /** Queues a frame for the log and hands it to the local reader — the last one only once the record says so. */
-  push(event: Omit<RunFrame, 'id'>): RunFrame {
-    const frame = { ...event, id: this.nextId() };
+  push(event: Omit<RunFrame, 'id' | 'json'>): RunFrame {
+    // Serialised once here: the log and the local reader both take this JSON.
+    const frame: RunFrame = event.data === undefined ? { ...event, id: this.nextId() } : { ...event, id: this.nextId(), json: JSON.stringify(event.data) };
     this.pending.push(frame);
     if (!isLastFrame(frame)) this.onFrame?.(frame);
     if (this.scheduled) return frame;

@@ -106,7 +106,8 @@ class RunWorkerCore {
    * this one dies.
    */
   async runLocal(record: RunRecord, onFrame: (frame: RunFrame) => void): Promise<void> {
-    // Stored as running, with its first heartbeat, in one round trip: it starts now.
+    // Stored as running, with its first heartbeat, in one round trip, before its first frame goes out: a client
+    // that rejoins right after that frame finds the run on any replica.
     const running: RunRecord = { ...record, status: 'running' };
     await this.options.store.create(running, { local: true });
     this.local.add(record.run_id);

@@ -42,6 +42,13 @@ export interface RunFrame {
   id: string;
   event: 'metadata' | 'data' | 'end' | 'error';
   data?: unknown;
+  /** `data` as JSON, when the writer has serialised it already (it is then not serialised again). */
+  json?: string;
+}
+
+/** A frame's data as JSON: serialised once, for the log and for the client alike. */
+export function frameJson(frame: Pick<RunFrame, 'data' | 'json'>): string | undefined {
+  return frame.json ?? (frame.data === undefined ? undefined : JSON.stringify(frame.data));
 }
 
 export const TERMINAL: ReadonlySet<RunStatus> = new Set(['success', 'error', 'cancelled']);
@@ -408,7 +415,13 @@ export class RedisRunStore implements RunStore {
     }
     for (const entry of entries) {
       // [id, event] or [id, event, data]: a frame without data stays without (an `end`), one with `null` keeps it.
-      const packed = JSON.stringify(entry.frames.map((frame) => (frame.data === undefined ? [frame.id ?? null, frame.event] : [frame.id ?? null, frame.event, frame.data])));
+      // Assembled from each frame's JSON, which the writer has made once for its client too.
+      const packed = `[${entry.frames
+        .map((frame) => {
+          const data = frameJson(frame);
+          return `[${frame.id === undefined ? 'null' : JSON.stringify(frame.id)},"${frame.event}"${data === undefined ? '' : `,${data}`}]`;
+        })
+        .join(',')}]`;
       multi.xadd(log, 'MAXLEN', '~', String(this.maxFrames), entry.id ?? '*', 'f', packed);
     }
     multi.expire(log, this.ttl).publish(`${this.ns}:changed:${runId}`, 'frames');

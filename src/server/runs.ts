@@ -105,7 +105,7 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
     for (;;) {
       while (pending.length > 0 && !gone) {
         const frame = pending.shift() as RunFrame;
-        const sent = sse.send(frame.event, frame.data, frame.id);
+        const sent = sse.send(frame.event, frame.data, frame.id, frame.json);
         if (sent === false || (sent !== true && !(await sent))) gone = true;
         if (isLastFrame(frame)) return;
       }

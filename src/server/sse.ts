@@ -72,10 +72,11 @@ export class SseWriter {
    * Sends one frame: `true` when the socket took it at once, otherwise a
    * promise that resolves once it drained (true) or the client went (false).
    */
-  send(event: string, data?: unknown, id?: string): boolean | Promise<boolean> {
+  send(event: string, data?: unknown, id?: string, json?: string): boolean | Promise<boolean> {
     // A frame of a durable run carries its id: a client that reconnects sends it back as Last-Event-ID.
     const head = id === undefined ? `event: ${event}\r\n` : `id: ${id}\r\nevent: ${event}\r\n`;
-    const frame = data === undefined ? `${head}\r\n` : `${head}data: ${JSON.stringify(data)}\r\n\r\n`;
+    const body = json ?? (data === undefined ? undefined : JSON.stringify(data));
+    const frame = body === undefined ? `${head}\r\n` : `${head}data: ${body}\r\n\r\n`;
     return this.write(frame);
   }
 
