@@ -74,48 +74,58 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
   const queue = runQueue(request);
   checkStreamSlot(request);
   const sse = takeOverForEvents(request, reply);
+  // Frames go to the socket as they are made; only while it pushes back do they wait here, in order.
   const pending: RunFrame[] = [];
-  let wake: (() => void) | undefined;
+  let blocked = false;
   let gone = false;
+  let last = false;
   let ended = false;
-  reply.raw.on('close', () => {
+  let settle!: () => void;
+  const delivered = new Promise<void>((resolve) => (settle = resolve));
+  const stop = (): void => {
     gone = true;
-    wake?.();
-  });
+    pending.length = 0;
+    settle();
+  };
+  reply.raw.on('close', stop);
   let finish!: () => void;
-  const entry = { stop: () => ((gone = true), wake?.()), done: new Promise<void>((resolve) => (finish = resolve)) };
+  const entry = { stop, done: new Promise<void>((resolve) => (finish = resolve)) };
   state.streams.add(entry);
   sse.open();
-  const run = queue
+  const deliver = (frame: RunFrame): void => {
+    const sent = sse.send(frame.event, frame.data, frame.id, frame.json);
+    if (isLastFrame(frame)) last = true;
+    if (sent === false) return stop();
+    if (sent !== true) {
+      blocked = true;
+      void sent.then((open) => {
+        blocked = false;
+        if (!open) return stop();
+        while (pending.length > 0 && !blocked && !gone) deliver(pending.shift() as RunFrame);
+        if ((last || ended) && pending.length === 0 && !blocked) settle();
+      });
+      return;
+    }
+    if (last) settle();
+  };
+  const failed = await queue
     .runHere(record, (frame) => {
       // A client gone keeps nothing: the run goes on, its frames in the log.
       if (gone) return;
-      pending.push(frame);
-      wake?.();
+      if (blocked) pending.push(frame);
+      else deliver(frame);
     })
     .then(
       () => undefined,
       (error: unknown) => error,
-    )
-    .finally(() => {
-      ended = true;
-      wake?.();
-    });
+    );
   try {
-    for (;;) {
-      while (pending.length > 0 && !gone) {
-        const frame = pending.shift() as RunFrame;
-        const sent = sse.send(frame.event, frame.data, frame.id, frame.json);
-        if (sent === false || (sent !== true && !(await sent))) gone = true;
-        if (isLastFrame(frame)) return;
-      }
-      if (gone || (ended && pending.length === 0)) break;
-      await new Promise<void>((resolve) => (wake = resolve));
-      wake = undefined;
-    }
+    // The run has ended: what the socket has not taken yet goes out first (the drain settles then).
+    ended = true;
+    if (!blocked) settle();
+    await delivered;
     // The run could not start (its record not stored): say so in the stream's own terms.
-    const failed = await run;
-    if (failed !== undefined && !gone && !sse.closed) {
+    if (failed !== undefined && !last && !gone && !sse.closed) {
       const error = failed instanceof RunnelError ? failed : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error');
       sse.send('error', { status_code: error.statusCode, code: error.code, message: error.message });
     }
