@@ -8,6 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { connectServices, type Services } from '../../src/index.js';
@@ -70,4 +71,11 @@ export async function temporaryServices(): Promise<{ services: Services; dispose
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** Listens on 127.0.0.1 and launches Chromium: what a browser test starts from. */
+export async function serveToBrowser(app: FastifyInstance): Promise<{ base: string; browser: Browser }> {
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  return { base, browser: await launchChromium() };
 }

@@ -3,7 +3,6 @@
  * API key, and the index page and every playground page link an icon that
  * loads — no 404 and no console error in the browser.
  */
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import LZString from 'lz-string';
 import type { Browser } from 'playwright-core';
@@ -11,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createChains } from '../../chains/index.js';
 import { buildApp, defineChain, lambda } from '../../src/index.js';
-import { eventually, launchChromium, openWatched, recordAnswers, temporaryServices } from './browser.js';
+import { eventually, serveToBrowser, openWatched, recordAnswers, temporaryServices } from './browser.js';
 
 const KEY = 'k_favicon_0123456789abcdef';
 
@@ -62,9 +61,7 @@ describe('the icon in Chromium', () => {
     dispose = temporary.dispose;
     app = await buildApp({ chains: createChains({ services: temporary.services, env: {} }).chains, services: temporary.services });
     answers = recordAnswers(app);
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-    browser = await launchChromium();
+    ({ base, browser } = await serveToBrowser(app));
   }, 60_000);
   afterAll(async () => {
     await browser?.close();

@@ -4,13 +4,12 @@
  * every chain with its description and working links — playground, API
  * docs, schemas — under a strict CSP, and no console error.
  */
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
 import { buildApp, type ChainSpec } from '../../src/index.js';
-import { ARTIFACTS, launchChromium, openWatched, temporaryServices } from './browser.js';
+import { ARTIFACTS, serveToBrowser, openWatched, temporaryServices } from './browser.js';
 
 let app: FastifyInstance;
 let browser: Browser;
@@ -23,9 +22,7 @@ beforeAll(async () => {
   dispose = temporary.dispose;
   chains = createChains({ services: temporary.services, env: {} }).chains;
   app = await buildApp({ chains, services: temporary.services });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  browser = await launchChromium();
+  ({ base, browser } = await serveToBrowser(app));
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

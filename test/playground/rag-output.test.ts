@@ -4,13 +4,12 @@
  * shows above its sources — not in the order the stream happened to send
  * them (sources first, as retrieval finishes before the model starts).
  */
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
 import { buildApp } from '../../src/index.js';
-import { ARTIFACTS, launchChromium, openWatched, temporaryServices } from './browser.js';
+import { ARTIFACTS, serveToBrowser, openWatched, temporaryServices } from './browser.js';
 
 let app: FastifyInstance;
 let browser: Browser;
@@ -23,9 +22,7 @@ beforeAll(async () => {
   const { chains, docs } = createChains({ services: temporary.services, env: {} });
   await docs.seed();
   app = await buildApp({ chains, services: temporary.services });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  browser = await launchChromium();
+  ({ base, browser } = await serveToBrowser(app));
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

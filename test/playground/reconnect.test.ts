@@ -20,7 +20,7 @@ import type { Browser, Page, Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { buildApp, defineChain, lambda } from '../../src/index.js';
-import { launchChromium, openWatched } from './browser.js';
+import { serveToBrowser, openWatched } from './browser.js';
 
 const KEY = 'k_reconnect_0123456789abcdef';
 const WORDS = Array.from({ length: 60 }, (_, i) => `w${i}`);
@@ -65,9 +65,7 @@ let base = '';
 beforeAll(async () => {
   // No services: the runs go to the in-process queue.
   app = await buildApp({ chains: chains as never, config: { apiKeys: [{ name: 'tester', key: KEY }] } });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  browser = await launchChromium();
+  ({ base, browser } = await serveToBrowser(app));
 }, 60_000);
 
 afterAll(async () => {
