@@ -64,17 +64,20 @@ class FrameWriter {
     this.onFrame?.(frame);
   }
 
-  /** Everything pushed so far, written; throws the first write that failed. */
-  async drain(): Promise<void> {
+  /**
+   * Everything pushed so far, written, and the record ended with `patch` — the last batch and the record in
+   * one round trip. Throws the first write that failed (before ending anything).
+   */
+  async end(patch: Partial<RunRecord>, base: RunRecord | undefined, local: boolean): Promise<RunRecord | undefined> {
     const batch = this.pending;
     this.pending = [];
     await this.flushing;
-    if (batch.length > 0) await this.store.append(this.runId, batch);
     if (this.failure !== undefined) {
       const failure = this.failure;
       this.failure = undefined;
       throw failure;
     }
+    return this.store.end(this.runId, batch, patch, base, { local });
   }
 }
 
@@ -92,8 +95,11 @@ export async function executeRun(options: {
   log?: (error: unknown) => void;
   /** A reader in this process (the durable stream's own client): frames as they are made, before they are written. */
   onFrame?: (frame: RunFrame) => void;
+  /** The run executes outside the queue: its heartbeat is forgotten as it ends. */
+  local?: boolean;
 }): Promise<RunRecord | undefined> {
   const { record, runnable, store } = options;
+  const local = options.local === true;
   const runId = record.run_id;
   // The run stops when it is cancelled or shut down (the caller's signal), or when its log cannot be written.
   const controller = new AbortController();
@@ -112,7 +118,6 @@ export async function executeRun(options: {
   const config: RunnableConfig = { ...(record.config as RunnableConfig), signal, onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)) };
   let output: unknown;
   let base: RunRecord | undefined = record;
-  let last: RunFrame | undefined;
   try {
     // A run stored as running (executed where it was submitted) needs no second write to say so.
     if (record.status !== 'running') base = await store.update(runId, { status: 'running' }, record);
@@ -132,22 +137,20 @@ export async function executeRun(options: {
     }
     // A step that ends "normally" when aborted (a model SDK) must not turn a cancelled run into a success.
     signal.throwIfAborted();
-    last = writer.push({ event: 'end' });
-    await writer.drain();
+    const last = writer.push({ event: 'end' });
+    const ended = await writer.end({ status: 'success', output: JSON.parse(JSON.stringify(output ?? null)) as unknown, error: undefined, usage }, base, local);
+    writer.deliver(last);
+    return ended;
   } catch (error) {
     const reason = signal.aborted ? (signal.reason as unknown) : error;
     const cancelled = isRunnelError(reason, 'RUNNEL_ERR_RUN_CANCELLED');
     const failure = runError(cancelled ? reason : reason instanceof RunnelError ? reason : error);
     if (failure.code === 'RUNNEL_ERR_INTERNAL') options.log?.(error);
     const frame = writer.push({ event: 'error', data: failure });
-    await writer.drain();
-    const ended = await store.update(runId, { status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }, base);
+    const ended = await writer.end({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }, base, local);
     writer.deliver(frame);
     return ended;
   } finally {
     options.signal.removeEventListener('abort', forward);
   }
-  const ended = await store.update(runId, { status: 'success', output: JSON.parse(JSON.stringify(output ?? null)) as unknown, error: undefined, usage }, base);
-  if (last !== undefined) writer.deliver(last);
-  return ended;
 }

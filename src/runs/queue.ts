@@ -68,8 +68,7 @@ function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
 async function endRun(store: RunStore, runId: string, status: 'cancelled' | 'error', error: RunnelError): Promise<RunRecord | undefined> {
   const record = await store.get(runId);
   if (record === undefined || TERMINAL.has(record.status)) return undefined;
-  await store.append(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }]);
-  return store.update(runId, { status, error: { code: error.code, message: error.message } });
+  return store.end(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }], { status, error: { code: error.code, message: error.message } }, record);
 }
 
 const cancelled = (): RunnelError => new RunnelError('RUNNEL_ERR_RUN_CANCELLED', 'The run was cancelled');
@@ -111,18 +110,21 @@ class RunWorkerCore {
     const running: RunRecord = { ...record, status: 'running' };
     await this.options.store.create(running, { local: true });
     this.local.add(record.run_id);
+    let forgotten = false;
     try {
-      await this.execute(running, onFrame, false);
+      // A run that ends normally forgets its heartbeat in the same round trip as its last write.
+      forgotten = await this.execute(running, onFrame, false, true);
     } finally {
       this.local.delete(record.run_id);
-      await this.options.store.forget(record.run_id).catch(() => undefined);
+      if (!forgotten) await this.options.store.forget(record.run_id).catch(() => undefined);
     }
   }
 
   /** Runs executed here outside the queue (for their heartbeat). */
   readonly local = new Set<string>();
 
-  private async execute(record: RunRecord, onFrame: ((frame: RunFrame) => void) | undefined, checkCancel: boolean): Promise<void> {
+  /** Executes a run; resolves true when its record was ended by its own last write. */
+  private async execute(record: RunRecord, onFrame: ((frame: RunFrame) => void) | undefined, checkCancel: boolean, local = false): Promise<boolean> {
     const { store, chains } = this.options;
     const runId = record.run_id;
     const controller = new AbortController();
@@ -138,19 +140,21 @@ class RunWorkerCore {
     try {
       if (checkCancel && (await store.cancelRequested(runId))) {
         notify(await endRun(store, runId, 'cancelled', cancelled()), this.options);
-        return;
+        return false;
       }
       const runnable = chains.get(record.chain);
       if (runnable === undefined) {
         await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_NOT_FOUND', `No chain ${record.chain} in this worker`));
-        return;
+        return false;
       }
       try {
-        notify(await executeRun({ record, runnable, store, signal: controller.signal, onFrame, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+        notify(await executeRun({ record, runnable, store, signal: controller.signal, onFrame, local, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+        return true;
       } catch (error) {
         // The store failed under the run (Redis down): end it once Redis answers again, so it is not left running.
         this.options.log?.(error, `run ${runId}: its record could not be written; retrying`);
         await this.endWhenPossible(runId, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way'));
+        return false;
       }
     } finally {
       clearInterval(poll);

@@ -7,7 +7,7 @@
  * one process (the embedded default: runs end with the process).
  */
 import { EventEmitter } from 'node:events';
-import type { Redis } from 'ioredis';
+import type { ChainableCommander, Redis } from 'ioredis';
 import { RunnelError } from '../core/index.js';
 
 /** Where a run is in its life. `success`, `error` and `cancelled` are terminal. */
@@ -81,6 +81,11 @@ export interface RunStore {
    * with the record as it stands.
    */
   update(runId: string, patch: Partial<RunRecord>, base?: RunRecord): Promise<RunRecord | undefined>;
+  /**
+   * A run's last frames, then its ending `patch` (as {@link update} merges it) — and, for a run executed
+   * outside the queue (`local`), its heartbeat forgotten: one round trip where the store allows it.
+   */
+  end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, base?: RunRecord, options?: { local?: boolean }): Promise<RunRecord | undefined>;
   /**
    * Appends frames to the run's log; returns their ids. A frame with an `id` (from {@link frameIds}) keeps
    * it, so its writer can send it to a client before the write returns; one without gets the next id.
@@ -204,6 +209,11 @@ export class MemoryRunStore implements RunStore {
     return { ...run.record };
   }
 
+  async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
+    await this.append(runId, frames);
+    return this.update(runId, patch);
+  }
+
   async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]> {
     const run = this.runs.get(runId);
     if (run === undefined) return [];
@@ -306,6 +316,21 @@ redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
 redis.call('PUBLISH', ARGV[2], 'status')
 return 1`;
 
+/** Frames bound for one stream entry, under its first frame's id (or the next id Redis gives). */
+interface FrameEntry {
+  id: string | undefined;
+  frames: (Omit<RunFrame, 'id'> & { id?: string })[];
+}
+
+/** The ids of `entries`' frames, from the replies to their XADDs (the first replies of `results`); throws a refused one. */
+function frameIdsOf(entries: FrameEntry[], results: [Error | null, unknown][]): string[] {
+  return entries.flatMap((entry, i) => {
+    const [error, id] = results[i] ?? [new Error('no reply'), undefined];
+    if (error !== null) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis refused a run frame', { cause: error });
+    return entry.frames.map((frame) => frame.id ?? String(id));
+  });
+}
+
 /** Reads a stored record, refusing anything that is not one. */
 function parseRecord(raw: string | null): RunRecord | undefined {
   if (raw === null) return undefined;
@@ -405,9 +430,35 @@ export class RedisRunStore implements RunStore {
    */
   async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]> {
     if (frames.length === 0) return [];
-    const log = `${this.key(runId)}:log`;
     const multi = this.client.multi();
-    const entries: { id: string | undefined; frames: typeof frames }[] = [];
+    const entries = this.addFrames(multi, runId, frames);
+    return frameIdsOf(entries, (await redisCall(multi.exec())) ?? []);
+  }
+
+  async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, base?: RunRecord, options?: { local?: boolean }): Promise<RunRecord | undefined> {
+    const current = base ?? (await this.get(runId));
+    const multi = this.client.multi();
+    const entries = this.addFrames(multi, runId, frames);
+    const next = current === undefined || TERMINAL.has(current.status) ? undefined : { ...current, ...patch, updated_at: new Date().toISOString() };
+    if (next !== undefined) multi.eval(UPDATE_UNLESS_ENDED, 1, this.key(runId), JSON.stringify(next), `${this.ns}:changed:${runId}`);
+    if (options?.local === true) multi.zrem(`${this.ns}:local`, runId);
+    const results = (await redisCall(multi.exec())) ?? [];
+    frameIdsOf(entries, results);
+    const written = next === undefined ? undefined : results[entries.length === 0 ? 0 : entries.length + 2];
+    if (written !== undefined && written[0] !== null) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis refused a run record', { cause: written[0] });
+    return written?.[1] === 1 ? next : this.get(runId);
+  }
+
+  /**
+   * Frames that carry ids (an execution's, `{start}-{n}`) go in entries of up to {@link ENTRY_FRAMES},
+   * each entry under its first frame's id — one XADD for a tick's worth of frames, not one a frame. A
+   * frame without an id (a run ended from elsewhere) is an entry of its own with the next id Redis gives.
+   * Queued on `multi`: an XADD an entry, then the log's EXPIRE and a PUBLISH to followers (none for no frames).
+   */
+  private addFrames(multi: ChainableCommander, runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): FrameEntry[] {
+    if (frames.length === 0) return [];
+    const log = `${this.key(runId)}:log`;
+    const entries: FrameEntry[] = [];
     for (const frame of frames) {
       const last = entries.at(-1);
       if (frame.id !== undefined && last?.id !== undefined && last.frames.length < ENTRY_FRAMES) last.frames.push(frame);
@@ -425,12 +476,7 @@ export class RedisRunStore implements RunStore {
       multi.xadd(log, 'MAXLEN', '~', String(this.maxFrames), entry.id ?? '*', 'f', packed);
     }
     multi.expire(log, this.ttl).publish(`${this.ns}:changed:${runId}`, 'frames');
-    const results = (await redisCall(multi.exec())) ?? [];
-    return entries.flatMap((entry, i) => {
-      const [error, id] = results[i] ?? [new Error('no reply'), undefined];
-      if (error !== null) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis refused a run frame', { cause: error });
-      return entry.frames.map((frame) => frame.id ?? String(id));
-    });
+    return entries;
   }
 
   frameIds(startMs: number): () => string {
