@@ -10,59 +10,15 @@
  *
  * Medians of 3 rounds; the machine is noisy. Traffic only to 127.0.0.1, bounded in count.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { benchHeaders as headers, eventsPerSecond, median, startRunServer as start, stopRunServers } from './processes.js';
 
-const root = new URL('..', import.meta.url).pathname;
-const KEY = 'bench-key-0123456789abcdef';
-const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
-const children: ChildProcess[] = [];
-
-function start(env: Record<string, string>): Promise<string | undefined> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/run-server.ts'], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL: 'redis://127.0.0.1:6379', RUNNEL_API_KEYS: `bench:${KEY}`, PORT: '0', LOG_LEVEL: 'warn', RUNNEL_MAX_STREAMS: '5000', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  return new Promise((resolve) => {
-    let out = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const port = /ready (\d+)/.exec(out)?.[1];
-      if (port !== undefined) resolve(`http://127.0.0.1:${port}`);
-      else if (out.includes('ready worker')) resolve(undefined);
-    });
-  });
-}
-
-const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
 const percentile = (values: number[], p: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] as number;
 
-/** Reads a whole SSE body, counting data frames. */
-async function streamOnce(url: string, body: unknown): Promise<number> {
-  const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
-  const text = await res.text();
-  return text.split('event: data').length - 1;
-}
-
-/** Events per second over a window of `seconds`, `concurrency` streams at a time (long enough to outlast warm-up and tails). */
-async function eventsPerSecond(base: string, durable: boolean, seconds = 4, concurrency = 20): Promise<number> {
-  let events = 0;
-  const started = performance.now();
-  const until = started + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < until) {
-        // Read, then added: `events += await …` would read `events` before the await and lose the others' counts.
-        const counted = await streamOnce(`${base}/fast/stream`, { input: { topic: randomUUID() }, ...(durable ? { on_disconnect: 'continue' } : {}) });
-        events += counted;
-      }
-    }),
-  );
-  return events / ((performance.now() - started) / 1000);
-}
+/** Events per second of `/fast/stream`, plain or durable. */
+const streamRate = async (base: string, durable: boolean, seconds?: number): Promise<number> =>
+  (await eventsPerSecond(`${base}/fast/stream`, () => ({ input: { topic: randomUUID() }, ...(durable ? { on_disconnect: 'continue' } : {}) }), 'event: data', { seconds })).perSecond;
 
 async function reconnectLatencies(base: string, count = 300): Promise<number[]> {
   const submitted = (await (await fetch(`${base}/fast/runs`, { method: 'POST', headers, body: JSON.stringify({ input: { topic: 'replay' } }) })).json()) as { run_id: string };
@@ -115,12 +71,12 @@ try {
   const separateNs = namespaces[1] as string;
   const httpOnly = (await start({ RUNNEL_RUN_NAMESPACE: separateNs, RUNNEL_WORKER_CONCURRENCY: '0' })) as string;
   await start({ RUNNEL_RUN_NAMESPACE: separateNs, RUNNEL_ROLE: 'worker', RUNNEL_WORKER_CONCURRENCY: '50' });
-  await eventsPerSecond(inProcess, false, 1);
-  await eventsPerSecond(inProcess, true, 1);
+  await streamRate(inProcess, false, 1);
+  await streamRate(inProcess, true, 1);
   const rounds = { plain: [] as number[], durable: [] as number[], p50: [] as number[], p99: [] as number[], inProc: [] as number[], separate: [] as number[] };
   for (let round = 1; round <= 3; round++) {
-    rounds.plain.push(await eventsPerSecond(inProcess, false));
-    rounds.durable.push(await eventsPerSecond(inProcess, true));
+    rounds.plain.push(await streamRate(inProcess, false));
+    rounds.durable.push(await streamRate(inProcess, true));
     const latencies = await reconnectLatencies(inProcess);
     rounds.p50.push(percentile(latencies, 0.5));
     rounds.p99.push(percentile(latencies, 0.99));
@@ -138,7 +94,7 @@ try {
   console.log(`| no-op runs/s end to end, workers in the server | ${median(rounds.inProc).toFixed(0)} | ≥ 1,000 ${median(rounds.inProc) >= 1000 ? 'met' : 'MISSED'} |`);
   console.log(`| no-op runs/s end to end, a separate worker process | ${median(rounds.separate).toFixed(0)} | ≥ 1,000 ${median(rounds.separate) >= 1000 ? 'met' : 'MISSED'} |`);
 } finally {
-  for (const child of children) child.kill('SIGTERM');
+  stopRunServers();
   // The runs of this bench (about 12,000, with their logs) would otherwise stay in Redis for their TTL.
   const redis = new Redis('redis://127.0.0.1:6379');
   for (const namespace of namespaces) {

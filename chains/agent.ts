@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { calculatorTool, createToolCallingAgent, defineChain, messagesSchema, tool, type ChatRequest, type FakeResponse } from '../src/index.js';
 import { formatSources } from './rag.js';
 import type { DocsCollection } from './docs.js';
-import { chatModel, lastText, OFFLINE, quote, type ChainContext } from './model.js';
+import { chatModel, lastText, lastUserText, OFFLINE, quote, type ChainContext } from './model.js';
 
 /** The first arithmetic expression in a question ("what is (3 + 4) * 12?" → "(3 + 4) * 12"). */
 export function findExpression(text: string): string | undefined {
@@ -50,5 +50,18 @@ export function agentChain(context: ChainContext, docs: DocsCollection) {
     description: 'A tool-calling agent: a calculator and a search over Runnel’s docs. Send {input}.',
     runnable: agent,
     inputSchema: z.object({ input: z.string().min(1).max(4000).describe('A question or a calculation'), chat_history: messagesSchema.optional() }),
+    // The client keeps the conversation: its earlier turns are the chat history. Tool calls show as tool parts.
+    messages: {
+      stream: 'events',
+      toInput: ({ turns }) => ({
+        input: {
+          input: lastUserText(turns),
+          chat_history: turns
+            .slice(0, turns.findLastIndex((turn) => turn.role === 'user'))
+            .filter((turn) => (turn.role === 'user' || turn.role === 'assistant') && turn.text !== '')
+            .map((turn) => ({ type: turn.role === 'user' ? 'human' : 'ai', content: turn.text })),
+        },
+      }),
+    },
   });
 }

@@ -4,7 +4,8 @@
  * the caller's identity and `configurable.session_id`.
  */
 import { z } from 'zod';
-import { ChatPromptTemplate, defineChain, MessagesPlaceholder, StringOutputParser, withMessageHistory } from '../src/index.js';
+import { ChatPromptTemplate, defineChain, MessagesPlaceholder, RunnelError, StringOutputParser, withMessageHistory } from '../src/index.js';
+import { lastUserText } from './model.js';
 import { chatModel, OFFLINE, quote, type ChainContext } from './model.js';
 
 const prompt = ChatPromptTemplate.fromMessages([
@@ -32,5 +33,16 @@ export function chatChain(context: ChainContext) {
     inputSchema: z.object({ message: z.string().min(1).max(8000).describe('Your message') }),
     playground: 'chat',
     history: getHistory,
+    // The conversation lives on the server: the chat's id is its session, and only the new message is sent on.
+    messages: {
+      toInput: ({ id, turns }) => {
+        if (id === undefined) {
+          throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'chat keeps each conversation on the server: name it with metadata.session_id (any string of yours)', {
+            detail: [{ type: 'missing', loc: ['metadata', 'session_id'], msg: 'Field required' }],
+          });
+        }
+        return { input: { message: lastUserText(turns) }, configurable: { session_id: id } };
+      },
+    },
   });
 }

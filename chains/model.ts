@@ -4,7 +4,7 @@
  * it is one — and still uses what its chain gives it (the conversation, the
  * retrieved passages, the tools), so everything around it is real.
  */
-import { chatModelFromEnv, ScriptedChatModel, type ChatModel, type ChatRequest, type FakeResponse, type Services } from '../src/index.js';
+import { chatModelFromEnv, RunnelError, ScriptedChatModel, type ChatModel, type ChatRequest, type ChatTurn, type FakeResponse, type Services } from '../src/index.js';
 
 /** What the chains are built from. */
 export interface ChainContext {
@@ -35,6 +35,20 @@ export function lastText(request: ChatRequest, type: 'human' | 'system' | 'tool'
     if (message?.type === type) return message.text;
   }
   return '';
+}
+
+/**
+ * The user's new message: the last turn's text when the user sent it, else a clear 422 (a conversation
+ * that ends with the assistant or a tool asks nothing these chains can answer).
+ */
+export function lastUserText(turns: readonly ChatTurn[]): string {
+  const last = turns.at(-1);
+  if (last?.role !== 'user' || last.text.trim() === '') {
+    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'The last message must be the user\'s, with text', {
+      detail: [{ type: 'value_error', loc: ['messages', Math.max(0, turns.length - 1)], msg: 'The last message must be a user message with text' }],
+    });
+  }
+  return last.text;
 }
 
 /** Shortens text for quoting. */

@@ -13,6 +13,7 @@ import { playgroundRoutes } from './playground.js';
 import { invokeHandler } from './invoke.js';
 import { schemaHandler } from './schemas.js';
 import { streamHandler } from './streams.js';
+import { uiResumeHandler, uiStreamHandler } from './ui-stream.js';
 
 export interface ChainRoutesOptions {
   chain: PreparedChain;
@@ -111,6 +112,47 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
   if (enabled.has('input_schema')) schemaRoute('input', `What ${path} takes as \`input\` (JSON Schema, draft-07)`);
   if (enabled.has('output_schema')) schemaRoute('output', `What ${path} answers as \`output\` (JSON Schema, draft-07)`);
   if (enabled.has('config_schema')) schemaRoute('config', `What a client may set in \`config\` for ${path}: its configurable fields and allowed keys (JSON Schema)`);
+  if (enabled.has('ui_stream') && chain.spec.messages !== undefined) {
+    app.post(
+      '/ui_stream',
+      doc(`Chat with ${path} as the AI SDK's useChat does (UI message stream)`, {
+        description:
+          "What the AI SDK's `DefaultChatTransport` sends: the chat's `id`, its `messages` (UI messages; their text parts are read), `trigger` and `messageId`. The chain's messages adapter makes its input. Add `on_disconnect: \"continue\"` (the transport's `body` option) to make the run durable, so a reloaded page resumes it.",
+        body: {
+          type: 'object',
+          required: ['id', 'messages'],
+          properties: {
+            id: { type: 'string', description: 'The chat id' },
+            messages: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, role: { type: 'string', enum: ['user', 'assistant', 'system'] }, parts: { type: 'array', items: { type: 'object', additionalProperties: true } } } } },
+            trigger: { type: 'string', enum: ['submit-message', 'regenerate-message'] },
+            messageId: { type: 'string' },
+            on_disconnect: { type: 'string', enum: ['cancel', 'continue'], default: 'cancel' },
+            config: { type: 'object', additionalProperties: true },
+          },
+          additionalProperties: true,
+        },
+        response: {
+          200: {
+            description:
+              'The UI message stream (header `x-vercel-ai-ui-message-stream: v1`): `data:` frames of JSON parts — `start`, `start-step`, `text-start`, `text-delta`, `text-end`, `tool-input-start`, `tool-input-available`, `tool-output-available`, `finish-step`, `finish` (or `error`, or `abort` for a cancelled run) — then `data: [DONE]`.',
+            content: { 'text/event-stream': { schema: { type: 'string' } } },
+          },
+          ...errors,
+        },
+      }),
+      uiStreamHandler(chain),
+    );
+    refuseOtherMethods('/ui_stream', 'POST');
+    app.get(
+      '/ui_stream/:chat_id/stream',
+      doc(`Resume ${path}'s durable UI message stream of a chat`, {
+        description: "The AI SDK transport's reconnect (`resume: true`): the chat's durable stream from its start, or 204 when none is under way.",
+        params: { type: 'object', properties: { chat_id: { type: 'string', description: 'The chat id' }, ...(hashed ? { config_hash: { type: 'string' } } : {}) } },
+        response: { 200: { description: 'The UI message stream, as `POST /ui_stream` sends it', content: { 'text/event-stream': { schema: { type: 'string' } } } }, 204: { description: 'No stream of this chat is under way', type: 'null' }, ...errors },
+      }),
+      uiResumeHandler(chain),
+    );
+  }
   if (enabled.has('playground')) await app.register(playgroundRoutes, { chain, template: playgroundTemplate });
   // Streams that started count themselves when they end, and requests whose client went away count a 499;
   // Fastify runs this hook for those too, so it skips them. A stream refused before it started is counted here.

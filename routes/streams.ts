@@ -10,6 +10,7 @@ import { RunController, RunnelError, type Runnable, type RunnableConfig } from '
 import type { OpenStream } from '../src/server/app.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
+import type { Endpoint } from '../src/server/registry.js';
 import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordClientGone, decodeConfigHash, eventFilters, required, requestContext, takeOverForEvents } from '../src/server/request.js';
 import { prepareRun, streamRunHere } from '../src/server/runs.js';
 import type { SseWriter } from '../src/server/sse.js';
@@ -29,9 +30,100 @@ async function sendFrame(sse: SseWriter, event: string, data?: unknown): Promise
   return sent === true || (sent !== false && (await sent));
 }
 
+/**
+ * How a live stream writes what its run yields: LangServe's frames here, the AI SDK's parts on
+ * `/ui_stream`. Each writer answers as {@link SseWriter.send} does.
+ */
+export interface LiveFormat {
+  /** One item the run yielded (an output chunk, an event, a log patch). */
+  item(sse: SseWriter, item: unknown): boolean | Promise<boolean>;
+  /** The run ended. */
+  end(sse: SseWriter): boolean | Promise<boolean>;
+  /** The run failed after the stream started. */
+  error(sse: SseWriter, error: unknown): boolean | Promise<boolean>;
+}
+
+/** LangServe's frames: `metadata` before the first chunk (on `/stream`), a `data` an item, then `end` or `error`. */
+function langServeFrames(kind: Kind, runId: string): LiveFormat {
+  let first = kind === 'stream';
+  return {
+    item: (sse, item) => {
+      if (first) {
+        first = false;
+        const sent = sse.send('metadata', { run_id: runId });
+        if (sent !== true) return typeof sent === 'boolean' ? sent : sent.then((open) => open && sendFrame(sse, 'data', item));
+      }
+      return sse.send('data', item);
+    },
+    end: (sse) => sse.send('end'),
+    error: (sse, error) => sse.send('error', errorFrame(error)),
+  };
+}
+
+/**
+ * Runs a chain for a live event stream: the response taken over, the run aborted when the client goes
+ * (down to the model's HTTP request) or the server shuts down, every item written with backpressure, then
+ * one end or error; counted in `/metrics` when it ends. Everything decidable before has been checked.
+ */
+export async function sendLiveStream(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  options: { chain: PreparedChain; endpoint: Endpoint; runId: string; items: (config: RunnableConfig) => AsyncIterable<unknown>; config: RunnableConfig; format: LiveFormat },
+): Promise<void> {
+  const { chain, endpoint, runId, format } = options;
+  const state = request.server.runnel;
+  checkStreamSlot(request);
+  const controller = new RunController();
+  let clientGone = false;
+  let finish!: () => void;
+  const entry: OpenStream = { stop: (reason) => controller.abort(reason), done: new Promise<void>((resolve) => (finish = resolve)) };
+  state.streams.add(entry);
+  state.metrics.openStreams.value = state.streams.size;
+  const started = performance.now();
+  let status = 200;
+
+  const sse = takeOverForEvents(request, reply);
+  reply.raw.on('close', () => {
+    if (sse.closed && reply.raw.writableEnded) return;
+    clientGone = true;
+    controller.abort(new RunnelError(sse.stalled ? 'RUNNEL_ERR_STREAM_STALLED' : 'RUNNEL_ERR_ABORTED', sse.stalled ? 'The client read nothing; stream cut' : 'The client disconnected'));
+  });
+  sse.open();
+  try {
+    const runConfig = { ...options.config, signal: controller.signal, ...usageMeter(state, chain) };
+    let open = true;
+    for await (const item of options.items(runConfig)) {
+      const sent = format.item(sse, item);
+      if (sent !== true && !(sent !== false && (await sent))) {
+        open = false;
+        break;
+      }
+    }
+    if (open && !sse.closed) await format.end(sse);
+  } catch (error) {
+    if (!clientGone && !sse.closed) {
+      status = toHttpError(error).status;
+      if (toHttpError(error).internal) request.log.error({ err: error, runId }, 'stream failed');
+      await format.error(sse, error);
+    } else {
+      status = 499;
+    }
+  } finally {
+    sse.end();
+    state.streams.delete(entry);
+    state.metrics.openStreams.value = state.streams.size;
+    const elapsedMs = performance.now() - started;
+    if (clientGone) recordClientGone(request, endpoint, chain.spec.path, elapsedMs);
+    else {
+      state.metrics.requests.inc({ chain: chain.spec.path, endpoint, status: String(status) });
+      state.metrics.duration.observe({ chain: chain.spec.path, endpoint }, elapsedMs / 1000);
+    }
+    finish();
+  }
+}
+
 export function streamHandler(chain: PreparedChain, kind: Kind) {
   return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
-    const state = request.server.runnel;
     const body = bodyObject(request.body);
     if (body.on_disconnect !== undefined && body.on_disconnect !== 'cancel') {
       if (body.on_disconnect !== 'continue' || kind === 'stream_log') {
@@ -53,66 +145,14 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
     );
     chain.checkInput(input);
     checkAcceptingRuns(request);
-    checkStreamSlot(request);
-
-    const controller = new RunController();
-    let clientGone = false;
-    let finish!: () => void;
-    const entry: OpenStream = { stop: (reason) => controller.abort(reason), done: new Promise<void>((resolve) => (finish = resolve)) };
-    state.streams.add(entry);
-    state.metrics.openStreams.value = state.streams.size;
-    const started = performance.now();
-    let status = 200;
-
-    const sse = takeOverForEvents(request, reply);
-    reply.raw.on('close', () => {
-      if (sse.closed && reply.raw.writableEnded) return;
-      clientGone = true;
-      controller.abort(new RunnelError(sse.stalled ? 'RUNNEL_ERR_STREAM_STALLED' : 'RUNNEL_ERR_ABORTED', sse.stalled ? 'The client read nothing; stream cut' : 'The client disconnected'));
+    const runnable = chain.spec.runnable;
+    await sendLiveStream(request, reply, {
+      chain,
+      endpoint: kind,
+      runId,
+      config,
+      items: (runConfig) => (kind === 'stream' ? runnable.stream(input as never, runConfig) : eventFrames(kind, runnable, input as never, runConfig, body)),
+      format: langServeFrames(kind, runId),
     });
-    sse.open();
-    try {
-      const runConfig = { ...config, signal: controller.signal, ...usageMeter(state, chain) };
-      let open = true;
-      if (kind === 'stream') {
-        let first = true;
-        for await (const chunk of chain.spec.runnable.stream(input as never, runConfig)) {
-          if (first && !(await sendFrame(sse, 'metadata', { run_id: runId }))) break;
-          first = false;
-          const sent = sse.send('data', chunk);
-          if (sent !== true && !(sent !== false && (await sent))) {
-            open = false;
-            break;
-          }
-        }
-      } else {
-        for await (const item of eventFrames(kind, chain.spec.runnable, input as never, runConfig, body)) {
-          if (!(await sendFrame(sse, 'data', item))) {
-            open = false;
-            break;
-          }
-        }
-      }
-      if (open && !sse.closed) await sendFrame(sse, 'end');
-    } catch (error) {
-      if (!clientGone && !sse.closed) {
-        status = toHttpError(error).status;
-        if (toHttpError(error).internal) request.log.error({ err: error, runId }, 'stream failed');
-        await sendFrame(sse, 'error', errorFrame(error));
-      } else {
-        status = 499;
-      }
-    } finally {
-      sse.end();
-      state.streams.delete(entry);
-      state.metrics.openStreams.value = state.streams.size;
-      const elapsedMs = performance.now() - started;
-      if (clientGone) recordClientGone(request, kind, chain.spec.path, elapsedMs);
-      else {
-        state.metrics.requests.inc({ chain: chain.spec.path, endpoint: kind, status: String(status) });
-        state.metrics.duration.observe({ chain: chain.spec.path, endpoint: kind }, elapsedMs / 1000);
-      }
-      finish();
-    }
   };
 }

@@ -30,6 +30,8 @@ export interface RunRecord {
   /** `stream_events` filters. */
   filters?: Record<string, string[]> | undefined;
   webhook?: string | undefined;
+  /** The chat a `/ui_stream` run answers (its AI SDK chat id): how a reconnecting client finds it. */
+  chat_id?: string | undefined;
   output?: unknown;
   error?: { code: string; message: string } | undefined;
   usage?: { input_tokens: number; output_tokens: number; total_tokens: number } | undefined;

@@ -21,14 +21,17 @@ import { faviconRoutes } from '../../routes/favicon.js';
 import { healthRoutes } from '../../routes/health.js';
 import { historyRoutes } from '../../routes/history.js';
 import { indexRoutes } from '../../routes/index-page.js';
+import { openAIRoutes } from '../../routes/openai.js';
 import { runRoutes } from '../../routes/runs.js';
 import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig } from './config.js';
-import { answerAndLinger, connectionOptions } from './connection-limits.js';
+import { connectionOptions } from './connection-limits.js';
+import { sendErrorAnswer } from './error-reply.js';
 import { errorBody, toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
 import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
+import { openAIComponents } from './openai-schemas.js';
 import { PreparedChain } from './prepared.js';
 import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
 import type { Redis } from 'ioredis';
@@ -213,15 +216,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.setErrorHandler((error, request, reply) => {
     const { status, body, internal } = toHttpError(error);
     if (internal) request.log.error({ err: error }, 'chain failed');
-    if (status === 503) reply.header('retry-after', '1');
-    // Draining: the client should take its next request to another replica.
-    if (body.code === 'RUNNEL_ERR_SHUTTING_DOWN') reply.header('connection', 'close');
-    // An answer that closes the connection while the body still arrives (one over the limit) reads the rest first.
-    if (!request.raw.complete && !request.raw.readableEnded && reply.getHeader('connection') === 'close') {
-      answerAndLinger(request, reply, { status, body });
-      return;
-    }
-    void reply.code(status).type('application/json; charset=utf-8').send(body);
+    sendErrorAnswer(request, reply, { status, code: body.code, body });
   });
   app.setNotFoundHandler((_request, reply) => {
     void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
@@ -264,7 +259,17 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     await app.register(cors, {
       origin: config.corsOrigins,
       methods: ['GET', 'POST', 'HEAD', 'OPTIONS', 'DELETE'],
-      allowedHeaders: ['content-type', 'authorization', 'x-api-key', 'x-request-id'],
+      // What browsers' clients send: Runnel's, an EventSource's resume (last-event-id), and the `openai` SDK's
+      // own headers (dangerouslyAllowBrowser), so an OpenAI client in a page passes its preflight.
+      allowedHeaders: [
+        'content-type',
+        'authorization',
+        'x-api-key',
+        'x-request-id',
+        'cache-control',
+        'last-event-id',
+        ...['lang', 'package-version', 'os', 'arch', 'runtime', 'runtime-version', 'retry-count', 'timeout', 'helper-method'].map((name) => `x-stainless-${name}`),
+      ],
       maxAge: 600,
     });
   }
@@ -289,6 +294,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.addSchema(errorSchema);
   for (const chain of chains) for (const schema of chainComponents(chain)) app.addSchema(schema);
+  for (const schema of openAIComponents) app.addSchema(schema);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   const playgroundDir = options.playgroundDir ?? join(packageRoot(), 'dist', 'playground');
@@ -307,6 +313,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       await app.register(chainRoutes, { prefix: `${chain.spec.path}/c/:config_hash`, chain, hashed: true, playgroundTemplate });
     }
   }
+  // The chains with a messages adapter as OpenAI chat models (docs/frontends.md).
+  await app.register(openAIRoutes, { prefix: '/v1' });
 
   app.decorate('shutdown', async function shutdown(this: FastifyInstance) {
     const state = this.runnel;

@@ -11,7 +11,7 @@ import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorCodes, type ErrorCode } from '../core/index.js';
 import type { ServerConfig } from './config.js';
-import { errorBody, type ErrorBody } from './http-errors.js';
+import { errorBody } from './http-errors.js';
 
 /**
  * Node's default limit on a request line with its headers (16 KiB): no path parameter that gets through it
@@ -107,7 +107,7 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
  * @example
  * if (!request.raw.complete) return answerAndLinger(request, reply, { status: 413, body });
  */
-export function answerAndLinger(request: FastifyRequest, reply: FastifyReply, answer: { status: number; body: ErrorBody }): void {
+export function answerAndLinger(request: FastifyRequest, reply: FastifyReply, answer: { status: number; body: object }): void {
   const req = request.raw;
   const res = reply.raw;
   const socket = req.socket;

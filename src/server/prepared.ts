@@ -148,7 +148,16 @@ export class PreparedChain {
    * per-request modifier. The run is named after the chain's path; its id is
    * the client's only where `run_id` is allowed.
    */
-  async resolveConfig(sources: { hash?: unknown; body?: unknown; bodyLoc?: (string | number)[] }, context: RequestContext): Promise<{ config: RunnableConfig; runId: string }> {
+  async resolveConfig(
+    sources: {
+      hash?: unknown;
+      body?: unknown;
+      bodyLoc?: (string | number)[];
+      /** What the server decides for this request (a chat's `session_id` from a messages adapter): over the client's, unchecked. */
+      server?: RunnableConfig;
+    },
+    context: RequestContext,
+  ): Promise<{ config: RunnableConfig; runId: string }> {
     const fromHash = this.clientConfig(sources.hash, []);
     const fromBody = this.clientConfig(sources.body, sources.bodyLoc ?? []);
     const toRunnable = (c: Record<string, unknown>): RunnableConfig => ({
@@ -161,7 +170,7 @@ export class PreparedChain {
     // The caller's identity rides in internal metadata (clients cannot set `__` keys): histories scope by it, and
     // so do model caches of chains with `cacheScope: 'caller'`.
     const internal = this.spec.cacheScope === 'caller' ? { __identity: context.identity, __cache_partition: context.identity } : { __identity: context.identity };
-    let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody), { metadata: internal });
+    let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody), sources.server ?? {}, { metadata: internal });
     // `cache-control: no-cache` asks for a fresh answer: the model caches bypass themselves.
     const cacheControl = context.headers['cache-control'];
     if (typeof cacheControl === 'string' && /\bno-(cache|store)\b/i.test(cacheControl)) config = mergeConfigs(config, { configurable: { cache: false } });

@@ -21,6 +21,8 @@ export const ENDPOINTS = [
   'playground',
   'config_hashes',
   'runs',
+  'ui_stream',
+  'chat_completions',
 ] as const;
 
 /** One endpoint name. */
@@ -39,6 +41,50 @@ export interface RequestContext {
   headers: Readonly<Record<string, string | string[] | undefined>>;
   endpoint: Endpoint;
   path: string;
+}
+
+/** One turn of a conversation as a chat frontend sends it (AI SDK UI messages, OpenAI chat messages). */
+export interface ChatTurn {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  /** The turn's text (its text parts joined). */
+  text: string;
+  /** An assistant turn's tool calls (OpenAI clients that run tools themselves). */
+  tool_calls?: { id: string; name: string; args: Record<string, unknown> }[];
+  /** A tool turn: the call it answers. */
+  tool_call_id?: string;
+}
+
+/** A conversation as `/ui_stream` and `/v1/chat/completions` hand it to a chain's {@link MessagesAdapter}. */
+export interface Conversation {
+  /**
+   * The conversation's id when the client names one: the AI SDK chat's `id` on `/ui_stream`,
+   * `metadata.session_id` on `/v1/chat/completions`. Scoped to the caller, as `session_id` is.
+   */
+  id: string | undefined;
+  /** Every turn the client sent, oldest first; the last is the user's new message. */
+  turns: ChatTurn[];
+  /** Tools the client offers (OpenAI `tools`, as function definitions); only for an adapter with `tools: true`. */
+  tools?: { name: string; description?: string; parameters?: Record<string, unknown> }[];
+}
+
+/**
+ * How a chain serves chat frontends: the conversation a client sends, as the chain's input. A chain with
+ * one gets `POST /{path}/ui_stream` (the AI SDK's UI message stream) and is a model of `/v1/chat/completions`.
+ */
+export interface MessagesAdapter<I = unknown> {
+  /**
+   * The chain's input for a conversation, and `configurable` values to run it with (a `session_id`).
+   * Throw a `RunnelError` (`RUNNEL_ERR_BODY_INVALID`) to refuse one, with a message the client can act on.
+   */
+  toInput(conversation: Conversation): { input: I; configurable?: Record<string, unknown> };
+  /**
+   * `'events'`: the chain runs through its events, so each tool call and result shows as a tool part
+   * (an agent); `'output'` (default): only its output stream, the lighter path. Text is the chain's
+   * output chunks either way (strings, or message chunks' text).
+   */
+  stream?: 'output' | 'events';
+  /** True when the chain takes the client's tools (`conversation.tools`) and may answer with tool calls. */
+  tools?: boolean;
 }
 
 /** A chain registration; see {@link defineChain}. */
@@ -72,10 +118,17 @@ export interface ChainDefinition<I = unknown, O = unknown> {
    * own conversations.
    */
   history?: (sessionId: string, caller: { identity: string }) => ChatMessageHistory;
+  /**
+   * The chain as a chat model for web frontends: maps a conversation to its input. With it the chain
+   * gets `/{path}/ui_stream` and is listed by `/v1/models`; without it, neither.
+   */
+  messages?: MessagesAdapter<I>;
 }
 
 /** A registration after its checks, with every default filled in. */
-export interface ChainSpec<I = unknown, O = unknown> extends ChainDefinition<I, O> {
+export interface ChainSpec<I = unknown, O = unknown> extends Omit<ChainDefinition<I, O>, 'messages'> {
+  /** The adapter, its input checked by the chain's input schema where it is used (so any chain's spec fits one list). */
+  messages?: MessagesAdapter;
   enabledEndpoints: Endpoint[];
   configKeys: ClientConfigKey[];
   playground: 'default' | 'chat';
@@ -109,6 +162,7 @@ export function defineChain<I, O>(definition: ChainDefinition<I, O>): ChainSpec<
   if (definition.cacheScope !== undefined && definition.cacheScope !== 'shared' && definition.cacheScope !== 'caller') {
     throw invalid(`${path}: cacheScope must be 'shared' or 'caller'`);
   }
+  if (definition.messages !== undefined && typeof definition.messages?.toInput !== 'function') throw invalid(`${path}: messages.toInput must be a function`);
   const configKeys = definition.configKeys ?? ['configurable'];
   for (const key of configKeys) {
     if (!(CLIENT_CONFIG_KEYS as readonly string[]).includes(key)) {

@@ -7,9 +7,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { RunnelError } from '../core/index.js';
+import { RunnelError, type RunnableConfig } from '../core/index.js';
 import { checkWebhookUrl, isLastFrame, TERMINAL, type RunFrame, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
 import type { PreparedChain } from './prepared.js';
+import type { SseWriter } from './sse.js';
 import { bodyObject, checkAcceptingRuns, checkStreamSlot, decodeConfigHash, eventFilters, required, requestContext, takeOverForEvents } from './request.js';
 
 /** The server's run queue (started on first use). */
@@ -27,15 +28,21 @@ export async function submitRun(request: FastifyRequest<{ Params: { config_hash?
 /**
  * Validates a submission — `{input, config?, kwargs?, webhook?}`, plus the
  * `stream_events` filters for a durable `/stream_events` — exactly as
- * `/invoke` validates, and makes its record.
+ * `/invoke` validates, and makes its record. `from`: a chat frontend's run
+ * (`/ui_stream`), its input made by the chain's messages adapter.
  */
-export async function prepareRun(request: FastifyRequest<{ Params: { config_hash?: string } }>, chain: PreparedChain, kind: RunKind): Promise<RunRecord> {
+export async function prepareRun(
+  request: FastifyRequest<{ Params: { config_hash?: string } }>,
+  chain: PreparedChain,
+  kind: RunKind,
+  from?: { input: unknown; server?: RunnableConfig; chatId: string },
+): Promise<RunRecord> {
   const body = bodyObject(request.body);
-  const input = required(body, 'input');
-  const filters = kind === 'stream_events' ? eventFilters(body) : undefined;
+  const input = from === undefined ? required(body, 'input') : from.input;
+  const filters = kind === 'stream_events' && from === undefined ? eventFilters(body) : undefined;
   const { config } = await chain.resolveConfig(
-    { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'] },
-    requestContext(request, kind === 'run' ? 'runs' : kind, chain.spec.path),
+    { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'], server: from?.server },
+    requestContext(request, from !== undefined ? 'ui_stream' : kind === 'run' ? 'runs' : kind, chain.spec.path),
   );
   chain.checkInput(input);
   const state = request.server.runnel;
@@ -58,6 +65,7 @@ export async function prepareRun(request: FastifyRequest<{ Params: { config_hash
     config: JSON.parse(JSON.stringify(config)) as Record<string, unknown>,
     filters: filters as Record<string, string[]> | undefined,
     webhook,
+    chat_id: from?.chatId,
     created_at: now,
     updated_at: now,
   };
@@ -65,11 +73,30 @@ export async function prepareRun(request: FastifyRequest<{ Params: { config_hash
 }
 
 /**
+ * How a run's frames are written to a client: LangServe's SSE frames (every frame with its id) by
+ * default; `/ui_stream` writes the AI SDK's parts instead.
+ */
+export interface RunStreamFormat {
+  /** Writes one frame of the run's log (as {@link SseWriter.send} answers). */
+  frame(sse: SseWriter, frame: RunFrame): boolean | Promise<boolean>;
+  /** Writes the error of a stream whose run could not start or be read. */
+  failure(sse: SseWriter, error: RunnelError): void;
+  /** The endpoint `/metrics` counts the stream under (default: the run's kind, or `runs_stream` for a join). */
+  endpoint?: string;
+}
+
+/** LangServe's frames, each with the id a client resumes after. */
+export const langServeFormat: RunStreamFormat = {
+  frame: (sse, frame) => sse.send(frame.event, frame.data, frame.id, frame.json),
+  failure: (sse, error) => void sse.send('error', { status_code: error.statusCode, code: error.code, message: error.message }),
+};
+
+/**
  * A durable stream: the run executes in this process now (as a plain stream would), outliving the request,
  * and its frames — each with the id it has in the run's log — go to this client as they are made; a client
  * that drops rejoins through the log with `Last-Event-ID`, on any replica.
  */
-export async function streamRunHere(request: FastifyRequest, reply: FastifyReply, record: RunRecord): Promise<void> {
+export async function streamRunHere(request: FastifyRequest, reply: FastifyReply, record: RunRecord, format: RunStreamFormat = langServeFormat): Promise<void> {
   const state = request.server.runnel;
   const queue = runQueue(request);
   checkStreamSlot(request);
@@ -93,7 +120,7 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
   state.streams.add(entry);
   sse.open();
   const deliver = (frame: RunFrame): void => {
-    const sent = sse.send(frame.event, frame.data, frame.id, frame.json);
+    const sent = format.frame(sse, frame);
     if (isLastFrame(frame)) last = true;
     if (sent === false) return stop();
     if (sent !== true) {
@@ -126,15 +153,14 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
     await delivered;
     // The run could not start (its record not stored): say so in the stream's own terms.
     if (failed !== undefined && !last && !gone && !sse.closed) {
-      const error = failed instanceof RunnelError ? failed : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error');
-      sse.send('error', { status_code: error.statusCode, code: error.code, message: error.message });
+      format.failure(sse, failed instanceof RunnelError ? failed : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error'));
     }
   } finally {
     pending.length = 0;
     sse.end();
     state.streams.delete(entry);
     finish();
-    state.metrics.requests.inc({ chain: record.chain, endpoint: record.kind, status: gone ? '499' : '200' });
+    state.metrics.requests.inc({ chain: record.chain, endpoint: format.endpoint ?? record.kind, status: gone ? '499' : '200' });
   }
 }
 
@@ -165,7 +191,7 @@ export function lastEventId(request: FastifyRequest, queue: RunQueue): string | 
  * new one as it is written, until the `end` or `error` frame. A client that
  * goes away stops only this reader; the run goes on.
  */
-export async function sendRunStream(request: FastifyRequest, reply: FastifyReply, record: RunRecord, afterId: string | undefined): Promise<void> {
+export async function sendRunStream(request: FastifyRequest, reply: FastifyReply, record: RunRecord, afterId: string | undefined, format: RunStreamFormat = langServeFormat): Promise<void> {
   const state = request.server.runnel;
   const queue = runQueue(request);
   checkStreamSlot(request);
@@ -190,7 +216,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
           if (now === undefined || TERMINAL.has(now.status)) break;
           await watch.next(100, gone.signal);
         }
-        const sent = sse.send(frame.event, frame.data, frame.id);
+        const sent = format.frame(sse, frame);
         if (sent === false || (sent !== true && !(await sent))) return;
         after = frame.id;
         if (isLastFrame(frame)) return;
@@ -207,7 +233,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     if (!sse.closed) {
       const failure = error instanceof RunnelError ? error : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error');
       if (!(error instanceof RunnelError)) request.log.error({ err: error }, 'run stream failed');
-      sse.send('error', { status_code: failure.statusCode, code: failure.code, message: failure.message });
+      format.failure(sse, failure);
     }
   } finally {
     watch.close();
@@ -215,6 +241,6 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     state.streams.delete(entry);
     finish();
     const { metrics } = state;
-    metrics.requests.inc({ chain: record.chain, endpoint: 'runs_stream', status: gone.signal.aborted ? '499' : '200' });
+    metrics.requests.inc({ chain: record.chain, endpoint: format.endpoint ?? 'runs_stream', status: gone.signal.aborted ? '499' : '200' });
   }
 }

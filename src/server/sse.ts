@@ -80,6 +80,14 @@ export class SseWriter {
     return this.write(frame);
   }
 
+  /**
+   * Sends text already framed in another SSE dialect (the AI SDK's `data:` parts, OpenAI's chunks); the
+   * same backpressure as {@link send}. Empty text sends nothing.
+   */
+  sendRaw(text: string): boolean | Promise<boolean> {
+    return text === '' ? !this.closed : this.write(text);
+  }
+
   private write(frame: string): boolean | Promise<boolean> {
     if (this.closed) return false;
     if (this.res.write(frame)) return true;

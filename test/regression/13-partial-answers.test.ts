@@ -21,8 +21,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chatChain } from '../../chains/chat.js';
 import { jokeChain } from '../../chains/joke.js';
-import { AIMessageChunk, connectServices, type ChainSpec, type Services } from '../../src/index.js';
+import { connectServices, type ChainSpec, type Services } from '../../src/index.js';
 import { settleWithin } from '../helpers.js';
+import { recordCacheWrites } from '../support/cache-spy.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 import { startServer, type TestServer } from '../support/server.js';
 
@@ -47,18 +48,7 @@ interface Setup {
 async function setUp(sdk: 'openai' | 'anthropic'): Promise<Setup> {
   const provider = await startProviderServer(sdk);
   const services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', cacheNamespace: `runnel-test:partial:${randomUUID()}` });
-  const stored: string[] = [];
-  const modelCache = services.modelCache.bind(services);
-  services.modelCache = (options) => {
-    const cache = modelCache(options);
-    return {
-      lookup: (key) => cache.lookup(key),
-      update: (key, chunks) => {
-        stored.push(AIMessageChunk.merge(chunks).text);
-        return cache.update(key, chunks);
-      },
-    };
-  };
+  const stored = recordCacheWrites(services);
   const env = sdk === 'openai' ? { OPENAI_API_KEY: 'sk-test-0000', OPENAI_BASE_URL: provider.url } : { ANTHROPIC_API_KEY: 'sk-ant-test-0000', ANTHROPIC_BASE_URL: provider.url };
   const context = { services, env };
   const server = await startServer({}, [jokeChain(context), chatChain(context)] as ChainSpec<never, unknown>[]);

@@ -6,7 +6,7 @@
  * - `/story`: 30 words, one every 30 ms;
  * - `/long`: 300 words, one every 200 ms (a run to cancel or to kill);
  * - `/noop`: answers its input at once;
- * - `/fast`: 200 words as fast as they come (the benchmark's chain).
+ * - `/fast`: 200 words as fast as they come (the benchmarks' chain; also on /ui_stream and /v1/chat/completions).
  */
 import { z } from 'zod';
 import { buildApp, ChatPromptTemplate, connectServices, defineChain, exitOnSignals, FakeListChatModel, lambda, loadServerConfig, StringOutputParser } from '../../src/index.js';
@@ -22,7 +22,13 @@ export const runChains = [
   defineChain({ path: '/story', runnable: prompt.pipe(new FakeListChatModel({ responses: [STORY], sleepMs: 30 })).pipe(new StringOutputParser()), inputSchema: topic }),
   defineChain({ path: '/long', runnable: prompt.pipe(new FakeListChatModel({ responses: [LONG], sleepMs: 200 })).pipe(new StringOutputParser()), inputSchema: topic }),
   defineChain({ path: '/noop', configKeys: ['configurable', 'run_id'], runnable: lambda((input: { n: number }) => input.n, { input: z.object({ n: z.number() }), output: z.number() }) }),
-  defineChain({ path: '/fast', runnable: prompt.pipe(new FakeListChatModel({ responses: [FAST], recordCalls: 0 })).pipe(new StringOutputParser()), inputSchema: topic }),
+  defineChain({
+    path: '/fast',
+    runnable: prompt.pipe(new FakeListChatModel({ responses: [FAST], recordCalls: 0 })).pipe(new StringOutputParser()),
+    inputSchema: topic,
+    // A chat model for the frontends' routes too (bench:frontends): the last message is the topic.
+    messages: { toInput: ({ turns }) => ({ input: { topic: turns.at(-1)?.text ?? '' } }) },
+  }),
 ];
 
 if (process.argv[1]?.endsWith('run-server.ts')) {

@@ -1,0 +1,113 @@
+/**
+ * `POST /{path}/ui_stream`: the AI SDK's UI message stream for a chain with a
+ * messages adapter — what `useChat` (through `DefaultChatTransport`) sends
+ * and reads. `GET /{path}/ui_stream/{chat_id}/stream`: the transport's
+ * reconnect, resuming the chat's durable stream from its start (204 when
+ * none is under way).
+ *
+ * Auth, limits, caching and history are `/stream`'s; so is cancellation: a
+ * client that aborts (`stop()`) closes the model request. With
+ * `on_disconnect: "continue"` in the body (the transport's `body` option)
+ * the run is durable instead, and a reloaded page resumes it.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { RunnelError, type RunnableConfig } from '../src/core/index.js';
+import { TERMINAL, type RunFrame, type RunKind } from '../src/runs/index.js';
+import type { PreparedChain } from '../src/server/prepared.js';
+import type { MessagesAdapter } from '../src/server/registry.js';
+import { prepareConversationRun } from '../src/server/conversation-run.js';
+import { bodyObject, decodeConfigHash } from '../src/server/request.js';
+import { prepareRun, runQueue, sendRunStream, streamRunHere, type RunStreamFormat } from '../src/server/runs.js';
+import { toHttpError } from '../src/server/http-errors.js';
+import { conversationFromUiMessages, UI_STREAM_HEADERS, UiMessageEncoder } from '../src/server/ui-stream.js';
+import { sendLiveStream } from './streams.js';
+
+/** How many of the caller's latest runs a reconnect looks through for the chat's. */
+const RESUME_WINDOW = 100;
+
+/** A durable run's log as UI message parts: its `metadata` starts the message, its `end` or `error` ends it. */
+function uiFormat(kind: RunKind, runId: string, endpoint: string): RunStreamFormat {
+  const ui = new UiMessageEncoder(runId);
+  return {
+    endpoint,
+    frame: (sse, frame: RunFrame) => {
+      switch (frame.event) {
+        case 'metadata':
+          return sse.sendRaw(ui.start());
+        case 'data':
+          return sse.sendRaw(kind === 'stream_events' ? ui.event(frame.data as never) : ui.chunk(frame.data));
+        case 'end':
+          return sse.sendRaw(ui.finish());
+        default:
+          return sse.sendRaw(ui.fail(frame.data as { code: string; message: string }));
+      }
+    },
+    failure: (sse, error) => void sse.sendRaw(ui.fail(error)),
+  };
+}
+
+/** `on_disconnect` of the body: `cancel` (default) or `continue`. */
+function onDisconnect(body: Record<string, unknown>): 'cancel' | 'continue' {
+  const value = body.on_disconnect ?? 'cancel';
+  if (value !== 'cancel' && value !== 'continue') {
+    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'on_disconnect must be "cancel" or "continue"', { detail: [{ type: 'enum', loc: ['on_disconnect'], msg: "Input should be 'cancel' or 'continue'" }] });
+  }
+  return value;
+}
+
+export function uiStreamHandler(chain: PreparedChain) {
+  const adapter = chain.spec.messages as MessagesAdapter;
+  const events = adapter.stream === 'events';
+  return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
+    const body = bodyObject(request.body);
+    const conversation = conversationFromUiMessages(body);
+    if (onDisconnect(body) === 'continue') {
+      const { input, configurable } = adapter.toInput(conversation);
+      const server: RunnableConfig | undefined = configurable === undefined ? undefined : { configurable };
+      const record = await prepareRun(request, chain, events ? 'stream_events' : 'stream', { input, server, chatId: conversation.id });
+      reply.headers(UI_STREAM_HEADERS);
+      await streamRunHere(request, reply, record, uiFormat(record.kind, record.run_id, 'ui_stream'));
+      return;
+    }
+    const { input, config, runId } = await prepareConversationRun(request, chain, {
+      conversation,
+      endpoint: 'ui_stream',
+      client: { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'] },
+    });
+    reply.headers(UI_STREAM_HEADERS);
+    const ui = new UiMessageEncoder(runId);
+    let started = false;
+    const runnable = chain.spec.runnable;
+    await sendLiveStream(request, reply, {
+      chain,
+      endpoint: 'ui_stream',
+      runId,
+      config,
+      items: (runConfig) => (events ? runnable.streamEvents(input, runConfig) : runnable.stream(input, runConfig)),
+      format: {
+        item: (sse, item) => {
+          const head = started ? '' : ui.start();
+          started = true;
+          return sse.sendRaw(head + (events ? ui.event(item as never) : ui.chunk(item)));
+        },
+        end: (sse) => sse.sendRaw((started ? '' : ui.start()) + ui.finish()),
+        error: (sse, error) => {
+          const { body: failure } = toHttpError(error);
+          return sse.sendRaw((started ? '' : ui.start()) + ui.fail(failure));
+        },
+      },
+    });
+  };
+}
+
+/** The transport's reconnect: the chat's durable stream from its start, or 204 when none is under way. */
+export function uiResumeHandler(chain: PreparedChain) {
+  return async (request: FastifyRequest<{ Params: { chat_id: string } }>, reply: FastifyReply) => {
+    const { chat_id: chatId } = request.params;
+    const runs = await runQueue(request).store.list(request.identity, RESUME_WINDOW);
+    const run = runs.find((record) => record.chain === chain.spec.path && record.chat_id === chatId);
+    if (run === undefined || TERMINAL.has(run.status)) return reply.code(204).send();
+    reply.headers(UI_STREAM_HEADERS);
+    await sendRunStream(request, reply, run, undefined, uiFormat(run.kind, run.run_id, 'ui_stream'));
+  };
+}

@@ -1,0 +1,223 @@
+/**
+ * The body of `POST /v1/chat/completions`, OpenAI's chat-completions request:
+ * a zod schema (the route's OpenAPI body comes from it) and the parse that
+ * turns a body into a conversation for a chain's messages adapter, or a
+ * `RUNNEL_ERR_BODY_INVALID` whose detail item names the field the way
+ * OpenAI's `param` does (`messages[1].content`) and says which OpenAI error
+ * code fits (`missing_required_parameter`, `invalid_type`, `invalid_value`).
+ */
+import { z } from 'zod';
+import { RunnelError, type ErrorDetailItem } from '../core/index.js';
+import { checkSessionId } from '../history/index.js';
+import type { ChatTurn, Conversation } from './registry.js';
+
+const textPart = z.object({ type: z.literal('text'), text: z.string() });
+const content = z.union([z.string(), z.array(textPart)], { error: 'expected a string or an array of {"type": "text", "text"} parts' });
+const name = z.string().optional().describe('Accepted and ignored.');
+
+const toolCall = z.object({
+  id: z.string(),
+  type: z.literal('function'),
+  function: z.object({ name: z.string(), arguments: z.string().describe('The arguments as a JSON object, encoded as a string') }),
+});
+
+const message = z.discriminatedUnion(
+  'role',
+  [
+    z.object({ role: z.literal('system'), content, name }),
+    z.object({ role: z.literal('developer'), content, name }).describe('Read as a system message.'),
+    z.object({ role: z.literal('user'), content, name }),
+    z.object({ role: z.literal('assistant'), content: content.nullish(), name, tool_calls: z.array(toolCall).optional(), refusal: z.string().nullish() }),
+    z.object({ role: z.literal('tool'), content, tool_call_id: z.string() }),
+  ],
+  { error: "expected one of 'system', 'developer', 'user', 'assistant', 'tool'" },
+);
+
+const functionTool = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string().min(1).max(64),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional().describe('JSON Schema of the arguments'),
+    strict: z.boolean().nullish().describe('Accepted and ignored.'),
+  }),
+});
+
+const ignored = (schema: z.ZodType) => schema.nullish().describe('Accepted and ignored: the chain decides how its model is called.');
+
+/**
+ * OpenAI's chat-completions request, as far as Runnel reads it; other fields are accepted and ignored.
+ *
+ * @example
+ * chatCompletionRequestSchema.safeParse({ model: 'joke', messages: [{ role: 'user', content: 'cats' }] }).success // true
+ */
+export const chatCompletionRequestSchema = z.object({
+  model: z.string().min(1).describe("The chain's path without the leading slash (`joke`, `team/summarise`); `GET /v1/models` lists them"),
+  messages: z.array(message).min(1).describe('The conversation, oldest first; the chain reads it through its messages adapter'),
+  stream: z.boolean().nullish().describe('Answer with Server-Sent Events of `chat.completion.chunk`'),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+  metadata: z
+    .record(z.string(), z.string())
+    .nullish()
+    .describe('`session_id` names the conversation for chains that keep it on the server (`chat`); scoped to the caller, like `session_id` on /invoke'),
+  tools: z.array(functionTool).nullish().describe('Function tools, for chains that take them; others answer 400 `tools_not_supported`'),
+  tool_choice: z
+    .union([z.enum(['auto', 'none']), z.enum(['required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })])
+    .nullish()
+    .describe("`auto` (default) or `none` (the chain gets no tools); `required` and a named function are refused: the chain decides whether it calls a tool"),
+  n: z.number().int().min(1).max(1).nullish().describe('Only 1'),
+  temperature: ignored(z.number()),
+  top_p: ignored(z.number()),
+  max_tokens: ignored(z.number().int()),
+  max_completion_tokens: ignored(z.number().int()),
+  presence_penalty: ignored(z.number()),
+  frequency_penalty: ignored(z.number()),
+  stop: ignored(z.union([z.string(), z.array(z.string())])),
+  seed: ignored(z.number().int()),
+  user: ignored(z.string()),
+  parallel_tool_calls: ignored(z.boolean()),
+});
+
+/** What a chat-completions request asks for, read from its body. */
+export interface ChatCompletionRequest {
+  /** The model id: a chain's path without the leading slash. */
+  model: string;
+  stream: boolean;
+  includeUsage: boolean;
+  /** The conversation for the adapter (its tools set only when the request offers some and allows their use). */
+  conversation: Conversation;
+  /** True when the request sent tools (whether or not `tool_choice: none` keeps them from the chain). */
+  offersTools: boolean;
+}
+
+/**
+ * A body error the way OpenAI locates it: `code` fits OpenAI's codes, `loc` is the parameter's path.
+ *
+ * @example
+ * throw bodyError('This model takes no tools', { code: 'tools_not_supported', loc: ['tools'] });
+ */
+export function bodyError(message: string, item: { code: string; loc: (string | number)[] }): RunnelError {
+  const detail: ErrorDetailItem[] = [{ type: item.code, loc: item.loc, msg: message }];
+  return new RunnelError('RUNNEL_ERR_BODY_INVALID', message, { detail });
+}
+
+/**
+ * A location as OpenAI spells a parameter.
+ *
+ * @example
+ * paramOf(['messages', 1, 'content']) // 'messages[1].content'
+ */
+export function paramOf(loc: readonly (string | number)[]): string {
+  return loc.reduce<string>((out, part) => (typeof part === 'number' ? `${out}[${part}]` : out === '' ? part : `${out}.${part}`), '');
+}
+
+/** Content parts other than text are refused by name, before the schema's general message could hide which. */
+function checkParts(body: Record<string, unknown>): void {
+  if (!Array.isArray(body.messages)) return;
+  body.messages.forEach((entry: unknown, i) => {
+    const parts = (entry as { content?: unknown } | null)?.content;
+    if (!Array.isArray(parts)) return;
+    parts.forEach((part: unknown, j) => {
+      const type = (part as { type?: unknown } | null)?.type;
+      if (type !== 'text' && typeof type === 'string') {
+        throw bodyError(`Only text content parts are supported: messages[${i}].content[${j}] is ${JSON.stringify(type)}. Send images, audio and files' contents as text, or use a chain that takes them.`, {
+          code: 'invalid_value',
+          loc: ['messages', i, 'content', j, 'type'],
+        });
+      }
+    });
+  });
+}
+
+/** The first problem zod found, as OpenAI words it. */
+function firstIssue(error: z.ZodError): RunnelError {
+  const issue = error.issues[0] as z.core.$ZodIssue;
+  const loc = issue.path.map((part) => (typeof part === 'number' ? part : String(part)));
+  const param = paramOf(loc);
+  if (issue.code === 'invalid_type' && issue.message.endsWith('received undefined')) {
+    return bodyError(`Missing required parameter: '${param}'.`, { code: 'missing_required_parameter', loc });
+  }
+  const kind = issue.code === 'invalid_type' || issue.code === 'invalid_union' ? 'invalid_type' : 'invalid_value';
+  return bodyError(`Invalid '${param}': ${issue.message}`, { code: kind, loc });
+}
+
+const textOf = (value: z.infer<typeof content> | null | undefined): string => (value === null || value === undefined ? '' : typeof value === 'string' ? value : value.map((part) => part.text).join(''));
+
+/** An assistant turn's tool calls, their JSON arguments parsed. */
+function toolCallsOf(calls: z.infer<typeof toolCall>[], index: number): NonNullable<ChatTurn['tool_calls']> {
+  return calls.map((call, j) => {
+    let args: unknown;
+    try {
+      args = JSON.parse(call.function.arguments);
+    } catch {
+      args = undefined;
+    }
+    if (args === null || typeof args !== 'object' || Array.isArray(args)) {
+      throw bodyError(`Invalid 'messages[${index}].tool_calls[${j}].function.arguments': expected a JSON object encoded as a string`, {
+        code: 'invalid_value',
+        loc: ['messages', index, 'tool_calls', j, 'function', 'arguments'],
+      });
+    }
+    return { id: call.id, name: call.function.name, args: args as Record<string, unknown> };
+  });
+}
+
+/** The turns of a conversation: developer messages read as system, text parts joined, tool calls parsed. */
+function turnsOf(messages: z.infer<typeof message>[]): ChatTurn[] {
+  return messages.map((m, index): ChatTurn => {
+    switch (m.role) {
+      case 'system':
+      case 'developer':
+        return { role: 'system', text: textOf(m.content) };
+      case 'user':
+        return { role: 'user', text: textOf(m.content) };
+      case 'assistant':
+        return { role: 'assistant', text: textOf(m.content), ...(m.tool_calls?.length ? { tool_calls: toolCallsOf(m.tool_calls, index) } : {}) };
+      case 'tool':
+        return { role: 'tool', text: textOf(m.content), tool_call_id: m.tool_call_id };
+    }
+  });
+}
+
+/**
+ * Reads a chat-completions body: what it asks for, or `RUNNEL_ERR_BODY_INVALID` naming the first field
+ * that is wrong. Unknown fields are accepted and ignored.
+ *
+ * @example
+ * const { model, conversation, stream } = parseChatCompletionRequest({ model: 'joke', messages: [{ role: 'user', content: 'cats' }] });
+ * // model 'joke', conversation.turns [{ role: 'user', text: 'cats' }], stream false
+ */
+export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw bodyError(body === undefined ? 'The body must be JSON: a chat-completions request' : 'The body must be a JSON object: a chat-completions request', { code: 'invalid_type', loc: [] });
+  }
+  checkParts(body as Record<string, unknown>);
+  const parsed = chatCompletionRequestSchema.safeParse(body);
+  if (!parsed.success) throw firstIssue(parsed.error);
+  const request = parsed.data;
+  const choice = request.tool_choice;
+  if (choice === 'required' || (typeof choice === 'object' && choice !== null)) {
+    throw bodyError("tool_choice must be 'auto' or 'none': the chain decides whether it calls a tool, so it cannot be made to", { code: 'invalid_value', loc: ['tool_choice'] });
+  }
+  const sessionId = request.metadata?.session_id;
+  if (sessionId !== undefined) {
+    try {
+      checkSessionId(sessionId);
+    } catch {
+      throw bodyError("Invalid 'metadata.session_id': 1-128 letters, digits or _ . : -", { code: 'invalid_value', loc: ['metadata', 'session_id'] });
+    }
+  }
+  const tools = (request.tools ?? []).map(({ function: f }) => ({
+    name: f.name,
+    ...(f.description === undefined ? {} : { description: f.description }),
+    ...(f.parameters === undefined ? {} : { parameters: f.parameters }),
+  }));
+  const conversation: Conversation = { id: sessionId, turns: turnsOf(request.messages), ...(tools.length > 0 && choice !== 'none' ? { tools } : {}) };
+  return {
+    model: request.model,
+    stream: request.stream === true,
+    includeUsage: request.stream_options?.include_usage === true,
+    conversation,
+    offersTools: tools.length > 0,
+  };
+}

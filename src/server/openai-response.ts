@@ -1,0 +1,185 @@
+/**
+ * A chain's answer in OpenAI's chat-completions shape: one `chat.completion`
+ * for `invoke`, or `chat.completion.chunk` SSE frames as the chain streams.
+ *
+ * The answer's text is the output when it is a string, a message's text when
+ * it is a message (a chain ending in a chat model), and the output as JSON
+ * text otherwise (an object-valued chain; streamed, that JSON comes in one
+ * delta at the end, once the object is whole). Tool calls of an AI message
+ * are passed on only for chains whose adapter takes the client's tools.
+ */
+import { randomUUID } from 'node:crypto';
+import { concat, type TokenUsage } from '../core/index.js';
+import { AIMessage, AIMessageChunk, BaseMessage } from '../messages/index.js';
+
+/** What every object of one answer repeats. */
+export interface CompletionHead {
+  id: string;
+  /** Unix seconds. */
+  created: number;
+  model: string;
+}
+
+/** OpenAI's usage block. */
+export interface CompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** A tool call in OpenAI's shape. */
+interface CompletionToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/**
+ * OpenAI's usage from the tokens the run's model calls reported (zeros when none did).
+ *
+ * @example
+ * completionUsage({ input_tokens: 12, output_tokens: 5, total_tokens: 17 }) // { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 }
+ */
+export function completionUsage(usage: TokenUsage | undefined): CompletionUsage {
+  return { prompt_tokens: usage?.input_tokens ?? 0, completion_tokens: usage?.output_tokens ?? 0, total_tokens: usage?.total_tokens ?? 0 };
+}
+
+/** The text an output stands for (see the module comment). */
+function textOf(output: unknown): string {
+  if (typeof output === 'string') return output;
+  if (output instanceof BaseMessage) return output.text;
+  if (output === undefined || output === null) return '';
+  return JSON.stringify(output);
+}
+
+const callId = (id: string | undefined): string => (id === undefined || id === '' ? `call_${randomUUID().replaceAll('-', '')}` : id);
+
+/**
+ * The `chat.completion` for a chain's output.
+ *
+ * @example
+ * chatCompletion({ id: 'chatcmpl-1', created: 1764500000, model: 'joke' }, 'Why did the cat sit?', { tools: false, usage })
+ */
+export function chatCompletion(head: CompletionHead, output: unknown, options: { tools: boolean; usage: CompletionUsage }): Record<string, unknown> {
+  const text = textOf(output);
+  const calls: CompletionToolCall[] =
+    options.tools && output instanceof AIMessage
+      ? output.tool_calls.map((call) => ({ id: callId(call.id), type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } }))
+      : [];
+  const message = {
+    role: 'assistant',
+    content: text === '' && calls.length > 0 ? null : text,
+    refusal: null,
+    ...(calls.length > 0 ? { tool_calls: calls } : {}),
+  };
+  return {
+    id: head.id,
+    object: 'chat.completion',
+    created: head.created,
+    model: head.model,
+    choices: [{ index: 0, message, finish_reason: calls.length > 0 ? 'tool_calls' : 'stop', logprobs: null }],
+    usage: options.usage,
+    system_fingerprint: null,
+  };
+}
+
+/** One SSE frame as OpenAI writes them: `data: JSON`, no event name. */
+const frame = (data: unknown): string => `data: ${JSON.stringify(data)}\n\n`;
+
+/**
+ * The frame of an error after the stream started, which OpenAI's clients raise.
+ *
+ * @example
+ * sse.sendRaw(errorChunk(toOpenAIError(error).body));
+ */
+export const errorChunk = (body: unknown): string => frame(body);
+
+/**
+ * Turns a chain's output stream into `chat.completion.chunk` frames: `start()` before the first output
+ * chunk, `next(chunk)` for each, `end(usage)` after the last (the finishing chunk, the usage chunk when asked
+ * for, and `data: [DONE]`). Each returns the frames' text, `''` when there is nothing to send.
+ *
+ * @example
+ * const chunks = new CompletionChunks(head, { tools: false, includeUsage: true });
+ * write(chunks.start());
+ * for await (const piece of chain.stream(input)) write(chunks.next(piece));
+ * write(chunks.end(usage));
+ */
+export class CompletionChunks {
+  private readonly head: CompletionHead;
+  private readonly tools: boolean;
+  private readonly includeUsage: boolean;
+  /** Tool calls sent so far, by their index in the answer. */
+  private readonly calls = new Set<number>();
+  /** An object-valued output, added up until the end. */
+  private value: unknown;
+  /** A content chunk's frame around its JSON text, made once: the hot path writes the text between them. */
+  private contentFrame: [string, string] | undefined;
+
+  constructor(head: CompletionHead, options: { tools: boolean; includeUsage: boolean }) {
+    this.head = head;
+    this.tools = options.tools;
+    this.includeUsage = options.includeUsage;
+  }
+
+  private chunkHead(): Record<string, unknown> {
+    return { id: this.head.id, object: 'chat.completion.chunk', created: this.head.created, model: this.head.model, system_fingerprint: null };
+  }
+
+  private chunk(delta: Record<string, unknown>, finish: string | null = null): string {
+    const usage = this.includeUsage ? { usage: null } : {};
+    return frame({ ...this.chunkHead(), choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...usage });
+  }
+
+  start(): string {
+    return this.chunk({ role: 'assistant', content: '' });
+  }
+
+  /** One content chunk: the frame `chunk({content})` gives, its constant parts assembled once. */
+  private content(text: string): string {
+    if (this.contentFrame === undefined) {
+      const marker = '\u0000';
+      const [before, after] = this.chunk({ content: marker }).split(JSON.stringify(marker));
+      this.contentFrame = [before as string, after as string];
+    }
+    return this.contentFrame[0] + JSON.stringify(text) + this.contentFrame[1];
+  }
+
+  next(piece: unknown): string {
+    if (typeof piece === 'string') return piece === '' ? '' : this.content(piece);
+    if (!(piece instanceof BaseMessage)) {
+      this.value = this.value === undefined ? piece : concat(this.value, piece);
+      return '';
+    }
+    let out = piece.text === '' ? '' : this.content(piece.text);
+    if (this.tools && piece instanceof AIMessage) out += this.toolCalls(piece);
+    return out;
+  }
+
+  /** A message's tool calls as `delta.tool_calls`: streamed pieces as they come, whole calls (a cached answer's) at once. */
+  private toolCalls(message: AIMessage): string {
+    if (message instanceof AIMessageChunk && message.tool_call_chunks.length > 0) {
+      const deltas = message.tool_call_chunks.map((piece, n) => {
+        const index = piece.index ?? n;
+        if (this.calls.has(index)) return { index, function: { arguments: piece.args ?? '' } };
+        this.calls.add(index);
+        return { index, id: callId(piece.id), type: 'function', function: { name: piece.name ?? '', arguments: piece.args ?? '' } };
+      });
+      return this.chunk({ tool_calls: deltas });
+    }
+    if (message.tool_calls.length === 0) return '';
+    const deltas = message.tool_calls.map((call) => {
+      const index = this.calls.size;
+      this.calls.add(index);
+      return { index, id: callId(call.id), type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } };
+    });
+    return this.chunk({ tool_calls: deltas });
+  }
+
+  end(usage: CompletionUsage): string {
+    const value = this.value === undefined ? '' : this.chunk({ content: textOf(this.value) });
+    const finish = this.chunk({}, this.calls.size > 0 ? 'tool_calls' : 'stop');
+    const usageChunk = this.includeUsage ? frame({ ...this.chunkHead(), choices: [], usage }) : '';
+    return `${value}${finish}${usageChunk}data: [DONE]\n\n`;
+  }
+}

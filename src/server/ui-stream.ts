@@ -1,0 +1,184 @@
+/**
+ * The AI SDK's UI message stream (what `useChat` and `DefaultChatTransport`
+ * read): SSE `data:` frames of JSON parts — `start`, `start-step`,
+ * `text-start` / `text-delta` / `text-end`, `tool-input-start` /
+ * `tool-input-available` / `tool-output-available`, `finish-step`, `finish`
+ * or `error` — then `data: [DONE]`. A {@link UiMessageEncoder} turns a run's
+ * output chunks, or its events, into those parts; the same encoder serves a
+ * live stream and the replay of a durable run's log.
+ */
+import { RunnelError } from '../core/index.js';
+import type { ChatTurn, Conversation } from './registry.js';
+
+/** The header the AI SDK checks on a UI message stream. */
+export const UI_STREAM_HEADERS = { 'x-vercel-ai-ui-message-stream': 'v1' } as const;
+
+/** The text in one output chunk: a string, or a message (chunk)'s text content; anything else has none. */
+export function chunkText(chunk: unknown): string {
+  if (typeof chunk === 'string') return chunk;
+  if (chunk === null || typeof chunk !== 'object') return '';
+  const content = (chunk as { content?: unknown }).content;
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((part: unknown) => (typeof part === 'string' ? part : (part as { type?: unknown; text?: unknown })?.type === 'text' ? String((part as { text: unknown }).text) : '')).join('');
+}
+
+/** A run event as `streamEvents` yields it (live) or its log holds it (JSON). */
+interface RunEvent {
+  event: string;
+  name?: string;
+  run_id?: string;
+  parent_ids?: string[];
+  data?: { chunk?: unknown; input?: unknown; output?: unknown; error?: unknown };
+}
+
+/** A tool's output as a client shows it: a tool message's content, else the value itself. */
+function toolOutput(output: unknown): unknown {
+  if (output !== null && typeof output === 'object' && 'content' in output) return (output as { content: unknown }).content;
+  return output ?? null;
+}
+
+const frame = (part: Record<string, unknown>): string => `data: ${JSON.stringify(part)}\n\n`;
+
+/**
+ * Encodes one assistant message as UI message stream parts, from a run's
+ * output chunks ({@link chunk}) or its events ({@link event}).
+ *
+ * @example
+ * const ui = new UiMessageEncoder(runId);
+ * res.write(ui.start());
+ * for await (const chunk of chain.stream(input)) res.write(ui.chunk(chunk));
+ * res.write(ui.finish());
+ */
+export class UiMessageEncoder {
+  private stepOpen = false;
+  private textId: string | undefined;
+  private texts = 0;
+  /** Tool run id → the tool call id the client knows it by. */
+  private readonly toolCalls = new Map<string, string>();
+  private ended = false;
+
+  constructor(private readonly messageId: string) {}
+
+  /** The message's first part. */
+  start(): string {
+    return frame({ type: 'start', messageId: this.messageId });
+  }
+
+  /** Text from one output chunk. */
+  chunk(chunk: unknown): string {
+    const text = chunkText(chunk);
+    if (text === '') return '';
+    let out = this.openStep();
+    if (this.textId === undefined) {
+      this.textId = `text-${++this.texts}`;
+      out += frame({ type: 'text-start', id: this.textId });
+    }
+    // The hot path: the same frame `frame({type: 'text-delta', id, delta})` gives, without an object a chunk.
+    return `${out}data: {"type":"text-delta","id":"${this.textId}","delta":${JSON.stringify(text)}}\n\n`;
+  }
+
+  /**
+   * One run event: each chat model call is a step, each tool run a tool
+   * call with its input and output, and the root run's output chunks the text.
+   */
+  event(event: RunEvent): string {
+    switch (event.event) {
+      case 'on_chat_model_start':
+        return this.closeStep() + this.openStep();
+      case 'on_chain_stream':
+        return (event.parent_ids ?? []).length === 0 ? this.chunk(event.data?.chunk) : '';
+      case 'on_tool_start': {
+        const input = event.data?.input as { id?: unknown; args?: unknown } | undefined;
+        const toolCallId = typeof input?.id === 'string' && input.id !== '' ? input.id : (event.run_id ?? `tool-${this.toolCalls.size + 1}`);
+        this.toolCalls.set(event.run_id ?? toolCallId, toolCallId);
+        const toolName = event.name ?? 'tool';
+        return (
+          this.closeText() +
+          this.openStep() +
+          frame({ type: 'tool-input-start', toolCallId, toolName }) +
+          frame({ type: 'tool-input-available', toolCallId, toolName, input: input !== undefined && 'args' in input ? input.args : (input ?? {}) })
+        );
+      }
+      case 'on_tool_end': {
+        const toolCallId = this.toolCalls.get(event.run_id ?? '');
+        if (toolCallId === undefined) return '';
+        return frame({ type: 'tool-output-available', toolCallId, output: toolOutput(event.data?.output) });
+      }
+      case 'on_tool_error': {
+        const toolCallId = this.toolCalls.get(event.run_id ?? '');
+        if (toolCallId === undefined) return '';
+        const error = event.data?.error;
+        return frame({ type: 'tool-output-error', toolCallId, errorText: typeof error === 'string' ? error : ((error as { message?: string } | undefined)?.message ?? 'The tool failed') });
+      }
+      default:
+        return '';
+    }
+  }
+
+  /** The message's end: what is open closes, then `finish` and `[DONE]`. */
+  finish(): string {
+    if (this.ended) return '';
+    this.ended = true;
+    return `${this.closeStep()}${frame({ type: 'finish', finishReason: 'stop' })}data: [DONE]\n\n`;
+  }
+
+  /** The run failed (`errorText`: its code and message), or was cancelled (an `abort` part). */
+  fail(error: { code: string; message: string }): string {
+    if (this.ended) return '';
+    this.ended = true;
+    if (error.code === 'RUNNEL_ERR_RUN_CANCELLED') return `${this.closeStep()}${frame({ type: 'abort', reason: error.message })}data: [DONE]\n\n`;
+    return `${this.closeText()}${frame({ type: 'error', errorText: `${error.code}: ${error.message}` })}data: [DONE]\n\n`;
+  }
+
+  private openStep(): string {
+    if (this.stepOpen) return '';
+    this.stepOpen = true;
+    return frame({ type: 'start-step' });
+  }
+
+  private closeText(): string {
+    if (this.textId === undefined) return '';
+    const id = this.textId;
+    this.textId = undefined;
+    return frame({ type: 'text-end', id });
+  }
+
+  private closeStep(): string {
+    if (!this.stepOpen) return '';
+    this.stepOpen = false;
+    return `${this.closeText()}${frame({ type: 'finish-step' })}`;
+  }
+}
+
+/** Where a part of the body is wrong, as `detail` says it. */
+function invalid(message: string, loc: (string | number)[]): RunnelError {
+  return new RunnelError('RUNNEL_ERR_BODY_INVALID', message, { detail: [{ type: 'value_error', loc, msg: message }] });
+}
+
+const MAX_TURNS = 1_000;
+
+/**
+ * The conversation in a `DefaultChatTransport` body — `{id, messages: UIMessage[], trigger, messageId}` —
+ * with each message's text parts joined (other parts — files, tool parts, reasoning — carry no text for the chain).
+ */
+export function conversationFromUiMessages(body: Record<string, unknown>): Conversation & { id: string } {
+  const { id, messages } = body;
+  if (typeof id !== 'string' || id === '' || id.length > 200) throw invalid('id must be the chat id (a string of 1 to 200 characters)', ['id']);
+  if (!Array.isArray(messages) || messages.length === 0) throw invalid('messages must be a non-empty list of UI messages', ['messages']);
+  if (messages.length > MAX_TURNS) throw invalid(`At most ${MAX_TURNS} messages`, ['messages']);
+  const turns = messages.map((message: unknown, i): ChatTurn => {
+    const { role, parts } = (message ?? {}) as { role?: unknown; parts?: unknown };
+    if (role !== 'user' && role !== 'assistant' && role !== 'system') throw invalid("role must be 'user', 'assistant' or 'system'", ['messages', i, 'role']);
+    if (!Array.isArray(parts)) throw invalid('parts must be a list', ['messages', i, 'parts']);
+    const text = parts
+      .filter((part: unknown): part is { type: 'text'; text: unknown } => (part as { type?: unknown } | null)?.type === 'text')
+      .map((part, j) => {
+        if (typeof part.text !== 'string') throw invalid('A text part needs its text', ['messages', i, 'parts', j, 'text']);
+        return part.text;
+      })
+      .join('');
+    return { role, text };
+  });
+  return { id, turns };
+}

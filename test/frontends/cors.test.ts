@@ -1,0 +1,52 @@
+/**
+ * A page on another origin (listed in RUNNEL_CORS_ORIGINS) may call the frontends' routes with the
+ * clients it would use: the preflight allows every header the real `openai` SDK sends, and what an
+ * `EventSource` sends when it resumes.
+ */
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer, type TestServer } from '../support/server.js';
+
+const ORIGIN = 'http://app.example';
+
+describe('CORS for browser clients', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({ corsOrigins: [ORIGIN] });
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  const preflight = (path: string, method: string, headers: string[]) =>
+    fetch(`${server.url}${path}`, { method: 'OPTIONS', headers: { origin: ORIGIN, 'access-control-request-method': method, 'access-control-request-headers': headers.join(',') } });
+
+  it('allows every header the openai SDK sends from a page', async () => {
+    // The headers the real SDK puts on a chat completion (its fetch captured; nothing is sent).
+    let sent: Headers | undefined;
+    const client = new OpenAI({
+      baseURL: `${server.url}/v1`,
+      apiKey: 'key',
+      dangerouslyAllowBrowser: true,
+      maxRetries: 0,
+      fetch: async (_url, init) => {
+        sent = new Headers(init?.headers);
+        return new Response(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [] }), { headers: { 'content-type': 'application/json' } });
+      },
+    });
+    await client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: 'hi' }] });
+    const names = [...(sent as Headers).keys()].filter((name) => !['accept', 'content-length', 'user-agent'].includes(name));
+    expect(names).toEqual(expect.arrayContaining(['authorization', 'content-type', 'x-stainless-lang']));
+    const res = await preflight('/v1/chat/completions', 'POST', names);
+    expect(res.status).toBe(204);
+    expect(res.headers.get('access-control-allow-origin')).toBe(ORIGIN);
+    const allowed = (res.headers.get('access-control-allow-headers') ?? '').toLowerCase().split(/\s*,\s*/);
+    for (const name of names) expect(allowed).toContain(name);
+  });
+
+  it('allows an EventSource’s Last-Event-ID and a no-cache request', async () => {
+    const res = await preflight('/joke/runs/r/stream', 'GET', ['last-event-id', 'cache-control', 'authorization']);
+    const allowed = (res.headers.get('access-control-allow-headers') ?? '').toLowerCase();
+    for (const name of ['last-event-id', 'cache-control', 'authorization']) expect(allowed).toContain(name);
+  });
+});

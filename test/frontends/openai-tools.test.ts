@@ -1,0 +1,133 @@
+/**
+ * Issue 16: tool calling through `/v1/chat/completions`. A chain whose
+ * messages adapter takes the client's tools gets them, and its model's tool
+ * calls reach the client as OpenAI tool calls — whole, or streamed as
+ * `delta.tool_calls` — and the client's tool results come back to it as tool
+ * messages. The client is the real `openai` SDK, including its streaming
+ * helper, which rebuilds the tool calls from the deltas. API keys are off:
+ * callers are anonymous, as on every route.
+ */
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineChain, lambda, ScriptedChatModel, type ChainSpec, type ChatTurn, type ToolDefinition } from '../../src/index.js';
+import { startServer, type TestServer } from '../support/server.js';
+
+/** A model that calls the first tool it is offered, then answers from the tool's result. */
+const model = new ScriptedChatModel({
+  respond: (request) => {
+    const last = request.messages.at(-1);
+    if (last?.type === 'tool') return `It is ${last.text} in Paris.`;
+    const offered = request.params.tools?.[0];
+    if (offered === undefined) return 'No tools were offered.';
+    return { content: 'Let me look.', tool_calls: [{ name: offered.name, args: { city: 'Paris' }, id: 'call_weather_1' }] };
+  },
+});
+
+/** A turn as a LangServe message. */
+function message(turn: ChatTurn): Record<string, unknown> {
+  switch (turn.role) {
+    case 'system':
+      return { type: 'system', content: turn.text };
+    case 'user':
+      return { type: 'human', content: turn.text };
+    case 'assistant':
+      return { type: 'ai', content: turn.text, tool_calls: (turn.tool_calls ?? []).map((call) => ({ ...call, type: 'tool_call' })) };
+    case 'tool':
+      return { type: 'tool', content: turn.text, tool_call_id: turn.tool_call_id };
+  }
+}
+
+interface ToolsInput {
+  messages: Record<string, unknown>[];
+  tools: ToolDefinition[];
+}
+
+/** At a nested path: its model id has a slash. The model gets the client's tools bound for each request. */
+const toolsChain = defineChain({
+  path: '/team/tools',
+  description: 'Answers with the tools the client offers',
+  runnable: lambda((input: ToolsInput) => lambda((x: ToolsInput) => x.messages).pipe(model.bindTools(input.tools))),
+  messages: {
+    tools: true,
+    toInput: ({ turns, tools }) => ({
+      input: {
+        messages: turns.map(message),
+        tools: (tools ?? []).map((t) => ({ name: t.name, description: t.description ?? '', parameters: t.parameters ?? { type: 'object', properties: {} } })),
+      },
+    }),
+  },
+});
+
+const weather: OpenAI.ChatCompletionTool = {
+  type: 'function',
+  function: { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+};
+const ask: OpenAI.ChatCompletionMessageParam = { role: 'user', content: 'What is the weather in Paris?' };
+
+let server: TestServer;
+let client: OpenAI;
+beforeAll(async () => {
+  server = await startServer({}, [toolsChain] as ChainSpec<never, unknown>[]);
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'anything: keys are off', maxRetries: 0 });
+});
+afterAll(async () => {
+  await server.close();
+});
+
+describe('tools through /v1/chat/completions', () => {
+  it("answers with the model's tool calls, in OpenAI's shape", async () => {
+    const completion = await client.chat.completions.create({ model: 'team/tools', messages: [ask], tools: [weather], tool_choice: 'auto' });
+    expect(completion.choices[0]).toMatchObject({
+      finish_reason: 'tool_calls',
+      message: {
+        role: 'assistant',
+        content: 'Let me look.',
+        tool_calls: [{ id: 'call_weather_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }],
+      },
+    });
+  });
+
+  it('streams the tool calls as delta.tool_calls, which the SDK rebuilds', async () => {
+    const stream = client.chat.completions.stream({ model: 'team/tools', messages: [ask], tools: [weather] });
+    const deltas: OpenAI.ChatCompletionChunk[] = [];
+    stream.on('chunk', (chunk) => deltas.push(chunk));
+    const final = await stream.finalChatCompletion();
+    expect(final.choices[0]?.finish_reason).toBe('tool_calls');
+    expect(final.choices[0]?.message.content).toBe('Let me look.');
+    expect(final.choices[0]?.message.tool_calls).toEqual([{ id: 'call_weather_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }]);
+    // The arguments came in more than one piece, as the model streamed them.
+    expect(deltas.filter((c) => c.choices[0]?.delta.tool_calls !== undefined).length).toBeGreaterThan(1);
+  });
+
+  it("hands the client's tool results back to the chain as tool messages", async () => {
+    const completion = await client.chat.completions.create({
+      model: 'team/tools',
+      tools: [weather],
+      messages: [
+        ask,
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_weather_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+        { role: 'tool', tool_call_id: 'call_weather_1', content: [{ type: 'text', text: '18 °C' }] },
+      ],
+    });
+    expect(completion.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: 'It is 18 °C in Paris.' } });
+    expect(completion.choices[0]?.message.tool_calls).toBeUndefined();
+    const seen = model.calls.at(-1) ?? [];
+    expect(seen.map((m) => m.type)).toEqual(['human', 'ai', 'tool']);
+    expect(seen[1]).toMatchObject({ tool_calls: [{ id: 'call_weather_1', name: 'get_weather', args: { city: 'Paris' } }] });
+    expect(seen[2]).toMatchObject({ tool_call_id: 'call_weather_1' });
+  });
+
+  it("tool_choice 'none' keeps the tools from the chain; 'required' is refused", async () => {
+    const none = await client.chat.completions.create({ model: 'team/tools', messages: [ask], tools: [weather], tool_choice: 'none' });
+    expect(none.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: 'No tools were offered.' } });
+    const failed = await client.chat.completions.create({ model: 'team/tools', messages: [ask], tools: [weather], tool_choice: 'required' }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(failed).toMatchObject({ param: 'tool_choice', code: 'invalid_value' });
+  });
+
+  it('lists the chain as a model whose id keeps its inner slash', async () => {
+    const models = [];
+    for await (const m of client.models.list()) models.push(m.id);
+    expect(models).toEqual(['team/tools']);
+  });
+});

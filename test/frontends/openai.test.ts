@@ -1,0 +1,180 @@
+/**
+ * Issue 16: Runnel's chains as OpenAI chat models, through the real `openai`
+ * SDK — `/v1/models`, and `/v1/chat/completions` with and without streaming
+ * on the shipped `/joke`, `/chat` and `/agent`, on the real OpenAI provider
+ * path with Redis for the cache and the history.
+ */
+import { randomUUID } from 'node:crypto';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, history, startOpenAIApp, type OpenAIApp } from '../support/openai-app.js';
+
+let app: OpenAIApp;
+beforeAll(async () => {
+  app = await startOpenAIApp();
+});
+afterAll(async () => {
+  await app.close();
+});
+
+/** Every chunk of a streamed answer, through the SDK. */
+async function chunks(body: OpenAI.ChatCompletionCreateParamsStreaming): Promise<OpenAI.ChatCompletionChunk[]> {
+  const out: OpenAI.ChatCompletionChunk[] = [];
+  for await (const chunk of await app.client.chat.completions.create(body)) out.push(chunk);
+  return out;
+}
+
+const textOf = (all: OpenAI.ChatCompletionChunk[]): string => all.map((c) => c.choices[0]?.delta.content ?? '').join('');
+
+describe('GET /v1/models', () => {
+  it('lists the chains with a messages adapter, by path without the slash', async () => {
+    const models = [];
+    for await (const model of app.client.models.list()) models.push(model);
+    expect(models.map((m) => m.id)).toEqual(['joke', 'chat', 'agent']);
+    for (const model of models) {
+      expect(model).toMatchObject({ object: 'model', owned_by: 'runnel' });
+      expect(Number.isInteger(model.created)).toBe(true);
+    }
+    expect(await app.client.models.retrieve('chat')).toMatchObject({ id: 'chat', object: 'model' });
+  });
+});
+
+describe('POST /v1/chat/completions on /joke', () => {
+  it('answers what /invoke answers for the same input, with the usage the provider reported', async () => {
+    const topic = `cats ${randomUUID()}`;
+    const completion = await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: topic }], temperature: 0.2, max_tokens: 50 });
+    const invoked = await call(app, '/joke/invoke', { input: { topic } });
+    expect(completion.choices[0]?.message.content).toBe(invoked.json.output);
+    expect(completion.choices[0]?.message.content).toBe(`You said: Tell me a joke about ${topic} (1 user messages)`);
+    expect(completion).toMatchObject({ object: 'chat.completion', model: 'joke', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', refusal: null } }] });
+    expect(completion.id).toMatch(/^chatcmpl-/);
+    expect(completion.usage).toEqual({ prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
+  });
+
+  it('reports no usage for an answer from the cache: no model call spent any', async () => {
+    const topic = `dogs ${randomUUID()}`;
+    await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: topic }] });
+    const requests = app.provider.requests.length;
+    const again = await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: topic }] });
+    expect(app.provider.requests.length).toBe(requests);
+    expect(again.usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 });
+  });
+
+  it('streams chunks whose text is what /invoke answers, then the finish and the usage', async () => {
+    const topic = `owls ${randomUUID()}`;
+    const all = await chunks({ model: 'joke', messages: [{ role: 'user', content: [{ type: 'text', text: topic }] }], stream: true, stream_options: { include_usage: true } });
+    const invoked = await call(app, '/joke/invoke', { input: { topic } });
+    expect(textOf(all)).toBe(invoked.json.output);
+    expect(new Set(all.map((c) => c.id)).size).toBe(1);
+    expect(new Set(all.map((c) => c.created)).size).toBe(1);
+    expect(all.every((c) => c.object === 'chat.completion.chunk' && c.model === 'joke')).toBe(true);
+    expect(all[0]?.choices[0]?.delta).toEqual({ role: 'assistant', content: '' });
+    // More than one content delta: the answer streams as the model makes it.
+    expect(all.filter((c) => (c.choices[0]?.delta.content ?? '') !== '').length).toBeGreaterThan(1);
+    const finish = all.at(-2);
+    expect(finish?.choices).toEqual([{ index: 0, delta: {}, logprobs: null, finish_reason: 'stop' }]);
+    const last = all.at(-1);
+    expect(last?.choices).toEqual([]);
+    expect(last?.usage).toEqual({ prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
+  });
+
+  it('writes OpenAI\'s frames: data-only JSON chunks ending with data: [DONE]; no usage chunk unless asked', async () => {
+    const res = await fetch(`${app.server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${app.client.apiKey}` },
+      body: JSON.stringify({ model: 'joke', stream: true, messages: [{ role: 'user', content: `frames ${randomUUID()}` }] }),
+    });
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const frames = (await res.text()).split('\n\n').filter((f) => f !== '' && !f.startsWith(':'));
+    expect(frames.at(-1)).toBe('data: [DONE]');
+    const parsed = frames.slice(0, -1).map((f) => {
+      expect(f.startsWith('data: ')).toBe(true);
+      return JSON.parse(f.slice(6)) as OpenAI.ChatCompletionChunk;
+    });
+    expect(parsed.at(-1)?.choices[0]?.finish_reason).toBe('stop');
+    expect(parsed.every((c) => c.usage === undefined && c.choices.length === 1)).toBe(true);
+  });
+
+  it('sends an error after the stream started as one OpenAI error frame, which the SDK raises', async () => {
+    app.provider.cutNext(-3);
+    const seen: string[] = [];
+    const failed = await (async () => {
+      for await (const chunk of await app.client.chat.completions.create({ model: 'joke', stream: true, messages: [{ role: 'user', content: `cut ${randomUUID()}` }] })) {
+        seen.push(chunk.choices[0]?.delta.content ?? '');
+      }
+    })().catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(OpenAI.APIError);
+    expect(failed).toMatchObject({ type: 'server_error', code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+    expect(seen[0]).toBe('');
+  });
+});
+
+describe('POST /v1/chat/completions on /chat', () => {
+  it('continues the conversation named by metadata.session_id', async () => {
+    const sessionId = `s-${randomUUID()}`;
+    const first = await app.client.chat.completions.create({ model: 'chat', metadata: { session_id: sessionId }, messages: [{ role: 'user', content: 'My name is Grace.' }] });
+    expect(first.choices[0]?.message.content).toBe('You said: My name is Grace. (1 user messages)');
+    // The client sends only the new message; the server holds the rest.
+    const second = await chunks({ model: 'chat', stream: true, metadata: { session_id: sessionId }, messages: [{ role: 'user', content: 'What is my name?' }] });
+    expect(textOf(second)).toBe('You said: What is my name? (2 user messages)');
+    expect(await history(app, sessionId)).toEqual([
+      ['human', 'My name is Grace.'],
+      ['ai', 'You said: My name is Grace. (1 user messages)'],
+      ['human', 'What is my name?'],
+      ['ai', 'You said: What is my name? (2 user messages)'],
+    ]);
+  });
+
+  it('without metadata.session_id, is a 400 that says to send one', async () => {
+    const failed = await app.client.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'hi' }] }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(failed).toMatchObject({ status: 400, type: 'invalid_request_error', param: 'metadata.session_id', code: 'missing_required_parameter' });
+    expect((failed as Error).message).toContain('metadata.session_id');
+  });
+});
+
+describe('POST /v1/chat/completions on /agent', () => {
+  it('answers with what the agent concluded from its own tools; the client sees only the answer', async () => {
+    const question = `What is 6 * 7? ${randomUUID()}`;
+    const completion = await app.client.chat.completions.create({
+      model: 'agent',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Hello' },
+        { role: 'assistant', content: 'Hi! Ask me a sum.' },
+        { role: 'user', content: question },
+      ],
+    });
+    const invoked = await call(app, '/agent/invoke', { input: { input: question, chat_history: [{ type: 'human', content: 'Hello' }, { type: 'ai', content: 'Hi! Ask me a sum.' }] } });
+    expect(completion.choices[0]?.message).toEqual({ role: 'assistant', content: 'The calculator says 42.', refusal: null });
+    expect(invoked.json.output).toBe('The calculator says 42.');
+    const streamed = await chunks({ model: 'agent', stream: true, messages: [{ role: 'user', content: `${question} again` }] });
+    expect(textOf(streamed)).toBe('The calculator says 42.');
+    expect(streamed.at(-1)?.choices[0]?.finish_reason).toBe('stop');
+  });
+});
+
+describe('errors, as the SDK raises them', () => {
+  it('an unknown model is a 404 model_not_found', async () => {
+    const failed = await app.client.chat.completions.create({ model: 'rag', messages: [{ role: 'user', content: 'hi' }] }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(failed).toMatchObject({ status: 404, code: 'model_not_found', param: 'model' });
+  });
+
+  it('a wrong API key is a 401 invalid_api_key', async () => {
+    const stranger = new OpenAI({ baseURL: `${app.server.url}/v1`, apiKey: 'not-a-key', maxRetries: 0 });
+    const failed = await stranger.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: 'hi' }] }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(failed).toMatchObject({ status: 401, type: 'invalid_request_error', code: 'invalid_api_key' });
+    await expect(stranger.models.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+  });
+
+  it('tools sent to a chain that takes none are a 400 tools_not_supported naming the chain', async () => {
+    const failed = await app.client.chat.completions
+      .create({ model: 'joke', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: {} } } }] })
+      .catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(failed).toMatchObject({ status: 400, param: 'tools', code: 'tools_not_supported' });
+    expect((failed as Error).message).toContain('/joke');
+  });
+});

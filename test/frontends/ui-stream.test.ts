@@ -1,0 +1,240 @@
+/**
+ * Issue 16: `/{path}/ui_stream` read by the real AI SDK (`ai@6`'s
+ * `DefaultChatTransport` and `readUIMessageStream`, which check every part
+ * against the SDK's own schema), from the shipped chains on real Redis and
+ * Postgres: offline, and on the real `openai` SDK against the local provider
+ * server for the model guarantees (abort closes the model request; nothing
+ * partial is cached or saved).
+ */
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { chatChain } from '../../chains/chat.js';
+import { createChains } from '../../chains/index.js';
+import { jokeChain } from '../../chains/joke.js';
+import { buildApp, connectServices, defineChain, generator, type ChainSpec, type Services } from '../../src/index.js';
+import { deferred, settleWithin } from '../helpers.js';
+import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+
+const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
+const KEY = 'ui-key-0123456789abcdef';
+const auth = { authorization: `Bearer ${KEY}` };
+const EVE = 'eve-key-0123456789abcdef';
+const WORDS = Array.from({ length: 40 }, (_, i) => `s${i} `);
+const STORY = WORDS.join('');
+
+/** Holds each `/story` run after its first word until the test lets it go: a client leaves and rejoins mid-answer. */
+let gate = deferred();
+
+const story = defineChain({
+  path: '/story',
+  runnable: generator(async function* (inputs: AsyncIterable<{ topic: string }>) {
+    for await (const _ of inputs);
+    yield WORDS[0] as string;
+    await gate.promise;
+    yield* WORDS.slice(1);
+  }).withTypes({ input: z.object({ topic: z.string() }), output: z.string() }),
+  messages: { toInput: ({ turns }) => ({ input: { topic: turns.at(-1)?.text ?? '' } }) },
+});
+
+async function listen(chains: ChainSpec<never, unknown>[], services: Services): Promise<{ app: FastifyInstance; url: string }> {
+  const app = await buildApp({ chains, services, config: { apiKeys: [{ name: 'ui', key: KEY }, { name: 'eve', key: EVE }], runNamespace: `runnel-test-ui-${randomUUID()}` } });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
+}
+
+const userMessage = (text: string): UIMessage => ({ id: randomUUID(), role: 'user', parts: [{ type: 'text', text }] });
+
+/** The text of a UI message: its text parts, joined. */
+const textOf = (message: UIMessage | undefined): string =>
+  (message?.parts ?? [])
+    .filter((part) => part.type === 'text')
+    .map((part) => (part as { text: string }).text)
+    .join('');
+
+/** Reads a UI message stream to its last message, as `useChat` builds it. */
+async function lastMessage(stream: ReadableStream<UIMessageChunk>): Promise<UIMessage | undefined> {
+  let last: UIMessage | undefined;
+  for await (const message of readUIMessageStream({ stream, terminateOnError: true })) last = message;
+  return last;
+}
+
+async function invoke(url: string, input: unknown, config?: unknown): Promise<unknown> {
+  const res = await fetch(`${url}/invoke`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ input, ...(config === undefined ? {} : { config }) }) });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { output: unknown }).output;
+}
+
+describe('/ui_stream through the AI SDK, offline', () => {
+  let app: FastifyInstance;
+  let url: string;
+  let services: Services;
+  const transport = (path: string, body?: Record<string, unknown>, headers = auth) => new DefaultChatTransport<UIMessage>({ api: `${url}${path}/ui_stream`, headers, body });
+
+  beforeAll(async () => {
+    services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', databaseUrl: DATABASE_URL, cacheNamespace: `runnel-test-ui:${randomUUID()}` });
+    const { chains, docs } = createChains({ services, env: {} });
+    await docs.seed();
+    ({ app, url } = await listen([...chains, story] as ChainSpec<never, unknown>[], services));
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('answers /joke as a UI message whose text is /invoke’s answer, with the header the AI SDK checks', async () => {
+    const raw = await fetch(`${url}/joke/ui_stream`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ id: 'c', messages: [userMessage('otters')] }) });
+    expect(raw.headers.get('x-vercel-ai-ui-message-stream')).toBe('v1');
+    expect(raw.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const body = await raw.text();
+    expect(body.trimEnd().endsWith('data: [DONE]')).toBe(true);
+
+    const stream = await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [userMessage('otters')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined });
+    const message = await lastMessage(stream);
+    expect(message?.role).toBe('assistant');
+    expect(textOf(message)).toBe(await invoke(`${url}/joke`, { topic: 'otters' }));
+    expect(message?.parts.map((part) => part.type)).toEqual(['step-start', 'text']);
+  });
+
+  it('shows /agent’s tool call and result as a tool part, then its answer', async () => {
+    const stream = await transport('/agent').sendMessages({ chatId: randomUUID(), messages: [userMessage('What is (3 + 4) * 12?')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined });
+    const message = await lastMessage(stream);
+    const tools = (message?.parts ?? []).filter((part) => part.type.startsWith('tool-'));
+    expect(tools).toHaveLength(1);
+    expect(tools[0]).toMatchObject({ type: 'tool-calculator', state: 'output-available', input: { expression: '(3 + 4) * 12' }, output: '84' });
+    expect(textOf(message)).toBe(await invoke(`${url}/agent`, { input: 'What is (3 + 4) * 12?' }));
+    expect(textOf(message)).toContain('84');
+  });
+
+  it('keeps a /chat conversation under the chat id, the caller’s own', async () => {
+    const chatId = `chat-${randomUUID()}`;
+    const first = userMessage('My name is Ada');
+    const one = await lastMessage(await transport('/chat').sendMessages({ chatId, messages: [first], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+    expect(textOf(one)).toContain('My name is Ada');
+    const second = userMessage('What did I say first?');
+    const two = await lastMessage(await transport('/chat').sendMessages({ chatId, messages: [first, one as UIMessage, second], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+    expect(textOf(two)).toContain('you first said “My name is Ada”');
+    const history = (await (await fetch(`${url}/chat/history/${chatId}`, { headers: auth })).json()) as { messages: { type: string; content: string }[] };
+    expect(history.messages.map((m) => [m.type, m.content])).toEqual([
+      ['human', 'My name is Ada'],
+      ['ai', textOf(one)],
+      ['human', 'What did I say first?'],
+      ['ai', textOf(two)],
+    ]);
+  });
+
+  it('refuses what it cannot answer before streaming: bad bodies 422, no key 401, a chain without an adapter 404', async () => {
+    const send = (path: string, body: unknown, headers: Record<string, string> = auth) => fetch(`${url}${path}/ui_stream`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const empty = await send('/joke', { id: 'c', messages: [] });
+    expect(empty.status).toBe(422);
+    expect(((await empty.json()) as { detail: { loc: unknown[] }[] }).detail[0]?.loc).toEqual(['messages']);
+    const assistantLast = await send('/joke', { id: 'c', messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }] });
+    expect(assistantLast.status).toBe(422);
+    expect((await send('/joke', { id: 'c', messages: [userMessage('x')] }, {})).status).toBe(401);
+    expect((await send('/rag', { id: 'c', messages: [userMessage('x')] })).status).toBe(404);
+
+    // The AI SDK turns a refusal into an error its useChat shows.
+    await expect(transport('/joke').sendMessages({ chatId: 'c', messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }], trigger: 'submit-message', messageId: undefined, abortSignal: undefined })).rejects.toThrow(/last message/);
+  });
+
+  /** Starts a durable `/story` answer and drops the connection after its first words (the run goes on, held at its gate). */
+  async function startAndDrop(chatId: string): Promise<void> {
+    gate = deferred();
+    const abort = new AbortController();
+    const stream = await transport('/story', { on_disconnect: 'continue' }).sendMessages({ chatId, messages: [userMessage('a story')], trigger: 'submit-message', messageId: undefined, abortSignal: abort.signal });
+    const reader = stream.getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error('the stream ended before the drop');
+      if (value.type === 'text-delta') break;
+    }
+    abort.abort();
+    await reader.cancel().catch(() => undefined);
+  }
+
+  it('resumes a durable stream after the client drops (the transport’s reconnect), and answers 204 when none is under way', async () => {
+    const chatId = `story-${randomUUID()}`;
+    const durable = transport('/story', { on_disconnect: 'continue' });
+    expect(await durable.reconnectToStream({ chatId })).toBeNull();
+    await startAndDrop(chatId);
+    const resumed = await durable.reconnectToStream({ chatId });
+    expect(resumed).not.toBeNull();
+    gate.resolve();
+    const message = await lastMessage(resumed as ReadableStream<UIMessageChunk>);
+    // The whole answer, from its first word: nothing lost, nothing twice.
+    expect(textOf(message)).toBe(STORY);
+    // The run has ended: nothing to resume any more.
+    expect(await durable.reconnectToStream({ chatId })).toBeNull();
+  });
+
+  it('another caller resumes nothing of someone else’s chat', async () => {
+    const chatId = `story-${randomUUID()}`;
+    await startAndDrop(chatId);
+    expect(await transport('/story', undefined, { authorization: `Bearer ${EVE}` }).reconnectToStream({ chatId })).toBeNull();
+    expect((await fetch(`${url}/story/ui_stream/${chatId}/stream`)).status).toBe(401);
+    const own = await transport('/story').reconnectToStream({ chatId });
+    gate.resolve();
+    expect(textOf(await lastMessage(own as ReadableStream<UIMessageChunk>))).toBe(STORY);
+  });
+});
+
+describe('/ui_stream on the real openai SDK', () => {
+  const WHOLE = 'Why did the cat sit?';
+  let provider: ProviderServer;
+  let services: Services;
+  let app: FastifyInstance;
+  let url: string;
+  const transport = (path: string) => new DefaultChatTransport<UIMessage>({ api: `${url}${path}/ui_stream`, headers: auth });
+
+  beforeAll(async () => {
+    provider = await startProviderServer('openai');
+    services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', cacheNamespace: `runnel-test-ui-openai:${randomUUID()}` });
+    const context = { services, env: { OPENAI_API_KEY: 'sk-test-0000', OPENAI_BASE_URL: provider.url } };
+    ({ app, url } = await listen([jokeChain(context), chatChain(context)] as ChainSpec<never, unknown>[], services));
+  });
+  afterAll(async () => {
+    await app.close();
+    await provider.close();
+  });
+
+  it('streams the provider’s answer as the UI message', async () => {
+    const message = await lastMessage(await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [userMessage(`cats ${randomUUID()}`)], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+    expect(textOf(message)).toBe(WHOLE);
+  });
+
+  it('a client that stops mid-answer closes the model request; nothing partial is cached or saved', async () => {
+    const topic = `stop ${randomUUID()}`;
+    const held = provider.holdNext(4);
+    const abandoned = provider.nextAbandon();
+    const abort = new AbortController();
+    const stream = await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [userMessage(topic)], trigger: 'submit-message', messageId: undefined, abortSignal: abort.signal });
+    await settleWithin(held, 10_000);
+    abort.abort();
+    await stream.cancel().catch(() => undefined);
+    await settleWithin(abandoned, 10_000);
+    // The same question again is asked of the provider anew, and answered whole.
+    const requests = provider.requests.length;
+    const again = await lastMessage(await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [userMessage(topic)], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+    expect(textOf(again)).toBe(WHOLE);
+    expect(provider.requests.length).toBe(requests + 1);
+
+    const chatId = `stop-${randomUUID()}`;
+    const heldChat = provider.holdNext(4);
+    const abandonedChat = provider.nextAbandon();
+    const chatAbort = new AbortController();
+    const chatStream = await transport('/chat').sendMessages({ chatId, messages: [userMessage('cut short')], trigger: 'submit-message', messageId: undefined, abortSignal: chatAbort.signal });
+    await settleWithin(heldChat, 10_000);
+    chatAbort.abort();
+    await chatStream.cancel().catch(() => undefined);
+    await settleWithin(abandonedChat, 10_000);
+    const next = await lastMessage(await transport('/chat').sendMessages({ chatId, messages: [userMessage('again')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+    expect(textOf(next)).toBe(WHOLE);
+    const history = (await (await fetch(`${url}/chat/history/${chatId}`, { headers: auth })).json()) as { messages: { type: string; content: string }[] };
+    expect(history.messages.map((m) => [m.type, m.content])).toEqual([
+      ['human', 'again'],
+      ['ai', WHOLE],
+    ]);
+  });
+});

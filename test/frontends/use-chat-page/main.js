@@ -1,0 +1,66 @@
+/* global document, location, URLSearchParams */
+/**
+ * A minimal `useChat` page, the way an AI SDK frontend talks to Runnel: a
+ * `DefaultChatTransport` pointed at a chain's `/ui_stream`, the API key in its
+ * headers. What to talk to comes in the URL's hash
+ * (`#api=<url>&key=<key>&chat=<chat id>`), so one build serves every test.
+ *
+ * Plain JavaScript with `createElement`: JSX would need a Vite plugin, and
+ * TypeScript would need `@types/react` — neither is a dependency, and this
+ * page is only a fixture that the browser test drives.
+ *
+ * What the test reads: `#status` (useChat's `status`, also `main[data-status]`
+ * beside `data-assistant-messages`, so one selector waits for a finished
+ * turn), one `li[data-role]` per message holding its text parts, and `#error`.
+ */
+import { useChat } from '@ai-sdk/react';
+import { DefaultChatTransport } from 'ai';
+import { createElement as h, useState } from 'react';
+import { createRoot } from 'react-dom/client';
+
+const params = new URLSearchParams(location.hash.slice(1));
+const transport = new DefaultChatTransport({
+  api: params.get('api') ?? '',
+  headers: { authorization: `Bearer ${params.get('key') ?? ''}` },
+});
+const chatId = params.get('chat') ?? undefined;
+
+/** A message's text: its text parts, joined. */
+const textOf = (message) =>
+  message.parts
+    .filter((part) => part.type === 'text')
+    .map((part) => part.text)
+    .join('');
+
+function Chat() {
+  const { messages, sendMessage, status, stop, error } = useChat({ id: chatId, transport });
+  const [draft, setDraft] = useState('');
+  const busy = status === 'submitted' || status === 'streaming';
+  const send = (event) => {
+    event.preventDefault();
+    if (draft.trim() === '' || busy) return;
+    void sendMessage({ text: draft });
+    setDraft('');
+  };
+  const answers = messages.filter((message) => message.role === 'assistant').length;
+  return h(
+    'main',
+    { 'data-status': status, 'data-assistant-messages': answers },
+    h(
+      'ol',
+      { id: 'messages' },
+      messages.map((message) => h('li', { key: message.id, 'data-role': message.role }, textOf(message))),
+    ),
+    h(
+      'form',
+      { onSubmit: send },
+      h('input', { 'aria-label': 'Message', value: draft, onChange: (event) => setDraft(event.target.value) }),
+      h('button', { type: 'submit', disabled: busy }, 'Send'),
+      h('button', { type: 'button', disabled: !busy, onClick: () => void stop() }, 'Stop'),
+    ),
+    h('output', { id: 'status' }, status),
+    h('p', { id: 'error' }, error?.message ?? ''),
+  );
+}
+
+createRoot(document.getElementById('root')).render(h(Chat));
