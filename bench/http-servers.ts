@@ -4,6 +4,7 @@
  *
  * - floor: raw Fastify routes: the 3-step chain's output with plain functions, and SSE frames from 3 plain async generators;
  * - runnel: Runnel's app serving the 3-step lambda chain (/bench) and a 3-step generator sequence of 200 chunks (/chunks);
+ * - runnel-traced: the same with OpenTelemetry tracing on, exporting to BENCH_OTLP_URL;
  * - fastify-lc, express-lc: hand-written routes calling the same chains built with @langchain/core;
  */
 import express from 'express';
@@ -11,7 +12,7 @@ import Fastify from 'fastify';
 import { Runnable as LcRunnable, RunnableLambda as LcLambda, RunnableSequence as LcSequence } from '@langchain/core/runnables';
 import { runnel } from './runnel.js';
 
-const { buildApp, defineChain, generator, lambda, sequence } = runnel;
+const { buildApp, ChatPromptTemplate, defineChain, FakeListChatModel, generator, lambda, sequence, StringOutputParser } = runnel;
 
 const [kind, portText] = process.argv.slice(2);
 const port = Number(portText);
@@ -64,13 +65,29 @@ async function main(): Promise<void> {
       reply.raw.end('event: end\r\n\r\n');
     });
     await app.listen({ port, host: '127.0.0.1' });
-  } else if (kind === 'runnel') {
+  } else if (kind === 'runnel' || kind === 'runnel-traced') {
+    // Traced: OTLP/protobuf with the batch processor to the bench's sink (BENCH_OTLP_URL), every request sampled.
+    const tracing = kind === 'runnel-traced' ? runnel.loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: process.env.BENCH_OTLP_URL }) : undefined;
     const app = await buildApp({
       chains: [
         defineChain({ path: '/bench', runnable: sequence(lambda(f1), lambda(f2), lambda(f3)) }),
         defineChain({ path: '/chunks', runnable: sequence(generator(source), generator(upper), generator(tag)) }),
+        // An LLM chain as Runnel serves them: prompt ▸ chat model (a fake, 20 words) ▸ parser.
+        defineChain({
+          path: '/llm',
+          runnable: ChatPromptTemplate.fromMessages([['human', 'Tell me about {topic}']])
+            .pipe(new FakeListChatModel({ responses: ['one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty'], recordCalls: 0 }))
+            .pipe(new StringOutputParser()),
+        }),
+        // The same with a model that takes its time (a word a millisecond, about 20 ms), as real ones do.
+        defineChain({
+          path: '/llm-paced',
+          runnable: ChatPromptTemplate.fromMessages([['human', 'Tell me about {topic}']])
+            .pipe(new FakeListChatModel({ responses: ['one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty'], sleepMs: 1, recordCalls: 0 }))
+            .pipe(new StringOutputParser()),
+        }),
       ] as never,
-      config: { maxStreams: 10_000 },
+      config: { maxStreams: 10_000, tracing },
     });
     await app.listen({ port, host: '127.0.0.1' });
   } else if (kind === 'fastify-lc' || kind === 'express-lc') {

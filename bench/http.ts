@@ -12,14 +12,31 @@
  * SSE ≥ 0.5× the floor's events/s and ≥ 5× @langchain/core.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { Agent, request } from 'node:http';
+import { Agent, createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 
 const DURATION_S = Number(process.env.BENCH_SECONDS ?? 8);
 const PORT = 18_411;
 
+/** An OTLP/HTTP sink for the traced server: reads each export and answers 200, as a collector would. */
+async function startOtlpSink(): Promise<{ url: string; exports: () => number; close: () => void }> {
+  let exports = 0;
+  const sink = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      exports++;
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+    });
+  });
+  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(sink.address() as AddressInfo).port}`, exports: () => exports, close: () => sink.close() };
+}
+
+let otlpUrl = '';
+
 async function startServer(kind: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/http-servers.ts', kind, String(PORT)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/http-servers.ts', kind, String(PORT)], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BENCH_OTLP_URL: otlpUrl } });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${kind} did not start`)), 20_000);
     child.stdout?.on('data', (chunk: Buffer) => {
@@ -40,12 +57,12 @@ async function stopServer(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-async function invokeLoad(path: string): Promise<{ rps: number; p50: number; p99: number; errors: number }> {
+async function invokeLoad(path: string, input: unknown = 1): Promise<{ rps: number; p50: number; p99: number; errors: number }> {
   const options = {
     url: `http://127.0.0.1:${PORT}${path}`,
     method: 'POST' as const,
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ input: 1 }),
+    body: JSON.stringify({ input }),
     connections: 50,
     pipelining: 1,
   };
@@ -111,16 +128,21 @@ const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
 
 async function main(): Promise<void> {
   console.log(`node ${process.version}, ${DURATION_S} s per measurement, 127.0.0.1\n`);
+  const sink = await startOtlpSink();
+  otlpUrl = sink.url;
   const invoke: Record<string, Awaited<ReturnType<typeof invokeLoad>>> = {};
   for (const [name, kind, path] of [
     ['floor (raw Fastify, plain functions)', 'floor', '/invoke'],
     ['Runnel /invoke', 'runnel', '/bench/invoke'],
+    ['Runnel /invoke, tracing on (OTLP, batch processor)', 'runnel-traced', '/bench/invoke'],
+    ['Runnel /invoke, LLM chain (a 20 ms model)', 'runnel', '/llm-paced/invoke'],
+    ['Runnel /invoke, LLM chain (a 20 ms model), tracing on', 'runnel-traced', '/llm-paced/invoke'],
     ['Fastify + @langchain/core', 'fastify-lc', '/invoke'],
     ['Express + @langchain/core', 'express-lc', '/invoke'],
   ] as const) {
     const server = await startServer(kind);
     try {
-      invoke[name] = await invokeLoad(path);
+      invoke[name] = await invokeLoad(path, path.startsWith('/llm') ? { topic: 'cats' } : 1);
     } finally {
       await stopServer(server);
     }
@@ -158,6 +180,13 @@ async function main(): Promise<void> {
   goal('Runnel /invoke vs Fastify + @langchain/core', ours / lc, 4);
   goal('Runnel SSE events/s vs the floor', sseOurs / sseFloor, 0.5);
   goal('Runnel SSE events/s vs @langchain/core', sseOurs / sseLc, 5);
+  const traced = invoke['Runnel /invoke, tracing on (OTLP, batch processor)']!.rps;
+  goal('Runnel /invoke with tracing on vs off (at most 15% off)', traced / ours, 0.85);
+  const llm = invoke['Runnel /invoke, LLM chain (a 20 ms model)']!.rps;
+  const llmTraced = invoke['Runnel /invoke, LLM chain (a 20 ms model), tracing on']!.rps;
+  goal('Runnel /invoke of an LLM chain with tracing on vs off (at most 15% off)', llmTraced / llm, 0.85);
+  console.log(`  (${sink.exports()} OTLP exports received)`);
+  sink.close();
 }
 
 await main();

@@ -4,7 +4,7 @@
  * the caller's identity and `configurable.session_id`.
  */
 import { z } from 'zod';
-import { ChatPromptTemplate, defineChain, MessagesPlaceholder, RunnelError, StringOutputParser, withMessageHistory } from '../src/index.js';
+import { ChatPromptTemplate, checkSessionId, defineChain, MessagesPlaceholder, RunnelError, StringOutputParser, withMessageHistory } from '../src/index.js';
 import { lastUserText } from './model.js';
 import { chatModel, OFFLINE, quote, type ChainContext } from './model.js';
 
@@ -35,10 +35,24 @@ export function chatChain(context: ChainContext) {
     history: getHistory,
     // The conversation lives on the server: the chat's id is its session, and only the new message is sent on.
     messages: {
-      toInput: ({ id, turns }) => {
+      toInput: ({ id, turns, trigger }) => {
         if (id === undefined) {
           throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'chat keeps each conversation on the server: name it with metadata.session_id (any string of yours)', {
             detail: [{ type: 'missing', loc: ['metadata', 'session_id'], msg: 'Field required' }],
+          });
+        }
+        // The chat id is the session: refused here, before anything streams, when it cannot be one.
+        try {
+          checkSessionId(id);
+        } catch {
+          throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'The chat id is chat’s session_id: 1-128 letters, digits or _ . : -', {
+            detail: [{ type: 'session_id', loc: ['id'], msg: 'Invalid session id' }],
+          });
+        }
+        // The server already holds the answer being replaced: running again would add the question twice.
+        if (trigger === 'regenerate') {
+          throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'chat keeps the conversation on the server and cannot replace its last answer: send the message again', {
+            detail: [{ type: 'value_error', loc: ['trigger'], msg: 'regenerate-message is not supported by this chain' }],
           });
         }
         return { input: { message: lastUserText(turns) }, configurable: { session_id: id } };

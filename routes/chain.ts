@@ -152,6 +152,7 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
       }),
       uiResumeHandler(chain),
     );
+    refuseOtherMethods('/ui_stream/:chat_id/stream', 'GET');
   }
   if (enabled.has('playground')) await app.register(playgroundRoutes, { chain, template: playgroundTemplate });
   // Streams that started count themselves when they end, and requests whose client went away count a 499;

@@ -46,7 +46,7 @@ export function chatCompletionsHandler() {
     if (!asked.stream) {
       const connection = disconnectSignal(request, reply, 'chat_completions', chain.spec.path);
       try {
-        const output = await chain.spec.runnable.invoke(run.input, { ...run.config, signal: connection.signal, onUsage: tally.onUsage });
+        const output = await chain.spec.runnable.invoke(run.input, { ...run.config, signal: connection.signal, onUsage: tally.onUsage, onModelCall: tally.onModelCall });
         return chatCompletion(head, output, { tools, usage: completionUsage(tally.total()) });
       } finally {
         connection.dispose();

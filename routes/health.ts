@@ -14,7 +14,8 @@ export const healthRoutes: FastifyPluginAsync = async (app) => {
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : state.shuttingDown ? 'shutting down' : 'not ready', checks });
   });
 
-  app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (_request, reply) =>
-    reply.type('text/plain; version=0.0.4; charset=utf-8').send(app.runnel.metrics.render()),
-  );
+  app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (_request, reply) => {
+    const { metrics } = app.runnel;
+    return reply.type(metrics.contentType).send(await metrics.render());
+  });
 };

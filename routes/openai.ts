@@ -39,6 +39,7 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
 
   app.setErrorHandler((error, request, reply) => {
     const { status, code, body, internal } = toOpenAIError(error);
+    app.runnel.metrics.error(code);
     if (internal) request.log.error({ err: error }, 'chat completion failed');
     sendErrorAnswer(request, reply, { status, code, body });
   });
@@ -52,18 +53,15 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
     { schema: { tags, summary: 'The chains served as chat models', response: { 200: { description: 'Every chain with a messages adapter and `chat_completions` enabled', $ref: 'OpenAIModelList#' }, ...errors } } },
     async () => ({ object: 'list', data: chains.filter(isModel).map((chain) => modelOf(chain, created)) }),
   );
-  app.get<{ Params: { '*': string } }>(
-    '/models/*',
-    {
-      schema: {
-        tags,
-        summary: 'One chain served as a chat model',
-        params: { type: 'object', properties: { '*': { type: 'string', description: 'The model id: a chain path without the leading slash (it may contain `/`)' } } },
-        response: { 200: { description: 'The model', $ref: 'OpenAIModel#' }, ...errors },
-      },
-    },
-    async (request) => modelOf(findModel(chains, request.params['*']), created),
-  );
+  const oneModel = {
+    tags,
+    summary: 'One chain served as a chat model',
+    params: { type: 'object', properties: { model: { type: 'string', description: 'The model id: a chain path without the leading slash (`joke`; `team/summarise` for a nested path)' } } },
+    response: { 200: { description: 'The model', $ref: 'OpenAIModel#' }, ...errors },
+  };
+  app.get<{ Params: { model: string } }>('/models/:model', { schema: oneModel }, async (request) => modelOf(findModel(chains, request.params.model), created));
+  // A nested chain's model id holds a `/`: the same answer, under the documented route's name.
+  app.get<{ Params: { '*': string } }>('/models/*', { schema: { hide: true } }, async (request) => modelOf(findModel(chains, request.params['*']), created));
   app.post(
     '/chat/completions',
     {
@@ -95,6 +93,7 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
   );
   const hidden = { schema: { hide: true } };
   app.route({ method: ['POST', 'PUT', 'PATCH', 'DELETE'], url: '/models', ...hidden, handler: refuse('GET, HEAD') });
+  app.route({ method: ['POST', 'PUT', 'PATCH', 'DELETE'], url: '/models/*', ...hidden, handler: refuse('GET, HEAD') });
   app.route({ method: ['GET', 'PUT', 'PATCH', 'DELETE'], url: '/chat/completions', ...hidden, handler: refuse('POST') });
 
   // Requests that reached a chain count in `/metrics` under it, as the chain's own routes do; streams count themselves.

@@ -9,6 +9,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RunController, RunnelError, type Runnable, type RunnableConfig } from '../src/core/index.js';
 import type { OpenStream } from '../src/server/app.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
+import { firstTokenTimer } from '../src/server/metrics.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import type { Endpoint } from '../src/server/registry.js';
 import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordClientGone, decodeConfigHash, eventFilters, required, requestContext, takeOverForEvents } from '../src/server/request.js';
@@ -78,9 +79,9 @@ export async function sendLiveStream(
   let finish!: () => void;
   const entry: OpenStream = { stop: (reason) => controller.abort(reason), done: new Promise<void>((resolve) => (finish = resolve)) };
   state.streams.add(entry);
-  state.metrics.openStreams.value = state.streams.size;
   const started = performance.now();
   let status = 200;
+  const firstToken = firstTokenTimer(state.metrics, { chain: chain.spec.path, endpoint }, () => reply.elapsedTime / 1000);
 
   const sse = takeOverForEvents(request, reply);
   reply.raw.on('close', () => {
@@ -93,6 +94,7 @@ export async function sendLiveStream(
     const runConfig = { ...options.config, signal: controller.signal, ...usageMeter(state, chain) };
     let open = true;
     for await (const item of options.items(runConfig)) {
+      firstToken(item);
       const sent = format.item(sse, item);
       if (sent !== true && !(sent !== false && (await sent))) {
         open = false;
@@ -102,8 +104,10 @@ export async function sendLiveStream(
     if (open && !sse.closed) await format.end(sse);
   } catch (error) {
     if (!clientGone && !sse.closed) {
-      status = toHttpError(error).status;
-      if (toHttpError(error).internal) request.log.error({ err: error, runId }, 'stream failed');
+      const { status: errorStatus, body, internal } = toHttpError(error);
+      status = errorStatus;
+      state.metrics.error(body.code);
+      if (internal) request.log.error({ err: error, runId }, 'stream failed');
       await format.error(sse, error);
     } else {
       status = 499;
@@ -111,7 +115,6 @@ export async function sendLiveStream(
   } finally {
     sse.end();
     state.streams.delete(entry);
-    state.metrics.openStreams.value = state.streams.size;
     const elapsedMs = performance.now() - started;
     if (clientGone) recordClientGone(request, endpoint, chain.spec.path, elapsedMs);
     else {

@@ -15,3 +15,4 @@ export * from './history/index.js';
 export * from './cache/index.js';
 export * from './server/index.js';
 export * from './client/index.js';
+export * from './observability/index.js';

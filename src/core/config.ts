@@ -40,6 +40,13 @@ export interface RunnableConfig {
    * streaming stays on its fast path: the way to meter tokens.
    */
   onUsage?: UsageHandler;
+  /**
+   * Called once per chat model call that went to its provider (cache hits do
+   * not), when it ends: provider, model, duration, the error code of a call
+   * that failed. Like `onUsage`, it leaves runs unobserved: the way to meter
+   * model latency and errors.
+   */
+  onModelCall?: ModelCallHandler;
 }
 
 /** Tokens one model call spent at its provider. */
@@ -52,6 +59,23 @@ export interface TokenUsage {
 /** Receives the token usage of model calls (`RunnableConfig.onUsage`). */
 export type UsageHandler = (usage: TokenUsage, model: { name: string }) => void;
 
+/** One chat model call to its provider, as `RunnableConfig.onModelCall` hears it. */
+export interface ModelCall {
+  /** The provider's id (`openai`, `anthropic`, `fake`). */
+  provider: string;
+  /** The model the call asked for. */
+  model: string;
+  /** Seconds from the call's start until its answer ended or it failed. */
+  seconds: number;
+  /** The Runnel error code of a call that failed or was cut short (`RUNNEL_ERR_ABORTED`); absent on success. */
+  error?: string;
+  /** The tokens the provider reported spending, when it did. */
+  usage?: TokenUsage;
+}
+
+/** Receives each chat model call (`RunnableConfig.onModelCall`). */
+export type ModelCallHandler = (call: ModelCall) => void;
+
 /**
  * Both handlers, each called once per report (a nested config adds its own to
  * the enclosing one's); one that throws does not keep the other from its report.
@@ -62,6 +86,16 @@ function addUsageHandler(base: UsageHandler | undefined, added: UsageHandler | u
   return (usage, model) => {
     callQuietly((m) => base(usage, m), model);
     callQuietly((m) => added(usage, m), model);
+  };
+}
+
+/** Both handlers, as {@link addUsageHandler} makes them. */
+function addModelCallHandler(base: ModelCallHandler | undefined, added: ModelCallHandler | undefined): ModelCallHandler | undefined {
+  if (added === undefined || added === base) return base;
+  if (base === undefined) return added;
+  return (call) => {
+    callQuietly(base, call);
+    callQuietly(added, call);
   };
 }
 
@@ -92,6 +126,8 @@ export interface Scope {
   readonly listeners: RunListeners | undefined;
   /** Where model calls report the tokens they spent. */
   readonly onUsage: UsageHandler | undefined;
+  /** Where model calls report themselves (provider, model, duration, error). */
+  readonly onModelCall: ModelCallHandler | undefined;
 }
 
 /**
@@ -116,6 +152,7 @@ export function scopeWith(base: Scope, changes: Partial<Scope>): Scope {
     options: 'options' in changes ? changes.options : base.options,
     listeners: 'listeners' in changes ? changes.listeners : base.listeners,
     onUsage: 'onUsage' in changes ? changes.onUsage : base.onUsage,
+    onModelCall: 'onModelCall' in changes ? changes.onModelCall : base.onModelCall,
   };
 }
 
@@ -136,6 +173,7 @@ export function childScope(base: Scope, parent: Run, localTags: readonly string[
     options: undefined,
     listeners: undefined,
     onUsage: base.onUsage,
+    onModelCall: base.onModelCall,
   };
 }
 
@@ -155,6 +193,7 @@ export const ROOT_SCOPE: Scope = {
   options: undefined,
   listeners: undefined,
   onUsage: undefined,
+  onModelCall: undefined,
 };
 
 /** Where a lambda's scope lives while its user function runs. @internal */
@@ -200,6 +239,9 @@ export function mergeConfigs(...configs: (RunnableConfig | undefined)[]): Runnab
           break;
         case 'onUsage':
           out.onUsage = addUsageHandler(out.onUsage, value as UsageHandler);
+          break;
+        case 'onModelCall':
+          out.onModelCall = addModelCallHandler(out.onModelCall, value as ModelCallHandler);
           break;
         case 'recursionLimit':
           if (value !== DEFAULT_RECURSION_LIMIT || out.recursionLimit === undefined) out.recursionLimit = value as number;
@@ -249,6 +291,7 @@ export function resolveScope(config: RunnableConfig | undefined, inherited?: Sco
     options: undefined,
     listeners: undefined,
     onUsage: addUsageHandler(base.onUsage, config.onUsage),
+    onModelCall: addModelCallHandler(base.onModelCall, config.onModelCall),
   });
 }
 
@@ -272,6 +315,7 @@ export function bindScope(scope: Scope, bound: RunnableConfig): Scope {
     runName: scope.runName ?? bound.runName,
     runId: scope.runId ?? bound.runId,
     onUsage: addUsageHandler(scope.onUsage, bound.onUsage),
+    onModelCall: addModelCallHandler(scope.onModelCall, bound.onModelCall),
   });
 }
 
@@ -314,6 +358,10 @@ class ScopedConfig implements RunnableConfig {
 
   get onUsage(): UsageHandler | undefined {
     return this[SCOPE].onUsage;
+  }
+
+  get onModelCall(): ModelCallHandler | undefined {
+    return this[SCOPE].onModelCall;
   }
 
   get callbacks(): EventCallback[] | undefined {

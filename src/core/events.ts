@@ -26,6 +26,20 @@ export interface StreamEvent {
 /** A function that receives every event of a run and its children. */
 export type EventCallback = (event: StreamEvent) => void | Promise<void>;
 
+const LIFECYCLE = Symbol('runnel.lifecycleCallback');
+
+/**
+ * Marks a callback as wanting runs' starts, ends and errors only: while only such callbacks observe a run,
+ * its chunks are not emitted as events (a model answers in one piece rather than token by token), which is
+ * what makes tracing cheap. It may still receive stream events when another reader asks for them.
+ *
+ * @example
+ * const config = { callbacks: [lifecycleCallback((event) => spans.record(event))] };
+ */
+export function lifecycleCallback(callback: EventCallback): EventCallback {
+  return Object.assign(callback, { [LIFECYCLE]: true });
+}
+
 /** What a `withListeners` listener learns about its run. */
 export interface RunInfo {
   id: string;
@@ -78,10 +92,15 @@ export function callQuietly<T>(callback: (value: T) => unknown, value: T): void 
  * @internal
  */
 export class EventSink {
+  /** True when some reader wants each streamed chunk (a channel, or a callback not marked lifecycle-only). */
+  readonly streams: boolean;
+
   private constructor(
     readonly channels: readonly ((event: StreamEvent, time: number) => void)[],
     readonly callbacks: readonly EventCallback[],
-  ) {}
+  ) {
+    this.streams = channels.length > 0 || callbacks.some((callback) => !(LIFECYCLE in callback));
+  }
 
   static extend(
     base: EventSink | undefined,

@@ -23,8 +23,9 @@ export {
 export { RunnableEach } from './each.js';
 export { toRunnable } from './coerce.js';
 export { dispatchCustomEvent } from './custom-event.js';
-export { mergeConfigs, DEFAULT_RECURSION_LIMIT, type RunnableConfig, type TokenUsage, type UsageHandler } from './config.js';
+export { mergeConfigs, DEFAULT_RECURSION_LIMIT, type ModelCall, type ModelCallHandler, type RunnableConfig, type TokenUsage, type UsageHandler } from './config.js';
 export type { EventCallback, EventFilters, RunInfo, RunListeners, RunType, StreamEvent } from './events.js';
+export { lifecycleCallback } from './events.js';
 export type { PatchOp, RunLogPatch } from './stream-log.js';
 export { concat, collect, asSnapshot, type Mergeable } from './merge.js';
 export { Graph, type GraphEdge, type GraphNode } from './graph.js';

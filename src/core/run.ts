@@ -6,7 +6,7 @@
  * the functions it composes.
  */
 import { randomUUID } from 'node:crypto';
-import { childScope, type Scope, type TokenUsage } from './config.js';
+import { childScope, type ModelCall, type Scope, type TokenUsage } from './config.js';
 import { callQuietly, type EventSink, type RunInfo, type RunListeners, type RunType, type StreamEvent } from './events.js';
 
 const State = { Created: 0, Started: 1, Ended: 2 } as const;
@@ -143,7 +143,7 @@ export class Run {
   chunk(chunk: unknown): void {
     if (this.state === State.Created) this.start();
     // A prompt's output is one value, not a stream: it reports start and end only.
-    if (this.sink !== undefined && this.runType !== 'prompt') this.emit('stream', { chunk });
+    if (this.sink?.streams === true && this.runType !== 'prompt') this.emit('stream', { chunk });
   }
 
   /** Emits the end event once. */
@@ -171,6 +171,12 @@ export class Run {
   reportUsage(usage: TokenUsage): void {
     const handler = this.inherited.onUsage;
     if (handler !== undefined) callQuietly((model) => handler(usage, model), { name: this.name });
+  }
+
+  /** Reports one chat model call to its provider to the run's handler (`RunnableConfig.onModelCall`). */
+  reportModelCall(call: ModelCall): void {
+    const handler = this.inherited.onModelCall;
+    if (handler !== undefined) callQuietly(handler, call);
   }
 
   /** Emits a custom event under this run (`dispatchCustomEvent`). */

@@ -167,7 +167,7 @@ class AnthropicProvider implements ChatProvider {
             ...(toolChoice === undefined ? {} : { tool_choice: toolChoice }),
           }),
     };
-    const stream = await this.getClient().messages.create(body, { signal: request.signal });
+    const stream = await this.getClient().messages.create(body, { signal: request.signal, ...(request.headers === undefined ? {} : { headers: request.headers }) });
     const state: AnthropicStreamState = {};
     for await (const event of stream) {
       const chunk = fromAnthropicEvent(event, state);

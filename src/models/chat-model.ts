@@ -6,6 +6,7 @@
  * to the provider, and an idle timeout between streamed chunks.
  */
 import { z, type ZodType } from 'zod';
+import { traceHeaders } from '../observability/propagation.js';
 import {
   lambda,
   raceAbort,
@@ -56,10 +57,11 @@ export interface ChatModelOptions {
 /** Something `bindTools` accepts: a tool (name, description, zod schema) or a ready definition. */
 export type ToolLike = ToolDefinition | { name: string; description?: string; schema: ZodType };
 
-/** Reports the usage the provider gave across `chunks`, if any, to the run's usage handler. */
-function reportSpent(run: Run, chunks: readonly AIMessageChunk[]): void {
+/** Reports the usage the provider gave across `chunks`, if any, to the run's usage handler; returns it. */
+function reportSpent(run: Run, chunks: readonly AIMessageChunk[]): UsageMetadata | undefined {
   const usage = chunks.reduce<UsageMetadata | undefined>((sum, chunk) => addUsage(sum, chunk.usage_metadata), undefined);
   if (usage !== undefined) run.reportUsage(usage);
+  return usage;
 }
 
 /** True for the chunk that says the provider finished its answer (`finish_reason`, Anthropic's `stop_reason` at `message_stop`). */
@@ -198,11 +200,12 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   }
 
   protected override async _call(input: ChatModelInput, run: Run): Promise<AIMessage> {
-    if (run.sink === undefined && this.provider.generate !== undefined) return (await this.generateWhole(input, run)).toMessage();
+    // Nobody reads its tokens (no events, or lifecycle-only callbacks such as tracing): one piece, where the provider can.
+    if (run.sink?.streams !== true && this.provider.generate !== undefined) return (await this.generateWhole(input, run)).toMessage();
     const chunks: AIMessageChunk[] = [];
     for await (const chunk of this.generate(input, run)) {
       // Observed runs (streamEvents) stream even under invoke, so tokens show up as they come.
-      if (run.sink !== undefined) run.chunk(chunk);
+      if (run.sink?.streams === true) run.chunk(chunk);
       chunks.push(chunk);
     }
     return (chunks.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(chunks)).toMessage();
@@ -259,15 +262,20 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     if (hit !== undefined) return hit.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(hit);
     const signal = run.signal ?? new AbortController().signal;
     let answer: AIMessageChunk | undefined;
+    const began = performance.now();
     try {
-      answer = await (this.provider.generate as (request: ChatRequest) => Promise<AIMessageChunk>)({ messages, params, signal });
+      answer = await (this.provider.generate as (request: ChatRequest) => Promise<AIMessageChunk>)({ messages, params, signal, headers: traceHeaders(run.id) });
     } catch (error) {
-      throw providerError(this.name, error, run.signal);
+      const failure = providerError(this.name, error, run.signal);
+      this.reportCall(run, { model: params.model, began, error: failure.code });
+      throw failure;
     } finally {
       flight?.(answer === undefined ? undefined : [answer]);
     }
     if (answer.usage_metadata !== undefined) run.reportUsage(answer.usage_metadata);
-    if (signal.aborted) throw providerError(this.name, signal.reason, run.signal);
+    const failure = signal.aborted ? providerError(this.name, signal.reason, run.signal) : undefined;
+    this.reportCall(run, { model: params.model, began, error: failure?.code, usage: answer.usage_metadata });
+    if (failure !== undefined) throw failure;
     // Not awaited: storing is best effort, and a slow cache must not hold the answer back.
     if (cache !== undefined) void cache.update(key, [answer]).catch(() => undefined);
     return answer;
@@ -286,13 +294,15 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     if (run.signal?.aborted === true) onAbort();
     const chunks: AIMessageChunk[] = [];
     let complete = false;
+    let failure: RunnelError | undefined;
+    const began = performance.now();
     const guard = new IdleGuard(this.streamIdleTimeoutMs, () => {
       const error = new RunnelError('RUNNEL_ERR_PROVIDER_TIMEOUT', `${this.name}: no chunk for ${this.streamIdleTimeoutMs} ms, stream abandoned`);
       upstream.abort(error);
       return error;
     });
     try {
-      const stream = this.provider.stream({ messages, params, signal: upstream.signal })[Symbol.asyncIterator]();
+      const stream = this.provider.stream({ messages, params, signal: upstream.signal, headers: traceHeaders(run.id) })[Symbol.asyncIterator]();
       for (;;) {
         const next = await guard.next(stream);
         if (next.done === true) break;
@@ -308,18 +318,32 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       }
       complete = true;
     } catch (error) {
-      throw providerError(this.name, upstream.signal.reason instanceof RunnelError ? upstream.signal.reason : error, run.signal);
+      failure = providerError(this.name, upstream.signal.reason instanceof RunnelError ? upstream.signal.reason : error, run.signal);
+      throw failure;
     } finally {
       guard.dispose();
       flight?.(complete ? chunks : undefined);
       // Tokens the provider reported count even when the stream ended early: they were spent.
-      reportSpent(run, chunks);
+      const usage = reportSpent(run, chunks);
+      // A stream its reader left before the end (no error of its own) was cut short: an abort.
+      this.reportCall(run, { model: params.model, began, error: complete ? undefined : (failure?.code ?? 'RUNNEL_ERR_ABORTED'), usage });
       run.signal?.removeEventListener('abort', onAbort);
       // Whoever stopped reading early (an abort, a stall, a consumer gone): close the upstream request.
       if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
     }
     // Only a whole answer of a call nobody aborted is cached.
     if (cache !== undefined && run.signal?.aborted !== true) void cache.update(key, chunks).catch(() => undefined);
+  }
+
+  /** Reports one call that went to the provider (`RunnableConfig.onModelCall`): cache hits never get here. */
+  private reportCall(run: Run, call: { model: string; began: number; error?: string | undefined; usage?: UsageMetadata | undefined }): void {
+    run.reportModelCall({
+      provider: this.provider.id,
+      model: call.model,
+      seconds: (performance.now() - call.began) / 1000,
+      ...(call.error === undefined ? {} : { error: call.error }),
+      ...(call.usage === undefined ? {} : { usage: call.usage }),
+    });
   }
 
   /**

@@ -118,7 +118,7 @@ class OpenAIProvider implements ChatProvider {
         : { tools: params.tools.map((tool) => ({ type: 'function' as const, function: tool })), tool_choice: openAIToolChoice(params.toolChoice) }),
       ...(params.responseFormat === undefined ? {} : { response_format: params.responseFormat as never }),
     };
-    const stream = await this.getClient().chat.completions.create(body, { signal: request.signal });
+    const stream = await this.getClient().chat.completions.create(body, { signal: request.signal, ...(request.headers === undefined ? {} : { headers: request.headers }) });
     for await (const chunk of stream) {
       const message = fromOpenAIChunk(chunk);
       if (message !== undefined) yield message;

@@ -38,6 +38,8 @@ export interface ChatRequest {
   params: CallParams;
   /** Fires when the run is aborted or the stream stalls; the provider must close its HTTP request. */
   signal: AbortSignal;
+  /** Headers the provider's HTTP request carries on (the trace's `traceparent` when tracing is on). */
+  headers?: Record<string, string> | undefined;
 }
 
 /**

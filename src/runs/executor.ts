@@ -6,7 +6,7 @@
  * so. A run is executed at most once: its log is what its clients read.
  */
 import { addUsage, type UsageMetadata } from '../messages/index.js';
-import { concat, isRunnelError, RunnelError, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
+import { concat, isRunnelError, RunnelError, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
 import { isLastFrame, type RunFrame, type RunRecord, type RunStore } from './store.js';
 
 /** What a chain failure looks like in a run's record and its `error` frame. */
@@ -97,6 +97,8 @@ export async function executeRun(options: {
   onFrame?: (frame: RunFrame) => void;
   /** The run executes outside the queue: its heartbeat is forgotten as it ends. */
   local?: boolean;
+  /** Tracing: a run-event callback for the trace the run was submitted in (its `__traceparent`). */
+  trace?: (traceparent: string | undefined) => EventCallback;
 }): Promise<RunRecord | undefined> {
   const { record, runnable, store } = options;
   const local = options.local === true;
@@ -115,7 +117,11 @@ export async function executeRun(options: {
     options.onFrame,
   );
   let usage: UsageMetadata | undefined;
-  const config: RunnableConfig = { ...(record.config as RunnableConfig), signal, onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)) };
+  const stored = record.config as RunnableConfig;
+  // The trace goes on from the request that submitted the run, in whichever process runs it.
+  const traceparent = stored.metadata?.__traceparent;
+  const callbacks = options.trace === undefined ? {} : { callbacks: [options.trace(typeof traceparent === 'string' ? traceparent : undefined)] };
+  const config: RunnableConfig = { ...stored, ...callbacks, signal, onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)) };
   let output: unknown;
   let base: RunRecord | undefined = record;
   try {

@@ -11,7 +11,7 @@
  */
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { RunnelError, type Runnable } from '../core/index.js';
+import { RunnelError, type EventCallback, type Runnable } from '../core/index.js';
 import { executeRun } from './executor.js';
 import { publicRun, TERMINAL, type RunFrame, type RunRecord, type RunStore } from './store.js';
 import { deliverWebhook, type WebhookPolicy } from './webhook.js';
@@ -45,6 +45,8 @@ export interface RunQueueOptions {
   log?: (error: unknown, message: string) => void;
   /** Who webhooks may call; without it no run has one. */
   webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number };
+  /** Tracing: the run-event callback that makes a run's spans under the trace it was submitted in. */
+  trace?: (traceparent: string | undefined) => EventCallback;
 }
 
 /** Webhook deliveries under way in this process: a stopping worker lets them finish within its grace. */
@@ -148,7 +150,7 @@ class RunWorkerCore {
         return false;
       }
       try {
-        notify(await executeRun({ record, runnable, store, signal: controller.signal, onFrame, local, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+        notify(await executeRun({ record, runnable, store, signal: controller.signal, onFrame, local, trace: this.options.trace, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
         return true;
       } catch (error) {
         // The store failed under the run (Redis down): end it once Redis answers again, so it is not left running.

@@ -9,8 +9,9 @@ import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import fastifyStatic from '@fastify/static';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +35,7 @@ import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
 import { openAIComponents } from './openai-schemas.js';
 import { PreparedChain } from './prepared.js';
 import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
+import { Tracing, type RequestSpan } from '../observability/index.js';
 import type { Redis } from 'ioredis';
 import { createRegistry, type ChainSpec } from './registry.js';
 import type { Services } from './services.js';
@@ -60,6 +62,8 @@ export interface RunnelState {
   runQueue(): RunQueue;
   /** The run queue if it has started. */
   runs: RunQueue | undefined;
+  /** OpenTelemetry tracing, when it is on. */
+  tracing: Tracing | undefined;
 }
 
 declare module 'fastify' {
@@ -71,6 +75,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The authenticated caller: the API key's name, or `anonymous` when keys are off. */
     identity: string;
+    /** The W3C `traceparent` of this request's span, when tracing is on: its runs' spans go under it. */
+    traceparent: string | undefined;
   }
 }
 
@@ -89,6 +95,8 @@ export interface BuildAppOptions {
   services?: Services;
   /** The built playground bundle (default `dist/playground` of this package). */
   playgroundDir?: string;
+  /** Tracing to use instead of the one `config.tracing` describes (tests hand in their own processor). */
+  tracing?: Tracing;
 }
 
 /**
@@ -98,15 +106,22 @@ export interface BuildAppOptions {
  * @example
  * const queue = createRunQueue({ config, chains: createRegistry(specs), redis: services.redis, log: console.error });
  */
-export function createRunQueue(options: { config: ServerConfig; chains: readonly (PreparedChain | ChainSpec<never, unknown>)[]; redis: Redis | undefined; log: (error: unknown, message: string) => void }): RunQueue {
-  const { config, redis, log } = options;
+export function createRunQueue(options: {
+  config: ServerConfig;
+  chains: readonly (PreparedChain | ChainSpec<never, unknown>)[];
+  redis: Redis | undefined;
+  log: (error: unknown, message: string) => void;
+  tracing?: Tracing | undefined;
+}): RunQueue {
+  const { config, redis, log, tracing } = options;
+  const trace = tracing === undefined ? undefined : (traceparent: string | undefined) => tracing.runCallback(traceparent);
   const chains = new Map(options.chains.map((chain) => ('spec' in chain ? chain.spec : chain)).map((spec) => [spec.path, spec.runnable]));
   const webhooks = { hosts: config.webhookHosts, secret: config.webhookSecret, allowHttp: config.webhookAllowHttp };
   if (redis === undefined) {
-    return new MemoryRunQueue({ store: new MemoryRunStore(), chains, concurrency: Math.max(1, config.workerConcurrency), webhooks, log });
+    return new MemoryRunQueue({ store: new MemoryRunStore(), chains, concurrency: Math.max(1, config.workerConcurrency), webhooks, log, trace });
   }
   const store = new RedisRunStore({ client: redis, ttlSeconds: config.runTtlSeconds, namespace: `${config.runNamespace}:runs` });
-  return new BullRunQueue({ connection: redis, prefix: `${config.runNamespace}:bull`, store, chains, concurrency: config.workerConcurrency, lockMs: config.runLockMs, webhooks, log });
+  return new BullRunQueue({ connection: redis, prefix: `${config.runNamespace}:bull`, store, chains, concurrency: config.workerConcurrency, lockMs: config.runLockMs, webhooks, log, trace });
 }
 
 /** This package's root: the folder above this file that holds package.json (from src/server/ and dist/src/server/ alike). */
@@ -116,7 +131,19 @@ export function packageRoot(): string {
   return dir;
 }
 
+/** This package's version (the traces' `service.version`). */
+function packageVersion(): string | undefined {
+  try {
+    return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version?: string }).version;
+  } catch {
+    return undefined;
+  }
+}
+
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
+
+/** What a page's client may read of an answer from another origin: when to retry, and the id to quote. */
+const CORS_EXPOSED = ['retry-after', 'x-request-id'];
 
 /**
  * The index page and the API docs — Swagger UI and the OpenAPI document it reads — are public, so a browser
@@ -146,9 +173,23 @@ interface FastifyReplyLike {
  */
 export async function buildApp(options: BuildAppOptions): Promise<FastifyInstance> {
   const config: ServerConfig = { ...DEFAULT_SERVER_CONFIG, ...options.config };
-  const chains = createRegistry(options.chains).map((spec) => new PreparedChain(spec));
+  // Tracing is on when the OTEL_* variables name an endpoint (or a test hands one in).
+  const tracing = options.tracing ?? (config.tracing === undefined ? undefined : new Tracing(config.tracing, { version: packageVersion() }));
+  const chains = createRegistry(options.chains).map((spec) => new PreparedChain(spec, { tracing }));
+  // A request's span opens with its logger (before any hook), so every log line of the request carries its ids.
+  const requestSpans = new WeakMap<IncomingMessage, RequestSpan>();
   const app = Fastify({
     logger: options.logger ?? false,
+    ...(tracing === undefined
+      ? {}
+      : {
+          childLoggerFactory: (logger, bindings, childOptions, raw) => {
+            const request = raw as IncomingMessage;
+            const span = tracing.startRequest(request.method ?? 'GET', undefined, (request.url ?? '/').split('?')[0] ?? '/', request.headers);
+            requestSpans.set(request, span);
+            return logger.child({ ...bindings, trace_id: span.traceId, span_id: span.spanId }, childOptions);
+          },
+        }),
     bodyLimit: config.bodyLimit,
     // The body timeout (408), Runnel-shaped answers to what Node's parser refuses, and path parameters as long as a URL.
     ...connectionOptions(config),
@@ -170,16 +211,18 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.decorate('runnel', {
     config,
     chains,
-    metrics: new Metrics(),
+    // The gauges read the app's state at each scrape: every kind of stream counts, and the queue's own counts.
+    metrics: new Metrics({ openStreams: () => app.runnel.streams.size, runCounts: () => app.runnel.runs?.counts() }),
     keys: new KeyRing(config.apiKeys),
     streams: new Set<OpenStream>(),
     shuttingDown: false,
     readiness: new Map(options.services?.checks ?? []),
     runs: undefined,
+    tracing,
     runQueue(): RunQueue {
       // A draining replica starts no workers it would stop at once.
       if (this.runs === undefined && this.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
-      return (this.runs ??= createRunQueue({ config, chains, redis: options.services?.redis, log: (error, message) => app.log.error({ err: error }, message) }));
+      return (this.runs ??= createRunQueue({ config, chains, redis: options.services?.redis, tracing, log: (error, message) => app.log.error({ err: error }, message) }));
     },
   } satisfies RunnelState);
   app.addHook('onClose', async () => app.runnel.runs?.close(0));
@@ -194,6 +237,21 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     app.addHook('onClose', async () => services.close());
   }
   app.decorateRequest('identity', 'anonymous');
+  app.decorateRequest('traceparent', undefined);
+  if (tracing !== undefined) {
+    // First of the hooks, so a refused request (401, 429) has its span too. The span ends when the response
+    // does — event streams included — and the request's log lines carry its trace and span ids.
+    app.addHook('onRequest', (request, reply, done) => {
+      const span = requestSpans.get(request.raw);
+      if (span !== undefined) {
+        tracing.routed(span, request.method, request.routeOptions.url);
+        request.traceparent = span.traceparent;
+        reply.raw.once('close', () => tracing.endRequest(span, reply.raw.statusCode));
+      }
+      done();
+    });
+    app.addHook('onClose', async () => tracing.shutdown());
+  }
 
   // Bodies are JSON whatever their content type (as LangServe reads them), parsed without prototype pollution.
   app.removeAllContentTypeParsers();
@@ -215,6 +273,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
 
   app.setErrorHandler((error, request, reply) => {
     const { status, body, internal } = toHttpError(error);
+    app.runnel.metrics.error(body.code);
     if (internal) request.log.error({ err: error }, 'chain failed');
     sendErrorAnswer(request, reply, { status, code: body.code, body });
   });
@@ -226,6 +285,13 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // Registered only when keys are on: a hook costs every request something.
   if (config.apiKeys.length > 0) {
   const throttle = config.authFailLimit > 0 ? new AuthThrottle({ limit: config.authFailLimit }) : undefined;
+  // A refusal answers before the CORS plugin's hook: it carries a listed origin's grant itself, so a page's
+  // client reads the 401 or 429 instead of failing its fetch.
+  const grant = (request: FastifyRequest, reply: FastifyReply): void => {
+    const origin = request.headers.origin;
+    if (typeof origin !== 'string' || !config.corsOrigins.includes(origin)) return;
+    void reply.header('access-control-allow-origin', origin).header('vary', 'Origin').header('access-control-expose-headers', CORS_EXPOSED.join(', '));
+  };
   app.addHook('onRequest', (request, reply, done) => {
     const path = request.url.split('?')[0] ?? '';
     // A CORS preflight never carries credentials; CORS answers it (and grants nothing to unlisted origins).
@@ -239,6 +305,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const waitMs = throttle?.blockedFor(request.ip) ?? 0;
     if (waitMs > 0) {
       const seconds = Math.ceil(waitMs / 1000);
+      grant(request, reply);
       void reply.header('retry-after', String(seconds));
       done(new RunnelError('RUNNEL_ERR_RATE_LIMITED', `Too many failed authentications from this address; retry in ${seconds} s`));
       return;
@@ -246,6 +313,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const identity = app.runnel.keys.identify(request.headers);
     if (identity === undefined) {
       throttle?.fail(request.ip);
+      grant(request, reply);
       void reply.header('www-authenticate', 'Bearer');
       done(new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)'));
       return;
@@ -270,6 +338,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
         'last-event-id',
         ...['lang', 'package-version', 'os', 'arch', 'runtime', 'runtime-version', 'retry-count', 'timeout', 'helper-method'].map((name) => `x-stainless-${name}`),
       ],
+      // What a page's client may read of an answer: when to retry, and the id to quote.
+      exposedHeaders: CORS_EXPOSED,
       maxAge: 600,
     });
   }

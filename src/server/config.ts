@@ -3,6 +3,7 @@
  * start: every bad value is named in one error. README's configuration table
  * lists the same variables.
  */
+import { loadTracingConfig, type TracingConfig } from '../observability/config.js';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { RunnelError } from '../core/index.js';
@@ -138,6 +139,8 @@ export interface ServerConfig {
   /** Postgres with pgvector for vectors; PGlite in `dataDir` without it. */
   databaseUrl?: string | undefined;
   dataDir: string;
+  /** OpenTelemetry tracing, from the standard `OTEL_*` variables; undefined: off. */
+  tracing: TracingConfig | undefined;
 }
 
 /** The defaults: no auth, no CORS, 1 MiB bodies, batches of 100, 1,000 streams. */
@@ -164,6 +167,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   webhookHosts: [],
   webhookAllowHttp: false,
   dataDir: './.runnel',
+  tracing: undefined,
 };
 
 /** `name:key` entries, or bare keys (named `key1`, `key2`, ... after their position). */
@@ -245,5 +249,6 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     redisUrl: e.REDIS_URL,
     databaseUrl: e.DATABASE_URL,
     dataDir: e.RUNNEL_DATA_DIR,
+    tracing: loadTracingConfig(env),
   };
 }

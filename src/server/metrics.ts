@@ -1,90 +1,219 @@
 /**
- * Prometheus metrics, hand-rolled and small: requests by chain, endpoint and
- * status; latency histograms; open streams; model tokens in and out; cache
- * hits and misses. `render()` gives the text exposition format.
+ * Prometheus metrics on prom-client. Each app has a registry of its own with
+ * the `runnel_*` series (tests build many apps in one process, and two apps
+ * never share a series); Node's default metrics (memory, CPU, event-loop lag,
+ * GC, handles) describe the process, so they are collected once per process
+ * into a registry of their own and every app's `/metrics` shows them. That
+ * also keeps apps from leaking: prom-client's default collectors start an
+ * event-loop monitor and a GC observer that nothing can stop, so starting
+ * them per app would leave both behind each closed app.
+ *
+ * Labels stay bounded: chains and endpoints are the registry's, error codes
+ * the code registry's, statuses HTTP's, and provider/model pairs are capped
+ * at {@link MAX_MODEL_SERIES}.
  */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { errorCodes, type ModelCall } from '../core/index.js';
 
-type Labels = Record<string, string>;
+/** At most this many provider/model pairs get series of their own; calls of later ones count under model `other`. */
+export const MAX_MODEL_SERIES = 50;
 
-const keys = new Map<string, string>();
+let processMetrics: Registry | undefined;
 
-/** The label part of a series, cached: the same few label sets recur on every request. */
-const key = (labels: Labels): string => {
-  let raw = '';
-  for (const name in labels) raw += `${name}\u0000${labels[name]}\u0001`;
-  let formatted = keys.get(raw);
-  if (formatted === undefined) {
-    formatted = format(labels);
-    if (keys.size < 10_000) keys.set(raw, formatted);
+/** The process's default metrics, started on first use (by the first app) and shared by every app after it. */
+function processRegistry(): Registry {
+  if (processMetrics === undefined) {
+    processMetrics = new Registry();
+    collectDefaultMetrics({ register: processMetrics });
   }
-  return formatted;
-};
+  return processMetrics;
+}
 
-const format = (labels: Labels): string =>
-  Object.keys(labels)
-    .sort()
-    .map((name) => `${name}="${String(labels[name]).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`)
-    .join(',');
+/** What the gauges read at each scrape. */
+export interface MetricsSources {
+  /** Event streams open now (live, durable and rejoined alike). */
+  openStreams(): number;
+  /** The run queue's counts, or undefined while it has not started. */
+  runCounts(): Promise<{ waiting: number; active: number }> | undefined;
+}
 
-class Counter {
-  readonly values = new Map<string, number>();
-  constructor(readonly name: string, readonly help: string) {}
-  inc(labels: Labels = {}, by = 1): void {
-    const k = key(labels);
-    this.values.set(k, (this.values.get(k) ?? 0) + by);
-  }
-  render(): string {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];
-    for (const [labels, value] of this.values) lines.push(`${this.name}${labels ? `{${labels}}` : ''} ${value}`);
-    return lines.join('\n');
+const NO_SOURCES: MetricsSources = { openStreams: () => 0, runCounts: () => undefined };
+
+/** Resolves `work`, or undefined once `ms` passed or it failed: a scrape never waits on an unreachable Redis. */
+async function within<T>(work: Promise<T> | undefined, ms: number): Promise<T | undefined> {
+  if (work === undefined) return undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  try {
+    return await Promise.race([work.catch(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
-class Gauge {
-  value = 0;
-  constructor(readonly name: string, readonly help: string) {}
-  render(): string {
-    return [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} gauge`, `${this.name} ${this.value}`].join('\n');
-  }
-}
-
-class Histogram {
-  private readonly series = new Map<string, { buckets: number[]; sum: number; count: number }>();
-  constructor(readonly name: string, readonly help: string, readonly bounds: number[]) {}
-  observe(labels: Labels, value: number): void {
-    const k = key(labels);
-    let s = this.series.get(k);
-    if (s === undefined) {
-      s = { buckets: this.bounds.map(() => 0), sum: 0, count: 0 };
-      this.series.set(k, s);
-    }
-    this.bounds.forEach((bound, i) => {
-      if (value <= bound) (s as { buckets: number[] }).buckets[i] = ((s as { buckets: number[] }).buckets[i] ?? 0) + 1;
-    });
-    s.sum += value;
-    s.count += 1;
-  }
-  render(): string {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
-    for (const [labels, s] of this.series) {
-      const prefix = labels ? `${labels},` : '';
-      this.bounds.forEach((bound, i) => lines.push(`${this.name}_bucket{${prefix}le="${bound}"} ${s.buckets[i]}`));
-      lines.push(`${this.name}_bucket{${prefix}le="+Inf"} ${s.count}`, `${this.name}_sum${labels ? `{${labels}}` : ''} ${s.sum}`, `${this.name}_count${labels ? `{${labels}}` : ''} ${s.count}`);
-    }
-    return lines.join('\n');
-  }
-}
-
-/** The server's metrics. */
+/**
+ * The server's metrics: one per app.
+ *
+ * @example
+ * const metrics = new Metrics({ openStreams: () => streams.size, runCounts: () => queue?.counts() });
+ * metrics.requests.inc({ chain: '/joke', endpoint: 'invoke', status: '200' });
+ * reply.type(metrics.contentType).send(await metrics.render());
+ */
 export class Metrics {
-  readonly requests = new Counter('runnel_requests_total', 'Requests by chain, endpoint and status.');
-  readonly duration = new Histogram('runnel_request_duration_seconds', 'Request latency (for streams: until the stream ends).', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]);
-  readonly openStreams = new Gauge('runnel_open_streams', 'Event streams open now.');
-  readonly tokens = new Counter('runnel_model_tokens_total', 'Model tokens by chain and direction (in, out).');
-  readonly cache = new Counter('runnel_model_cache_total', 'Model response cache lookups by result (hit, miss).');
+  readonly registry = new Registry();
+  readonly contentType = this.registry.contentType;
+  readonly requests: Counter<'chain' | 'endpoint' | 'status'>;
+  readonly duration: Histogram<'chain' | 'endpoint'>;
+  readonly openStreams: Gauge;
+  readonly tokens: Counter<'chain' | 'direction'>;
+  readonly cache: Counter<'result'>;
+  readonly firstToken: Histogram<'chain' | 'endpoint'>;
+  readonly modelDuration: Histogram<'provider' | 'model'>;
+  readonly modelErrors: Counter<'provider' | 'model' | 'code'>;
+  readonly modelTokens: Counter<'provider' | 'model' | 'direction'>;
+  readonly errors: Counter<'code'>;
+  readonly runs: Gauge<'status'>;
+  private readonly models = new Set<string>();
 
-  /** The Prometheus text exposition of every metric. */
-  render(): string {
-    return `${[this.requests, this.duration, this.openStreams, this.tokens, this.cache].map((m) => m.render()).join('\n')}\n`;
+  constructor(sources: MetricsSources = NO_SOURCES) {
+    processRegistry();
+    const registers = [this.registry];
+    this.requests = new Counter({ name: 'runnel_requests_total', help: 'Requests by chain, endpoint and status.', labelNames: ['chain', 'endpoint', 'status'], registers });
+    this.duration = new Histogram({
+      name: 'runnel_request_duration_seconds',
+      help: 'Request latency (for streams: until the stream ends).',
+      labelNames: ['chain', 'endpoint'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    });
+    this.openStreams = new Gauge({
+      name: 'runnel_open_streams',
+      help: 'Event streams open now.',
+      registers,
+      collect() {
+        this.set(sources.openStreams());
+      },
+    });
+    this.tokens = new Counter({ name: 'runnel_model_tokens_total', help: 'Model tokens by chain and direction (in, out).', labelNames: ['chain', 'direction'], registers });
+    this.cache = new Counter({ name: 'runnel_model_cache_total', help: 'Model response cache lookups by result (hit, miss).', labelNames: ['result'], registers });
+    this.firstToken = new Histogram({
+      name: 'runnel_time_to_first_token_seconds',
+      help: "Event streams: from the request's arrival to the first chunk of the chain's output (on stream_events and stream_log too).",
+      labelNames: ['chain', 'endpoint'],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    });
+    this.modelDuration = new Histogram({
+      name: 'runnel_model_request_duration_seconds',
+      help: "Chat model calls to their provider (cache hits excluded): from the call until its answer's end or its failure.",
+      labelNames: ['provider', 'model'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120],
+      registers,
+    });
+    this.modelErrors = new Counter({
+      name: 'runnel_model_request_errors_total',
+      help: 'Chat model calls that failed, by provider, model and Runnel error code (RUNNEL_ERR_ABORTED: cut short by the caller).',
+      labelNames: ['provider', 'model', 'code'],
+      registers,
+    });
+    this.modelTokens = new Counter({
+      name: 'runnel_model_request_tokens_total',
+      help: 'Tokens the provider reported, by provider, model and direction (in, out).',
+      labelNames: ['provider', 'model', 'direction'],
+      registers,
+    });
+    this.errors = new Counter({
+      name: 'runnel_errors_total',
+      help: 'Error answers by Runnel error code: JSON error answers and the error frames of live streams.',
+      labelNames: ['code'],
+      registers,
+    });
+    this.runs = new Gauge({
+      name: 'runnel_runs',
+      help: 'Background runs by status, as the run queue counts them: pending (the queue depth) and running.',
+      labelNames: ['status'],
+      registers,
+      async collect() {
+        const counts = await within(sources.runCounts(), 1_000);
+        this.reset();
+        if (counts === undefined) return;
+        this.set({ status: 'pending' }, counts.waiting);
+        this.set({ status: 'running' }, counts.active);
+      },
+    });
   }
+
+  /** Counts one chat model call (`RunnableConfig.onModelCall`): latency, error, tokens. */
+  modelCall(call: ModelCall): void {
+    const labels = this.modelLabels(call.provider, call.model);
+    this.modelDuration.observe(labels, call.seconds);
+    if (call.error !== undefined) this.modelErrors.inc({ ...labels, code: knownCode(call.error) });
+    if (call.usage !== undefined) {
+      this.modelTokens.inc({ ...labels, direction: 'in' }, call.usage.input_tokens);
+      this.modelTokens.inc({ ...labels, direction: 'out' }, call.usage.output_tokens);
+    }
+  }
+
+  /** Counts one error answer. */
+  error(code: string): void {
+    this.errors.inc({ code: knownCode(code) });
+  }
+
+  /** The Prometheus text exposition: the app's series, then the process's. */
+  async render(): Promise<string> {
+    const [own, node] = await Promise.all([this.registry.metrics(), processRegistry().metrics()]);
+    return own + node;
+  }
+
+  /** The labels of a provider/model pair: its own while fewer than {@link MAX_MODEL_SERIES} pairs were seen, else model `other`. */
+  private modelLabels(provider: string, model: string): { provider: string; model: string } {
+    const name = model.slice(0, 100);
+    const key = `${provider}\u0000${name}`;
+    if (this.models.has(key)) return { provider, model: name };
+    if (this.models.size < MAX_MODEL_SERIES) {
+      this.models.add(key);
+      return { provider, model: name };
+    }
+    return { provider, model: 'other' };
+  }
+}
+
+/** A code of the registry as it is; anything else (never expected) as `RUNNEL_ERR_INTERNAL`, so the label stays bounded. */
+const knownCode = (code: string): string => (Object.hasOwn(errorCodes, code) ? code : 'RUNNEL_ERR_INTERNAL');
+
+/** Endpoints whose items are run events or log patches rather than output chunks. */
+const EVENT_ENDPOINTS = new Set(['stream_events', 'stream_log', 'ui_stream']);
+
+/**
+ * True for an item that carries a chunk of the chain's own output — the
+ * first token, on every endpoint alike: any item on `/stream` and the chat
+ * frontends; on `/stream_events` the root run's `*_stream` event (not the
+ * start events, nor the output of the steps before the model); on
+ * `/stream_log` the patch that adds to the root's `streamed_output`.
+ */
+function isOutput(endpoint: string, item: unknown): boolean {
+  if (!EVENT_ENDPOINTS.has(endpoint) || item === null || typeof item !== 'object') return true;
+  const { event, parent_ids: parents, ops } = item as { event?: unknown; parent_ids?: unknown; ops?: unknown };
+  if (typeof event === 'string' && Array.isArray(parents)) return parents.length === 0 && event.endsWith('_stream');
+  if (Array.isArray(ops)) return ops.some((op: { path?: unknown }) => op?.path === '/streamed_output/-');
+  return true;
+}
+
+/**
+ * A stream's time to first token: call the returned function with each item
+ * the stream sends; the first that is output observes
+ * `runnel_time_to_first_token_seconds` with `elapsedSeconds()`, once.
+ *
+ * @example
+ * const firstToken = firstTokenTimer(state.metrics, { chain: '/joke', endpoint: 'stream' }, () => reply.elapsedTime / 1000);
+ * for await (const item of items) { firstToken(item); send(item); }
+ */
+export function firstTokenTimer(metrics: Metrics, labels: { chain: string; endpoint: string }, elapsedSeconds: () => number): (item: unknown) => void {
+  let waiting = true;
+  return (item) => {
+    if (waiting && isOutput(labels.endpoint, item)) {
+      waiting = false;
+      metrics.firstToken.observe(labels, elapsedSeconds());
+    }
+  };
 }

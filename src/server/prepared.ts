@@ -17,6 +17,7 @@ import {
   type Runnable,
   type RunnableConfig,
 } from '../core/index.js';
+import type { Tracing } from '../observability/index.js';
 import type { ChainSpec, ClientConfigKey, RequestContext } from './registry.js';
 
 // ajv and ajv-formats are CommonJS with a default export.
@@ -64,8 +65,12 @@ export class PreparedChain {
   /** Configurable fields every request must set, checked with the rest of the request (before any SSE byte). */
   private readonly requiredConfigurable: string[];
 
-  constructor(spec: ChainSpec<never, unknown>) {
+  /** Tracing, when it is on: every run of the chain gets its spans. */
+  private readonly tracing: Tracing | undefined;
+
+  constructor(spec: ChainSpec<never, unknown>, options: { tracing?: Tracing | undefined } = {}) {
     this.spec = spec;
+    this.tracing = options.tracing;
     this.name = componentName(spec.path);
     const runnable = spec.runnable;
     this.inputSchema = spec.inputSchema !== undefined ? toJsonSchema(spec.inputSchema, { title: `${this.name}Input`, io: 'input' }) : { ...runnable.inputJsonSchema(), title: `${this.name}Input` };
@@ -190,6 +195,13 @@ export class PreparedChain {
       throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', 'run_id must be a UUID', { detail: [{ type: 'uuid_parsing', loc: ['run_id'], msg: 'Input should be a valid UUID' }] });
     }
     const runId = clientRunId ?? randomUUID();
+    if (this.tracing !== undefined) {
+      // The runs' spans go under the request's; a background run carries the parent in its stored config.
+      config = mergeConfigs(config, {
+        callbacks: [this.tracing.runCallback(context.traceparent)],
+        ...(context.traceparent === undefined ? {} : { metadata: { __traceparent: context.traceparent } }),
+      });
+    }
     // The server owns the signal (client disconnects) and the run's name; clients never reach these keys.
     const { signal: _signal, timeout: _timeout, ...safe } = config;
     return { config: { ...safe, runName: this.spec.path, runId }, runId };

@@ -41,6 +41,8 @@ export interface RequestContext {
   headers: Readonly<Record<string, string | string[] | undefined>>;
   endpoint: Endpoint;
   path: string;
+  /** The W3C `traceparent` of the request's span, when tracing is on (to carry the trace onward). */
+  traceparent?: string | undefined;
 }
 
 /** One turn of a conversation as a chat frontend sends it (AI SDK UI messages, OpenAI chat messages). */
@@ -63,6 +65,11 @@ export interface Conversation {
   id: string | undefined;
   /** Every turn the client sent, oldest first; the last is the user's new message. */
   turns: ChatTurn[];
+  /**
+   * `'regenerate'`: the client asks for its last answer again (the AI SDK's `regenerate()`), the
+   * conversation ending with the user's message that answer replied to; `'submit'` otherwise.
+   */
+  trigger?: 'submit' | 'regenerate';
   /** Tools the client offers (OpenAI `tools`, as function definitions); only for an adapter with `tools: true`. */
   tools?: { name: string; description?: string; parameters?: Record<string, unknown> }[];
 }

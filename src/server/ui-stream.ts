@@ -180,5 +180,7 @@ export function conversationFromUiMessages(body: Record<string, unknown>): Conve
       .join('');
     return { role, text };
   });
-  return { id, turns };
+  const { trigger } = body;
+  if (trigger !== undefined && trigger !== 'submit-message' && trigger !== 'regenerate-message') throw invalid("trigger must be 'submit-message' or 'regenerate-message'", ['trigger']);
+  return { id, turns, trigger: trigger === 'regenerate-message' ? 'regenerate' : 'submit' };
 }

@@ -1,35 +1,57 @@
 /**
- * Token accounting for `/metrics`: for chains with a chat model, a usage
+ * Model accounting for `/metrics`: for chains with a chat model, a usage
  * handler adds the tokens each model call spent at its provider to
- * `runnel_model_tokens_total` (cache hits spend none). It goes through
- * `onUsage`, not callbacks, so the runs stay unobserved and stream on the
- * fast path.
+ * `runnel_model_tokens_total` (cache hits spend none), and a model-call
+ * handler times each call to the provider and counts its failures and tokens
+ * by provider and model. Both go through the config (`onUsage`,
+ * `onModelCall`), not callbacks, so the runs stay unobserved and stream on
+ * the fast path.
  */
 import type { RunnableConfig, TokenUsage, UsageHandler } from '../core/index.js';
 import type { RunnelState } from './app.js';
 import type { PreparedChain } from './prepared.js';
 
-export function usageMeter(state: RunnelState, chain: PreparedChain): Pick<RunnableConfig, 'onUsage'> {
+type Meter = Pick<RunnableConfig, 'onUsage' | 'onModelCall'>;
+
+/** One meter per chain (a chain belongs to one app): requests share it rather than make their own. */
+const meters = new WeakMap<PreparedChain, Meter>();
+
+/**
+ * The handlers a run of `chain` meters its model calls with (none for a chain without a model).
+ *
+ * @example
+ * await chain.spec.runnable.invoke(input, { ...config, ...usageMeter(state, chain) });
+ */
+export function usageMeter(state: RunnelState, chain: PreparedChain): Meter {
   if (!chain.hasModel) return {};
-  const count: UsageHandler = (usage) => {
-    state.metrics.tokens.inc({ chain: chain.spec.path, direction: 'in' }, usage.input_tokens);
-    state.metrics.tokens.inc({ chain: chain.spec.path, direction: 'out' }, usage.output_tokens);
-  };
-  return { onUsage: count };
+  let meter = meters.get(chain);
+  if (meter === undefined) {
+    const { metrics } = state;
+    const path = chain.spec.path;
+    meter = {
+      onUsage: (usage) => {
+        metrics.tokens.inc({ chain: path, direction: 'in' }, usage.input_tokens);
+        metrics.tokens.inc({ chain: path, direction: 'out' }, usage.output_tokens);
+      },
+      onModelCall: (call) => metrics.modelCall(call),
+    };
+    meters.set(chain, meter);
+  }
+  return meter;
 }
 
 /**
- * The run's usage handler for `/metrics` (as {@link usageMeter}) that also adds up what one request's model
- * calls spent, for answers that report it (OpenAI's `usage`). `total()` is undefined while no model call
- * reported any (a chain without a model, a cached answer).
+ * The run's handlers for `/metrics` (as {@link usageMeter}), whose usage handler also adds up what one
+ * request's model calls spent, for answers that report it (OpenAI's `usage`). `total()` is undefined while
+ * no model call reported any (a chain without a model, a cached answer).
  *
  * @example
  * const tally = usageTally(state, chain);
- * await chain.spec.runnable.invoke(input, { ...config, onUsage: tally.onUsage });
+ * await chain.spec.runnable.invoke(input, { ...config, onUsage: tally.onUsage, onModelCall: tally.onModelCall });
  * tally.total(); // { input_tokens: 12, output_tokens: 5, total_tokens: 17 }
  */
-export function usageTally(state: RunnelState, chain: PreparedChain): { onUsage: UsageHandler; total(): TokenUsage | undefined } {
-  const meter = usageMeter(state, chain).onUsage;
+export function usageTally(state: RunnelState, chain: PreparedChain): { onUsage: UsageHandler; onModelCall: RunnableConfig['onModelCall']; total(): TokenUsage | undefined } {
+  const { onUsage: meter, onModelCall } = usageMeter(state, chain);
   let sum: TokenUsage | undefined;
   return {
     onUsage: (usage, model) => {
@@ -40,6 +62,7 @@ export function usageTally(state: RunnelState, chain: PreparedChain): { onUsage:
       };
       meter?.(usage, model);
     },
+    onModelCall,
     total: () => sum,
   };
 }

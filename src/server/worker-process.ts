@@ -5,6 +5,7 @@
  * `RUNNEL_ERR_SHUTTING_DOWN`; runs still waiting stay queued for the others.
  */
 import { RunnelError } from '../core/index.js';
+import { Tracing } from '../observability/index.js';
 import type { RunQueue } from '../runs/index.js';
 import { createRunQueue } from './app.js';
 import type { ServerConfig } from './config.js';
@@ -27,10 +28,13 @@ export function startRunWorkers(options: {
   if (services.redis === undefined) {
     throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'runnel worker: REDIS_URL is required (the run queue lives in Redis)');
   }
+  // Runs continue the traces of the requests that submitted them, when tracing is on.
+  const tracing = config.tracing === undefined ? undefined : new Tracing(config.tracing);
   const queue = createRunQueue({
     config: { ...config, workerConcurrency: Math.max(1, config.workerConcurrency) },
     chains: options.chains,
     redis: services.redis,
+    tracing,
     log: (error, message) => log.error(message, error),
   });
   log.info(`runnel worker: ${Math.max(1, config.workerConcurrency)} runs at a time, chains ${options.chains.map((chain) => chain.path).join(', ')}`);
@@ -40,6 +44,7 @@ export function startRunWorkers(options: {
     stop: () =>
       (stopping ??= (async () => {
         await queue.close(config.shutdownGraceMs);
+        await tracing?.shutdown();
         await services.close();
       })()),
   };

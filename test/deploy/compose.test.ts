@@ -19,6 +19,7 @@ const read = (path: string): string => readFileSync(join(root, path), 'utf8');
 
 interface Service {
   image?: string;
+  profiles?: string[];
   build?: unknown;
   command?: string[];
   environment?: Record<string, string>;
@@ -42,7 +43,8 @@ const substitute = (value: string): string => value.replace(/\$\{[A-Z_]+:-([^}]*
 
 describe('docker-compose.yml', () => {
   it('has app, nginx, redis and postgres, each with a health check, and workers for background runs', () => {
-    expect(Object.keys(compose.services).sort()).toEqual(['app', 'nginx', 'postgres', 'redis', 'worker']);
+    const always = Object.entries(compose.services).filter(([, service]) => service.profiles === undefined).map(([name]) => name);
+    expect(always.sort()).toEqual(['app', 'nginx', 'postgres', 'redis', 'worker']);
     const worker = compose.services.worker as Service & { command: string[] };
     expect(worker.command).toEqual(['node', 'dist/src/server/worker.js']);
     expect(existsSync(join(root, 'src/server/worker.ts'))).toBe(true);
@@ -123,6 +125,61 @@ describe('docker-compose.yml', () => {
     expect(loadServerConfig(env).trustProxy).toEqual([subnet]);
     // nginx appends the client's address to X-Forwarded-For; the server takes the right-most one nginx did not add.
     expect(read('deploy/nginx.conf')).toMatch(/proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;/);
+  });
+});
+
+describe('the observability profile', () => {
+  const observability = Object.entries(compose.services).filter(([, service]) => service.profiles !== undefined);
+  const mounted = (service: Service | undefined, target: string): string => {
+    const volume = service?.volumes?.find((v) => v.split(':')[1] === target) ?? '';
+    const source = volume.split(':')[0] ?? '';
+    expect(source, target).toMatch(/^\.\/deploy\//);
+    expect(existsSync(join(root, source)), `${target} from ${source}`).toBe(true);
+    return source;
+  };
+
+  it('adds Prometheus, Grafana and Jaeger behind the profile only, on pinned image versions, their UIs on loopback', () => {
+    expect(observability.map(([name]) => name).sort()).toEqual(['grafana', 'jaeger', 'prometheus']);
+    for (const [name, service] of observability) {
+      expect(service.profiles, name).toEqual(['observability']);
+      expect(service.image, name).toMatch(/^[\w./-]+:v?\d+\.\d+\.\d+$/);
+      for (const port of service.ports ?? []) expect(substitute(port), name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
+      expect(service.networks, name).not.toContain('edge');
+    }
+    const { jaeger } = compose.services;
+    expect(jaeger?.ports?.map(substitute)).toEqual(['127.0.0.1:16686:16686']);
+    expect(jaeger?.expose).toEqual(['4318']);
+    // The app and the workers reach Jaeger and Prometheus reaches the app on the backend network.
+    for (const name of ['jaeger', 'prometheus']) expect(compose.services[name]?.networks).toContain('backend');
+  });
+
+  it('points traces at Jaeger only when asked: the endpoint passes through from the host, empty (off) by default', () => {
+    for (const service of [app, compose.services.worker]) expect(service?.environment?.OTEL_EXPORTER_OTLP_ENDPOINT).toBe('${OTEL_EXPORTER_OTLP_ENDPOINT:-}');
+    expect(read('docker-compose.yml')).toContain('OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318 docker compose --profile observability up');
+  });
+
+  it('scrapes every app replica on its /metrics with the repository config', () => {
+    const source = mounted(compose.services.prometheus, '/etc/prometheus/prometheus.yml');
+    expect(compose.services.prometheus?.command).toContain('--config.file=/etc/prometheus/prometheus.yml');
+    const config = parse(read(source)) as { scrape_configs: { job_name: string; metrics_path?: string; dns_sd_configs?: { names: string[]; type: string; port: number }[] }[] };
+    const runnel = config.scrape_configs.find((job) => job.job_name === 'runnel');
+    expect(runnel?.metrics_path).toBe('/metrics');
+    expect(runnel?.dns_sd_configs).toEqual([expect.objectContaining({ names: ['app'], type: 'A', port: 8000 })]);
+    expect(app.expose).toEqual(['8000']);
+  });
+
+  it('provisions Grafana with Prometheus and Jaeger and the dashboard', () => {
+    const grafana = compose.services.grafana;
+    const provisioning = mounted(grafana, '/etc/grafana/provisioning');
+    const dashboards = mounted(grafana, '/var/lib/grafana/dashboards');
+    const sources = parse(read(join(provisioning, 'datasources/datasources.yml'))) as { datasources: { uid: string; type: string; url: string }[] };
+    expect(sources.datasources).toEqual(
+      expect.arrayContaining([expect.objectContaining({ uid: 'prometheus', type: 'prometheus', url: 'http://prometheus:9090' }), expect.objectContaining({ uid: 'jaeger', type: 'jaeger', url: 'http://jaeger:16686' })]),
+    );
+    const providers = parse(read(join(provisioning, 'dashboards/dashboards.yml'))) as { providers: { options: { path: string } }[] };
+    expect(providers.providers.map((p) => p.options.path)).toEqual(['/var/lib/grafana/dashboards']);
+    expect(existsSync(join(root, dashboards, 'runnel.json'))).toBe(true);
+    expect(grafana?.environment?.GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH).toBe('/var/lib/grafana/dashboards/runnel.json');
   });
 });
 

@@ -44,6 +44,20 @@ describe('CORS for browser clients', () => {
     for (const name of names) expect(allowed).toContain(name);
   });
 
+  it('grants the origin on refusals too, so a page reads the 401 instead of a failed fetch', async () => {
+    const guarded = await startServer({ corsOrigins: [ORIGIN], apiKeys: [{ name: 'ada', key: 'ada-key-0123456789abcdef' }] });
+    try {
+      for (const path of ['/v1/chat/completions', '/joke/stream']) {
+        const res = await fetch(`${guarded.url}${path}`, { method: 'POST', headers: { origin: ORIGIN, 'content-type': 'application/json', authorization: 'Bearer wrong-key-0123456789' }, body: '{}' });
+        expect(res.status).toBe(401);
+        expect(res.headers.get('access-control-allow-origin')).toBe(ORIGIN);
+        expect(res.headers.get('access-control-expose-headers')?.toLowerCase()).toContain('retry-after');
+      }
+    } finally {
+      await guarded.close();
+    }
+  });
+
   it('allows an EventSource’s Last-Event-ID and a no-cache request', async () => {
     const res = await preflight('/joke/runs/r/stream', 'GET', ['last-event-id', 'cache-control', 'authorization']);
     const allowed = (res.headers.get('access-control-allow-headers') ?? '').toLowerCase();

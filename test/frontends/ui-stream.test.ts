@@ -134,6 +134,14 @@ describe('/ui_stream through the AI SDK, offline', () => {
     expect(assistantLast.status).toBe(422);
     expect((await send('/joke', { id: 'c', messages: [userMessage('x')] }, {})).status).toBe(401);
     expect((await send('/rag', { id: 'c', messages: [userMessage('x')] })).status).toBe(404);
+    // /chat's id is its session: one that cannot be is refused before the stream, not in it.
+    const badId = await send('/chat', { id: 'my chat/1', messages: [userMessage('x')] });
+    expect(badId.status).toBe(422);
+    expect(((await badId.json()) as { detail: { loc: unknown[] }[] }).detail[0]?.loc).toEqual(['id']);
+    // The server holds the answer regenerate() would replace: refused, rather than saving the question twice.
+    const regenerate = await send('/chat', { id: 'c-regen', messages: [userMessage('x')], trigger: 'regenerate-message' });
+    expect(regenerate.status).toBe(422);
+    expect(((await regenerate.json()) as { detail: { loc: unknown[] }[] }).detail[0]?.loc).toEqual(['trigger']);
 
     // The AI SDK turns a refusal into an error its useChat shows.
     await expect(transport('/joke').sendMessages({ chatId: 'c', messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }], trigger: 'submit-message', messageId: undefined, abortSignal: undefined })).rejects.toThrow(/last message/);

@@ -55,13 +55,13 @@ beforeAll(async () => {
 });
 afterAll(async () => app.close());
 
-const count = (endpoint: string, status: string): number =>
-  Number(new RegExp(`runnel_requests_total\\{chain="/hang",endpoint="${endpoint}",status="${status}"\\} (\\d+)`).exec(app.runnel.metrics.render())?.[1] ?? 0);
+const count = async (endpoint: string, status: string): Promise<number> =>
+  Number(new RegExp(`runnel_requests_total\\{chain="/hang",endpoint="${endpoint}",status="${status}"\\} (\\d+)`).exec(await app.runnel.metrics.render())?.[1] ?? 0);
 
 describe('a client that goes away', () => {
   for (const endpoint of ['invoke', 'batch', 'stream', 'stream_events'] as const) {
     it(`/${endpoint}: one completion line with 499, and one 499 in /metrics`, async () => {
-      const before = count(endpoint, '499');
+      const before = await count(endpoint, '499');
       const body = endpoint === 'batch' ? { inputs: [{ n: 1 }] } : { input: { n: 1 } };
       const started = new Promise<void>((resolve) => (onStart = resolve));
       const req = httpRequest(`${url}/hang/${endpoint}`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json' } });
@@ -73,10 +73,10 @@ describe('a client that goes away', () => {
       const done = await logged((line) => line.reqId === incoming.reqId && line.msg === 'request aborted by the client');
       expect(done.res).toEqual({ statusCode: 499 });
       expect(typeof done.responseTime).toBe('number');
-      expect(count(endpoint, '499')).toBe(before + 1);
+      expect(await count(endpoint, '499')).toBe(before + 1);
       // No other completion line for it, and nothing else counted.
       expect(lines.filter((line) => line.reqId === incoming.reqId && line.msg === 'request completed')).toEqual([]);
-      expect(app.runnel.metrics.render()).not.toMatch(new RegExp(`chain="/hang",endpoint="${endpoint}",status="(200|500)"`));
+      expect(await app.runnel.metrics.render()).not.toMatch(new RegExp(`chain="/hang",endpoint="${endpoint}",status="(200|500)"`));
     });
   }
 });

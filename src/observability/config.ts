@@ -1,0 +1,85 @@
+/**
+ * Tracing's settings, from OpenTelemetry's standard variables only: on when
+ * `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is
+ * set (and `OTEL_SDK_DISABLED` is not `true`), exporting OTLP over HTTP as
+ * protobuf or JSON, with the service name, resource attributes and sampler
+ * the variables say. Prompt and completion text are recorded only with
+ * `RUNNEL_TRACE_CONTENT=true`.
+ */
+import { RunnelError } from '../core/index.js';
+
+/** The samplers of `OTEL_TRACES_SAMPLER` this server honours. */
+export const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+
+/** How spans are exported and sampled. */
+export interface TracingConfig {
+  /** The OTLP/HTTP traces URL (`…/v1/traces`). */
+  url: string;
+  protocol: 'http/protobuf' | 'http/json';
+  /** Headers of the exporter's requests (`OTEL_EXPORTER_OTLP_HEADERS`): credentials, never logged. */
+  headers: Record<string, string>;
+  serviceName: string;
+  /** `OTEL_RESOURCE_ATTRIBUTES`, decoded. */
+  resourceAttributes: Record<string, string>;
+  sampler: (typeof SAMPLERS)[number];
+  /** The ratio of the `traceidratio` samplers (`OTEL_TRACES_SAMPLER_ARG`). */
+  ratio: number;
+  /** Record prompts, completions, inputs and outputs on spans (user data: off by default). */
+  content: boolean;
+}
+
+/** `k1=v1,k2=v2`, each part percent-decoded (the W3C Baggage form the OTel variables use). */
+function keyValues(text: string | undefined, variable: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of (text ?? '').split(',')) {
+    if (part.trim() === '') continue;
+    const at = part.indexOf('=');
+    if (at <= 0) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n- ${variable}: each entry must look like key=value`);
+    try {
+      out[decodeURIComponent(part.slice(0, at).trim())] = decodeURIComponent(part.slice(at + 1).trim());
+    } catch {
+      throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n- ${variable}: an entry is not valid percent-encoding`);
+    }
+  }
+  return out;
+}
+
+/**
+ * The tracing settings in `env`, or undefined when tracing is off. Throws one error naming a bad variable
+ * (never echoing a header's value).
+ *
+ * @example
+ * const tracing = loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318' });
+ */
+export function loadTracingConfig(env: Record<string, string | undefined>): TracingConfig | undefined {
+  const set = (name: string): string | undefined => (env[name] === undefined || env[name]?.trim() === '' ? undefined : env[name]?.trim());
+  if (set('OTEL_SDK_DISABLED')?.toLowerCase() === 'true' || set('OTEL_TRACES_EXPORTER')?.toLowerCase() === 'none') return undefined;
+  const traces = set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  const base = set('OTEL_EXPORTER_OTLP_ENDPOINT');
+  if (traces === undefined && base === undefined) return undefined;
+  const problems: string[] = [];
+  // The signal's own endpoint is used as given; the base one gets the signal's path (the OTLP spec's rule).
+  const url = traces ?? `${(base as string).replace(/\/+$/, '')}/v1/traces`;
+  if (!/^https?:\/\/[^\s/]+/.test(url)) problems.push(`${traces === undefined ? 'OTEL_EXPORTER_OTLP_ENDPOINT' : 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'}: must be an http:// or https:// URL`);
+  const protocol = set('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? set('OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/protobuf';
+  if (protocol !== 'http/protobuf' && protocol !== 'http/json') problems.push(`OTEL_EXPORTER_OTLP_PROTOCOL: '${protocol}' is not supported; use http/protobuf or http/json (grpc is not)`);
+  const sampler = (set('OTEL_TRACES_SAMPLER') ?? 'parentbased_always_on').toLowerCase();
+  if (!(SAMPLERS as readonly string[]).includes(sampler)) problems.push(`OTEL_TRACES_SAMPLER: one of ${SAMPLERS.join(', ')}`);
+  const arg = set('OTEL_TRACES_SAMPLER_ARG');
+  const ratio = arg === undefined ? 1 : Number(arg);
+  if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) problems.push('OTEL_TRACES_SAMPLER_ARG: a number from 0 to 1');
+  const content = set('RUNNEL_TRACE_CONTENT') ?? 'false';
+  if (content !== 'true' && content !== 'false') problems.push('RUNNEL_TRACE_CONTENT: true or false');
+  if (problems.length > 0) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n${problems.map((problem) => `- ${problem}`).join('\n')}`);
+  const resourceAttributes = keyValues(set('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES');
+  return {
+    url,
+    protocol: protocol as TracingConfig['protocol'],
+    headers: { ...keyValues(set('OTEL_EXPORTER_OTLP_HEADERS'), 'OTEL_EXPORTER_OTLP_HEADERS'), ...keyValues(set('OTEL_EXPORTER_OTLP_TRACES_HEADERS'), 'OTEL_EXPORTER_OTLP_TRACES_HEADERS') },
+    serviceName: set('OTEL_SERVICE_NAME') ?? resourceAttributes['service.name'] ?? 'runnel',
+    resourceAttributes,
+    sampler: sampler as TracingConfig['sampler'],
+    ratio,
+    content: content === 'true',
+  };
+}

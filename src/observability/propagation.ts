@@ -1,0 +1,22 @@
+/**
+ * Carrying a run's trace onto the HTTP requests it makes: tracing records
+ * the `traceparent` of each open model span here, and a model provider's
+ * request sends it on. Dependency-free, so the models load no tracing code;
+ * empty while tracing is off.
+ */
+
+/** Run id → the `traceparent` of its open span. @internal */
+export const openSpans = new Map<string, string>();
+
+/**
+ * The headers that continue a run's trace in an outbound request (the run's own span as parent), or
+ * undefined when tracing is off or the run has no span.
+ *
+ * @example
+ * await client.chat.completions.create(body, { headers: traceHeaders(run.id) });
+ */
+export function traceHeaders(runId: string): Record<string, string> | undefined {
+  if (openSpans.size === 0) return undefined;
+  const traceparent = openSpans.get(runId);
+  return traceparent === undefined ? undefined : { traceparent };
+}

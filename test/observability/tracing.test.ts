@@ -1,0 +1,228 @@
+/**
+ * Issue 17, traces: the real OTLP exporters (protobuf and JSON) send every
+ * run's spans to a receiver in the test, which decodes them itself. The
+ * shipped `/rag` (offline, on Postgres with pgvector) and `/joke` (the real
+ * `openai` SDK against the local provider server) run behind requests that
+ * carry a caller's `traceparent`.
+ */
+import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createChains } from '../../chains/index.js';
+import { jokeChain } from '../../chains/joke.js';
+import { buildApp, connectServices, defineChain, lambda, loadTracingConfig, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
+import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+
+const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
+
+/** A caller's trace: a random trace id and span id, sampled. */
+function callerTrace(sampled = true): { traceId: string; spanId: string; traceparent: string } {
+  const traceId = randomUUID().replace(/-/g, '');
+  const spanId = randomUUID().replace(/-/g, '').slice(0, 16);
+  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-${sampled ? '01' : '00'}` };
+}
+
+const failing = defineChain({
+  path: '/broken',
+  runnable: lambda(
+    (_input: { n: number }) => {
+      throw new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'the provider went away');
+    },
+    { input: z.object({ n: z.number() }) },
+  ),
+});
+
+/** Serves `chains` with tracing to `receiver` under `env`; log lines go to `lines`. */
+async function serve(chains: ChainSpec<never, unknown>[], receiver: OtlpReceiver, env: Record<string, string>, services?: Services): Promise<{ app: FastifyInstance; url: string; lines: Record<string, unknown>[] }> {
+  const lines: Record<string, unknown>[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  const tracing = loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'runnel-under-test', OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=test,team=a%20b', ...env });
+  const app = await buildApp({ chains, services, config: { tracing }, logger: { level: 'info', stream } });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, lines };
+}
+
+/** Flushes the app's spans until the receiver holds what `predicate` wants (the request's span ends after its response). */
+async function collect(app: FastifyInstance, receiver: OtlpReceiver, predicate: (spans: ReceivedSpan[]) => boolean): Promise<void> {
+  while (!predicate(receiver.spans)) {
+    await app.runnel.tracing?.flush();
+    if (!predicate(receiver.spans)) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+const ofTrace = (receiver: OtlpReceiver, traceId: string): ReceivedSpan[] => receiver.spans.filter((span) => span.traceId === traceId);
+
+describe('traces of /rag over OTLP/protobuf', () => {
+  let receiver: OtlpReceiver;
+  let served: Awaited<ReturnType<typeof serve>>;
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    const services = await connectServices({ databaseUrl: DATABASE_URL });
+    const { chains, docs } = createChains({ services, env: {} });
+    await docs.seed();
+    served = await serve([...chains, failing] as ChainSpec<never, unknown>[], receiver, {}, services);
+  });
+  afterAll(async () => {
+    await served.app.close();
+    await receiver.close();
+  });
+
+  it('makes one trace under the caller’s, nested as the runs nest, with no content recorded', async () => {
+    const caller = callerTrace();
+    const res = await fetch(`${served.url}/rag/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { question: 'How is chat history stored?' } }) });
+    expect(res.status).toBe(200);
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /rag/invoke'));
+    const spans = ofTrace(receiver, caller.traceId);
+    expect(receiver.contentTypes[0]).toBe('application/x-protobuf');
+
+    // The request's span continues the caller's; the chain's root run is under it, named after its path.
+    const http = spans.find((span) => span.name === 'POST /rag/invoke') as ReceivedSpan;
+    expect(http.parentSpanId).toBe(caller.spanId);
+    expect(http.kind).toBe(2); // SERVER
+    expect(http.attributes).toMatchObject({ 'http.request.method': 'POST', 'http.route': '/rag/invoke', 'http.response.status_code': 200 });
+    const root = spans.find((span) => span.name === '/rag') as ReceivedSpan;
+    expect(root.parentSpanId).toBe(http.spanId);
+    expect(root.resource).toMatchObject({ 'service.name': 'runnel-under-test', 'deployment.environment': 'test', team: 'a b' });
+
+    // Times decode as times: each span within the request's.
+    expect(http.endMs).toBeGreaterThanOrEqual(http.startMs);
+    for (const span of spans) expect(span.startMs).toBeGreaterThanOrEqual(http.startMs);
+
+    // Every span hangs off another of the same trace, up to the request's.
+    const ids = new Set(spans.map((span) => span.spanId));
+    for (const span of spans) if (span !== http) expect(ids.has(span.parentSpanId)).toBe(true);
+
+    const byType = (type: string) => spans.filter((span) => span.attributes['runnel.run_type'] === type);
+    expect(byType('retriever')).toHaveLength(1);
+    expect(byType('retriever')[0]?.attributes['runnel.retriever.documents']).toBe(4);
+    expect(byType('prompt')).toHaveLength(1);
+    expect(byType('parser')).toHaveLength(1);
+    const [model] = byType('chat_model');
+    expect(model?.name).toMatch(/^chat /);
+    expect(model?.kind).toBe(3); // CLIENT
+    expect(model?.attributes).toMatchObject({ 'gen_ai.operation.name': 'chat' });
+    expect(typeof model?.attributes['gen_ai.request.model']).toBe('string');
+
+    // User data stays out unless RUNNEL_TRACE_CONTENT=true.
+    const keys = spans.flatMap((span) => Object.keys(span.attributes));
+    for (const key of ['gen_ai.input.messages', 'gen_ai.output.messages', 'runnel.input', 'runnel.output']) expect(keys).not.toContain(key);
+    expect(JSON.stringify(spans)).not.toContain('How is chat history stored?');
+  });
+
+  it('sets an error status with the Runnel code on a failing run', async () => {
+    const caller = callerTrace();
+    const res = await fetch(`${served.url}/broken/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { n: 1 } }) });
+    expect(res.status).toBe(502);
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /broken/invoke'));
+    const root = ofTrace(receiver, caller.traceId).find((span) => span.name === '/broken') as ReceivedSpan;
+    expect(root.status.code).toBe(2); // ERROR
+    expect(root.attributes).toMatchObject({ 'runnel.error.code': 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'error.type': 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+    const http = ofTrace(receiver, caller.traceId).find((span) => span.name === 'POST /broken/invoke') as ReceivedSpan;
+    expect(http.attributes['http.response.status_code']).toBe(502);
+    expect(http.status.code).toBe(2);
+  });
+
+  it('puts the trace and span ids on the request’s log lines', async () => {
+    const caller = callerTrace();
+    await (await fetch(`${served.url}/joke/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { topic: 'logs' } }) })).text();
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /joke/invoke'));
+    const http = ofTrace(receiver, caller.traceId).find((span) => span.name === 'POST /joke/invoke') as ReceivedSpan;
+    const mine = served.lines.filter((line) => line.trace_id === caller.traceId);
+    expect(mine.length).toBeGreaterThan(0);
+    for (const line of mine) expect(line.span_id).toBe(http.spanId);
+  });
+
+  it('records nothing for a caller that did not sample its trace (parent-based sampling)', async () => {
+    const caller = callerTrace(false);
+    const sampled = callerTrace();
+    await (await fetch(`${served.url}/joke/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { topic: 'unsampled' } }) })).text();
+    await (await fetch(`${served.url}/joke/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: sampled.traceparent }, body: JSON.stringify({ input: { topic: 'sampled' } }) })).text();
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === sampled.traceId && span.name === 'POST /joke/invoke'));
+    expect(ofTrace(receiver, caller.traceId)).toEqual([]);
+  });
+});
+
+describe('traces of a model call through the real openai SDK, over OTLP/JSON, with content on', () => {
+  let receiver: OtlpReceiver;
+  let provider: ProviderServer;
+  let served: Awaited<ReturnType<typeof serve>>;
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    provider = await startProviderServer('openai');
+    const services = await connectServices({});
+    const joke = jokeChain({ services, env: { OPENAI_API_KEY: 'sk-test-0000', OPENAI_BASE_URL: provider.url } });
+    served = await serve([joke] as ChainSpec<never, unknown>[], receiver, { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', RUNNEL_TRACE_CONTENT: 'true' }, services);
+  });
+  afterAll(async () => {
+    await served.app.close();
+    await provider.close();
+    await receiver.close();
+  });
+
+  it('follows the GenAI conventions, and the provider’s request carries the model span as its parent', async () => {
+    const caller = callerTrace();
+    const res = await fetch(`${served.url}/joke/stream`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { topic: `cats ${randomUUID()}` } }) });
+    expect(await res.text()).toContain('event: end');
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /joke/stream'));
+    expect(receiver.contentTypes[0]).toMatch(/^application\/json/);
+    const model = ofTrace(receiver, caller.traceId).find((span) => span.attributes['runnel.run_type'] === 'chat_model') as ReceivedSpan;
+    expect(model.name).toBe('chat gpt-4o-mini');
+    expect(model.attributes).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'openai',
+      'gen_ai.system': 'openai',
+      'gen_ai.request.model': 'gpt-4o-mini',
+      'gen_ai.usage.input_tokens': 12,
+      'gen_ai.usage.output_tokens': 5,
+      'gen_ai.response.finish_reasons': ['stop'],
+    });
+    // Content is on here: the prompt and the completion are on the span.
+    expect(String(model.attributes['gen_ai.input.messages'])).toContain('Tell me a joke about cats');
+    expect(String(model.attributes['gen_ai.output.messages'])).toContain('Why did the cat sit?');
+
+    const sent = provider.requests.at(-1)?.headers.traceparent;
+    expect(sent).toBe(`00-${caller.traceId}-${model.spanId}-01`);
+  });
+
+  it('continues the submitting request’s trace in a background run', async () => {
+    const caller = callerTrace();
+    const submitted = (await (await fetch(`${served.url}/joke/runs`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { topic: 'queued' } }) })).json()) as { run_id: string };
+    const ended = (await (await fetch(`${served.url}/joke/runs/${submitted.run_id}/wait`)).json()) as { status: string };
+    expect(ended.status).toBe('success');
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === '/joke'));
+    const spans = ofTrace(receiver, caller.traceId);
+    const submit = spans.find((span) => span.name === 'POST /joke/runs') as ReceivedSpan;
+    const root = spans.find((span) => span.name === '/joke') as ReceivedSpan;
+    expect(root.parentSpanId).toBe(submit.spanId);
+    expect(spans.some((span) => span.attributes['runnel.run_type'] === 'chat_model')).toBe(true);
+  });
+});
+
+describe('tracing settings', () => {
+  it('is off without an endpoint, and reads the standard variables', () => {
+    expect(loadTracingConfig({})).toBeUndefined();
+    expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBeUndefined();
+    expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/' })).toMatchObject({ url: 'http://c:4318/v1/traces', protocol: 'http/protobuf', serviceName: 'runnel', sampler: 'parentbased_always_on', content: false });
+    expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/custom', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://ignored' })?.url).toBe('http://c:4318/custom');
+    expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' })).toMatchObject({ sampler: 'traceidratio', ratio: 0.25 });
+    expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20x' })?.headers).toEqual({ authorization: 'Bearer x' });
+  });
+
+  it('refuses what it cannot do, naming the variable and never a header value', () => {
+    expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).toThrow(/OTEL_EXPORTER_OTLP_PROTOCOL/);
+    expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'c:4318' })).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT/);
+    expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER: 'sometimes' })).toThrow(/OTEL_TRACES_SAMPLER/);
+    expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER_ARG: '2' })).toThrow(/OTEL_TRACES_SAMPLER_ARG/);
+    expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_HEADERS: 'secret-token' })).toThrow(/OTEL_EXPORTER_OTLP_HEADERS: each entry/);
+    expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_HEADERS: 'secret-token' })).not.toThrow(/secret-token/);
+  });
+});
