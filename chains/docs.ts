@@ -1,31 +1,38 @@
 /**
  * The `docs` collection that `/rag` and `/agent` search: Runnel's own
- * `docs/` and README, embedded by feature hashing (offline, no key needed)
- * into the pgvector store — Postgres with DATABASE_URL, else PGlite. The
- * store opens on first use and again after a failure, so the server starts,
- * and every other chain answers, while the database is down.
+ * `docs/` and README, split by section, embedded by feature hashing
+ * (offline, no key needed) and indexed for BM25 in the pgvector store —
+ * Postgres with DATABASE_URL, else PGlite — and searched by both, fused.
+ * The store opens on first use and again after a failure, so the server
+ * starts, and every other chain answers, while the database is down.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, Runnable, type IngestResult, type RunType } from '../src/index.js';
+import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, queryTerms, Runnable, searchableText, terms, type IngestResult, type RunType } from '../src/index.js';
 import type { ChainContext } from './model.js';
 
 /** A retrieved passage, as `/rag` returns it. */
 export interface Source {
   id: string;
   content: string;
+  /** `source` (the file), `loc.lines` `{from, to}` and `headings` (the section's heading path), and the file's `title`. */
   metadata: Record<string, unknown>;
-  /** Cosine similarity to the question (higher is closer). */
+  /** Relevance to the question, higher is closer: the reciprocal-rank fusion of its BM25 and vector ranks. */
   score: number;
 }
 
 export const sourceSchema = z.object({
   id: z.string(),
   content: z.string(),
-  metadata: z.record(z.string(), z.unknown()),
-  score: z.number().describe('Cosine similarity to the question, higher is closer'),
+  metadata: z
+    .record(z.string(), z.unknown())
+    .describe('source (the file), loc.lines {from, to}, headings (the heading path of its section, e.g. ["# Runnel", "## Persistence"]) and title'),
+  score: z.number().describe('Relevance to the question, higher is closer: the reciprocal-rank fusion of its BM25 and vector ranks'),
 });
+
+/** Passages a search fetches per passage kept: those sharing no word with the question are dropped when others do. */
+const CANDIDATES_PER_SOURCE = 3;
 
 /** The `docs` collection, opened lazily. */
 export class DocsCollection {
@@ -38,7 +45,8 @@ export class DocsCollection {
   store(): Promise<PgVectorStore> {
     this.opening ??= (async () => {
       const executor = await this.context.services.sql();
-      return PgVectorStore.create({ executor, embeddings: new HashingEmbeddings(), collection: this.name });
+      // The collection is derived from files in the package: vectors of an earlier kind are replaced, not refused.
+      return PgVectorStore.create({ executor, embeddings: new HashingEmbeddings(), collection: this.name, replaceIncompatible: true });
     })().catch((error: unknown) => {
       this.opening = undefined;
       throw error;
@@ -46,9 +54,18 @@ export class DocsCollection {
     return this.opening;
   }
 
+  /**
+   * The `k` passages that best answer `query` (hybrid search). A passage
+   * sharing no word of the question's content is kept only when no passage
+   * does: a vector can be near for reasons a reader would not see.
+   */
   async search(query: string, k: number): Promise<Source[]> {
-    const found = await (await this.store()).similaritySearchWithScore(query, k);
-    return found.map(([doc, score]) => ({ id: doc.id as string, content: doc.pageContent, metadata: doc.metadata, score: Number(score.toFixed(4)) }));
+    const found = await (await this.store()).search(query, { k: Math.min(k * CANDIDATES_PER_SOURCE, 100), search: 'hybrid' });
+    const wanted = new Set(queryTerms(query));
+    const sharing = found.filter(({ document }) => terms(searchableText(document)).some((term) => wanted.has(term)));
+    return (sharing.length > 0 ? sharing : found)
+      .slice(0, k)
+      .map(({ document, score }) => ({ id: document.id as string, content: document.pageContent, metadata: document.metadata, score: Number(score.toFixed(6)) }));
   }
 
   /** True once the collection holds its documents (seeded now or on an earlier start): `/readyz` waits for it. */
@@ -58,18 +75,20 @@ export class DocsCollection {
 
   private seeded = false;
 
-  /** Fills an empty collection from the repository's `docs/` and README; does nothing when it holds documents. */
+  /**
+   * Brings the collection in line with the package's `docs/` and README:
+   * embeds and indexes the passages it lacks, deletes every other passage
+   * (those of an earlier version's files, renamed or removed ones too), and
+   * does nothing more when it is up to date. Returns undefined when nothing
+   * changed.
+   */
   async seed(): Promise<IngestResult | undefined> {
     const store = await this.store();
-    if ((await store.count()) > 0) {
-      this.seeded = true;
-      return undefined;
-    }
     const root = packageRoot();
     const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));
-    const result = await ingestPaths(store, paths, { sourceRoot: root, chunkSize: 1000, overlap: 150 });
+    const result = await ingestPaths(store, paths, { sourceRoot: root, sync: 'collection' });
     this.seeded = true;
-    return result;
+    return result.added === 0 && result.removed === 0 && result.failed.length === 0 ? undefined : result;
   }
 
   /**
@@ -100,7 +119,7 @@ export class DocsCollection {
     };
   }
 
-  /** A retriever over the collection: a question in, the `k` closest passages with scores out. */
+  /** A retriever over the collection: a question in, the `k` best passages with scores out. */
   retriever(k = 4): Runnable<string, Source[]> {
     return new DocsRetriever(this, k);
   }

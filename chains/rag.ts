@@ -1,10 +1,11 @@
 /**
- * `/rag`: a question → the closest passages of the `docs` collection
- * (pgvector) → a prompt holding them → the chat model. Answers
- * `{answer, sources}`, each source with its id, metadata, content and score.
+ * `/rag`: a question → the best passages of the `docs` collection (hybrid
+ * search: BM25 and vectors in pgvector, fused by rank) → a prompt holding
+ * them → the chat model. Answers `{answer, sources}`, each source with its
+ * id, metadata (file, lines, heading path), content and score.
  */
 import { z } from 'zod';
-import { assign, ChatPromptTemplate, defineChain, lambda, pick, StringOutputParser } from '../src/index.js';
+import { assign, ChatPromptTemplate, defineChain, lambda, pick, queryTerms, StringOutputParser, terms } from '../src/index.js';
 import { sourceSchema, type DocsCollection, type Source } from './docs.js';
 import { chatModel, lastText, OFFLINE, quote, type ChainContext } from './model.js';
 
@@ -17,10 +18,37 @@ const prompt = ChatPromptTemplate.fromMessages([
   ['human', '{question}'],
 ]);
 
-/** The passages as the prompt shows them: `[n] (source) text`, one paragraph each. */
+/** Where a passage is: `docs/persistence.md:12-30`. */
+function place(source: Source): string {
+  const lines = (source.metadata.loc as { lines?: { from?: unknown; to?: unknown } } | undefined)?.lines;
+  const range = typeof lines?.from === 'number' ? `:${lines.from}-${String(lines.to)}` : '';
+  return `${String(source.metadata.source ?? source.id)}${range}`;
+}
+
+/** The passages as the prompt shows them: `[n] (source:lines) text`, one paragraph each. */
 export function formatSources(sources: readonly Source[]): string {
   if (sources.length === 0) return '(none found)';
-  return sources.map((source, i) => `[${i + 1}] (${String(source.metadata.source ?? source.id)}) ${source.content.replace(/\s+/g, ' ').trim()}`).join('\n\n');
+  return sources.map((source, i) => `[${i + 1}] (${place(source)}) ${source.content.replace(/\s+/g, ' ').trim()}`).join('\n\n');
+}
+
+/**
+ * The offline model's quote: the passage from its sentence that shares the
+ * most of the question's terms (the first such), not from its first word — a
+ * passage can open on the end of the previous point.
+ */
+export function answeringPart(passage: string, question: string): string {
+  const wanted = new Set(queryTerms(question));
+  const sentences = passage.split(/(?<=[.!?])\s+|\s+(?=[-*] )/);
+  let best = 0;
+  let bestShared = 0;
+  sentences.forEach((sentence, index) => {
+    const shared = new Set(terms(sentence).filter((term) => wanted.has(term))).size;
+    if (shared > bestShared) {
+      best = index;
+      bestShared = shared;
+    }
+  });
+  return sentences.slice(best).join(' ');
 }
 
 export const ragInput = z.object({ question: z.string().min(1).max(4000).describe('A question about Runnel') });
@@ -32,7 +60,7 @@ export function ragChain(context: ChainContext, docs: DocsCollection) {
     const first = passages.split('\n\n')[0] ?? '';
     const cited = /^\[1\] \(([^)]*)\) (.*)$/s.exec(first);
     if (cited === null) return `${OFFLINE} I found no passage in the docs collection for this question.`;
-    return `${OFFLINE} the closest passage, [1] from ${cited[1]}, says: “${quote(cited[2] ?? '', 300)}”`;
+    return `${OFFLINE} the closest passage, [1] from ${cited[1]}, says: “${quote(answeringPart(cited[2] ?? '', lastText(request, 'human')), 300)}”`;
   });
   const runnable = assign({ sources: pick('question').pipe(docs.retriever(4)) })
     .pipe(assign({ context: lambda((input: Record<string, unknown>) => formatSources(input.sources as Source[]), { name: 'formatSources' }) }))

@@ -1,17 +1,34 @@
 /**
- * `npm run ingest -- <paths...> --collection NAME [--chunk-size N] [--overlap N] [--embeddings hashing|openai]`
+ * `npm run ingest -- <paths...> --collection NAME [--chunk-size N] [--overlap N] [--sync] [--embeddings hashing|hashing-words|openai]`
+ * `npm run ingest -- --query "QUESTION" --collection NAME [--search hybrid|dense|lexical] [-k N] [--json]`
  *
  * Loads files and directories (Markdown, text, JSON Lines), splits them,
  * embeds the chunks and upserts them into the pgvector collection —
  * Postgres when DATABASE_URL is set, else PGlite in RUNNEL_DATA_DIR. Chunk
  * ids are derived from the source and the content, so running it again adds
- * nothing twice. Prints what it added, skipped and failed. With the embedded
+ * nothing twice; `--sync` also deletes the chunks of those files that they
+ * no longer hold. Prints what it added, skipped, removed and failed. The
+ * query side searches a collection the way `/rag`'s retriever does and
+ * prints the passages with their sources, lines and headings. With the embedded
  * database, a running server holds its data directory: ingest then refuses
  * (adding nothing) and says to stop the server or use DATABASE_URL.
  */
 import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { connectServices, HashingEmbeddings, isRunnelError, ingestPaths, OpenAIEmbeddings, PgVectorStore, type Embeddings, type IngestResult } from '../src/index.js';
+import {
+  checkK,
+  checkSearchMode,
+  connectServices,
+  HashingEmbeddings,
+  isRunnelError,
+  ingestPaths,
+  OpenAIEmbeddings,
+  PgVectorStore,
+  type Embeddings,
+  type IngestResult,
+  type SearchMatch,
+  type SearchMode,
+} from '../src/index.js';
 
 function progress(done: number, total: number): void {
   if (!process.stderr.isTTY) return;
@@ -31,17 +48,19 @@ export async function ingest(options: {
   databaseUrl?: string | undefined;
   dataDir?: string | undefined;
   batchSize?: number;
+  sync?: boolean;
 }): Promise<IngestResult> {
   const services = await connectServices({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, role: 'ingest' });
   try {
     const store = await PgVectorStore.create({ executor: await services.sql(), embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
     // Each source is named from the folder (or file) given on down — `mydocs/zebra.md` — so /rag's sources
     // show no more of this machine's paths than the user named.
-    const total: IngestResult = { added: 0, skipped: 0, failed: [] };
+    const total: IngestResult = { added: 0, skipped: 0, removed: 0, failed: [] };
     for (const path of options.paths) {
       const result = await ingestPaths(store, [path], { sourceRoot: dirname(resolve(path)), ...options, onProgress: progress });
       total.added += result.added;
       total.skipped += result.skipped;
+      total.removed += result.removed;
       total.failed.push(...result.failed);
     }
     return total;
@@ -50,24 +69,105 @@ export async function ingest(options: {
   }
 }
 
-async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    options: {
-      collection: { type: 'string' },
-      'chunk-size': { type: 'string' },
-      overlap: { type: 'string' },
-      embeddings: { type: 'string', default: 'hashing' },
-    },
-  });
-  if (positionals.length === 0 || values.collection === undefined || !/^[A-Za-z0-9_-]{1,64}$/.test(values.collection)) {
-    console.error('usage: npm run ingest -- <paths...> --collection NAME [--chunk-size N] [--overlap N] [--embeddings hashing|openai]');
-    process.exit(2);
+/** Searches `collection` for `query` as `/rag`'s retriever does. */
+export async function query(options: {
+  query: string;
+  collection: string;
+  search?: SearchMode;
+  k?: number;
+  embeddings?: Embeddings;
+  databaseUrl?: string | undefined;
+  dataDir?: string | undefined;
+}): Promise<SearchMatch[]> {
+  const services = await connectServices({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, role: 'ingest' });
+  try {
+    const store = await PgVectorStore.create({ executor: await services.sql(), embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
+    return await store.search(options.query, { k: options.k ?? 4, search: options.search ?? 'hybrid' });
+  } finally {
+    await services.close();
   }
-  const embeddings = values.embeddings === 'openai' ? new OpenAIEmbeddings({ dimensions: 384 }) : new HashingEmbeddings();
+}
+
+const USAGE = [
+  'usage: npm run ingest -- <paths...> --collection NAME [--chunk-size N] [--overlap N] [--sync] [--embeddings hashing|hashing-words|openai]',
+  '       npm run ingest -- --query "QUESTION" --collection NAME [--search hybrid|dense|lexical] [-k N] [--json] [--embeddings ...]',
+].join('\n');
+
+function usage(problem?: string): never {
+  if (problem !== undefined) console.error(`ingest: ${problem}`);
+  console.error(USAGE);
+  process.exit(2);
+}
+
+function embeddingsNamed(name: string): Embeddings {
+  if (name === 'openai') return new OpenAIEmbeddings({ dimensions: 384 });
+  if (name === 'hashing-words') return new HashingEmbeddings({ features: 'words' });
+  if (name === 'hashing') return new HashingEmbeddings();
+  return usage(`unknown embeddings ${JSON.stringify(name)}`);
+}
+
+function printMatches(matches: SearchMatch[]): void {
+  if (matches.length === 0) console.log('no passage found');
+  matches.forEach((match, index) => {
+    const { source, loc, headings } = match.document.metadata as { source?: unknown; loc?: { lines?: { from?: number; to?: number } }; headings?: unknown };
+    const lines = loc?.lines?.from === undefined ? '' : `:${loc.lines.from}-${String(loc.lines.to)}`;
+    console.log(`${index + 1}. ${String(source ?? match.document.id)}${lines}  score ${match.score.toFixed(4)}`);
+    if (Array.isArray(headings) && headings.length > 0) console.log(`   ${headings.join(' › ')}`);
+    console.log(`   ${match.document.pageContent.replace(/\s+/g, ' ').trim().slice(0, 200)}`);
+  });
+}
+
+async function main(): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      allowPositionals: true,
+      options: {
+        collection: { type: 'string' },
+        'chunk-size': { type: 'string' },
+        overlap: { type: 'string' },
+        sync: { type: 'boolean', default: false },
+        embeddings: { type: 'string', default: 'hashing' },
+        query: { type: 'string' },
+        search: { type: 'string', default: 'hybrid' },
+        k: { type: 'string', short: 'k', default: '4' },
+        json: { type: 'boolean', default: false },
+      },
+    });
+  } catch (error) {
+    usage(error instanceof Error ? error.message : String(error));
+  }
+  const { values, positionals } = parsed;
+  if (values.collection === undefined || !/^[A-Za-z0-9_-]{1,64}$/.test(values.collection)) usage('--collection NAME is required (letters, digits, _ and -)');
+  const embeddings = embeddingsNamed(values.embeddings);
+  if (values.query !== undefined) {
+    if (positionals.length > 0) usage('--query searches; it takes no paths');
+    let search: SearchMode;
+    let k: number;
+    try {
+      search = checkSearchMode(values.search);
+      k = checkK(Number(values.k));
+    } catch (error) {
+      return usage(error instanceof Error ? error.message : String(error));
+    }
+    try {
+      const matches = await query({ query: values.query, collection: values.collection, search, k, embeddings, databaseUrl: process.env.DATABASE_URL, dataDir: process.env.RUNNEL_DATA_DIR });
+      if (values.json) console.log(JSON.stringify(matches.map((match) => ({ ...match.document.toJSON(), score: match.score, ranks: match.ranks })), null, 2));
+      else printMatches(matches);
+    } catch (error) {
+      if (isRunnelError(error)) {
+        console.error(`ingest: ${error.message}`);
+        process.exit(1);
+      }
+      throw error;
+    }
+    return;
+  }
+  if (positionals.length === 0) usage('name the files or folders to ingest, or --query');
   let result: IngestResult;
   try {
     result = await ingest({
+      sync: values.sync,
       paths: positionals,
       collection: values.collection,
       chunkSize: values['chunk-size'] === undefined ? undefined : Number(values['chunk-size']),
@@ -84,7 +184,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  console.log(`added ${result.added}, skipped ${result.skipped} (already there), failed ${result.failed.length}`);
+  console.log(`added ${result.added}, skipped ${result.skipped} (already there), ${values.sync ? `removed ${result.removed} (stale), ` : ''}failed ${result.failed.length}`);
   for (const failure of result.failed) console.log(`  failed: ${failure.source}: ${failure.error}`);
   if (result.failed.length > 0) process.exitCode = 1;
 }

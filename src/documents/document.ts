@@ -38,3 +38,16 @@ export const documentJsonSchema = z.object({
   page_content: z.string(),
   metadata: z.record(z.string(), z.unknown()),
 });
+
+/**
+ * The text a store embeds and indexes for a document: its heading path
+ * (`metadata.headings`, set by the Markdown splitter) on the first line,
+ * then its content. A passage under `## Factory › ### bodyLimit` is then
+ * found by those words even when its own text never repeats them.
+ */
+export function searchableText(doc: Pick<Document, 'pageContent' | 'metadata'>): string {
+  const headings = doc.metadata.headings;
+  if (!Array.isArray(headings) || headings.length === 0) return doc.pageContent;
+  const path = headings.filter((heading): heading is string => typeof heading === 'string').join(' › ');
+  return path === '' ? doc.pageContent : `${path}\n\n${doc.pageContent}`;
+}

@@ -36,6 +36,11 @@ export class OpenAIEmbeddings implements Embeddings {
     this.batchSize = Math.max(1, options.batchSize ?? 512);
   }
 
+  /** Names the vectors: a collection records it, and refuses vectors of another kind. */
+  get id(): string {
+    return `openai:${this.model}:${this.dimensions}`;
+  }
+
   private getClient(): OpenAI {
     return (this.client ??= openAIClient(this.options, 'OpenAIEmbeddings'));
   }

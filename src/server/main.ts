@@ -65,7 +65,7 @@ async function main(): Promise<void> {
   docs.seedInBackground({
     seeded: (result) => {
       if (result === undefined) app.log.info('docs collection: ready');
-      else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.failed.length} failed)`);
+      else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.removed} stale removed, ${result.failed.length} failed)`);
     },
     failed: (error, retryInMs) => {
       app.log.warn(

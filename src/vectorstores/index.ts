@@ -1,7 +1,9 @@
 /** Vector stores: the contract, filters, the in-memory store, the retriever. */
-export { VectorStore, MAX_K, checkK, type ScoredMatch, type MmrOptions } from './vector-store.js';
+export { VectorStore, MAX_K, SEARCH_MODES, checkK, checkSearchMode, type ScoredMatch, type MmrOptions, type VectorSearchOptions, type SearchMode, type SearchOptions } from './vector-store.js';
+export { fuseRankings, checkFusion, DEFAULT_FUSION, type FusionOptions, type SearchMatch } from './fusion.js';
+export { countTerms, idf, termScore, BM25, type Bm25Params, type TermCounts } from './lexical.js';
 export { MemoryVectorStore } from './memory.js';
-export { VectorStoreRetriever, type RetrieverOptions } from './retriever.js';
+export { VectorStoreRetriever, type RetrieverOptions, type Reranker, type RerankInput } from './retriever.js';
 export { validateFilter, matchesFilter, type Filter } from './filter.js';
 export { PgVectorStore, type PgVectorStoreOptions, type Distance } from './pgvector.js';
 export { databaseError, pgExecutor, pgliteExecutor, type SqlExecutor, type SqlQueryable } from './sql.js';

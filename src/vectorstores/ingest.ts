@@ -1,14 +1,16 @@
 /**
  * `ingestPaths(store, paths)`: loads files and directories (Markdown, text,
- * JSON Lines), splits them, and upserts the chunks that the store does not
- * hold yet. Chunk ids come from the source and the text, so ingesting again
- * adds nothing twice. `npm run ingest` and the `/rag` chain's first-start
+ * JSON Lines), splits them — Markdown by its sections, the rest by
+ * paragraphs — and upserts the chunks that the store does not hold yet.
+ * Chunk ids come from the source and the text, so ingesting again adds
+ * nothing twice; with `sync`, chunks of the ingested sources that the files
+ * no longer hold are deleted. `npm run ingest` and the `/rag` chain's
  * seeding both use it.
  */
 import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { relative, sep } from 'node:path';
-import { Document, loadDirectory, loadJsonLines, loadMarkdown, loadText, RecursiveCharacterTextSplitter } from '../documents/index.js';
+import { Document, loadDirectory, loadJsonLines, loadMarkdown, loadText, MarkdownTextSplitter, RecursiveCharacterTextSplitter } from '../documents/index.js';
 import type { PgVectorStore } from './pgvector.js';
 
 /** A chunk's id: the same source and text always give the same id. */
@@ -25,8 +27,17 @@ async function load(path: string): Promise<Document[]> {
 
 /** Options of {@link ingestPaths}. */
 export interface IngestOptions {
+  /** The longest chunk in characters (default 1500 for Markdown, 1000 for other text). */
   chunkSize?: number;
+  /** Overlap of neighbouring chunks of plain text, and of the parts of an overlong Markdown paragraph (default 150 and 100). */
   overlap?: number;
+  /**
+   * Delete stale chunks: `true`, the chunks of the ingested sources that the
+   * files no longer produce (an edited file leaves no stale passage);
+   * `'collection'`, every chunk the input did not produce (for a collection
+   * derived from these paths alone, where a removed file's chunks go too).
+   */
+  sync?: boolean | 'collection';
   /** Chunks per upsert (default 64). */
   batchSize?: number;
   onProgress?: (done: number, total: number) => void;
@@ -39,7 +50,23 @@ export interface IngestResult {
   added: number;
   /** Chunks the store held already, or that repeat within the input. */
   skipped: number;
+  /** Stale chunks deleted (with `sync`). */
+  removed: number;
   failed: { source: string; error: string }[];
+}
+
+const isMarkdown = (doc: Document): boolean => /\.(md|markdown)$/i.test(String(doc.metadata.source ?? ''));
+
+/** Splits documents: Markdown by sections, other text by paragraphs. */
+export async function splitForIngest(docs: readonly Document[], options: Pick<IngestOptions, 'chunkSize' | 'overlap'> = {}): Promise<Document[]> {
+  const markdown = new MarkdownTextSplitter({
+    chunkSize: options.chunkSize ?? 1500,
+    ...(options.overlap === undefined ? {} : { chunkOverlap: Math.min(options.overlap, (options.chunkSize ?? 1500) - 1) }),
+  });
+  const text = new RecursiveCharacterTextSplitter({ chunkSize: options.chunkSize ?? 1000, chunkOverlap: options.overlap ?? 150 });
+  const out: Document[] = [];
+  for (const doc of docs) out.push(...(await (isMarkdown(doc) ? markdown : text).splitDocuments([doc])));
+  return out;
 }
 
 const message = (error: unknown): string => (error instanceof Error ? error.message : String(error));
@@ -61,8 +88,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
       if (typeof doc.metadata.source === 'string') doc.metadata.source = relative(root, doc.metadata.source).split(sep).join('/');
     }
   }
-  const splitter = new RecursiveCharacterTextSplitter({ chunkSize: options.chunkSize ?? 1000, chunkOverlap: options.overlap ?? 150 });
-  const chunks = (await splitter.splitDocuments(docs)).map((chunk) => new Document({ id: chunkId(chunk), pageContent: chunk.pageContent, metadata: chunk.metadata }));
+  const chunks = (await splitForIngest(docs, options)).map((chunk) => new Document({ id: chunkId(chunk), pageContent: chunk.pageContent, metadata: chunk.metadata }));
   const unique = [...new Map(chunks.map((chunk) => [chunk.id, chunk])).values()];
   const existing = await store.existingIds(unique.map((chunk) => chunk.id as string));
   const fresh = unique.filter((chunk) => !existing.has(chunk.id as string));
@@ -79,6 +105,16 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     }
     options.onProgress?.(Math.min(start + batch, fresh.length), fresh.length);
   }
-  if (added > 0) await store.analyze();
-  return { added, skipped: unique.length - fresh.length + (chunks.length - unique.length), failed };
+  let removed = 0;
+  // Nothing is deleted for a source whose new chunks failed to store: it keeps its old ones until a run succeeds.
+  const unstored = new Set(failed.map((failure) => failure.source));
+  if (options.sync === 'collection' && failed.length === 0) {
+    removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), {});
+  } else if (options.sync === true) {
+    // Only sources that loaded: a file that failed to read keeps its chunks.
+    const sources = [...new Set(docs.map((doc) => doc.metadata.source).filter((source): source is string => typeof source === 'string' && !unstored.has(source)))];
+    if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources } });
+  }
+  if (added > 0 || removed > 0) await store.analyze();
+  return { added, skipped: unique.length - fresh.length + (chunks.length - unique.length), removed, failed };
 }

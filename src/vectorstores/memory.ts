@@ -1,13 +1,16 @@
-/** `MemoryVectorStore`: vectors in process memory, exact search. The embedded default for tests and small corpora. */
+/** `MemoryVectorStore`: vectors and a BM25 index in process memory, exact search. The embedded default for tests and small corpora. */
 import { randomUUID } from 'node:crypto';
-import { Document } from '../documents/index.js';
+import { Document, searchableText } from '../documents/index.js';
 import { RunnelError } from '../core/index.js';
 import { matchesFilter, type Filter } from './filter.js';
+import type { SearchMatch } from './fusion.js';
+import { countTerms, idf, termScore, type TermCounts } from './lexical.js';
 import { cosine, VectorStore, type ScoredMatch } from './vector-store.js';
 
 interface Entry {
   document: Document;
   embedding: number[];
+  counts: TermCounts;
 }
 
 /**
@@ -20,6 +23,29 @@ interface Entry {
  */
 export class MemoryVectorStore extends VectorStore {
   private readonly entries = new Map<string, Entry>();
+  /** term → id → term frequency. */
+  private readonly postings = new Map<string, Map<string, number>>();
+  private totalLength = 0;
+
+  private index(id: string, counts: TermCounts): void {
+    counts.terms.forEach((term, i) => {
+      let list = this.postings.get(term);
+      if (list === undefined) this.postings.set(term, (list = new Map()));
+      list.set(id, counts.frequencies[i] as number);
+    });
+    this.totalLength += counts.length;
+  }
+
+  private unindex(id: string): void {
+    const entry = this.entries.get(id);
+    if (entry === undefined) return;
+    for (const term of entry.counts.terms) {
+      const list = this.postings.get(term);
+      list?.delete(id);
+      if (list?.size === 0) this.postings.delete(term);
+    }
+    this.totalLength -= entry.counts.length;
+  }
 
   async addVectors(vectors: number[][], documents: Document[]): Promise<string[]> {
     if (vectors.length !== documents.length) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'addVectors needs one vector per document');
@@ -29,7 +55,11 @@ export class MemoryVectorStore extends VectorStore {
       if (vector.length !== this.embeddings.dimensions) {
         throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Vector of ${vector.length} dimensions for a store of ${this.embeddings.dimensions}`);
       }
-      this.entries.set(id, { document: new Document({ id, pageContent: doc.pageContent, metadata: structuredClone(doc.metadata) }), embedding: vector });
+      const document = new Document({ id, pageContent: doc.pageContent, metadata: structuredClone(doc.metadata) });
+      const counts = countTerms(searchableText(document));
+      this.unindex(id);
+      this.entries.set(id, { document, embedding: vector, counts });
+      this.index(id, counts);
       return id;
     });
   }
@@ -40,7 +70,9 @@ export class MemoryVectorStore extends VectorStore {
     for (const [id, entry] of this.entries) {
       const byId = options.ids === undefined || options.ids.includes(id);
       const byFilter = options.filter === undefined || matchesFilter(entry.document.metadata, options.filter);
-      if (byId && byFilter && this.entries.delete(id)) deleted++;
+      if (!byId || !byFilter) continue;
+      this.unindex(id);
+      if (this.entries.delete(id)) deleted++;
     }
     return deleted;
   }
@@ -52,6 +84,27 @@ export class MemoryVectorStore extends VectorStore {
       matches.push({ document: entry.document, score: cosine(vector, entry.embedding), embedding: entry.embedding });
     }
     return matches.sort((a, b) => b.score - a.score).slice(0, k);
+  }
+
+  override async searchTerms(terms: string[], k: number, filter?: Filter): Promise<SearchMatch[]> {
+    const n = this.entries.size;
+    // At least 1, as in Postgres: a collection of nearly empty documents must not divide by a fraction.
+    const averageLength = n === 0 ? 1 : Math.max(this.totalLength / n, 1);
+    const scores = new Map<string, number>();
+    for (const term of new Set(terms)) {
+      const list = this.postings.get(term);
+      if (list === undefined) continue;
+      const termIdf = idf(n, list.size);
+      for (const [id, tf] of list) {
+        const entry = this.entries.get(id) as Entry;
+        if (filter !== undefined && !matchesFilter(entry.document.metadata, filter)) continue;
+        scores.set(id, (scores.get(id) ?? 0) + termScore({ idf: termIdf, tf, length: entry.counts.length, averageLength }));
+      }
+    }
+    return [...scores]
+      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+      .slice(0, k)
+      .map(([id, score]) => ({ document: (this.entries.get(id) as Entry).document, score }));
   }
 
   /** How many documents are stored. */

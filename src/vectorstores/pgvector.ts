@@ -2,18 +2,21 @@
  * `PgVectorStore`: documents and vectors in Postgres with pgvector — or in
  * PGlite with the same extension, embedded, when no database is configured.
  * An idempotent migration at start (the extension, a collections table, one
- * embeddings table per vector length with an HNSW index), batched upserts by
- * id, deletes by ids or filter, nearest-neighbour search with scores and
- * filters compiled to parameterised SQL, MMR from the shared base.
+ * embeddings table per vector length with an HNSW index, the lexical index
+ * of `pg-lexical.ts`), batched transactional upserts by id, deletes by ids
+ * or filter, nearest-neighbour and BM25 search with scores and filters
+ * compiled to parameterised SQL, hybrid search and MMR from the shared base.
  */
 import { randomUUID } from 'node:crypto';
 import { RunnelError } from '../core/index.js';
-import { Document } from '../documents/index.js';
+import { Document, searchableText } from '../documents/index.js';
 import type { Embeddings } from '../embeddings/index.js';
 import type { Filter } from './filter.js';
+import type { SearchMatch } from './fusion.js';
+import { backfill, documentTerms, dropIndex, LEXICAL_COLUMN, lexicalSchema, lexicalSearch, lockCollection, reindex, type IndexedDocument } from './pg-lexical.js';
 import type { SqlExecutor } from './sql.js';
 import { compileFilter } from './sql-filter.js';
-import { VectorStore, type ScoredMatch } from './vector-store.js';
+import { cosine, VectorStore, type ScoredMatch, type VectorSearchOptions } from './vector-store.js';
 
 /** How distance is measured (the HNSW index uses the matching operator class). */
 export type Distance = 'cosine' | 'l2' | 'inner_product';
@@ -40,6 +43,20 @@ export interface PgVectorStoreOptions {
    * of 2.5 ms (bench:store); wider costs latency.
    */
   efSearch?: number;
+  /**
+   * Empty the collection when it holds vectors of other embeddings, instead
+   * of refusing to open it: for collections of derived data that are filled
+   * again anyway (the `docs` collection of `/rag`).
+   */
+  replaceIncompatible?: boolean;
+  /**
+   * Postings a lexical search reads per query term, highest BM25 weight
+   * first (default 2,000). A term in fewer documents is read whole, so
+   * rare terms — the ones that decide a ranking — always count exactly; a
+   * term in more is cut to its strongest documents, which keeps a search
+   * over 100,000 chunks near 10 ms (bench:retrieval).
+   */
+  lexicalCandidates?: number;
 }
 
 const toVector = (vector: readonly number[]): string => `[${vector.join(',')}]`;
@@ -58,6 +75,8 @@ export class PgVectorStore extends VectorStore {
   private readonly table: string;
   private readonly batchSize: number;
   private readonly efSearch: number;
+  private readonly replaceIncompatible: boolean;
+  private readonly lexicalCandidates: number;
 
   private constructor(options: PgVectorStoreOptions) {
     super(options.embeddings);
@@ -66,6 +85,11 @@ export class PgVectorStore extends VectorStore {
     this.distance = options.distance ?? 'cosine';
     this.batchSize = options.batchSize ?? 500;
     this.efSearch = options.efSearch ?? 200;
+    this.replaceIncompatible = options.replaceIncompatible ?? false;
+    this.lexicalCandidates = options.lexicalCandidates ?? 2000;
+    if (!Number.isInteger(this.lexicalCandidates) || this.lexicalCandidates < 1 || this.lexicalCandidates > 1_000_000) {
+      throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `lexicalCandidates must be a whole number from 1 to 1,000,000, got ${this.lexicalCandidates}`);
+    }
     if (!Number.isInteger(this.efSearch) || this.efSearch < 1 || this.efSearch > 1000) {
       throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `efSearch must be a whole number from 1 to 1000, got ${this.efSearch}`);
     }
@@ -102,9 +126,20 @@ export class PgVectorStore extends VectorStore {
       );
       CREATE INDEX IF NOT EXISTS ${this.table}_hnsw_${this.distance} ON ${this.table} USING hnsw (embedding ${ops});
     `);
-    const { rows } = await this.executor.query<{ dimensions: number; distance: string }>(
+    // Columns added by later versions, only when missing: ALTER TABLE takes the table's strongest lock even
+    // when IF NOT EXISTS makes it a no-op, and would queue every search behind a long query at each open.
+    const { rows: columns } = await this.executor.query<{ table_name: string; column_name: string }>(
+      `SELECT table_name, column_name FROM information_schema.columns
+       WHERE table_schema = current_schema() AND table_name = ANY($1::text[]) AND column_name = ANY($2::text[])`,
+      [['runnel_collections', this.table], ['embedder', LEXICAL_COLUMN]],
+    );
+    const has = (table: string, column: string): boolean => columns.some((c) => c.table_name === table && c.column_name === column);
+    if (!has('runnel_collections', 'embedder')) await this.executor.exec(`ALTER TABLE runnel_collections ADD COLUMN IF NOT EXISTS embedder text`);
+    if (!has(this.table, LEXICAL_COLUMN)) await this.executor.exec(`ALTER TABLE ${this.table} ADD COLUMN IF NOT EXISTS ${LEXICAL_COLUMN} integer`);
+    await this.executor.exec(lexicalSchema(this.table));
+    const { rows } = await this.executor.query<{ dimensions: number; distance: string; embedder: string | null }>(
       `INSERT INTO runnel_collections (name, dimensions, distance) VALUES ($1, $2, $3)
-       ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING dimensions, distance`,
+       ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING dimensions, distance, embedder`,
       [this.collection, dims, this.distance],
     );
     const existing = rows[0];
@@ -114,51 +149,139 @@ export class PgVectorStore extends VectorStore {
         `Collection ${this.collection} holds ${existing.dimensions}-dimensional ${existing.distance} vectors, not ${dims}-dimensional ${this.distance}`,
       );
     }
+    if (existing !== undefined) await this.checkEmbedder(existing.embedder);
+    // Rows stored before the lexical index existed join it now.
+    await backfill(this.executor, this.table, this.collection);
+  }
+
+  /**
+   * Records which embeddings fill the collection, and refuses others: a
+   * query vector of one kind against stored vectors of another finds noise.
+   * A collection from before the record existed is checked by embedding one
+   * of its documents again (for offline embeddings, which cost nothing).
+   */
+  private async checkEmbedder(recorded: string | null): Promise<void> {
+    const id = this.embeddings.id;
+    if (id === undefined || recorded === id) return;
+    let compatible = recorded === null;
+    if (recorded === null && id.startsWith('hashing:')) {
+      // A few rows, embedded again both ways an earlier version could have (with or without a heading path):
+      // one that matches settles it; rows whose text gives no features at all say nothing either way.
+      const { rows } = await this.executor.query<{ content: string; metadata: Record<string, unknown> | string; embedding: string }>(
+        `SELECT content, metadata, embedding::text AS embedding FROM ${this.table} WHERE collection = $1 ORDER BY id LIMIT 5`,
+        [this.collection],
+      );
+      let informative = false;
+      let matched = false;
+      for (const row of rows) {
+        const metadata = typeof row.metadata === 'string' ? (JSON.parse(row.metadata) as Record<string, unknown>) : row.metadata;
+        const stored = fromVector(row.embedding);
+        const candidates = await this.embeddings.embedDocuments([searchableText({ pageContent: row.content, metadata }), row.content]);
+        if (candidates.every((vector) => vector.every((x) => x === 0))) continue;
+        informative = true;
+        if (candidates.some((vector) => cosine(vector, stored) > 0.999)) {
+          matched = true;
+          break;
+        }
+      }
+      compatible = !informative || matched;
+    }
+    if (!compatible) {
+      if (!this.replaceIncompatible) {
+        throw new RunnelError(
+          'RUNNEL_ERR_INVALID_ARGUMENT',
+          `Collection ${this.collection} holds vectors of other embeddings (${recorded ?? 'an earlier kind'}), not ${id}: open it with the embeddings it was built with, or ingest into a new collection`,
+        );
+      }
+      await this.delete({ filter: {} });
+    }
+    await this.executor.query(`UPDATE runnel_collections SET embedder = $2 WHERE name = $1`, [this.collection, id]);
   }
 
   async addVectors(vectors: number[][], documents: Document[]): Promise<string[]> {
     if (vectors.length !== documents.length) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'addVectors needs one vector per document');
     const ids = documents.map((doc) => doc.id ?? randomUUID());
-    for (let start = 0; start < documents.length; start += this.batchSize) {
-      const params: unknown[] = [this.collection];
-      const rows: string[] = [];
-      for (let i = start; i < Math.min(start + this.batchSize, documents.length); i++) {
-        const vector = vectors[i] as number[];
-        if (vector.length !== this.embeddings.dimensions) {
-          throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Vector of ${vector.length} dimensions for a store of ${this.embeddings.dimensions}`);
-        }
-        const doc = documents[i] as Document;
-        params.push(ids[i], doc.pageContent, JSON.stringify(doc.metadata), toVector(vector));
-        const n = params.length;
-        rows.push(`($1, $${n - 3}, $${n - 2}, $${n - 1}::jsonb, $${n}::vector)`);
+    for (const vector of vectors) {
+      if (vector.length !== this.embeddings.dimensions) {
+        throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Vector of ${vector.length} dimensions for a store of ${this.embeddings.dimensions}`);
       }
-      await this.executor.query(
-        `INSERT INTO ${this.table} (collection, id, content, metadata, embedding) VALUES ${rows.join(', ')}
-         ON CONFLICT (collection, id) DO UPDATE SET content = EXCLUDED.content, metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding`,
-        params,
-      );
+    }
+    for (let start = 0; start < documents.length; start += this.batchSize) {
+      const end = Math.min(start + this.batchSize, documents.length);
+      // The last of repeated ids wins, as in a sequence of upserts.
+      const last = new Map<string, number>();
+      for (let i = start; i < end; i++) last.set(ids[i] as string, i);
+      const order = [...last.values()].sort((a, b) => a - b);
+      const counts = documentTerms(order.map((i) => documents[i] as Document));
+      const params: unknown[] = [this.collection];
+      const rows = order.map((i, n) => {
+        const doc = documents[i] as Document;
+        const terms = counts[n] as { length: number };
+        params.push(ids[i], doc.pageContent, JSON.stringify(doc.metadata), toVector(vectors[i] as number[]), terms.length);
+        const p = params.length;
+        return `($1, $${p - 4}, $${p - 3}, $${p - 2}::jsonb, $${p - 1}::vector, $${p}::integer)`;
+      });
+      // Row, postings and statistics change together: a search never sees a document without its terms.
+      await this.executor.transaction(async (tx) => {
+        await lockCollection(tx, this.collection);
+        const { rows: replaced } = await tx.query<IndexedDocument>(
+          `SELECT id, lexical_length AS length FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE`,
+          [this.collection, [...last.keys()]],
+        );
+        await tx.query(
+          `INSERT INTO ${this.table} (collection, id, content, metadata, embedding, lexical_length) VALUES ${rows.join(', ')}
+           ON CONFLICT (collection, id) DO UPDATE SET content = EXCLUDED.content, metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding,
+             lexical_length = EXCLUDED.lexical_length`,
+          params,
+        );
+        await reindex(tx, this.collection, replaced, order.map((i, n) => ({ id: ids[i] as string, counts: counts[n] as (typeof counts)[number] })));
+      });
     }
     return ids;
   }
 
   async delete(options: { ids?: string[]; filter?: Filter }): Promise<number> {
     this.checkDelete(options);
+    return this.deleteWhere(options.ids === undefined ? undefined : { ids: options.ids, keep: false }, options.filter);
+  }
+
+  /** Deletes the documents that pass `filter` and are not in `ids`; returns how many. */
+  async deleteExcept(ids: string[], filter: Filter = {}): Promise<number> {
+    this.checkDelete({ filter });
+    return this.deleteWhere({ ids, keep: true }, filter);
+  }
+
+  private async deleteWhere(byId: { ids: string[]; keep: boolean } | undefined, filter: Filter | undefined): Promise<number> {
     const params: unknown[] = [this.collection];
     let where = 'collection = $1';
-    if (options.ids !== undefined) {
-      params.push(options.ids);
-      where += ` AND id = ANY($${params.length}::text[])`;
+    if (byId !== undefined) {
+      params.push(byId.ids);
+      where += byId.keep ? ` AND NOT (id = ANY($${params.length}::text[]))` : ` AND id = ANY($${params.length}::text[])`;
     }
-    if (options.filter !== undefined) {
-      const compiled = compileFilter(options.filter, 'metadata', params.length + 1);
+    if (filter !== undefined) {
+      const compiled = compileFilter(filter, 'metadata', params.length + 1);
       params.push(...compiled.params);
       where += ` AND (${compiled.sql})`;
     }
-    const { rows } = await this.executor.query<{ id: string }>(`DELETE FROM ${this.table} WHERE ${where} RETURNING id`, params);
-    return rows.length;
+    const everything = byId === undefined && filter !== undefined && Object.keys(filter).length === 0;
+    return this.executor.transaction(async (tx) => {
+      await lockCollection(tx, this.collection);
+      if (everything) {
+        // Emptying the collection: its whole index goes, without reading back what each row added.
+        const { rows } = await tx.query<{ n: string | number }>(`WITH gone AS (DELETE FROM ${this.table} WHERE collection = $1 RETURNING 1) SELECT count(*) AS n FROM gone`, [this.collection]);
+        await dropIndex(tx, this.collection);
+        return Number(rows[0]?.n ?? 0);
+      }
+      const { rows } = await tx.query<IndexedDocument>(
+        `DELETE FROM ${this.table} WHERE ${where} RETURNING id, lexical_length AS length`,
+        params,
+      );
+      await reindex(tx, this.collection, rows, []);
+      return rows.length;
+    });
   }
 
-  async searchVectors(vector: number[], k: number, filter?: Filter): Promise<ScoredMatch[]> {
+  async searchVectors(vector: number[], k: number, filter?: Filter, options: VectorSearchOptions = {}): Promise<ScoredMatch[]> {
     const { op, score } = OPERATORS[this.distance];
     const params: unknown[] = [this.collection, toVector(vector), k];
     let where = 'collection = $1';
@@ -168,7 +291,9 @@ export class PgVectorStore extends VectorStore {
       where += ` AND (${compiled.sql})`;
     }
     const distance = `embedding ${op} $2::vector`;
-    type Row = { id: string; content: string; metadata: Record<string, unknown>; embedding: string; score: number };
+    type Row = { id: string; content: string; metadata: Record<string, unknown>; embedding?: string; score: number };
+    // Vectors as text cost about 1 ms per row to print and parse: read only when asked for.
+    const embedding = options.withEmbeddings === true ? ', embedding::text AS embedding' : '';
     // The settings hold for this transaction only. Iterative scans: collections share one table and filters
     // apply after the index, so the scan goes on until it has k matching rows instead of returning fewer.
     const rows = await this.executor.transaction(async (tx) => {
@@ -177,7 +302,7 @@ export class PgVectorStore extends VectorStore {
       ]);
       return (
         await tx.query<Row>(
-          `SELECT id, content, metadata, embedding::text AS embedding, ${score(distance)} AS score
+          `SELECT id, content, metadata${embedding}, ${score(distance)} AS score
            FROM ${this.table} WHERE ${where} ORDER BY ${distance} LIMIT $3`,
           params,
         )
@@ -188,7 +313,15 @@ export class PgVectorStore extends VectorStore {
     return rows.map((row) => ({
       document: new Document({ id: row.id, pageContent: row.content, metadata: typeof row.metadata === 'string' ? (JSON.parse(row.metadata) as Record<string, unknown>) : row.metadata }),
       score: Number(row.score),
-      embedding: fromVector(row.embedding),
+      ...(row.embedding === undefined ? {} : { embedding: fromVector(row.embedding) }),
+    }));
+  }
+
+  override async searchTerms(terms: string[], k: number, filter?: Filter): Promise<SearchMatch[]> {
+    const rows = await lexicalSearch(this.executor, { collection: this.collection, table: this.table, terms, k, filter, perTerm: this.lexicalCandidates });
+    return rows.map((row) => ({
+      document: new Document({ id: row.id, pageContent: row.content, metadata: typeof row.metadata === 'string' ? (JSON.parse(row.metadata) as Record<string, unknown>) : row.metadata }),
+      score: Number(row.score),
     }));
   }
 
@@ -205,7 +338,7 @@ export class PgVectorStore extends VectorStore {
    * the HNSW index (exact but slow).
    */
   async analyze(): Promise<void> {
-    await this.executor.exec(`ANALYZE ${this.table}`);
+    await this.executor.exec(`ANALYZE ${this.table}; ANALYZE runnel_lexical_postings; ANALYZE runnel_lexical_terms;`);
   }
 
   /** How many documents the collection holds. */

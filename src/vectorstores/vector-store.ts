@@ -1,19 +1,27 @@
 /**
  * The `VectorStore` contract, and what every store shares: embedding,
- * validation of `k` and filters, maximal marginal relevance, and the
- * retriever. A store implements storage and nearest-neighbour search only.
+ * validation of `k` and filters, dense, lexical and hybrid search, maximal
+ * marginal relevance, and the retriever. A store implements storage,
+ * nearest-neighbour search and BM25 over its lexical index only.
  */
 import { RunnelError } from '../core/index.js';
-import type { Document } from '../documents/index.js';
+import { queryTerms, searchableText, type Document } from '../documents/index.js';
 import type { Embeddings } from '../embeddings/index.js';
 import { validateFilter, type Filter } from './filter.js';
+import { checkFusion, fuseRankings, type FusionOptions, type SearchMatch } from './fusion.js';
 import { VectorStoreRetriever, type RetrieverOptions } from './retriever.js';
 
-/** A stored document found by a search, with its similarity (higher is closer) and vector. */
+/** A stored document found by a search, with its similarity (higher is closer) and, when asked for, its vector. */
 export interface ScoredMatch {
   document: Document;
   score: number;
-  embedding: number[];
+  embedding?: number[];
+}
+
+/** Options of `searchVectors`. */
+export interface VectorSearchOptions {
+  /** Return each match's vector too (MMR needs them; reading them back costs a store time). */
+  withEmbeddings?: boolean;
 }
 
 /** Options of `maxMarginalRelevanceSearch`. */
@@ -28,6 +36,32 @@ export interface MmrOptions {
 
 /** The most results one search returns. */
 export const MAX_K = 100;
+
+/** How a search ranks: by vectors (`dense`), by words with BM25 (`lexical`), or both fused by rank (`hybrid`). */
+export type SearchMode = 'dense' | 'lexical' | 'hybrid';
+
+export const SEARCH_MODES: readonly SearchMode[] = ['dense', 'lexical', 'hybrid'];
+
+/** Options of `VectorStore.search`. */
+export interface SearchOptions {
+  /** Documents returned (default 4, at most 100). */
+  k?: number;
+  filter?: Filter;
+  /** Default `hybrid` (`dense` for a store without a lexical index). */
+  search?: SearchMode;
+  /** For `hybrid`: the weights of the two rankings. */
+  fusion?: FusionOptions;
+  /** For `hybrid`: how many of each ranking are fused (default 20, at least `k`). */
+  candidates?: number;
+}
+
+/** Checks a search mode. */
+export function checkSearchMode(mode: unknown): SearchMode {
+  if (!SEARCH_MODES.includes(mode as SearchMode)) {
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `search must be one of ${SEARCH_MODES.join(', ')}, got ${JSON.stringify(mode)}`);
+  }
+  return mode as SearchMode;
+}
 
 function cosine(a: readonly number[], b: readonly number[]): number {
   let dot = 0;
@@ -71,13 +105,56 @@ export abstract class VectorStore {
   abstract delete(options: { ids?: string[]; filter?: Filter }): Promise<number>;
 
   /** The `k` stored documents closest to `vector` that pass `filter`, closest first. */
-  abstract searchVectors(vector: number[], k: number, filter?: Filter): Promise<ScoredMatch[]>;
+  abstract searchVectors(vector: number[], k: number, filter?: Filter, options?: VectorSearchOptions): Promise<ScoredMatch[]>;
 
-  /** Embeds and stores documents (upsert by id). */
+  /**
+   * The `k` stored documents that pass `filter` with the highest BM25 score
+   * for `terms` (distinct query terms, from `queryTerms`), best first;
+   * documents sharing no term are not returned. Stores with a lexical index
+   * override it and set `lexical`; this one refuses.
+   */
+  async searchTerms(terms: string[], k: number, filter?: Filter): Promise<SearchMatch[]> {
+    void terms;
+    void k;
+    void filter;
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `${this.constructor.name} has no lexical index: search with search: 'dense'`);
+  }
+
+  /** True when the store keeps a lexical index (`searchTerms`); a search without a mode is then hybrid, else dense. */
+  get lexical(): boolean {
+    return this.searchTerms !== VectorStore.prototype.searchTerms;
+  }
+
+  /** Embeds and stores documents (upsert by id); the text embedded is `searchableText(doc)`, which leads with the heading path. */
   async addDocuments(documents: Document[]): Promise<string[]> {
     if (documents.length === 0) return [];
-    const vectors = await this.embeddings.embedDocuments(documents.map((doc) => doc.pageContent));
+    const vectors = await this.embeddings.embedDocuments(documents.map(searchableText));
     return this.addVectors(vectors, documents);
+  }
+
+  /**
+   * The `k` documents that best answer `query`: by vectors, by words (BM25),
+   * or both fused by reciprocal rank (the default).
+   *
+   * @example
+   * await store.search('how is chat history stored?', { k: 4, search: 'hybrid', fusion: { lexical: 2 } });
+   */
+  async search(query: string, options: SearchOptions = {}): Promise<SearchMatch[]> {
+    const k = checkK(options.k ?? 4);
+    const mode = checkSearchMode(options.search ?? (this.lexical ? 'hybrid' : 'dense'));
+    if (options.filter !== undefined) validateFilter(options.filter);
+    const filter = options.filter;
+    if (mode === 'lexical') return this.searchTerms(queryTerms(query), k, filter);
+    const dense = async (n: number): Promise<SearchMatch[]> =>
+      (await this.searchVectors(await this.embeddings.embedQuery(query), n, filter)).map(({ document, score }) => ({ document, score }));
+    if (mode === 'dense') return dense(k);
+    const fusion = checkFusion(options.fusion);
+    const candidates = checkK(Math.max(k, options.candidates ?? 20));
+    const [byVector, byWords] = await Promise.all([
+      fusion.dense > 0 ? dense(candidates) : [],
+      fusion.lexical > 0 ? this.searchTerms(queryTerms(query), candidates, filter) : [],
+    ]);
+    return fuseRankings(byVector, byWords, k, fusion);
   }
 
   protected checkDelete(options: { ids?: string[]; filter?: Filter }): void {
@@ -107,15 +184,16 @@ export abstract class VectorStore {
     const lambda = options.lambda ?? 0.5;
     if (options.filter !== undefined) validateFilter(options.filter);
     const queryVector = await this.embeddings.embedQuery(query);
-    const candidates = await this.searchVectors(queryVector, fetchK, options.filter);
+    const candidates = await this.searchVectors(queryVector, fetchK, options.filter, { withEmbeddings: true });
     const chosen: ScoredMatch[] = [];
     const left = [...candidates];
     while (chosen.length < k && left.length > 0) {
       let best = 0;
       let bestScore = -Infinity;
       left.forEach((candidate, index) => {
-        const redundancy = chosen.length === 0 ? 0 : Math.max(...chosen.map((c) => cosine(c.embedding, candidate.embedding)));
-        const score = lambda * cosine(queryVector, candidate.embedding) - (1 - lambda) * redundancy;
+        const vector = candidate.embedding ?? [];
+        const redundancy = chosen.length === 0 ? 0 : Math.max(...chosen.map((c) => cosine(c.embedding ?? [], vector)));
+        const score = lambda * cosine(queryVector, vector) - (1 - lambda) * redundancy;
         if (score > bestScore) {
           bestScore = score;
           best = index;

@@ -99,6 +99,25 @@ describe('the shipped chains, offline', () => {
     expect((await post(app, '/rag/invoke', { input: { question: '' } })).statusCode).toBe(422);
   });
 
+  it('/rag quotes first the section that answers, with its lines and heading path, and no source without the question’s words', async () => {
+    type RagSource = { content: string; metadata: { source: string; headings: string[]; loc: { lines: { from: number; to: number } } } };
+    const ask = async (question: string) => (await post(app, '/rag/invoke', { input: { question } })).json().output as { answer: string; sources: RagSource[] };
+    // The questions the retrieval issue was filed with: the heading-only chunk and a benchmark table came first.
+    const history = await ask('How is chat history stored?');
+    expect(history.sources[0]?.metadata).toMatchObject({ source: 'docs/persistence.md', headings: ['# Persistence: history, response cache, vectors', '## Chat history (`src/history/`)'] });
+    expect(history.sources[0]?.content).toMatch(/RedisChatMessageHistory/);
+    const { from, to } = history.sources[0]?.metadata.loc.lines ?? { from: 0, to: 0 };
+    expect(history.answer).toContain(`[1] from docs/persistence.md:${from}-${to}`);
+    const readyz = await ask('What does /readyz check?');
+    expect(readyz.sources[0]?.content).toContain('/readyz');
+    // The offline model quotes the passage from its sentence that answers, not from its first word.
+    expect(readyz.answer).toMatch(/says: “- `\/healthz` \(alive\), `\/readyz` \(ready; 503 while shutting down/);
+    for (const { sources } of [history, readyz]) {
+      for (const source of sources) expect(source.content).not.toMatch(/^(#+ .*\s*)+$/);
+    }
+    for (const source of history.sources) expect(`${source.metadata.headings.join(' ')} ${source.content}`).toMatch(/histor|chat|stor/i);
+  });
+
   it('/agent calls the calculator for arithmetic and search_docs otherwise, visible in stream_events', async () => {
     const math = await post(app, '/agent/stream_events', { input: { input: 'What is (12.5 + 7) * 3?' } });
     const events = parseSse(math.body).filter((f) => f.event === 'data').map((f) => f.data as { event: string; name: string; data: { output?: unknown } });

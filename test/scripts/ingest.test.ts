@@ -1,17 +1,38 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HashingEmbeddings, PgVectorStore, pgExecutor } from '../../src/index.js';
-import { ingest } from '../../scripts/ingest.js';
+import { ingest, query } from '../../scripts/ingest.js';
+
+const root = new URL('../..', import.meta.url).pathname;
+
+/** The ingest CLI as a user runs it, in its own process. */
+function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/ingest.ts', ...args], { cwd: root, env: { ...process.env, DATABASE_URL } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
 
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 const collection = `ingest_${process.pid}_${Date.now()}`;
+const sections = `${collection}_md`;
 afterAll(async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL });
-  await pool.query('DELETE FROM runnel_embeddings_384 WHERE collection = $1', [collection]).catch(() => undefined);
-  await pool.query('DELETE FROM runnel_collections WHERE name = $1', [collection]).catch(() => undefined);
+  for (const name of [collection, sections]) {
+    await pool.query('DELETE FROM runnel_embeddings_384 WHERE collection = $1', [name]).catch(() => undefined);
+    for (const table of ['runnel_lexical_postings', 'runnel_lexical_terms', 'runnel_lexical_stats']) {
+      await pool.query(`DELETE FROM ${table} WHERE collection = $1`, [name]).catch(() => undefined);
+    }
+    await pool.query('DELETE FROM runnel_collections WHERE name = $1', [name]).catch(() => undefined);
+  }
   await pool.end();
 });
 
@@ -35,5 +56,31 @@ describe('npm run ingest', () => {
     // Named from the folder given on down, not by this machine's absolute path.
     expect(top?.metadata.source).toBe(`${basename(dir)}/facts.jsonl`);
     await pool.end();
+  });
+
+  it('splits Markdown by section, finds passages by hybrid search from the CLI, and --sync removes what an edit took out', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runnel-sections-'));
+    const file = join(dir, 'ops.md');
+    writeFileSync(file, '# Operations\n\n## Backups\n\nSnapshots run nightly at 02:00 and are kept for 30 days.\n\n## Alerts\n\nPager alerts go to the on-call engineer.\n');
+    expect(await ingest({ paths: [dir], collection: sections, databaseUrl: DATABASE_URL })).toMatchObject({ added: 2, failed: [] });
+    const [top] = await query({ query: 'How long are snapshots retained?', collection: sections, databaseUrl: DATABASE_URL });
+    expect(top?.document.metadata).toMatchObject({ source: `${basename(dir)}/ops.md`, headings: ['# Operations', '## Backups'], loc: { lines: { from: 1, to: 5 } } });
+
+    const found = await cli(['--query', 'who gets paged?', '--collection', sections, '-k', '1']);
+    expect(found.code).toBe(0);
+    expect(found.stdout).toMatch(/^1\. .*ops\.md:7-9 {2}score [\d.]+\n {3}# Operations › ## Alerts\n {3}## Alerts Pager alerts go to the on-call engineer\.\n$/);
+    const json = await cli(['--query', 'pager alerts', '--collection', sections, '--search', 'lexical', '--json']);
+    expect(JSON.parse(json.stdout)[0]).toMatchObject({ type: 'Document', metadata: { headings: ['# Operations', '## Alerts'] }, score: expect.any(Number) });
+    const bad = await cli(['--query', 'x', '--collection', sections, '--search', 'fuzzy']);
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(/search must be one of dense, lexical, hybrid[\s\S]*usage:/)]);
+
+    // The alerts section is edited: its old passage goes with --sync, and only then.
+    writeFileSync(file, '# Operations\n\n## Backups\n\nSnapshots run nightly at 02:00 and are kept for 30 days.\n\n## Alerts\n\nAlerts go to the #ops channel.\n');
+    expect(await ingest({ paths: [dir], collection: sections, databaseUrl: DATABASE_URL })).toMatchObject({ added: 1, removed: 0 });
+    const synced = await cli([dir, '--collection', sections, '--sync']);
+    expect(synced.stdout).toMatch(/added 0, skipped 2 \(already there\), removed 1 \(stale\), failed 0/);
+    const left = await query({ query: 'on-call engineer pager', collection: sections, k: 10, databaseUrl: DATABASE_URL });
+    expect(left.map((m) => m.document.pageContent).join('\n')).not.toContain('on-call');
+    expect(left).toHaveLength(2);
   });
 });

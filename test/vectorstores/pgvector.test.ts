@@ -20,6 +20,9 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await pool.query(`DELETE FROM runnel_embeddings_256 WHERE collection LIKE $1`, [`test_${run}_%`]).catch(() => undefined);
+  for (const table of ['runnel_lexical_postings', 'runnel_lexical_terms', 'runnel_lexical_stats']) {
+    await pool.query(`DELETE FROM ${table} WHERE collection LIKE $1`, [`test_${run}_%`]).catch(() => undefined);
+  }
   await pool.query(`DELETE FROM runnel_collections WHERE name LIKE $1`, [`test_${run}_%`]).catch(() => undefined);
   await postgres.close();
   await pglite.close();

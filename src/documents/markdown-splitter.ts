@@ -1,0 +1,274 @@
+/**
+ * `MarkdownTextSplitter`: splits Markdown along its structure. Chunks never
+ * cross a section boundary; a heading joins the text under it (a chunk of
+ * only a heading never exists); tables and fenced code stay whole when they
+ * fit, and when they do not, each part keeps the table's header or the
+ * code's fence. Every chunk records its heading path (`metadata.headings`,
+ * e.g. `['# Server', '## Factory', '### bodyLimit']`) and its line range,
+ * and `searchableText` puts that path in the text stores embed and index.
+ */
+import { RunnelError } from '../core/index.js';
+import { Document } from './document.js';
+import { RecursiveCharacterTextSplitter } from './splitter.js';
+
+/** Options of {@link MarkdownTextSplitter}. */
+export interface MarkdownSplitterOptions {
+  /** The longest chunk in characters (default 1500); a section longer than this is split between blocks. */
+  chunkSize?: number;
+  /** Overlap between the parts of a paragraph longer than `chunkSize` (default 100). */
+  chunkOverlap?: number;
+}
+
+type BlockKind = 'heading' | 'code' | 'table' | 'text' | 'markup';
+
+interface Block {
+  kind: BlockKind;
+  /** For code: whether its closing fence is there. */
+  closed?: boolean;
+  lines: string[];
+  /** 1-based line numbers, inclusive. */
+  from: number;
+  to: number;
+  level?: number;
+  title?: string;
+}
+
+/** A chunk of Markdown, before it becomes a document. */
+export interface MarkdownChunk {
+  text: string;
+  from: number;
+  to: number;
+  headings: string[];
+}
+
+const FENCE = /^ {0,3}(`{3,}|~{3,})/;
+const ATX = /^ {0,3}(#{1,6})(?:[ \t]+(.*))?$/;
+const TABLE_ROW = /^\s*\|/;
+const SETEXT = /^ {0,3}(=+|-+)[ \t]*$/;
+// A line that is only tags or a comment (`<a id="opt-level"></a>`): an anchor for links, no words to find.
+// Each alternative consumes its own characters only, so a line of many comments cannot backtrack exponentially.
+const MARKUP_ONLY = /^\s*(?:<\/?[A-Za-z][^>]*>\s*|<!--(?:(?!-->)[^])*-->\s*)+$/;
+// Front matter holds `key: value` lines (and their nested or list lines): a leading `---` rule before prose is not it.
+const FRONT_MATTER_LINE = /^(?:[\w-]+\s*:|\s|-\s|#|$)/;
+
+/** An ATX heading's title: the text without its closing run of `#` (scanned, not matched: no regex backtracks on a long line). */
+function atxTitle(text: string | undefined): string {
+  const title = (text ?? '').trim();
+  let end = title.length;
+  while (end > 0 && title[end - 1] === '#') end--;
+  if (end === title.length || (end > 0 && title[end - 1] !== ' ' && title[end - 1] !== '\t')) return title;
+  return title.slice(0, end).trim();
+}
+
+const isBlank = (line: string): boolean => line.trim() === '';
+
+/** Reads Markdown into blocks: headings, fenced code, tables, paragraphs (lists included). */
+function parseBlocks(text: string): Block[] {
+  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/);
+  const blocks: Block[] = [];
+  let i = 0;
+  // Front matter is metadata, not prose.
+  if (lines[0] === '---') {
+    const end = lines.indexOf('---', 1);
+    if (end > 0 && lines.slice(1, end).every((line) => FRONT_MATTER_LINE.test(line))) {
+      blocks.push({ kind: 'markup', lines: lines.slice(0, end + 1), from: 1, to: end + 1 });
+      i = end + 1;
+    }
+  }
+  while (i < lines.length) {
+    const line = lines[i] as string;
+    if (isBlank(line)) {
+      i++;
+      continue;
+    }
+    const start = i;
+    const fence = FENCE.exec(line);
+    if (fence !== null) {
+      const marker = fence[1] as string;
+      const closing = new RegExp(`^ {0,3}${marker[0] === '`' ? '`' : '~'}{${marker.length},}\\s*$`);
+      i++;
+      while (i < lines.length && !closing.test(lines[i] as string)) i++;
+      const closed = i < lines.length;
+      let end = closed ? i + 1 : lines.length;
+      // An unclosed fence runs to the end of the file; its trailing blank lines are not code.
+      while (!closed && end > start + 1 && isBlank(lines[end - 1] as string)) end--;
+      blocks.push({ kind: 'code', closed, lines: lines.slice(start, end), from: start + 1, to: end });
+      i = closed ? i + 1 : lines.length;
+      continue;
+    }
+    const atx = ATX.exec(line);
+    if (atx !== null) {
+      blocks.push({ kind: 'heading', lines: [line], from: start + 1, to: start + 1, level: (atx[1] as string).length, title: atxTitle(atx[2]) });
+      i++;
+      continue;
+    }
+    const next = lines[i + 1];
+    const setext = next === undefined ? null : SETEXT.exec(next);
+    if (setext !== null && !TABLE_ROW.test(line) && !/^\s*([-*+]|\d+[.)])\s/.test(line)) {
+      blocks.push({ kind: 'heading', lines: [line, next as string], from: start + 1, to: start + 2, level: (setext[1] as string)[0] === '=' ? 1 : 2, title: line.trim() });
+      i += 2;
+      continue;
+    }
+    if (TABLE_ROW.test(line)) {
+      while (i < lines.length && TABLE_ROW.test(lines[i] as string)) i++;
+      blocks.push({ kind: 'table', lines: lines.slice(start, i), from: start + 1, to: i });
+      continue;
+    }
+    i++;
+    while (i < lines.length && !isBlank(lines[i] as string) && !FENCE.test(lines[i] as string) && !ATX.test(lines[i] as string) && !TABLE_ROW.test(lines[i] as string)) i++;
+    const body = lines.slice(start, i);
+    blocks.push({ kind: body.every((l) => MARKUP_ONLY.test(l)) ? 'markup' : 'text', lines: body, from: start + 1, to: i });
+  }
+  return blocks;
+}
+
+const blockText = (block: Block): string => block.lines.join('\n');
+
+/**
+ * Splits Markdown documents by section.
+ *
+ * @example
+ * const chunks = await new MarkdownTextSplitter({ chunkSize: 1500 }).splitDocuments(await loadMarkdown('docs/server.md'));
+ * chunks[3].metadata.headings; // ['# Server', '## Factory', '### bodyLimit']
+ */
+export class MarkdownTextSplitter {
+  readonly chunkSize: number;
+  readonly chunkOverlap: number;
+
+  constructor(options: MarkdownSplitterOptions = {}) {
+    this.chunkSize = options.chunkSize ?? 1500;
+    this.chunkOverlap = options.chunkOverlap ?? 100;
+    if (!Number.isInteger(this.chunkSize) || this.chunkSize < 50) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'chunkSize must be a whole number of at least 50');
+    if (!Number.isInteger(this.chunkOverlap) || this.chunkOverlap < 0 || this.chunkOverlap >= this.chunkSize) {
+      throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `chunkOverlap (${this.chunkOverlap}) must be at least 0 and smaller than chunkSize (${this.chunkSize})`);
+    }
+  }
+
+  /** Splits Markdown text into chunks with their line ranges and heading paths. */
+  splitText(text: string): MarkdownChunk[] {
+    const chunks: MarkdownChunk[] = [];
+    const path: { level: number; label: string }[] = [];
+    // Headings waiting for text: a heading with no text before its first subheading joins that subheading's first chunk.
+    let lead: Block[] = [];
+    let body: Block[] = [];
+    const flush = (): void => {
+      if (body.length > 0) chunks.push(...this.pack(lead, body, path.map((h) => h.label)));
+      body = [];
+    };
+    for (const block of parseBlocks(text)) {
+      if (block.kind === 'markup') continue;
+      if (block.kind !== 'heading') {
+        body.push(block);
+        continue;
+      }
+      const level = block.level as number;
+      if (body.length > 0) {
+        flush();
+        lead = [];
+      } else if (lead.length > 0 && level <= (lead[lead.length - 1]?.level as number)) {
+        // The waiting heading got no text and no subsection: an empty section, nothing to keep.
+        lead = lead.filter((h) => (h.level as number) < level);
+      }
+      while (path.length > 0 && (path[path.length - 1]?.level as number) >= level) path.pop();
+      path.push({ level, label: `${'#'.repeat(level)} ${block.title as string}`.trimEnd() });
+      lead.push(block);
+    }
+    flush();
+    return chunks;
+  }
+
+  /** Packs a section's blocks into chunks of at most `chunkSize`, balanced so the last is not a scrap. */
+  private pack(lead: Block[], blocks: Block[], headings: string[]): MarkdownChunk[] {
+    const parts = blocks.flatMap((block) => this.fit(block));
+    const size = (list: Block[]): number => list.reduce((sum, block) => sum + blockText(block).length + 2, 0);
+    const total = size(parts) + size(lead);
+    const target = total / Math.ceil(total / this.chunkSize);
+    const chunks: MarkdownChunk[] = [];
+    let current: Block[] = [...lead];
+    let currentSize = size(lead);
+    const emit = (): void => {
+      if (current.every((block) => block.kind === 'heading')) return;
+      chunks.push({
+        text: current.map(blockText).join('\n\n'),
+        from: (current[0] as Block).from,
+        to: (current[current.length - 1] as Block).to,
+        headings,
+      });
+      current = [];
+      currentSize = 0;
+    };
+    for (const part of parts) {
+      const length = blockText(part).length + 2;
+      const holdsText = current.some((block) => block.kind !== 'heading');
+      if (holdsText && (currentSize + length > this.chunkSize || currentSize >= target)) emit();
+      current.push(part);
+      currentSize += length;
+    }
+    emit();
+    return chunks;
+  }
+
+  /** A block as pieces of at most `chunkSize`: whole when it fits; a table by rows under its header; code by lines inside its fence; prose by the recursive splitter. */
+  private fit(block: Block): Block[] {
+    if (blockText(block).length <= this.chunkSize) return [block];
+    if (block.kind === 'table') return this.byLines(block, block.lines.slice(0, Math.min(2, block.lines.length)), []);
+    if (block.kind === 'code') {
+      const open = block.lines[0] as string;
+      const closed = block.closed === true;
+      const inner: Block = { ...block, lines: block.lines.slice(1, closed ? -1 : undefined), from: block.from + 1 };
+      return this.byLines(inner, [open], closed ? [block.lines[block.lines.length - 1] as string] : []);
+    }
+    const splitter = new RecursiveCharacterTextSplitter({ chunkSize: this.chunkSize, chunkOverlap: this.chunkOverlap, separators: ['\n', '. ', ' ', ''] });
+    const text = blockText(block);
+    let searchFrom = 0;
+    return splitter.splitText(text).map((piece) => {
+      let at = text.indexOf(piece, Math.max(0, searchFrom - this.chunkSize));
+      if (at === -1) at = searchFrom;
+      searchFrom = at + 1;
+      const from = block.from + countNewlines(text, 0, at);
+      return { kind: 'text' as const, lines: piece.split('\n'), from, to: from + countNewlines(piece, 0, piece.length) };
+    });
+  }
+
+  /** Splits a table or code block by whole lines, each part wrapped in `head` and `tail` (the header rows, the fences). */
+  private byLines(block: Block, head: string[], tail: string[]): Block[] {
+    const room = this.chunkSize - [...head, ...tail].join('\n').length - 1;
+    const body = block.kind === 'table' ? block.lines.slice(head.length) : block.lines;
+    const first = block.kind === 'table' ? block.from + head.length : block.from;
+    const parts: Block[] = [];
+    let lines: string[] = [];
+    let length = 0;
+    let start = first;
+    body.forEach((line, index) => {
+      if (lines.length > 0 && length + line.length + 1 > room) {
+        parts.push({ kind: block.kind, lines: [...head, ...lines, ...tail], from: start, to: first + index - 1 });
+        lines = [];
+        length = 0;
+        start = first + index;
+      }
+      lines.push(line);
+      length += line.length + 1;
+    });
+    if (lines.length > 0) parts.push({ kind: block.kind, lines: [...head, ...lines, ...tail], from: start, to: first + body.length - 1 });
+    return parts;
+  }
+
+  /** Splits documents; each chunk copies the metadata and adds `headings` and `loc.lines` `{from, to}` (1-based). */
+  async splitDocuments(documents: readonly Document[]): Promise<Document[]> {
+    return documents.flatMap((doc) =>
+      this.splitText(doc.pageContent).map(
+        (chunk) =>
+          new Document({
+            pageContent: chunk.text,
+            metadata: { ...doc.metadata, headings: chunk.headings, loc: { lines: { from: chunk.from, to: chunk.to } } },
+          }),
+      ),
+    );
+  }
+}
+
+function countNewlines(text: string, from: number, to: number): number {
+  let n = 0;
+  for (let i = from; i < to; i++) if (text.charCodeAt(i) === 10) n++;
+  return n;
+}

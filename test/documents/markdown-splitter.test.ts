@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import { Document, MarkdownTextSplitter, searchableText } from '../../src/index.js';
+
+const guide = [
+  '---', 'title: front matter', '---', // 1-3
+  '# Server', // 4
+  '', 'The server serves chains.', // 5-6
+  '', '## How it is served', // 7-8
+  '', '### Factory', // 9-10
+  '', '`buildApp(options)` makes an app.', // 11-12
+  '', '<a id="body-limit"></a>', // 13-14
+  '#### bodyLimit', // 15
+  '', 'Requests larger than this are refused with 413.', // 16-17
+  '', '## Empty section', // 18-19
+  '', '## Limits', // 20-21
+  '', '| limit | default |', '|---|---|', '| body | 1 MiB |', '| header | 16 KiB |', // 22-26
+  '', '```sh', 'curl localhost:8000/healthz', '```', // 27-30
+  '', 'Setext title', '============', // 31-33
+  '', 'Under a setext heading.', // 34-35
+].join('\n');
+
+describe('MarkdownTextSplitter', () => {
+  it('keeps each chunk inside its section, with its heading path and lines, and never a heading alone', () => {
+    const chunks = new MarkdownTextSplitter({ chunkSize: 200 }).splitText(guide);
+    expect(chunks.map(({ headings, from, to }) => ({ headings, from, to }))).toEqual([
+      { headings: ['# Server'], from: 4, to: 6 },
+      // `## How it is served` has no text of its own: it joins the text under its subsection.
+      { headings: ['# Server', '## How it is served', '### Factory'], from: 8, to: 12 },
+      // The anchor line is markup, not a passage.
+      { headings: ['# Server', '## How it is served', '### Factory', '#### bodyLimit'], from: 15, to: 17 },
+      // `## Empty section` has neither text nor subsections: it is nowhere.
+      { headings: ['# Server', '## Limits'], from: 21, to: 30 },
+      { headings: ['# Setext title'], from: 32, to: 35 },
+    ]);
+    expect(chunks[1]?.text).toBe('## How it is served\n\n### Factory\n\n`buildApp(options)` makes an app.');
+    expect(chunks[3]?.text).toContain('| header | 16 KiB |\n\n```sh\ncurl localhost:8000/healthz\n```');
+    expect(chunks.some((chunk) => /^(#+ .*\s*)+$/.test(chunk.text))).toBe(false);
+    expect(chunks.flatMap((chunk) => chunk.text.split('\n')).some((line) => line.includes('front matter') || line.includes('<a id'))).toBe(false);
+  });
+
+  it('splits a long section between blocks into balanced chunks, a table under its header and code inside its fence', () => {
+    const rows = Array.from({ length: 40 }, (_, i) => `| option${i} | value ${i} |`);
+    const code = Array.from({ length: 40 }, (_, i) => `console.log(${i}); // line ${i}`);
+    const paragraphs = Array.from({ length: 6 }, (_, i) => `Paragraph ${i} ${'says something useful. '.repeat(4)}`);
+    const text = ['# Options', '', ...paragraphs.flatMap((p) => [p, '']), '| name | value |', '|---|---|', ...rows, '', '```js', ...code, '```'].join('\n');
+    const chunks = new MarkdownTextSplitter({ chunkSize: 400 }).splitText(text);
+    for (const chunk of chunks) {
+      expect(chunk.text.length).toBeLessThanOrEqual(400);
+      expect(chunk.headings).toEqual(['# Options']);
+    }
+    const tables = chunks.filter((chunk) => chunk.text.includes('| option'));
+    expect(tables.length).toBeGreaterThan(1);
+    for (const table of tables) expect(table.text).toMatch(/^\| name \| value \|\n\|---\|---\|\n/m);
+    const codes = chunks.filter((chunk) => chunk.text.includes('console.log'));
+    expect(codes.length).toBeGreaterThan(1);
+    for (const part of codes) expect(part.text).toMatch(/```js\n[^`]+\n```$/);
+    // Every table row and code line is in exactly one chunk.
+    for (const line of [...rows, ...code]) expect(chunks.filter((chunk) => chunk.text.split('\n').includes(line))).toHaveLength(1);
+    // The paragraphs are packed evenly: no scrap of a chunk at the end of the prose.
+    const prose = chunks.filter((chunk) => chunk.text.includes('Paragraph'));
+    expect(Math.min(...prose.map((chunk) => chunk.text.length))).toBeGreaterThan(100);
+  });
+
+  it('reports line ranges that hold the chunk text, for a paragraph longer than a chunk too', () => {
+    const long = Array.from({ length: 30 }, (_, i) => `Sentence number ${i} of a very long paragraph.`).join('\n');
+    const text = `# Title\n\nIntro.\n\n## Long\n\n${long}\n\n## After\n\nDone.`;
+    const lines = text.split('\n');
+    const chunks = new MarkdownTextSplitter({ chunkSize: 300, chunkOverlap: 50 }).splitText(text);
+    expect(chunks.length).toBeGreaterThan(4);
+    for (const chunk of chunks) {
+      const source = lines.slice(chunk.from - 1, chunk.to).join('\n');
+      for (const line of chunk.text.split('\n').filter((l) => l.trim() !== '')) expect(source).toContain(line);
+    }
+  });
+
+  it('adds headings and lines to each chunk document, and the heading path leads the searchable text', async () => {
+    const [first] = await new MarkdownTextSplitter().splitDocuments([new Document({ pageContent: '# A\n\n## B\n\nText under B.', metadata: { source: 'a.md' } })]);
+    expect(first?.metadata).toEqual({ source: 'a.md', headings: ['# A', '## B'], loc: { lines: { from: 1, to: 5 } } });
+    expect(searchableText(first as Document)).toBe('# A › ## B\n\n# A\n\n## B\n\nText under B.');
+    expect(searchableText(new Document({ pageContent: 'plain' }))).toBe('plain');
+  });
+
+  it('refuses sizes that cannot work', () => {
+    expect(() => new MarkdownTextSplitter({ chunkSize: 10 })).toThrow(/chunkSize/);
+    expect(() => new MarkdownTextSplitter({ chunkSize: 100, chunkOverlap: 100 })).toThrow(/chunkOverlap/);
+  });
+
+  it('reads hostile and odd Markdown right: a BOM, an unclosed fence, a leading rule, a heading closed by #, long lines of markup', () => {
+    const splitter = new MarkdownTextSplitter({ chunkSize: 200 });
+    expect(splitter.splitText('\uFEFF# Title\n\nText.').map((c) => c.headings)).toEqual([['# Title']]);
+    // An unclosed fence runs to the end without its trailing blank lines; a part of it never gains a fence it did not have.
+    const unclosed = splitter.splitText('# Code\n\n```python\nprint(1)\n\n');
+    expect(unclosed).toEqual([{ text: '# Code\n\n```python\nprint(1)', from: 1, to: 4, headings: ['# Code'] }]);
+    const long = splitter.splitText(['# Code', '', '```js', ...Array.from({ length: 30 }, (_, i) => `f(${i}); // ${'x'.repeat(20)}`), '```python'].join('\n'));
+    expect(long.length).toBeGreaterThan(1);
+    for (const part of long) {
+      expect(part.text.startsWith('# Code\n\n```js\n') || part.text.startsWith('```js\n')).toBe(true);
+      expect(part.text).not.toMatch(/\n```$/);
+    }
+    // A leading horizontal rule before prose is not front matter: the prose stays.
+    expect(splitter.splitText('---\n\nIntro text.\n\n---\n# T\n\nBody.').map((c) => c.text)).toEqual(['---\n\nIntro text.\n\n---', '# T\n\nBody.']);
+    expect(splitter.splitText('# Title ##\n\nText.')[0]?.headings).toEqual(['# Title']);
+    expect(splitter.splitText('# C# tips\n\nText.')[0]?.headings).toEqual(['# C# tips']);
+    // Lines built to make a backtracking regex take years are read in linear time.
+    const start = performance.now();
+    splitter.splitText(`${'<!---->'.repeat(5000)}x\n\n# a${' '.repeat(100_000)}#x\n\n#${'#'.repeat(100_000)}x`);
+    expect(performance.now() - start).toBeLessThan(5_000);
+  });
+});

@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { queryTerms, stem, terms } from '../../src/index.js';
+
+describe('stem (Porter, 1980)', () => {
+  it('gives the stems of the algorithm paper for every step', () => {
+    const cases: Record<string, string> = {
+      caresses: 'caress', ponies: 'poni', ties: 'ti', caress: 'caress', cats: 'cat',
+      feed: 'feed', agreed: 'agre', plastered: 'plaster', bled: 'bled', motoring: 'motor', sing: 'sing',
+      conflated: 'conflat', troubled: 'troubl', sized: 'size', hopping: 'hop', tanned: 'tan', falling: 'fall',
+      hissing: 'hiss', fizzed: 'fizz', failing: 'fail', filing: 'file', happy: 'happi', sky: 'sky',
+      relational: 'relat', conditional: 'condit', rational: 'ration', valenci: 'valenc', digitizer: 'digit',
+      conformabli: 'conform', radicalli: 'radic', differentli: 'differ', vileli: 'vile', analogousli: 'analog',
+      vietnamization: 'vietnam', predication: 'predic', operator: 'oper', feudalism: 'feudal', decisiveness: 'decis',
+      hopefulness: 'hope', callousness: 'callous', formaliti: 'formal', sensitiviti: 'sensit', sensibiliti: 'sensibl',
+      triplicate: 'triplic', formative: 'form', formalize: 'formal', electriciti: 'electr', electrical: 'electr',
+      hopeful: 'hope', goodness: 'good', revival: 'reviv', allowance: 'allow', inference: 'infer', airliner: 'airlin',
+      gyroscopic: 'gyroscop', adjustable: 'adjust', defensible: 'defens', irritant: 'irrit', replacement: 'replac',
+      adjustment: 'adjust', dependent: 'depend', adoption: 'adopt', communism: 'commun', activate: 'activ',
+      angulariti: 'angular', homologous: 'homolog', effective: 'effect', bowdlerize: 'bowdler', probate: 'probat',
+      rate: 'rate', cease: 'ceas', controll: 'control', roll: 'roll', generalizations: 'gener', connections: 'connect',
+    };
+    for (const [word, expected] of Object.entries(cases)) expect([word, stem(word)]).toEqual([word, expected]);
+  });
+
+  it('leaves short words, digits and other scripts as they are', () => {
+    expect(['is', '404', 'h2', 'größe', 'café'].map(stem)).toEqual(['is', '404', 'h2', 'größe', 'café']);
+  });
+});
+
+describe('terms', () => {
+  it('drops stop words, stems the rest and splits identifiers into their parts too', () => {
+    expect(terms('How are the connections pooled?')).toEqual(['connect', 'pool']);
+    expect(terms('Set messageKey or HTTPServer, max_retries')).toEqual(['set', 'messagekei', 'messag', 'kei', 'httpserver', 'http', 'server', 'max_retries', 'max', 'retri']);
+    expect(queryTerms('logs and logging and logs')).toEqual(['log']);
+  });
+
+  it('skips runs of letters too long to be words, and stops at a bound on huge texts', () => {
+    expect(terms(`key ${'a'.repeat(41)} value`)).toEqual(['kei', 'valu']);
+    expect(terms('word '.repeat(10_000))).toHaveLength(4096);
+  });
+});
