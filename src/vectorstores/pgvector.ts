@@ -300,13 +300,14 @@ export class PgVectorStore extends VectorStore {
       await tx.query(`SELECT set_config('hnsw.ef_search', $1, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)`, [
         String(Math.max(this.efSearch, k)),
       ]);
-      return (
-        await tx.query<Row>(
-          `SELECT id, content, metadata${embedding}, ${score(distance)} AS score
-           FROM ${this.table} WHERE ${where} ORDER BY ${distance} LIMIT $3`,
-          params,
-        )
-      ).rows;
+      const select = (order: string): Promise<{ rows: Row[] }> =>
+        tx.query<Row>(`SELECT id, content, metadata${embedding}, ${score(distance)} AS score FROM ${this.table} WHERE ${where} ORDER BY ${order} LIMIT $3`, params);
+      const found = (await select(distance)).rows;
+      if (found.length >= k) return found;
+      // Fewer than k: the collection may hold fewer, or the iterative scan stopped (hnsw.max_scan_tuples) among
+      // another collection's rows and dead tuples before it found this one's. An exact search settles it: the
+      // ordering expression is not the index's, so it reads this collection's rows through the primary key.
+      return (await select(`(${distance}) + 0`)).rows;
     });
     // relaxed_order may return neighbours slightly out of order.
     rows.sort((a, b) => Number(b.score) - Number(a.score));

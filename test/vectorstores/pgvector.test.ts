@@ -87,6 +87,26 @@ describe('PgVectorStore', () => {
     }
   });
 
+  it('finds every row of a small collection when the HNSW scan gives up among other rows (an exact search follows)', async () => {
+    // CI once saw [] here on Postgres: a few rows of a fresh collection in a table of many others' rows and dead
+    // tuples, and an iterative scan that stopped at hnsw.max_scan_tuples. Forced here on one connection.
+    const db = pgliteExecutor(await PGlite.create({ extensions: { vector } }));
+    try {
+      await db.exec('SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off');
+      const big = await PgVectorStore.create({ executor: db, embeddings: new HashingEmbeddings({ dimensions: 64 }), collection: 'big' });
+      await big.addDocuments(Array.from({ length: 1500 }, (_, i) => new Document({ id: `w${i}`, pageContent: `report on the weather in city ${i}` })));
+      const small = await PgVectorStore.create({ executor: db, embeddings: new HashingEmbeddings({ dimensions: 64 }), collection: 'small' });
+      await small.addDocuments(Array.from({ length: 3 }, (_, i) => new Document({ id: `s${i}`, pageContent: `an unrelated recipe for soup number ${i}` })));
+      await small.analyze();
+      await db.exec('SET hnsw.max_scan_tuples = 1');
+      const found = await small.similaritySearchWithScore('report on the weather in city 7', 3);
+      expect(found.map(([doc]) => doc.id).sort()).toEqual(['s0', 's1', 's2']);
+      expect(found.map(([, score]) => score)).toEqual(found.map(([, score]) => score).sort((a, b) => b - a));
+    } finally {
+      await db.close();
+    }
+  });
+
   it('refuses an efSearch outside 1..1000', async () => {
     await expect(PgVectorStore.create({ executor: pglite, embeddings: new HashingEmbeddings({ dimensions: 256 }), efSearch: 0 })).rejects.toMatchObject({
       code: 'RUNNEL_ERR_INVALID_ARGUMENT',
