@@ -23,6 +23,7 @@ import { vector } from '@electric-sql/pglite-pgvector';
 import pg from 'pg';
 import type { Document as DocumentType, SearchMatch, SearchMode, SqlExecutor, VectorStore } from '../src/index.js';
 import { runnel } from './runnel.js';
+import { percentile, rng } from './stats.js';
 
 const { Document, HashingEmbeddings, ingestPaths, MarkdownTextSplitter, MemoryVectorStore, PgVectorStore, pgExecutor, pgliteExecutor, RecursiveCharacterTextSplitter } = runnel;
 
@@ -36,10 +37,6 @@ const REPEATS = 5;
 
 const normal = (text: string): string => text.replace(/\s+/g, ' ').toLowerCase();
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
-}
 
 /** The rank (1-based) of the first passage answering `qa`, or 0. */
 function rankOf(found: readonly SearchMatch[], qa: (typeof QA)[number]): number {
@@ -114,16 +111,6 @@ function markdownFiles(dir: string, out: string[] = []): string[] {
   return out;
 }
 
-/** A deterministic pseudo-random generator (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * `size` chunks: the pino docs, every other Markdown file of node_modules by

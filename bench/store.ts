@@ -16,6 +16,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { SqlExecutor } from '../src/index.js';
 import { runnel } from './runnel.js';
+import { percentile, rng } from './stats.js';
 
 const { buildApp, ChatPromptTemplate, defineChain, Document, FakeListChatModel, HashingEmbeddings, PgVectorStore, pgExecutor, pgliteExecutor, RedisCache, StringOutputParser } = runnel;
 
@@ -23,22 +24,7 @@ const DOCS = Number(process.env.BENCH_DOCS ?? 100_000);
 const QUERIES = 200;
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
-}
 
-/** A deterministic pseudo-random generator (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a |= 0;
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function cacheBench(): Promise<void> {
   const redis = new Redis('redis://127.0.0.1:6379');

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HashingEmbeddings, PgVectorStore, pgExecutor } from '../../src/index.js';
 import { ingest, query } from '../../scripts/ingest.js';
+import { dropCollections } from '../vectorstores/databases.js';
 
 const root = new URL('../..', import.meta.url).pathname;
 
@@ -26,13 +27,7 @@ const collection = `ingest_${process.pid}_${Date.now()}`;
 const sections = `${collection}_md`;
 afterAll(async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL });
-  for (const name of [collection, sections]) {
-    await pool.query('DELETE FROM runnel_embeddings_384 WHERE collection = $1', [name]).catch(() => undefined);
-    for (const table of ['runnel_lexical_postings', 'runnel_lexical_terms', 'runnel_lexical_stats']) {
-      await pool.query(`DELETE FROM ${table} WHERE collection = $1`, [name]).catch(() => undefined);
-    }
-    await pool.query('DELETE FROM runnel_collections WHERE name = $1', [name]).catch(() => undefined);
-  }
+  for (const name of [collection, sections]) await dropCollections(pgExecutor(pool), name);
   await pool.end();
 });
 

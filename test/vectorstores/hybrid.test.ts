@@ -5,52 +5,21 @@
  * collection refuses vectors of other embeddings; the retriever fuses and
  * reranks.
  */
-import { PGlite } from '@electric-sql/pglite';
-import { vector } from '@electric-sql/pglite-pgvector';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   Document,
   HashingEmbeddings,
   lambda,
   MemoryVectorStore,
   PgVectorStore,
-  pgExecutor,
-  pgliteExecutor,
   queryTerms,
   terms,
   type RerankInput,
-  type SqlExecutor,
   type VectorStore,
 } from '../../src/index.js';
+import { testDatabases } from './databases.js';
 
-const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
-const run = `${process.pid}_${Date.now()}`;
-let n = 0;
-const collection = () => `hybrid_${run}_${n++}`;
-
-const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 6 });
-pool.on('error', () => {});
-const postgres = pgExecutor(pool);
-let pglite: SqlExecutor;
-
-beforeAll(async () => {
-  pglite = pgliteExecutor(await PGlite.create({ extensions: { vector } }));
-});
-afterAll(async () => {
-  const like = [`hybrid_${run}_%`];
-  for (const sql of [
-    'DELETE FROM runnel_embeddings_256 WHERE collection LIKE $1',
-    'DELETE FROM runnel_lexical_postings WHERE collection LIKE $1',
-    'DELETE FROM runnel_lexical_terms WHERE collection LIKE $1',
-    'DELETE FROM runnel_lexical_stats WHERE collection LIKE $1',
-    'DELETE FROM runnel_collections WHERE name LIKE $1',
-  ]) {
-    await pool.query(sql, like).catch(() => undefined);
-  }
-  await postgres.close();
-  await pglite.close();
-});
+const { pool, postgres, pglite, collection } = testDatabases('hybrid', { max: 6 });
 
 const embeddings = () => new HashingEmbeddings({ dimensions: 256 });
 

@@ -1,32 +1,11 @@
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Document, HashingEmbeddings, PgVectorStore, pgExecutor, pgliteExecutor, type SqlExecutor } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { Document, HashingEmbeddings, PgVectorStore, pgliteExecutor } from '../../src/index.js';
 import { vectorStoreContract } from './contract.js';
+import { testDatabases } from './databases.js';
 
-const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
-const run = `${process.pid}_${Date.now()}`;
-let n = 0;
-const collection = () => `test_${run}_${n++}`;
-
-const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 4 });
-pool.on('error', () => {});
-const postgres = pgExecutor(pool);
-let pglite: SqlExecutor;
-
-beforeAll(async () => {
-  pglite = pgliteExecutor(await PGlite.create({ extensions: { vector } }));
-});
-afterAll(async () => {
-  await pool.query(`DELETE FROM runnel_embeddings_256 WHERE collection LIKE $1`, [`test_${run}_%`]).catch(() => undefined);
-  for (const table of ['runnel_lexical_postings', 'runnel_lexical_terms', 'runnel_lexical_stats']) {
-    await pool.query(`DELETE FROM ${table} WHERE collection LIKE $1`, [`test_${run}_%`]).catch(() => undefined);
-  }
-  await pool.query(`DELETE FROM runnel_collections WHERE name LIKE $1`, [`test_${run}_%`]).catch(() => undefined);
-  await postgres.close();
-  await pglite.close();
-});
+const { pool, postgres, pglite, collection } = testDatabases('test');
 
 vectorStoreContract('PgVectorStore on Postgres', (embeddings) => PgVectorStore.create({ executor: postgres, embeddings, collection: collection() }));
 vectorStoreContract('PgVectorStore on PGlite', (embeddings) => PgVectorStore.create({ executor: pglite, embeddings, collection: collection() }));
@@ -121,7 +100,7 @@ describe('SqlExecutor transactions', () => {
   ] as const) {
     it(`${name}: commits on success, rolls back on error, and keeps settings local`, async () => {
       const db = executor();
-      const table = `tx_${run}_${name.toLowerCase()}`;
+      const table = `tx_${collection()}_${name.toLowerCase()}`;
       await db.exec(`CREATE TABLE IF NOT EXISTS ${table} (v integer)`);
       try {
         await db.transaction(async (tx) => void (await tx.query(`INSERT INTO ${table} VALUES ($1)`, [1])));
