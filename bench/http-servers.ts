@@ -5,6 +5,7 @@
  * - floor: raw Fastify routes: the 3-step chain's output with plain functions, and SSE frames from 3 plain async generators;
  * - runnel: Runnel's app serving the 3-step lambda chain (/bench) and a 3-step generator sequence of 200 chunks (/chunks);
  * - runnel-traced: the same with OpenTelemetry tracing on, exporting to BENCH_OTLP_URL;
+ * - runnel-x2: the same as runnel, served by two processes on one port (`serveOnProcesses`, as RUNNEL_PROCESSES=2 does);
  * - fastify-lc, express-lc: hand-written routes calling the same chains built with @langchain/core;
  */
 import express from 'express';
@@ -51,6 +52,34 @@ async function* tag(chunks: AsyncIterable<unknown>): AsyncGenerator<string> {
   for await (const chunk of chunks) yield `${String(chunk)}!`;
 }
 
+/** Runnel's app with the benchmark's chains, listening on the port. */
+async function serveRunnel(kind: string): Promise<void> {
+  // Traced: OTLP/protobuf with the batch processor to the bench's sink (BENCH_OTLP_URL), every request sampled.
+  const tracing = kind === 'runnel-traced' ? runnel.loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: process.env.BENCH_OTLP_URL }) : undefined;
+  const app = await buildApp({
+    chains: [
+      defineChain({ path: '/bench', runnable: sequence(lambda(f1), lambda(f2), lambda(f3)) }),
+      defineChain({ path: '/chunks', runnable: sequence(generator(source), generator(upper), generator(tag)) }),
+      // An LLM chain as Runnel serves them: prompt ▸ chat model (a fake, 20 words) ▸ parser.
+      defineChain({
+        path: '/llm',
+        runnable: ChatPromptTemplate.fromMessages([['human', 'Tell me about {topic}']])
+          .pipe(new FakeListChatModel({ responses: ['one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty'], recordCalls: 0 }))
+          .pipe(new StringOutputParser()),
+      }),
+      // The same with a model that takes its time (a word a millisecond, about 20 ms), as real ones do.
+      defineChain({
+        path: '/llm-paced',
+        runnable: ChatPromptTemplate.fromMessages([['human', 'Tell me about {topic}']])
+          .pipe(new FakeListChatModel({ responses: ['one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty'], sleepMs: 1, recordCalls: 0 }))
+          .pipe(new StringOutputParser()),
+      }),
+    ] as never,
+    config: { maxStreams: 10_000, tracing },
+  });
+  await app.listen({ port, host: '127.0.0.1' });
+}
+
 async function main(): Promise<void> {
   if (kind === 'floor') {
     const app = Fastify();
@@ -66,30 +95,14 @@ async function main(): Promise<void> {
     });
     await app.listen({ port, host: '127.0.0.1' });
   } else if (kind === 'runnel' || kind === 'runnel-traced') {
-    // Traced: OTLP/protobuf with the batch processor to the bench's sink (BENCH_OTLP_URL), every request sampled.
-    const tracing = kind === 'runnel-traced' ? runnel.loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: process.env.BENCH_OTLP_URL }) : undefined;
-    const app = await buildApp({
-      chains: [
-        defineChain({ path: '/bench', runnable: sequence(lambda(f1), lambda(f2), lambda(f3)) }),
-        defineChain({ path: '/chunks', runnable: sequence(generator(source), generator(upper), generator(tag)) }),
-        // An LLM chain as Runnel serves them: prompt ▸ chat model (a fake, 20 words) ▸ parser.
-        defineChain({
-          path: '/llm',
-          runnable: ChatPromptTemplate.fromMessages([['human', 'Tell me about {topic}']])
-            .pipe(new FakeListChatModel({ responses: ['one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty'], recordCalls: 0 }))
-            .pipe(new StringOutputParser()),
-        }),
-        // The same with a model that takes its time (a word a millisecond, about 20 ms), as real ones do.
-        defineChain({
-          path: '/llm-paced',
-          runnable: ChatPromptTemplate.fromMessages([['human', 'Tell me about {topic}']])
-            .pipe(new FakeListChatModel({ responses: ['one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty'], sleepMs: 1, recordCalls: 0 }))
-            .pipe(new StringOutputParser()),
-        }),
-      ] as never,
-      config: { maxStreams: 10_000, tracing },
+    await serveRunnel(kind);
+  } else if (kind === 'runnel-x2') {
+    // Two processes on one port: this one forks them and returns; each prints `ready` when it listens.
+    await runnel.serveOnProcesses({ count: 2, deadlineMs: 10_000 }, async () => {
+      await serveRunnel(kind);
+      console.log('ready');
     });
-    await app.listen({ port, host: '127.0.0.1' });
+    return;
   } else if (kind === 'fastify-lc' || kind === 'express-lc') {
     const chain = LcSequence.from([LcLambda.from(f1), LcLambda.from(f2), LcLambda.from(f3)]);
     const chunks = LcSequence.from([new LcGenerator(source), new LcGenerator(upper), new LcGenerator(tag)]);

@@ -1,6 +1,9 @@
 /**
  * `npm run bench:http`: HTTP throughput on 127.0.0.1, each server in its own
- * process, one after another, bounded in time.
+ * process, one after another, bounded in time. Besides requests or events per
+ * second, each row has the server's own CPU time per request or event (from
+ * /proc, its processes together): the load generator shares this machine's
+ * two cores, and CPU per request is what a server costs whoever drives it.
  *
  * /invoke req/s with autocannon (50 connections): (a) a raw Fastify route
  * computing the 3-step chain with plain functions (the floor), (b) Runnel's
@@ -8,13 +11,18 @@
  * SSE, 200 small chunks per request through a 3-step generator sequence, 20
  * clients: Runnel's /stream vs a raw Fastify floor (plain async generators) vs
  * Fastify + @langchain/core — events/s and time to first byte.
- * Goals (issue 4): /invoke ≥ 0.6× the floor and ≥ 4× Fastify+@langchain/core;
- * SSE ≥ 0.5× the floor's events/s and ≥ 5× @langchain/core.
+ * Goals (issues 4 and 19): /invoke ≥ 0.6× the floor and ≥ 4× Fastify+@langchain/core;
+ * SSE ≥ 0.5× the floor's events/s and ≥ 5× @langchain/core. Also: /invoke with two
+ * processes (RUNNEL_PROCESSES=2) against one; tracing on against off (issue 17);
+ * a durable /stream's run log against a plain /stream, on Redis (issue 15).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
+import { eventsPerSecond, median, serverCpuSeconds, startRunServer, stopRunServers } from './processes.js';
 
 const DURATION_S = Number(process.env.BENCH_SECONDS ?? 8);
 const PORT = 18_411;
@@ -35,12 +43,34 @@ async function startOtlpSink(): Promise<{ url: string; exports: () => number; cl
 
 let otlpUrl = '';
 
-async function startServer(kind: string): Promise<ChildProcess> {
+/** CPU seconds (user + system) of a process and its children (the processes of a cluster), from /proc. */
+function treeCpuSeconds(pid: number): number {
+  const read = (id: number): number => {
+    try {
+      const fields = readFileSync(`/proc/${id}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      return (Number(fields[11]) + Number(fields[12])) / 100;
+    } catch {
+      return 0;
+    }
+  };
+  let children: number[] = [];
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    children = [];
+  }
+  return read(pid) + children.reduce((sum, child) => sum + read(child), 0);
+}
+
+/** Starts a server kind; resolves once `readies` processes say `ready`. */
+async function startServer(kind: string, readies = 1): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'bench/http-servers.ts', kind, String(PORT)], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BENCH_OTLP_URL: otlpUrl } });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${kind} did not start`)), 20_000);
+    let seen = 0;
     child.stdout?.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('ready')) {
+      seen += chunk.toString().split('ready').length - 1;
+      if (seen >= readies) {
         clearTimeout(timer);
         resolve();
       }
@@ -57,7 +87,7 @@ async function stopServer(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-async function invokeLoad(path: string, input: unknown = 1): Promise<{ rps: number; p50: number; p99: number; errors: number }> {
+async function invokeLoad(pid: number, path: string, input: unknown = 1): Promise<{ rps: number; p50: number; p99: number; errors: number; cpuUs: number }> {
   const options = {
     url: `http://127.0.0.1:${PORT}${path}`,
     method: 'POST' as const,
@@ -67,12 +97,14 @@ async function invokeLoad(path: string, input: unknown = 1): Promise<{ rps: numb
     pipelining: 1,
   };
   await autocannon({ ...options, duration: 2 }); // warm-up
+  const cpu = treeCpuSeconds(pid);
   const result = await autocannon({ ...options, duration: DURATION_S });
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx };
+  const cpuUs = ((treeCpuSeconds(pid) - cpu) * 1e6) / Math.max(1, result.requests.total);
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx, cpuUs };
 }
 
-/** 20 clients repeatedly POSTing to an SSE route for DURATION_S seconds: data frames per second and median time to first byte. */
-async function sseLoad(path: string): Promise<{ eventsPerSecond: number; ttfbMs: number; errors: number }> {
+/** 20 clients repeatedly POSTing to an SSE route for DURATION_S seconds: data frames per second, median time to first byte, server CPU per event. */
+async function sseLoad(pid: number, path: string, input: unknown = 1): Promise<{ eventsPerSecond: number; ttfbMs: number; errors: number; cpuNs: number }> {
   const agent = new Agent({ keepAlive: true, maxSockets: 20 });
   const ttfb: number[] = [];
   let events = 0;
@@ -105,7 +137,7 @@ async function sseLoad(path: string): Promise<{ eventsPerSecond: number; ttfbMs:
         errors++;
         resolve();
       });
-      req.end(JSON.stringify({ input: 1 }));
+      req.end(JSON.stringify({ input }));
     });
   const run = async (seconds: number): Promise<number> => {
     events = 0;
@@ -118,13 +150,54 @@ async function sseLoad(path: string): Promise<{ eventsPerSecond: number; ttfbMs:
     return (performance.now() - started) / 1000;
   };
   await run(2); // warm-up
+  const cpu = treeCpuSeconds(pid);
   const elapsed = await run(DURATION_S);
+  const cpuNs = ((treeCpuSeconds(pid) - cpu) * 1e9) / Math.max(1, events);
   agent.destroy();
   const sorted = [...ttfb].sort((a, b) => a - b);
-  return { eventsPerSecond: events / elapsed, ttfbMs: sorted[Math.floor(sorted.length / 2)] ?? NaN, errors };
+  return { eventsPerSecond: events / elapsed, ttfbMs: sorted[Math.floor(sorted.length / 2)] ?? NaN, errors, cpuNs };
 }
 
 const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
+
+/** Durable and plain /stream events/s on one run server (test/support/run-server.ts, its /fast chain), alternating. */
+async function durableAgainstPlain(): Promise<{ ratio: number } | undefined> {
+  let base: string | undefined;
+  try {
+    base = await Promise.race([startRunServer({}), new Promise<undefined>((_, reject) => setTimeout(() => reject(new Error('no run server')), 30_000))]);
+  } catch {
+    base = undefined;
+  }
+  if (base === undefined) {
+    console.log('\n(durable /stream skipped: the run server did not start; is Redis up on 127.0.0.1:6379?)');
+    stopRunServers();
+    return undefined;
+  }
+  const rate = async (durable: boolean) => {
+    const before = serverCpuSeconds(base);
+    const { perSecond, events } = await eventsPerSecond(`${base}/fast/stream`, () => ({ input: { topic: randomUUID() }, ...(durable ? { on_disconnect: 'continue' } : {}) }), 'event: data', { seconds: 4 });
+    return { perSecond, cpuNs: ((serverCpuSeconds(base) - before) * 1e9) / Math.max(1, events) };
+  };
+  const plain: number[] = [];
+  const durable: number[] = [];
+  const plainCpu: number[] = [];
+  const durableCpu: number[] = [];
+  await rate(false); // warm-up
+  for (let round = 0; round < 3; round++) {
+    const p = await rate(false);
+    const d = await rate(true);
+    plain.push(p.perSecond);
+    plainCpu.push(p.cpuNs);
+    durable.push(d.perSecond);
+    durableCpu.push(d.cpuNs);
+  }
+  stopRunServers();
+  console.log('\n| /stream on Redis (run server, 200 words, 20 clients, medians of 3 rounds) | events/s | server CPU ns/event |');
+  console.log('|---|---:|---:|');
+  console.log(`| plain | ${fmt(median(plain))} | ${fmt(median(plainCpu))} |`);
+  console.log(`| durable (on_disconnect: continue) | ${fmt(median(durable))} | ${fmt(median(durableCpu))} |`);
+  return { ratio: median(durable) / median(plain) };
+}
 
 async function main(): Promise<void> {
   console.log(`node ${process.version}, ${DURATION_S} s per measurement, 127.0.0.1\n`);
@@ -134,39 +207,45 @@ async function main(): Promise<void> {
   for (const [name, kind, path] of [
     ['floor (raw Fastify, plain functions)', 'floor', '/invoke'],
     ['Runnel /invoke', 'runnel', '/bench/invoke'],
+    ['Runnel /invoke, 2 processes (RUNNEL_PROCESSES=2)', 'runnel-x2', '/bench/invoke'],
     ['Runnel /invoke, tracing on (OTLP, batch processor)', 'runnel-traced', '/bench/invoke'],
     ['Runnel /invoke, LLM chain (a 20 ms model)', 'runnel', '/llm-paced/invoke'],
     ['Runnel /invoke, LLM chain (a 20 ms model), tracing on', 'runnel-traced', '/llm-paced/invoke'],
     ['Fastify + @langchain/core', 'fastify-lc', '/invoke'],
     ['Express + @langchain/core', 'express-lc', '/invoke'],
   ] as const) {
-    const server = await startServer(kind);
+    const server = await startServer(kind, kind === 'runnel-x2' ? 2 : 1);
     try {
-      invoke[name] = await invokeLoad(path, path.startsWith('/llm') ? { topic: 'cats' } : 1);
+      invoke[name] = await invokeLoad(server.pid as number, path, path.startsWith('/llm') ? { topic: 'cats' } : 1);
     } finally {
       await stopServer(server);
     }
   }
-  console.log('| /invoke, 3-step chain, 50 connections | req/s | p50 ms | p99 ms | errors |');
-  console.log('|---|---:|---:|---:|---:|');
-  for (const [name, r] of Object.entries(invoke)) console.log(`| ${name} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${r.errors} |`);
+  console.log('| /invoke, 3-step chain, 50 connections | req/s | p50 ms | p99 ms | server CPU µs/request | errors |');
+  console.log('|---|---:|---:|---:|---:|---:|');
+  for (const [name, r] of Object.entries(invoke)) console.log(`| ${name} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${r.cpuUs.toFixed(1)} | ${r.errors} |`);
 
   const sse: Record<string, Awaited<ReturnType<typeof sseLoad>>> = {};
   for (const [name, kind, path] of [
     ['floor (raw Fastify SSE)', 'floor', '/stream'],
     ['Runnel /stream', 'runnel', '/chunks/stream'],
     ['Fastify + @langchain/core', 'fastify-lc', '/stream'],
+    ['Runnel /stream, prompt ▸ model ▸ parser (20 tokens)', 'runnel', '/llm/stream'],
   ] as const) {
     const server = await startServer(kind);
     try {
-      sse[name] = await sseLoad(path);
+      sse[name] = await sseLoad(server.pid as number, path, path.startsWith('/llm') ? { topic: 'cats' } : 1);
     } finally {
       await stopServer(server);
     }
   }
-  console.log('\n| SSE, 200 chunks through a 3-step generator sequence, 20 clients | events/s | median TTFB ms | errors |');
-  console.log('|---|---:|---:|---:|');
-  for (const [name, r] of Object.entries(sse)) console.log(`| ${name} | ${fmt(r.eventsPerSecond)} | ${r.ttfbMs.toFixed(2)} | ${r.errors} |`);
+  console.log('\n| SSE, 200 chunks through a 3-step generator sequence, 20 clients | events/s | median TTFB ms | server CPU ns/event | errors |');
+  console.log('|---|---:|---:|---:|---:|');
+  for (const [name, r] of Object.entries(sse)) console.log(`| ${name} | ${fmt(r.eventsPerSecond)} | ${r.ttfbMs.toFixed(2)} | ${fmt(r.cpuNs)} | ${r.errors} |`);
+
+  // A durable stream (on_disconnect: continue: queue, Redis Stream log, follow) against a plain one, same
+  // process and chain (200 words), alternating, 3 rounds; needs Redis on 127.0.0.1:6379.
+  const durable = await durableAgainstPlain();
 
   const floor = invoke['floor (raw Fastify, plain functions)']!.rps;
   const ours = invoke['Runnel /invoke']!.rps;
@@ -180,6 +259,11 @@ async function main(): Promise<void> {
   goal('Runnel /invoke vs Fastify + @langchain/core', ours / lc, 4);
   goal('Runnel SSE events/s vs the floor', sseOurs / sseFloor, 0.5);
   goal('Runnel SSE events/s vs @langchain/core', sseOurs / sseLc, 5);
+  const cpuRatio = sse['Fastify + @langchain/core']!.cpuNs / sse['Runnel /stream']!.cpuNs;
+  console.log(`  (server CPU per event: @langchain/core ${cpuRatio.toFixed(2)}× Runnel's; the floor ${(sse['floor (raw Fastify SSE)']!.cpuNs / sse['Runnel /stream']!.cpuNs).toFixed(2)}×)`);
+  const two = invoke['Runnel /invoke, 2 processes (RUNNEL_PROCESSES=2)']!.rps;
+  console.log(`- Runnel /invoke with 2 processes vs 1: ${(two / ours).toFixed(2)}× (the load generator shares the 2 cores)`);
+  if (durable !== undefined) goal('durable /stream vs plain /stream on Redis (run-log overhead)', durable.ratio, 0.8);
   const traced = invoke['Runnel /invoke, tracing on (OTLP, batch processor)']!.rps;
   goal('Runnel /invoke with tracing on vs off (at most 15% off)', traced / ours, 0.85);
   const llm = invoke['Runnel /invoke, LLM chain (a 20 ms model)']!.rps;

@@ -3,11 +3,10 @@
  * `/{path}/c/{config_hash}/` when config hashes are on). Only enabled
  * endpoints exist; the others answer 404.
  */
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, onResponseHookHandler } from 'fastify';
 import { errorBody } from '../src/server/http-errors.js';
 import { streamResponses } from '../src/server/openapi.js';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { countedByHandler } from '../src/server/request.js';
 import { batchHandler } from './batch.js';
 import { playgroundRoutes } from './playground.js';
 import { invokeHandler } from './invoke.js';
@@ -58,6 +57,23 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
         },
       }
     : {};
+  // Every route of the chain counts itself in `/metrics` when it answers, under its endpoint (its path's last
+  // part), decided once here rather than per request. Streams that started count themselves when they end,
+  // and requests whose client went away count a 499; Fastify runs this hook for those too, so it skips them.
+  // A stream refused before it started is counted here.
+  const metrics = app.runnel.metrics;
+  app.addHook('onRoute', (route) => {
+    const endpoint = route.url.split('/').pop() || 'unknown';
+    const labels = { chain: path, endpoint };
+    const count: onResponseHookHandler = (request, reply, done) => {
+      if (!request.countedByHandler) {
+        metrics.requests.inc({ chain: path, endpoint, status: String(reply.statusCode) });
+        metrics.duration.observe(labels, reply.elapsedTime / 1000);
+      }
+      done();
+    };
+    route.onResponse = route.onResponse === undefined ? [count] : [...[route.onResponse].flat(), count];
+  });
   const doc = (summary: string, extra: Record<string, unknown>) => ({ schema: { tags, summary: hashed ? `${summary}, with the config of the URL` : summary, ...params, ...extra } });
   const refuseOtherMethods = (url: string, allowed: 'POST' | 'GET'): void => {
     const allow = allowed === 'GET' ? 'GET, HEAD' : 'POST';
@@ -155,17 +171,4 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
     refuseOtherMethods('/ui_stream/:chat_id/stream', 'GET');
   }
   if (enabled.has('playground')) await app.register(playgroundRoutes, { chain, template: playgroundTemplate });
-  // Streams that started count themselves when they end, and requests whose client went away count a 499;
-  // Fastify runs this hook for those too, so it skips them. A stream refused before it started is counted here.
-  const metrics = app.runnel.metrics;
-  app.addHook('onResponse', (request, reply, done) => {
-    if (countedByHandler.has(request)) {
-      done();
-      return;
-    }
-    const endpoint = request.routeOptions.url?.split('/').pop() ?? 'unknown';
-    metrics.requests.inc({ chain: path, endpoint, status: String(reply.statusCode) });
-    metrics.duration.observe({ chain: path, endpoint }, reply.elapsedTime / 1000);
-    done();
-  });
 };

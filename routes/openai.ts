@@ -9,7 +9,6 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { sendErrorAnswer } from '../src/server/error-reply.js';
 import { toOpenAIError } from '../src/server/openai-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { countedByHandler } from '../src/server/request.js';
 import { chatCompletionsHandler, findModel, isModel, servedChain } from './chat-completions.js';
 
 const tags = ['OpenAI-compatible'];
@@ -100,7 +99,7 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
   const metrics = app.runnel.metrics;
   app.addHook('onResponse', (request, reply, done) => {
     const chain = servedChain.get(request);
-    if (chain !== undefined && !countedByHandler.has(request)) {
+    if (chain !== undefined && !request.countedByHandler) {
       metrics.requests.inc({ chain, endpoint: 'chat_completions', status: String(reply.statusCode) });
       metrics.duration.observe({ chain, endpoint: 'chat_completions' }, reply.elapsedTime / 1000);
     }

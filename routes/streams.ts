@@ -6,7 +6,7 @@
  * that disconnects aborts the run, down to the model's HTTP request.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { RunController, RunnelError, type Runnable, type RunnableConfig } from '../src/core/index.js';
+import { CancelToken, RunnelError, type Runnable, type RunnableConfig } from '../src/core/index.js';
 import type { OpenStream } from '../src/server/app.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import { firstTokenTimer } from '../src/server/metrics.js';
@@ -74,7 +74,7 @@ export async function sendLiveStream(
   const { chain, endpoint, runId, format } = options;
   const state = request.server.runnel;
   checkStreamSlot(request);
-  const controller = new RunController();
+  const controller = new CancelToken();
   let clientGone = false;
   let finish!: () => void;
   const entry: OpenStream = { stop: (reason) => controller.abort(reason), done: new Promise<void>((resolve) => (finish = resolve)) };
@@ -91,7 +91,7 @@ export async function sendLiveStream(
   });
   sse.open();
   try {
-    const runConfig = { ...options.config, signal: controller.signal, ...usageMeter(state, chain) };
+    const runConfig = { ...options.config, signal: controller, ...usageMeter(state, chain) };
     let open = true;
     for await (const item of options.items(runConfig)) {
       firstToken(item);

@@ -12,7 +12,9 @@ import {
   Runnable,
   RunnelError,
   scopeFor,
+  toAbortSignal,
   type BatchOptions,
+  type Cancellation,
   type EventFilters,
   type Run,
   type RunLogPatch,
@@ -136,7 +138,8 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
     return out;
   }
 
-  private call(caller: AbortSignal | undefined): Call {
+  private call(cancellation: Cancellation | undefined): Call {
+    const caller = toAbortSignal(cancellation);
     const signals = [caller, this.timeout === undefined ? undefined : AbortSignal.timeout(this.timeout)].filter((s): s is AbortSignal => s !== undefined);
     return { caller, signal: signals.length <= 1 ? signals[0] : AbortSignal.any(signals) };
   }
@@ -172,7 +175,7 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
     return response;
   }
 
-  private post(path: string, body: unknown, caller: AbortSignal | undefined): Promise<Response> {
+  private post(path: string, body: unknown, caller: Cancellation | undefined): Promise<Response> {
     return this.request(path, { method: 'POST', body }, this.call(caller));
   }
 
@@ -182,7 +185,7 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
   }
 
   /** The SSE `data` payloads of a streaming endpoint, revived; an `error` frame throws. */
-  private async *frames(path: string, body: Record<string, unknown>, caller: AbortSignal | undefined): AsyncGenerator<unknown> {
+  private async *frames(path: string, body: Record<string, unknown>, caller: Cancellation | undefined): AsyncGenerator<unknown> {
     const call = this.call(caller);
     const response = await this.request(path, { method: 'POST', body }, call);
     if (response.body === null) return;
@@ -221,12 +224,12 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
   }
 
   /** `/stream` or `/stream_events` with `on_disconnect: "continue"`: a background run, followed and rejoined. */
-  private durable(path: '/stream' | '/stream_events', body: Record<string, unknown>, caller: AbortSignal | undefined): AsyncGenerator<unknown> {
+  private durable(path: '/stream' | '/stream_events', body: Record<string, unknown>, caller: Cancellation | undefined): AsyncGenerator<unknown> {
     const first = async (call: Call) => this.messages(await this.request(path, { method: 'POST', body: { ...body, on_disconnect: 'continue' } }, call));
-    return this.follow({}, first, `${this.url}${path}`, caller);
+    return this.follow({}, first, `${this.url}${path}`, toAbortSignal(caller));
   }
 
-  private streamFrames(path: '/stream' | '/stream_events', body: Record<string, unknown>, onDisconnect: unknown, caller: AbortSignal | undefined): AsyncGenerator<unknown> {
+  private streamFrames(path: '/stream' | '/stream_events', body: Record<string, unknown>, onDisconnect: unknown, caller: Cancellation | undefined): AsyncGenerator<unknown> {
     return (onDisconnect ?? this.onDisconnect) === 'continue' ? this.durable(path, body, caller) : this.frames(path, body, caller);
   }
 

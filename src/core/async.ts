@@ -41,8 +41,73 @@ export class RunController extends AbortController {
   }
 }
 
+/**
+ * A light cancellation token: what the server hands each run (the client
+ * went away, the server shuts down). It does what the core needs of a
+ * signal — `aborted`, `reason`, waiters woken on abort — with two fields and
+ * a lazily made Set, where an AbortController costs an EventTarget per
+ * request. It becomes a real `AbortSignal` (`.signal`) only where user code
+ * or an SDK asks for one, and that signal fires with the token.
+ *
+ * @example
+ * const token = new CancelToken();
+ * chain.invoke(input, { signal: token });
+ * token.abort(new Error('client left'));
+ */
+export class CancelToken {
+  aborted = false;
+  reason: unknown = undefined;
+  private waiters: Set<() => void> | undefined = undefined;
+  private controller: AbortController | undefined = undefined;
+
+  /** Fires the token once: its waiters run, then its `AbortSignal`, if one was made, aborts. */
+  abort(reason?: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
+    const waiters = this.waiters;
+    this.waiters = undefined;
+    if (waiters !== undefined) for (const waiter of waiters) waiter();
+    this.controller?.abort(this.reason);
+  }
+
+  /** Calls `callback` once when the token fires (never, if it already has); returns the function that cancels that. */
+  onAbort(callback: () => void): () => void {
+    if (this.aborted) return noop;
+    const waiters = (this.waiters ??= new Set());
+    waiters.add(callback);
+    return () => {
+      waiters.delete(callback);
+    };
+  }
+
+  /** A standard `AbortSignal` that fires with this token, made on first use. */
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  throwIfAborted(): void {
+    if (this.aborted) throw this.reason;
+  }
+}
+
+/** What cancels a run: a standard `AbortSignal`, or the core's light {@link CancelToken}. */
+export type Cancellation = AbortSignal | CancelToken;
+
+/** The standard `AbortSignal` of a cancellation (made on first use for a token), for user code and SDKs. */
+export function toAbortSignal(cancellation: Cancellation): AbortSignal;
+export function toAbortSignal(cancellation: Cancellation | undefined): AbortSignal | undefined;
+export function toAbortSignal(cancellation: Cancellation | undefined): AbortSignal | undefined {
+  return cancellation instanceof CancelToken ? cancellation.signal : cancellation;
+}
+
 /** Calls `callback` once when `signal` fires; returns the function that cancels that. */
-export function onAbort(signal: AbortSignal, callback: () => void): () => void {
+export function onAbort(signal: Cancellation, callback: () => void): () => void {
+  if (signal instanceof CancelToken) return signal.onAbort(callback);
   let set = waiters.get(signal);
   if (set === undefined) {
     const created = new Set<() => void>();
@@ -69,7 +134,7 @@ export function onAbort(signal: AbortSignal, callback: () => void): () => void {
  * fires, whichever comes first. The losing promise is still observed, so its
  * later rejection is never unhandled.
  */
-export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+export function raceAbort<T>(promise: Promise<T>, signal: Cancellation | undefined): Promise<T> {
   if (signal === undefined) return promise;
   if (signal.aborted) {
     promise.catch(noop);
@@ -91,7 +156,7 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefine
 }
 
 /** Waits `ms` milliseconds, or rejects with the abort error when `signal` fires first. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function sleep(ms: number, signal?: Cancellation): Promise<void> {
   if (signal?.aborted) return Promise.reject(abortError(signal));
   return new Promise<void>((resolve, reject) => {
     const cancel =
@@ -118,7 +183,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
  * sits on every streamed chunk's path, where an async generator and a waiter
  * per chunk cost several allocations each.
  */
-export function abortable<T>(source: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncIterableIterator<T> {
+export function abortable<T>(source: AsyncIterable<T>, signal: Cancellation | undefined): AsyncIterableIterator<T> {
   if (signal === undefined) return source[Symbol.asyncIterator]() as AsyncIterableIterator<T>;
   return new AbortableIterator(source[Symbol.asyncIterator](), signal);
 }
@@ -133,7 +198,7 @@ class AbortableIterator<T> implements AsyncIterableIterator<T> {
 
   constructor(
     private readonly source: AsyncIterator<T>,
-    private readonly signal: AbortSignal,
+    private readonly signal: Cancellation,
   ) {
     this.cancel = onAbort(signal, () => {
       this.rejectPending?.(abortError(signal));
@@ -187,6 +252,69 @@ class AbortableIterator<T> implements AsyncIterableIterator<T> {
     if (closing === undefined) return;
     if (wait) await closing;
     else closing.catch(noop);
+  }
+}
+
+/** What a {@link mapChunks} function returns for an item to drop. */
+export const SKIP: unique symbol = Symbol('runnel.skip');
+
+/**
+ * The items of `source` through `fn`, without the ones it maps to
+ * {@link SKIP}. What `for await … yield fn(item)` does, as a hand-written
+ * iterator: a parser's step sits on every token's path, and handing on the
+ * source's promise with one `then` costs about half an async generator's
+ * hops. A throw in `fn` closes the source, as leaving a `for await` does.
+ *
+ * @example
+ * mapChunks(chunks, (chunk) => (chunk.text === '' ? SKIP : chunk.text));
+ */
+export function mapChunks<T, R>(source: AsyncIterable<T>, fn: (item: T) => R | typeof SKIP): AsyncGenerator<R> {
+  return new MapIterator(source, fn) as unknown as AsyncGenerator<R>;
+}
+
+class MapIterator<T, R> implements AsyncIterableIterator<R> {
+  private iterator: AsyncIterator<T> | undefined;
+  private readonly step = (result: IteratorResult<T>): IteratorResult<R> | Promise<IteratorResult<R>> => {
+    if (result.done === true) return DONE;
+    let value: R | typeof SKIP;
+    try {
+      value = this.fn(result.value);
+    } catch (error) {
+      return this.closeWith(error);
+    }
+    return value === SKIP ? this.next() : { value, done: false };
+  };
+
+  constructor(
+    private readonly source: AsyncIterable<T>,
+    private readonly fn: (item: T) => R | typeof SKIP,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  private get open(): AsyncIterator<T> {
+    return (this.iterator ??= this.source[Symbol.asyncIterator]());
+  }
+
+  next(): Promise<IteratorResult<R>> {
+    return this.open.next().then(this.step);
+  }
+
+  async return(value?: unknown): Promise<IteratorResult<R>> {
+    await this.iterator?.return?.(value);
+    return DONE;
+  }
+
+  throw(error: unknown): Promise<IteratorResult<R>> {
+    const iterator = this.open;
+    return iterator.throw === undefined ? this.closeWith(error) : iterator.throw(error).then(this.step);
+  }
+
+  private async closeWith(error: unknown): Promise<never> {
+    await this.iterator?.return?.();
+    throw error;
   }
 }
 
@@ -282,7 +410,7 @@ export async function* merge<K, T>(sources: ReadonlyArray<readonly [K, AsyncIter
 export async function mapConcurrently<T, R>(
   items: readonly T[],
   limit: number | undefined,
-  signal: AbortSignal | undefined,
+  signal: Cancellation | undefined,
   returnExceptions: boolean,
   fn: (item: T, index: number) => Promise<R>,
 ): Promise<(R | Error)[]> {
@@ -308,53 +436,71 @@ export async function mapConcurrently<T, R>(
   return results;
 }
 
+/** How many checks an idle period is split into: a stall is noticed between `ms` and `ms` plus a quarter. */
+const IDLE_CHECKS = 4;
+
 /**
  * A stall detector for one stream: `next(iterator)` pulls the next item, or
  * rejects with `onIdle()` when the source gives nothing for `ms`
- * milliseconds. Time the reader spends holding an item does not count. One
- * timer serves the whole stream. Call `dispose()` when done.
+ * milliseconds (noticed at most a quarter of `ms` later). Time the reader
+ * spends holding an item does not count. One interval timer serves the whole
+ * stream and checks a counter of pulls and items four times per `ms`: this
+ * sits on every chunk's path, where re-arming a timer per chunk cost more
+ * than the rest of the guard. Call `dispose()` when done.
  */
 export class IdleGuard {
   private readonly timer: NodeJS.Timeout;
   private error: Error | undefined;
-  /** Rejects the pending `next()` (one promise per chunk, no race: this sits on every chunk's path). */
-  private rejectPending: ((error: Error) => void) | undefined;
+  /** Pulls and items so far: the source is alive while this moves. */
+  private ticks = 0;
+  private seenTicks = 0;
+  private quietChecks = 0;
+  /** Settle the pending `next()` (one promise per chunk, no race: this sits on every chunk's path). */
+  private resolvePending: ((result: IteratorResult<unknown>) => void) | undefined;
+  private rejectPending: ((error: unknown) => void) | undefined;
+  private readonly settle = (result: IteratorResult<unknown>): void => {
+    const resolve = this.resolvePending;
+    this.resolvePending = this.rejectPending = undefined;
+    this.ticks++;
+    resolve?.(result);
+  };
+  private readonly fail = (error: unknown): void => {
+    const reject = this.rejectPending;
+    this.resolvePending = this.rejectPending = undefined;
+    this.ticks++;
+    reject?.(error);
+  };
   /** True once the source was given up on. */
   timedOut = false;
 
   constructor(ms: number, onIdle: () => Error) {
-    this.timer = setTimeout(() => {
-      // Only the source can stall: while the reader holds an item, the clock starts over.
-      if (this.rejectPending === undefined) {
-        this.timer.refresh();
+    this.timer = setInterval(() => {
+      // Only the source can stall: while the reader holds an item, or after a pull or an item, the clock starts over.
+      if (this.rejectPending === undefined || this.ticks !== this.seenTicks) {
+        this.seenTicks = this.ticks;
+        this.quietChecks = 0;
         return;
       }
+      if (++this.quietChecks < IDLE_CHECKS) return;
+      clearInterval(this.timer);
       this.timedOut = true;
       this.error = onIdle();
-      this.rejectPending(this.error);
-    }, ms);
+      this.fail(this.error);
+    }, ms / IDLE_CHECKS);
   }
 
   next<T>(iterator: AsyncIterator<T>): Promise<IteratorResult<T>> {
     if (this.error !== undefined) return Promise.reject(this.error);
-    this.timer.refresh();
+    this.ticks++;
     return new Promise<IteratorResult<T>>((resolve, reject) => {
+      this.resolvePending = resolve as (result: IteratorResult<unknown>) => void;
       this.rejectPending = reject;
-      iterator.next().then(
-        (result) => {
-          this.rejectPending = undefined;
-          resolve(result);
-        },
-        (error: unknown) => {
-          this.rejectPending = undefined;
-          reject(error);
-        },
-      );
+      iterator.next().then(this.settle, this.fail);
     });
   }
 
   dispose(): void {
-    clearTimeout(this.timer);
+    clearInterval(this.timer);
   }
 }
 

@@ -6,6 +6,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Run } from './run.js';
+import { toAbortSignal, type CancelToken, type Cancellation } from './async.js';
 import { callQuietly, EventSink, type EventCallback, type RunListeners } from './events.js';
 
 /**
@@ -30,8 +31,12 @@ export interface RunnableConfig {
   recursionLimit?: number;
   /** Values for the configurable fields and alternatives of the chain. */
   configurable?: Record<string, unknown>;
-  /** Cancels the run and everything it started. */
-  signal?: AbortSignal;
+  /**
+   * Cancels the run and everything it started: an `AbortSignal`, or a
+   * {@link CancelToken} (lighter; what the server gives each request). User
+   * functions always see a standard `AbortSignal` here.
+   */
+  signal?: AbortSignal | CancelToken;
   /** Milliseconds after which the run is aborted with `RUNNEL_ERR_TIMEOUT`. */
   timeout?: number;
   /**
@@ -47,6 +52,14 @@ export interface RunnableConfig {
    * model latency and errors.
    */
   onModelCall?: ModelCallHandler;
+}
+
+/**
+ * The config a user function (a lambda, a generator, a tool) receives: its
+ * run's values, with `signal` always a standard `AbortSignal`.
+ */
+export interface RunConfig extends Omit<RunnableConfig, 'signal'> {
+  signal?: AbortSignal;
 }
 
 /** Tokens one model call spent at its provider. */
@@ -111,7 +124,7 @@ export interface Scope {
   readonly tags: readonly string[];
   readonly metadata: Readonly<Record<string, unknown>>;
   readonly configurable: Readonly<Record<string, unknown>>;
-  readonly signal: AbortSignal | undefined;
+  readonly signal: Cancellation | undefined;
   readonly recursionLimit: number;
   readonly maxConcurrency: number | undefined;
   /** Where events go; `undefined` when nobody observes, so runs skip emitting. */
@@ -222,7 +235,8 @@ export function mergeConfigs(...configs: (RunnableConfig | undefined)[]): Runnab
   const out: RunnableConfig = {};
   for (const config of configs) {
     if (config === undefined) continue;
-    for (const [key, value] of Object.entries(config) as [keyof RunnableConfig, unknown][]) {
+    for (const key of Object.keys(config) as (keyof RunnableConfig)[]) {
+      const value: unknown = config[key];
       if (value === undefined) continue;
       switch (key) {
         case 'tags':
@@ -254,15 +268,16 @@ export function mergeConfigs(...configs: (RunnableConfig | undefined)[]): Runnab
   return out;
 }
 
-function signalFor(base: AbortSignal | undefined, config: RunnableConfig): AbortSignal | undefined {
-  const signals: AbortSignal[] = [];
+/** The scope's cancellation with a config's added: one alone stays as it is (a token stays light); several are combined. */
+function signalFor(base: Cancellation | undefined, config: RunnableConfig): Cancellation | undefined {
+  const signals: Cancellation[] = [];
   if (base !== undefined) signals.push(base);
   if (config.signal !== undefined && config.signal !== base) signals.push(config.signal);
   if (config.timeout !== undefined && config.timeout > 0 && Number.isFinite(config.timeout)) {
     signals.push(AbortSignal.timeout(config.timeout));
   }
   if (signals.length <= 1) return signals[0];
-  return AbortSignal.any(signals);
+  return AbortSignal.any(signals.map((signal) => toAbortSignal(signal)));
 }
 
 /**
@@ -337,12 +352,11 @@ export function withOneShot(
  * runnable called with this config joins the run as its child.
  * @internal
  */
-class ScopedConfig implements RunnableConfig {
+class ScopedConfig implements RunConfig {
   readonly tags: string[];
   readonly metadata: Record<string, unknown>;
   readonly configurable: Record<string, unknown>;
   readonly recursionLimit: number;
-  readonly signal: AbortSignal | undefined;
   readonly maxConcurrency: number | undefined;
   readonly [SCOPE]: Scope;
 
@@ -351,9 +365,13 @@ class ScopedConfig implements RunnableConfig {
     this.metadata = scope.metadata as Record<string, unknown>;
     this.configurable = scope.configurable as Record<string, unknown>;
     this.recursionLimit = scope.recursionLimit;
-    this.signal = scope.signal;
     this.maxConcurrency = scope.maxConcurrency;
     this[SCOPE] = scope;
+  }
+
+  /** The run's signal, as a standard `AbortSignal` (a token's is made here, when user code first asks). */
+  get signal(): AbortSignal | undefined {
+    return toAbortSignal(this[SCOPE].signal);
   }
 
   get onUsage(): UsageHandler | undefined {
@@ -371,6 +389,6 @@ class ScopedConfig implements RunnableConfig {
 }
 
 /** The public config a scope corresponds to, as handed to user functions. @internal */
-export function configOf(scope: Scope): RunnableConfig {
+export function configOf(scope: Scope): RunConfig {
   return new ScopedConfig(scope);
 }

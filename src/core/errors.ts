@@ -245,7 +245,7 @@ export function isAbortError(error: unknown): boolean {
 }
 
 /** The error a run ends with when `signal` fires: a timeout or a cancellation, keeping the reason as `cause`. */
-export function abortError(signal: AbortSignal): RunnelError {
+export function abortError(signal: { readonly reason: unknown }): RunnelError {
   const reason: unknown = signal.reason;
   if (reason instanceof RunnelError) return reason;
   if (reason instanceof Error && reason.name === 'TimeoutError') {

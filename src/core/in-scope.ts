@@ -3,29 +3,83 @@
  * handing on the config still inherit it (tags, metadata, configurable,
  * signal) and appear as children of the run.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { configOf, scopeStorage, scopeWith, type Scope } from './config.js';
 import { RunnelError } from './errors.js';
 import { isRunnable, type Runnable } from './runnable.js';
 
 /**
- * Iterates an async iterator made by `make`, resuming it inside `scope` on
- * every step (an async generator resumes in the context of whoever calls
- * `next()`, so entering the scope once is not enough).
+ * True when AsyncLocalStorage runs on async context frames (Node 24's
+ * default): there `run()` copies the context into a new frame on every call,
+ * while a snapshot re-enters one frame for nothing. On the older
+ * implementation (Node 20 and 22) `run()` only swaps a field, and a snapshot
+ * is the dearer of the two. Either is correct; this picks the cheaper.
  */
-export async function* iterateInScope<T>(scope: Scope, make: () => AsyncIterable<T>): AsyncGenerator<T> {
-  const iterator = scopeStorage.run(scope, () => make()[Symbol.asyncIterator]());
-  let done = false;
-  try {
-    for (;;) {
-      const result = await scopeStorage.run(scope, () => iterator.next());
-      if (result.done === true) {
-        done = true;
-        return;
-      }
-      yield result.value;
+const CONTEXT_FRAMES = ((): boolean => {
+  const major = Number(process.versions.node.split('.')[0]);
+  const flags = `${process.execArgv.join(' ')} ${process.env.NODE_OPTIONS ?? ''}`;
+  if (major >= 24) return !flags.includes('--no-async-context-frame');
+  return flags.includes('--experimental-async-context-frame');
+})();
+
+/** A function that calls its argument inside `scope`: one context frame for a whole stream where frames exist. */
+function scopeRunner(scope: Scope): <R>(fn: () => R) => R {
+  if (CONTEXT_FRAMES) return scopeStorage.run(scope, AsyncLocalStorage.snapshot);
+  return (fn) => scopeStorage.run(scope, fn);
+}
+
+const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+
+/**
+ * Iterates an async iterator made by `make` (on the first `next()`), resuming
+ * it inside `scope` on every step: an async generator resumes in the context
+ * of whoever calls `next()`, so entering the scope once is not enough.
+ *
+ * A hand-written iterator rather than an async generator: it sits on every
+ * chunk's path through a generator step, and handing back the source's own
+ * promise saves a generator's hops per chunk.
+ */
+export function iterateInScope<T>(scope: Scope, make: () => AsyncIterable<T>): AsyncGenerator<T> {
+  return new ScopedIterator(scopeRunner(scope), make) as unknown as AsyncGenerator<T>;
+}
+
+class ScopedIterator<T> implements AsyncIterableIterator<T> {
+  private iterator: AsyncIterator<T> | undefined;
+  private readonly pull = (): Promise<IteratorResult<T>> => (this.iterator ??= this.make()[Symbol.asyncIterator]()).next();
+
+  constructor(
+    private readonly inScope: <R>(fn: () => R) => R,
+    private readonly make: () => AsyncIterable<T>,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    try {
+      return this.inScope(this.pull);
+    } catch (error) {
+      return Promise.reject(error);
     }
-  } finally {
-    if (!done) await scopeStorage.run(scope, async () => iterator.return?.());
+  }
+
+  /** The reader stopped early: the source is returned inside the scope (its `finally` runs there), and waited for. */
+  async return(value?: unknown): Promise<IteratorResult<T>> {
+    const iterator = this.iterator;
+    if (iterator?.return === undefined) return DONE as IteratorResult<T>;
+    await this.inScope(() => iterator.return?.(value));
+    return DONE as IteratorResult<T>;
+  }
+
+  throw(error: unknown): Promise<IteratorResult<T>> {
+    const iterator = this.iterator;
+    if (iterator?.throw === undefined) return Promise.reject(error);
+    try {
+      return this.inScope(() => (iterator.throw as (e: unknown) => Promise<IteratorResult<T>>)(error));
+    } catch (thrown) {
+      return Promise.reject(thrown);
+    }
   }
 }
 

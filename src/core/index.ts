@@ -23,7 +23,7 @@ export {
 export { RunnableEach } from './each.js';
 export { toRunnable } from './coerce.js';
 export { dispatchCustomEvent } from './custom-event.js';
-export { mergeConfigs, DEFAULT_RECURSION_LIMIT, type ModelCall, type ModelCallHandler, type RunnableConfig, type TokenUsage, type UsageHandler } from './config.js';
+export { mergeConfigs, DEFAULT_RECURSION_LIMIT, type ModelCall, type ModelCallHandler, type RunConfig, type RunnableConfig, type TokenUsage, type UsageHandler } from './config.js';
 export type { EventCallback, EventFilters, RunInfo, RunListeners, RunType, StreamEvent } from './events.js';
 export { lifecycleCallback } from './events.js';
 export type { PatchOp, RunLogPatch } from './stream-log.js';
@@ -31,5 +31,5 @@ export { concat, collect, asSnapshot, type Mergeable } from './merge.js';
 export { Graph, type GraphEdge, type GraphNode } from './graph.js';
 export { toJsonSchema, specJsonSchema, type ConfigSpec, type JsonSchema } from './schema.js';
 export { errorCodes, RunnelError, isRunnelError, isAbortError, abortError, type ErrorCode, type ErrorDetailItem } from './errors.js';
-export { abortable, raceAbort, sleep, withIdleTimeout, IdleGuard, once, onAbort, RunController } from './async.js';
+export { abortable, mapChunks, SKIP, raceAbort, sleep, withIdleTimeout, IdleGuard, once, onAbort, RunController, CancelToken, toAbortSignal, type Cancellation } from './async.js';
 export { callInScope } from './in-scope.js';

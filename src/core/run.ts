@@ -6,6 +6,7 @@
  * the functions it composes.
  */
 import { randomUUID } from 'node:crypto';
+import type { Cancellation } from './async.js';
 import { childScope, type ModelCall, type Scope, type TokenUsage } from './config.js';
 import { callQuietly, type EventSink, type RunInfo, type RunListeners, type RunType, type StreamEvent } from './events.js';
 
@@ -72,7 +73,8 @@ export class Run {
     return this.inherited.sink;
   }
 
-  get signal(): AbortSignal | undefined {
+  /** What cancels this run (a token or a signal; `toAbortSignal` makes it a standard one for an SDK). */
+  get signal(): Cancellation | undefined {
     return this.inherited.signal;
   }
 

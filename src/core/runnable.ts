@@ -13,12 +13,13 @@
  * for all of them.
  */
 import { z, type ZodType } from 'zod';
-import { abortable, mapConcurrently, once, raceAbort } from './async.js';
+import { abortable, mapConcurrently, once, raceAbort, type Cancellation } from './async.js';
 import {
   resolveScope,
   ROOT_SCOPE,
   scopeStorage,
   withOneShot,
+  type RunConfig,
   type RunnableConfig,
   type Scope,
 } from './config.js';
@@ -36,10 +37,10 @@ import type { FallbackOptions } from './fallbacks.js';
 import type { AlternativesOptions, ConfigurableFieldSpec } from './configurable.js';
 
 /** A function a lambda wraps: the input and the run's config to the output (or a runnable to run instead). */
-export type RunnableFunc<I, O> = (input: I, config: RunnableConfig) => O | Promise<O> | Runnable<I, O>;
+export type RunnableFunc<I, O> = (input: I, config: RunConfig) => O | Promise<O> | Runnable<I, O>;
 
 /** An async generator function a generator runnable wraps: a stream of input to a stream of output. */
-export type GeneratorFunc<I, O> = (input: AsyncIterable<I>, config: RunnableConfig) => AsyncGenerator<O>;
+export type GeneratorFunc<I, O> = (input: AsyncIterable<I>, config: RunConfig) => AsyncGenerator<O>;
 
 /** Anything `toRunnable` turns into a runnable: a runnable, a function, a generator function, or an object of those. */
 export type RunnableLike<I = unknown, O = unknown> =
@@ -104,6 +105,48 @@ async function* tapInput<T>(inputs: AsyncIterable<T>, run: Run): AsyncGenerator<
     yield chunk;
   }
   run.setInput(acc);
+}
+
+const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+
+/**
+ * A step that needs its whole input before it streams (a chat model after a
+ * prompt): on the first `next()` it adds up the input stream, then hands out
+ * the step's own stream's promises as they are. A hand-written iterator, as
+ * it sits on every chunk's path (an async generator delegating with `yield*`
+ * costs hops per chunk).
+ */
+class CollectThenStream<I, O> implements AsyncIterableIterator<O> {
+  private inner: AsyncIterator<O> | undefined;
+  private starting: Promise<AsyncIterator<O>> | undefined;
+
+  constructor(
+    private readonly inputs: AsyncIterable<I>,
+    private readonly open: (input: I) => AsyncIterator<O>,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<O>> {
+    if (this.inner !== undefined) return this.inner.next();
+    this.starting ??= collect(this.inputs).then((input) => (this.inner = this.open(input as I)));
+    return this.starting.then((inner) => inner.next());
+  }
+
+  /** The reader stopped early: the step's stream is returned (once it has begun). */
+  async return(value?: unknown): Promise<IteratorResult<O>> {
+    const inner = this.inner ?? (this.starting === undefined ? undefined : await this.starting.catch(() => undefined));
+    await inner?.return?.(value);
+    return DONE as IteratorResult<O>;
+  }
+
+  async throw(error: unknown): Promise<IteratorResult<O>> {
+    const inner = this.inner ?? (this.starting === undefined ? undefined : await this.starting.catch(() => undefined));
+    if (inner?.throw === undefined) throw error;
+    return inner.throw(error);
+  }
 }
 
 /**
@@ -171,7 +214,7 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
     return this.observedCall(input, run, signal);
   }
 
-  private async observedCall(input: I, run: Run, signal: AbortSignal | undefined): Promise<O> {
+  private async observedCall(input: I, run: Run, signal: Cancellation | undefined): Promise<O> {
     run.start(this._eventInput(input));
     try {
       if (signal?.aborted === true) throw abortError(signal);
@@ -197,11 +240,11 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
     return this.runStream(inputs, run, scope.signal, known);
   }
 
-  private async *collectThenStream(inputs: AsyncIterable<I>, run: Run): AsyncGenerator<O> {
-    yield* this._stream((await collect(inputs)) as I, run);
+  private collectThenStream(inputs: AsyncIterable<I>, run: Run): AsyncGenerator<O> {
+    return new CollectThenStream<I, O>(inputs, (input) => this._stream(input, run)) as unknown as AsyncGenerator<O>;
   }
 
-  private async *runStream(inputs: AsyncIterable<I>, run: Run, signal: AbortSignal | undefined, known?: Known<I>): AsyncGenerator<O> {
+  private async *runStream(inputs: AsyncIterable<I>, run: Run, signal: Cancellation | undefined, known?: Known<I>): AsyncGenerator<O> {
     const observed = run.observed;
     let output: O | undefined;
     let hasOutput = false;

@@ -11,7 +11,7 @@
  * one atomic write, so across replicas nothing interleaves or is lost.
  */
 import { z, type ZodType } from 'zod';
-import { abortError, concat, once, raceAbort, Runnable, RunnelError, type Run } from '../core/index.js';
+import { abortError, concat, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run } from '../core/index.js';
 import { AIMessage, BaseMessage, coerceMessages, HumanMessage } from '../messages/index.js';
 import type { ConfigSpec } from '../core/index.js';
 import { checkSessionId, type ChatMessageHistory } from './history.js';
@@ -100,7 +100,7 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
    * next one go. A request aborted while it waits leaves the queue at once
    * (those after it still wait for the ones before it).
    */
-  private async acquire(key: string, signal: AbortSignal | undefined): Promise<() => void> {
+  private async acquire(key: string, signal: Cancellation | undefined): Promise<() => void> {
     const previous = this.queues.get(key) ?? Promise.resolve();
     let settle!: () => void;
     const mine = new Promise<void>((resolve) => (settle = resolve));

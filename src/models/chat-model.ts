@@ -9,11 +9,14 @@ import { z, type ZodType } from 'zod';
 import { traceHeaders } from '../observability/propagation.js';
 import {
   lambda,
+  onAbort,
   raceAbort,
   Runnable,
   RunnelError,
   toJsonSchema,
   IdleGuard,
+  toAbortSignal,
+  type Cancellation,
   type ConfigSpec,
   type Run,
   type RunType,
@@ -233,7 +236,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
    * find it — and `flight` hands its answer to the ones waiting (`undefined`
    * when it failed: they then call for themselves).
    */
-  private async lookupOrLead(cache: ModelCache, key: string, signal: AbortSignal | undefined): Promise<{ hit?: AIMessageChunk[]; flight?: (chunks: AIMessageChunk[] | undefined) => void }> {
+  private async lookupOrLead(cache: ModelCache, key: string, signal: Cancellation | undefined): Promise<{ hit?: AIMessageChunk[]; flight?: (chunks: AIMessageChunk[] | undefined) => void }> {
     const pending = this.inflight.get(key);
     if (pending !== undefined) {
       // A waiter aborted while the leader answers stops waiting at once.
@@ -260,7 +263,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     const { messages, params, cache, key } = this.prepare(input, run);
     const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run.signal);
     if (hit !== undefined) return hit.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(hit);
-    const signal = run.signal ?? new AbortController().signal;
+    const signal = toAbortSignal(run.signal) ?? new AbortController().signal;
     let answer: AIMessageChunk | undefined;
     const began = performance.now();
     try {
@@ -289,9 +292,9 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       return;
     }
     const upstream = new AbortController();
-    const onAbort = (): void => upstream.abort(run.signal?.reason);
-    run.signal?.addEventListener('abort', onAbort, { once: true });
-    if (run.signal?.aborted === true) onAbort();
+    const stopUpstream = (): void => upstream.abort(run.signal?.reason);
+    const unlink = run.signal === undefined ? undefined : onAbort(run.signal, stopUpstream);
+    if (run.signal?.aborted === true) stopUpstream();
     const chunks: AIMessageChunk[] = [];
     let complete = false;
     let failure: RunnelError | undefined;
@@ -327,7 +330,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       const usage = reportSpent(run, chunks);
       // A stream its reader left before the end (no error of its own) was cut short: an abort.
       this.reportCall(run, { model: params.model, began, error: complete ? undefined : (failure?.code ?? 'RUNNEL_ERR_ABORTED'), usage });
-      run.signal?.removeEventListener('abort', onAbort);
+      unlink?.();
       // Whoever stopped reading early (an abort, a stall, a consumer gone): close the upstream request.
       if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
     }

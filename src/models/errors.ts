@@ -9,7 +9,7 @@
 import { abortError, isRunnelError, RunnelError } from '../core/index.js';
 
 /** Converts whatever a provider SDK threw into a Runnel error. */
-export function providerError(provider: string, error: unknown, signal?: AbortSignal): RunnelError {
+export function providerError(provider: string, error: unknown, signal?: { readonly aborted: boolean; readonly reason: unknown }): RunnelError {
   if (isRunnelError(error)) return error;
   if (signal?.aborted === true) return abortError(signal);
   const status = (error as { status?: unknown }).status;

@@ -83,15 +83,18 @@ class FakeProvider implements ChatProvider {
     const response = this.respond(request);
     const id = `fake-${this.next}`;
     let produced = 0;
-    const pace = async (): Promise<void> => {
-      if (this.sleepMs > 0) await sleep(this.sleepMs, request.signal);
-      else request.signal.throwIfAborted();
+    // Paced by sleepMs; without it, no await at all (a promise per token is most of what a token costs here).
+    const pace = (): Promise<void> | undefined => {
       produced++;
+      if (this.sleepMs > 0) return sleep(this.sleepMs, request.signal);
+      request.signal.throwIfAborted();
+      return undefined;
     };
     // Chunks are made as they are sent, like a real stream: the first token does not wait for the last.
     if (response.content !== undefined && response.content !== '') {
       for (const token of fakeTokens(response.content)) {
-        await pace();
+        const wait = pace();
+        if (wait !== undefined) await wait;
         yield new AIMessageChunk({ content: token, id });
       }
     }

@@ -1,6 +1,6 @@
 /** `StringOutputParser`: a model's answer as plain text, streamed token by token. */
 import { z, type ZodType } from 'zod';
-import { Runnable, type RunType } from '../core/index.js';
+import { mapChunks, Runnable, SKIP, type RunType } from '../core/index.js';
 import { textOf } from './text.js';
 
 /**
@@ -21,10 +21,10 @@ export class StringOutputParser extends Runnable<unknown, string> {
     return textOf(input, this.name);
   }
 
-  protected override async *_transform(inputs: AsyncIterable<unknown>): AsyncGenerator<string> {
-    for await (const chunk of inputs) {
+  protected override _transform(inputs: AsyncIterable<unknown>): AsyncGenerator<string> {
+    return mapChunks(inputs, (chunk) => {
       const text = textOf(chunk, this.name);
-      if (text !== '') yield text;
-    }
+      return text === '' ? SKIP : text;
+    });
   }
 }

@@ -77,6 +77,11 @@ declare module 'fastify' {
     identity: string;
     /** The W3C `traceparent` of this request's span, when tracing is on: its runs' spans go under it. */
     traceparent: string | undefined;
+    /**
+     * True for requests that count themselves in `/metrics` — event streams when they end, requests whose
+     * client went away — which the routes' `onResponse` hook (Fastify runs it for hijacked replies too) skips.
+     */
+    countedByHandler: boolean;
   }
 }
 
@@ -238,6 +243,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   }
   app.decorateRequest('identity', 'anonymous');
   app.decorateRequest('traceparent', undefined);
+  app.decorateRequest('countedByHandler', false);
   if (tracing !== undefined) {
     // First of the hooks, so a refused request (401, 429) has its span too. The span ends when the response
     // does — event streams included — and the request's log lines carry its trace and span ids.

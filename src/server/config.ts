@@ -4,6 +4,7 @@
  * lists the same variables.
  */
 import { loadTracingConfig, type TracingConfig } from '../observability/config.js';
+import { availableParallelism } from 'node:os';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { RunnelError } from '../core/index.js';
@@ -77,6 +78,19 @@ const envSchema = z.object({
   RUNNEL_SHUTDOWN_GRACE_MS: integer('RUNNEL_SHUTDOWN_GRACE_MS', 0, 5_000),
   RUNNEL_PING_MS: integer('RUNNEL_PING_MS', 100, 15_000),
   RUNNEL_WORKER_CONCURRENCY: integer('RUNNEL_WORKER_CONCURRENCY', 0, 8),
+  RUNNEL_PROCESSES: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value === '') return 1;
+      if (value === 'auto') return availableParallelism();
+      const n = Number(value);
+      if (!/^\d+$/.test(value) || n < 1 || n > 256) {
+        ctx.addIssue({ code: 'custom', message: `RUNNEL_PROCESSES must be a whole number from 1 to 256, or auto (one per core), got ${JSON.stringify(value)}` });
+        return z.NEVER;
+      }
+      return n;
+    }),
   RUNNEL_RUN_TTL: integer('RUNNEL_RUN_TTL', 60, 86_400),
   RUNNEL_RUN_LOCK_MS: integer('RUNNEL_RUN_LOCK_MS', 1_000, 30_000),
   RUNNEL_WEBHOOK_HOSTS: list,
@@ -122,6 +136,8 @@ export interface ServerConfig {
   pingMs: number;
   /** Background runs this process executes at once (0: none here, separate `npm run worker` processes do). */
   workerConcurrency: number;
+  /** Server processes on this machine (`RUNNEL_PROCESSES`; `auto`: one per core): more than one needs Redis and Postgres. */
+  processes: number;
   /** Seconds a run's record and event log are kept. */
   runTtlSeconds: number;
   /** A worker's lock on a run; a run whose worker died is ended `RUNNEL_ERR_RUN_LOST` within about 1.5× this. */
@@ -161,6 +177,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   shutdownGraceMs: 5_000,
   pingMs: 15_000,
   workerConcurrency: 8,
+  processes: 1,
   runTtlSeconds: 86_400,
   runLockMs: 30_000,
   runNamespace: 'runnel',
@@ -223,6 +240,14 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n${problems.map((problem) => `- RUNNEL_API_KEYS: ${problem}`).join('\n')}`);
   }
   const apiKeys = parsedKeys.map(({ name, key }) => ({ name, key }));
+  if (e.RUNNEL_PROCESSES > 1 && (e.REDIS_URL === undefined || e.DATABASE_URL === undefined)) {
+    const missing = [e.REDIS_URL === undefined ? 'REDIS_URL' : undefined, e.DATABASE_URL === undefined ? 'DATABASE_URL' : undefined].filter((name) => name !== undefined);
+    throw new RunnelError(
+      'RUNNEL_ERR_INVALID_ARGUMENT',
+      `Invalid configuration:\n- RUNNEL_PROCESSES: ${e.RUNNEL_PROCESSES} processes need ${missing.join(' and ')}: ` +
+        'the processes share chat histories, runs and the cache through Redis and vectors through Postgres (PGlite is one process\'s database)',
+    );
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -240,6 +265,7 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     shutdownGraceMs: e.RUNNEL_SHUTDOWN_GRACE_MS,
     pingMs: e.RUNNEL_PING_MS,
     workerConcurrency: e.RUNNEL_WORKER_CONCURRENCY,
+    processes: e.RUNNEL_PROCESSES,
     runTtlSeconds: e.RUNNEL_RUN_TTL,
     runLockMs: e.RUNNEL_RUN_LOCK_MS,
     runNamespace: e.RUNNEL_RUN_NAMESPACE,

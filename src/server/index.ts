@@ -4,4 +4,5 @@ export { defineChain, createRegistry, ENDPOINTS, CLIENT_CONFIG_KEYS, type ChainD
 export { loadServerConfig, DEFAULT_SERVER_CONFIG, type ServerConfig, type ApiKey } from './config.js';
 export { PreparedChain, componentName } from './prepared.js';
 export { connectServices, type Services, type ServicesConfig } from './services.js';
-export { exitOnSignals } from './signals.js';
+export { exitOnSignals, shutdownDeadlineMs } from './signals.js';
+export { serveOnProcesses, type ProcessesOptions } from './cluster.js';

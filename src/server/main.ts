@@ -8,9 +8,10 @@ import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
 import { chatModelFromEnv } from '../models/index.js';
 import { buildApp } from './app.js';
-import { loadServerConfig } from './config.js';
+import { loadServerConfig, type ServerConfig } from './config.js';
 import { connectServices } from './services.js';
-import { exitOnSignals } from './signals.js';
+import { serveOnProcesses } from './cluster.js';
+import { exitOnSignals, shutdownDeadlineMs } from './signals.js';
 import { startupWarnings } from './startup-warnings.js';
 
 async function main(): Promise<void> {
@@ -21,6 +22,11 @@ async function main(): Promise<void> {
     console.error(isRunnelError(error) ? error.message : error);
     process.exit(1);
   }
+  // RUNNEL_PROCESSES > 1: this process forks the servers (one per core) and looks after them; each runs serve().
+  await serveOnProcesses({ count: config.processes, deadlineMs: shutdownDeadlineMs(config.shutdownGraceMs) }, () => serve(config));
+}
+
+async function serve(config: ServerConfig): Promise<void> {
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   const { chains, docs } = createChains({ services });
   services.checks.set('docs', async () => docs.ready);

@@ -62,6 +62,8 @@ export class PreparedChain {
   private readonly validateInputFn: ValidateFunction;
   private readonly validateConfigFn: ValidateFunction;
   private readonly configurableDeclared: boolean;
+  /** The config keys a client may set (`configKeys`). */
+  private readonly allowedKeys: ReadonlySet<string>;
   /** Configurable fields every request must set, checked with the rest of the request (before any SSE byte). */
   private readonly requiredConfigurable: string[];
 
@@ -79,6 +81,7 @@ export class PreparedChain {
     this.configurableDeclared = specs.length > 0;
     this.requiredConfigurable = [...new Set(specs.filter((s) => s.required === true).map((s) => s.id))];
     const allowed = new Set(spec.configKeys);
+    this.allowedKeys = allowed;
     const properties: Record<string, JsonSchema> = {};
     if (allowed.has('configurable') && specs.length > 0) {
       properties.configurable = {
@@ -120,7 +123,7 @@ export class PreparedChain {
         detail: [{ type: 'dict_type', loc, msg: 'config must be an object' }],
       });
     }
-    const allowed = new Set<string>(this.spec.configKeys);
+    const allowed = this.allowedKeys;
     const picked: Record<string, unknown> = {};
     for (const [key, value] of Object.entries(raw as Record<string, unknown>)) {
       const name = CAMEL[key] ?? key;
@@ -165,17 +168,26 @@ export class PreparedChain {
   ): Promise<{ config: RunnableConfig; runId: string }> {
     const fromHash = this.clientConfig(sources.hash, []);
     const fromBody = this.clientConfig(sources.body, sources.bodyLoc ?? []);
-    const toRunnable = (c: Record<string, unknown>): RunnableConfig => ({
-      ...(c.tags === undefined ? {} : { tags: c.tags as string[] }),
-      ...(c.metadata === undefined ? {} : { metadata: c.metadata as Record<string, unknown> }),
-      ...(c.configurable === undefined ? {} : { configurable: c.configurable as Record<string, unknown> }),
-      ...(c.recursion_limit === undefined ? {} : { recursionLimit: c.recursion_limit as number }),
-      ...(c.max_concurrency === undefined ? {} : { maxConcurrency: c.max_concurrency as number }),
-    });
+    const toRunnable = (c: Record<string, unknown>): RunnableConfig | undefined => {
+      // Most requests send no config: nothing to build.
+      let any = false;
+      for (const _ in c) {
+        any = true;
+        break;
+      }
+      if (!any) return undefined;
+      return {
+        ...(c.tags === undefined ? {} : { tags: c.tags as string[] }),
+        ...(c.metadata === undefined ? {} : { metadata: c.metadata as Record<string, unknown> }),
+        ...(c.configurable === undefined ? {} : { configurable: c.configurable as Record<string, unknown> }),
+        ...(c.recursion_limit === undefined ? {} : { recursionLimit: c.recursion_limit as number }),
+        ...(c.max_concurrency === undefined ? {} : { maxConcurrency: c.max_concurrency as number }),
+      };
+    };
     // The caller's identity rides in internal metadata (clients cannot set `__` keys): histories scope by it, and
     // so do model caches of chains with `cacheScope: 'caller'`.
     const internal = this.spec.cacheScope === 'caller' ? { __identity: context.identity, __cache_partition: context.identity } : { __identity: context.identity };
-    let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody), sources.server ?? {}, { metadata: internal });
+    let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody), sources.server, { metadata: internal });
     // `cache-control: no-cache` asks for a fresh answer: the model caches bypass themselves.
     const cacheControl = context.headers['cache-control'];
     if (typeof cacheControl === 'string' && /\bno-(cache|store)\b/i.test(cacheControl)) config = mergeConfigs(config, { configurable: { cache: false } });
@@ -203,7 +215,11 @@ export class PreparedChain {
       });
     }
     // The server owns the signal (client disconnects) and the run's name; clients never reach these keys.
-    const { signal: _signal, timeout: _timeout, ...safe } = config;
-    return { config: { ...safe, runName: this.spec.path, runId }, runId };
+    // `config` is this call's own object (made by mergeConfigs), so it is set in place.
+    config.signal = undefined;
+    config.timeout = undefined;
+    config.runName = this.spec.path;
+    config.runId = runId;
+    return { config, runId };
   }
 }

@@ -5,7 +5,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import LZString from 'lz-string';
-import { RunController, RunnelError, type EventFilters } from '../core/index.js';
+import { CancelToken, RunnelError, type EventFilters } from '../core/index.js';
 import type { Endpoint, RequestContext } from './registry.js';
 import { SseWriter } from './sse.js';
 
@@ -76,15 +76,16 @@ export function requestContext(request: FastifyRequest, endpoint: Endpoint, path
 }
 
 /**
- * An AbortSignal that fires when the client goes away before the answer is
+ * A cancellation token (the core's light one: a real AbortSignal is made only
+ * if user code or an SDK asks) that fires when the client goes away before the answer is
  * sent (Fastify 5's `request.signal` fires falsely for POST bodies, so this
  * watches the raw response instead). `dispose()`, once the run has settled,
  * ends the request's story for a client that went away: a completion line in
  * the log and a 499 in `/metrics` — Fastify writes neither for a response
  * that never finished.
  */
-export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, endpoint: Endpoint, chainPath: string): { signal: AbortSignal; gone: () => boolean; dispose: () => void } {
-  const controller = new RunController();
+export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, endpoint: Endpoint, chainPath: string): { signal: CancelToken; gone: () => boolean; dispose: () => void } {
+  const controller = new CancelToken();
   let gone = false;
   const onClose = (): void => {
     if (reply.raw.writableEnded) return;
@@ -93,7 +94,7 @@ export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, e
   };
   reply.raw.on('close', onClose);
   return {
-    signal: controller.signal,
+    signal: controller,
     gone: () => gone,
     dispose: () => {
       reply.raw.off('close', onClose);
@@ -102,15 +103,10 @@ export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, e
   };
 }
 
-/**
- * Requests that count themselves in `/metrics` — event streams when they end, requests whose client went
- * away — which the routes' `onResponse` hook (Fastify runs it for hijacked replies too) therefore skips.
- */
-export const countedByHandler = new WeakSet<FastifyRequest>();
 
 /** Logs and counts a request whose client went away before its answer (status 499, as nginx logs it). */
 export function clientGone(request: FastifyRequest, endpoint: Endpoint, chainPath: string, elapsedMs: number): void {
-  countedByHandler.add(request);
+  request.countedByHandler = true;
   request.log.info({ res: { statusCode: 499 }, responseTime: elapsedMs }, 'request aborted by the client');
   const { metrics } = request.server.runnel;
   metrics.requests.inc({ chain: chainPath, endpoint, status: '499' });
@@ -126,7 +122,7 @@ export function clientGone(request: FastifyRequest, endpoint: Endpoint, chainPat
 export function takeOverForEvents(request: FastifyRequest, reply: FastifyReply): SseWriter {
   const { config } = request.server.runnel;
   reply.hijack();
-  countedByHandler.add(request);
+  request.countedByHandler = true;
   return new SseWriter(reply.raw, {
     pingMs: config.pingMs,
     stallMs: config.streamStallMs,

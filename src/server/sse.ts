@@ -1,8 +1,16 @@
 /**
- * The one SSE writer of the three streaming routes: LangServe's headers and
+ * The one SSE writer of the streaming routes: LangServe's headers and
  * framing (`event: NAME\r\ndata: JSON\r\n\r\n`), backpressure (wait for
  * `drain` or `close`, never buffer without bound, cut a client that reads
  * nothing for `stallMs`), a comment ping, and a clean end after an error.
+ *
+ * Frames that are ready together go out together: a frame is added to the
+ * stream's pending text, and the text is written once the current tick's
+ * work is done (`process.nextTick`, after the promise jobs that made the
+ * frames), as one HTTP chunk and one system call — or at once when it
+ * reaches {@link FLUSH_BYTES}, or when the socket is pushing back. A model's
+ * tokens, which arrive one network read at a time, still go out each as it
+ * comes; a fast chain's burst of chunks costs one write instead of one each.
  */
 import type { ServerResponse } from 'node:http';
 
@@ -16,6 +24,9 @@ export const SSE_HEADERS = {
   'cache-control': 'no-cache',
   'x-accel-buffering': 'no',
 } as const;
+
+/** Pending text at which a stream writes without waiting for the end of the tick. */
+export const FLUSH_BYTES = 16 * 1024;
 
 /** Options of {@link SseWriter}. */
 export interface SseOptions {
@@ -43,6 +54,19 @@ export class SseWriter {
   private readonly headers: Record<string, string>;
   private ping: NodeJS.Timeout | undefined;
   private ended = false;
+  /** Frames not yet handed to the socket; written at the end of the tick. */
+  private pending = '';
+  private flushScheduled = false;
+  /** True once anything (the headers at least) went to the socket. */
+  private wrote = false;
+  private readonly flushLater = (): void => {
+    this.flushScheduled = false;
+    if (this.pending !== '') void this.flush();
+    else if (!this.wrote && !this.closed) {
+      this.wrote = true;
+      this.res.flushHeaders();
+    }
+  };
   /** True when the client stopped reading for longer than `stallMs` and the stream was cut. */
   stalled = false;
 
@@ -58,12 +82,13 @@ export class SseWriter {
     return this.ended || this.res.destroyed || this.res.writableEnded;
   }
 
-  /** Sends the headers and starts the ping. */
+  /** Sends the headers (with the first frames, when they are ready in the same tick) and starts the ping. */
   open(): void {
     // Node decided keep-alive from the request (HTTP/1.1 without `Connection: close`); forcing it would keep a
     // socket open that the client asked to have closed.
     this.res.writeHead(200, { ...this.headers, ...SSE_HEADERS, connection: this.res.shouldKeepAlive ? 'keep-alive' : 'close' });
-    this.res.flushHeaders();
+    // Headers go out at the end of this tick at the latest, so a client sees the stream open before a slow first token.
+    this.scheduleFlush();
     this.ping = setInterval(() => void this.write(': ping\r\n\r\n'), this.pingMs);
     this.ping.unref();
   }
@@ -88,9 +113,28 @@ export class SseWriter {
     return text === '' ? !this.closed : this.write(text);
   }
 
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    process.nextTick(this.flushLater);
+  }
+
   private write(frame: string): boolean | Promise<boolean> {
     if (this.closed) return false;
-    if (this.res.write(frame)) return true;
+    this.pending += frame;
+    // A socket that pushes back, or a full batch: write now, and let the caller wait for the drain.
+    if (this.pending.length >= FLUSH_BYTES || this.res.writableNeedDrain) return this.flush();
+    this.scheduleFlush();
+    return true;
+  }
+
+  /** Writes the pending frames: `true` when the socket took them, else a promise as {@link send} answers. */
+  private flush(): boolean | Promise<boolean> {
+    const text = this.pending;
+    this.pending = '';
+    if (this.closed) return false;
+    this.wrote = true;
+    if (this.res.write(text)) return true;
     // Respect backpressure: wait for drain or close; a client that reads nothing is cut after stallMs.
     return new Promise<boolean>((resolve) => {
       const done = (ok: boolean): void => {
@@ -111,11 +155,16 @@ export class SseWriter {
     });
   }
 
-  /** Ends the stream (after an `end` or `error` frame). */
+  /** Ends the stream (after an `end` or `error` frame): the pending frames and the end go out in one write. */
   end(): void {
     if (this.ping !== undefined) clearInterval(this.ping);
     if (this.ended) return;
     this.ended = true;
-    if (!this.res.destroyed && !this.res.writableEnded) this.res.end();
+    const text = this.pending;
+    this.pending = '';
+    if (!this.res.destroyed && !this.res.writableEnded) {
+      if (text === '') this.res.end();
+      else this.res.end(text);
+    }
   }
 }

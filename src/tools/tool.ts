@@ -6,7 +6,7 @@
  * crashing.
  */
 import type { z, ZodType } from 'zod';
-import { callInScope, isAbortError, Runnable, RunnelError, type Run, type RunnableConfig, type RunType } from '../core/index.js';
+import { callInScope, isAbortError, Runnable, RunnelError, type Run, type RunConfig, type RunType } from '../core/index.js';
 import { ToolMessage, type ToolCall } from '../messages/index.js';
 
 /** Options of {@link tool}. */
@@ -42,9 +42,9 @@ export class StructuredTool<S extends ZodType = ZodType, O = unknown> extends Ru
   override readonly runType: RunType = 'tool';
   readonly description: string;
   readonly schema: S;
-  private readonly func: (args: z.output<S>, config: RunnableConfig) => O | Promise<O>;
+  private readonly func: (args: z.output<S>, config: RunConfig) => O | Promise<O>;
 
-  constructor(func: (args: z.output<S>, config: RunnableConfig) => O | Promise<O>, options: ToolOptions<S>) {
+  constructor(func: (args: z.output<S>, config: RunConfig) => O | Promise<O>, options: ToolOptions<S>) {
     super();
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(options.name)) {
       throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Tool names are 1-64 letters, digits, '_' or '-': ${JSON.stringify(options.name)}`);
@@ -94,7 +94,7 @@ export class StructuredTool<S extends ZodType = ZodType, O = unknown> extends Ru
  * });
  */
 export function tool<S extends ZodType, O>(
-  func: (args: z.output<S>, config: RunnableConfig) => O | Promise<O>,
+  func: (args: z.output<S>, config: RunConfig) => O | Promise<O>,
   options: ToolOptions<S>,
 ): StructuredTool<S, O> {
   return new StructuredTool(func, options);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { abortable, generator, lambda, RunController, sequence, type StreamEvent } from '../../src/index.js';
+import { abortable, CancelToken, generator, lambda, RunController, sequence, toAbortSignal, type StreamEvent } from '../../src/index.js';
 import { deferred, settleWithin, toArray } from '../helpers.js';
 
 const never = (): Promise<never> => new Promise<never>(() => {});
@@ -149,6 +149,88 @@ describe('cancellation', () => {
     setTimeout(() => controller.abort(), 5);
     await expect(settleWithin(consume, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
     await settleWithin(cleaned.promise, 1000);
+  });
+});
+
+describe('CancelToken', () => {
+  it('stops a pending step, a stream and a batch as a signal does', async () => {
+    const token = new CancelToken();
+    const run = lambda(never).invoke(undefined, { signal: token });
+    const cleaned: string[] = [];
+    const stream = threeStages(cleaned).stream(undefined, { signal: token });
+    expect((await stream.next()).value).toBe('a>one>two');
+    const next = stream.next();
+    const started: number[] = [];
+    const batch = lambda(async (x: number) => {
+      started.push(x);
+      return never();
+    }).batch([1, 2, 3], { signal: token, maxConcurrency: 1 });
+    token.abort();
+    await expect(settleWithin(run, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED', statusCode: 499 });
+    await expect(settleWithin(next, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    await expect(settleWithin(batch, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(started).toEqual([1]);
+  });
+
+  it('keeps its reason, and refuses to start once fired', async () => {
+    const token = new CancelToken();
+    const reason = new Error('client left');
+    token.abort(reason);
+    token.abort(new Error('second'));
+    expect(token.reason).toBe(reason);
+    expect(() => token.throwIfAborted()).toThrow('client left');
+    await expect(lambda(() => 1).invoke(undefined, { signal: token })).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED', cause: reason });
+  });
+
+  it('makes a standard AbortSignal only when user code asks, and it fires with the token', async () => {
+    const token = new CancelToken();
+    const seen: AbortSignal[] = [];
+    const sawAbort = deferred<unknown>();
+    const step = lambda(
+      (_: unknown, config) =>
+        new Promise((_, reject) => {
+          const signal = config.signal as AbortSignal;
+          seen.push(signal);
+          signal.addEventListener('abort', () => {
+            sawAbort.resolve(signal.reason);
+            reject(new Error('stopped'));
+          });
+        }),
+    );
+    const run = step.invoke(undefined, { signal: token });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(seen[0]).toBeInstanceOf(AbortSignal);
+    expect(toAbortSignal(token)).toBe(seen[0]);
+    token.abort('user left');
+    await expect(run).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(await settleWithin(sawAbort.promise, 1000)).toBe('user left');
+    // A signal asked for after the abort is born aborted, with the same reason.
+    const late = new CancelToken();
+    late.abort('gone');
+    expect(late.signal.aborted).toBe(true);
+    expect(late.signal.reason).toBe('gone');
+  });
+
+  it('combines with a timeout and with another signal', async () => {
+    const token = new CancelToken();
+    await expect(settleWithin(lambda(never).invoke(undefined, { signal: token, timeout: 20 }), 2000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_TIMEOUT' });
+    const outer = new AbortController();
+    const inner = lambda(never).withConfig({ signal: token });
+    const run = inner.invoke(undefined, { signal: outer.signal });
+    token.abort();
+    await expect(settleWithin(run, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+  });
+
+  it('forgets a waiter that was cancelled', () => {
+    const token = new CancelToken();
+    let calls = 0;
+    const cancel = token.onAbort(() => calls++);
+    token.onAbort(() => calls++);
+    cancel();
+    token.abort();
+    expect(calls).toBe(1);
+    expect(token.onAbort(() => calls++)).toBeTypeOf('function');
+    expect(calls).toBe(1);
   });
 });
 
