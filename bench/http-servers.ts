@@ -1,6 +1,8 @@
 /**
  * The servers `bench/http.ts` measures, one per process:
- * `tsx bench/http-servers.ts <kind> <port>`; prints `ready` when listening.
+ * `node <compiled>.mjs <kind> <port>` (bench/http.ts compiles it); prints `ready` when listening.
+ * Each process loads only what its kind serves (Runnel, @langchain/core, express): a heap that holds
+ * another contender's modules makes every garbage collection dearer.
  *
  * - floor: raw Fastify routes: the 3-step chain's output with plain functions, and SSE frames from 3 plain async generators;
  * - runnel: Runnel's app serving the 3-step lambda chain (/bench) and a 3-step generator sequence of 200 chunks (/chunks);
@@ -8,12 +10,13 @@
  * - runnel-x2: the same as runnel, served by two processes on one port (`serveOnProcesses`, as RUNNEL_PROCESSES=2 does);
  * - fastify-lc, express-lc: hand-written routes calling the same chains built with @langchain/core;
  */
-import express from 'express';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import Fastify from 'fastify';
-import { Runnable as LcRunnable, RunnableLambda as LcLambda, RunnableSequence as LcSequence } from '@langchain/core/runnables';
-import { runnel } from './runnel.js';
+import type * as Runnel from '../src/index.js';
 
-const { buildApp, ChatPromptTemplate, defineChain, FakeListChatModel, generator, lambda, sequence, StringOutputParser } = runnel;
+/** Runnel's compiled `dist/`, as `npm start` runs it (bench/runnel.ts does the same for the in-process benches). */
+const loadRunnel = async (): Promise<typeof Runnel> => (await import(pathToFileURL(resolve(process.cwd(), 'dist/src/index.js')).href)) as typeof Runnel;
 
 const [kind, portText] = process.argv.slice(2);
 const port = Number(portText);
@@ -23,23 +26,6 @@ const f3 = (x: number): number => x - 3;
 
 const frame = (event: string, data: unknown): string => `event: ${event}\r\ndata: ${JSON.stringify(data)}\r\n\r\n`;
 const SSE = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' };
-
-/** A stream-transforming step built the way @langchain/core's own parsers are. */
-class LcGenerator extends LcRunnable<unknown, string> {
-  lc_namespace = ['bench'];
-  constructor(private readonly fn: (input: AsyncGenerator<unknown>) => AsyncGenerator<string>) {
-    super();
-  }
-  async invoke(): Promise<string> {
-    return '';
-  }
-  async *_gen(input: AsyncGenerator<unknown>): AsyncGenerator<string> {
-    yield* this.fn(input);
-  }
-  override async *transform(input: AsyncGenerator<unknown>, options?: object): AsyncGenerator<string> {
-    yield* this._transformStreamWithConfig(input, this._gen.bind(this), options);
-  }
-}
 
 // The SSE workload on both sides: 200 chunks through a 3-step generator sequence (as in bench:core).
 async function* source(): AsyncGenerator<string> {
@@ -52,8 +38,30 @@ async function* tag(chunks: AsyncIterable<unknown>): AsyncGenerator<string> {
   for await (const chunk of chunks) yield `${String(chunk)}!`;
 }
 
+/** @langchain/core's runnables, and a stream-transforming step built the way its own parsers are. */
+async function loadLangChain() {
+  const { Runnable: LcRunnable, RunnableLambda: LcLambda, RunnableSequence: LcSequence } = await import('@langchain/core/runnables');
+  class LcGenerator extends LcRunnable<unknown, string> {
+    lc_namespace = ['bench'];
+    constructor(private readonly fn: (input: AsyncGenerator<unknown>) => AsyncGenerator<string>) {
+      super();
+    }
+    async invoke(): Promise<string> {
+      return '';
+    }
+    async *_gen(input: AsyncGenerator<unknown>): AsyncGenerator<string> {
+      yield* this.fn(input);
+    }
+    override async *transform(input: AsyncGenerator<unknown>, options?: object): AsyncGenerator<string> {
+      yield* this._transformStreamWithConfig(input, this._gen.bind(this), options);
+    }
+  }
+  return { LcLambda, LcSequence, LcGenerator };
+}
+
 /** Runnel's app with the benchmark's chains, listening on the port. */
-async function serveRunnel(kind: string): Promise<void> {
+async function serveRunnel(kind: string, runnel: typeof Runnel): Promise<void> {
+  const { buildApp, ChatPromptTemplate, defineChain, FakeListChatModel, generator, lambda, sequence, StringOutputParser } = runnel;
   // Traced: OTLP/protobuf with the batch processor to the bench's sink (BENCH_OTLP_URL), every request sampled.
   const tracing = kind === 'runnel-traced' ? runnel.loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: process.env.BENCH_OTLP_URL }) : undefined;
   const app = await buildApp({
@@ -95,15 +103,17 @@ async function main(): Promise<void> {
     });
     await app.listen({ port, host: '127.0.0.1' });
   } else if (kind === 'runnel' || kind === 'runnel-traced') {
-    await serveRunnel(kind);
+    await serveRunnel(kind, await loadRunnel());
   } else if (kind === 'runnel-x2') {
     // Two processes on one port: this one forks them and returns; each prints `ready` when it listens.
+    const runnel = await loadRunnel();
     await runnel.serveOnProcesses({ count: 2, deadlineMs: 10_000 }, async () => {
-      await serveRunnel(kind);
+      await serveRunnel(kind, runnel);
       console.log('ready');
     });
     return;
   } else if (kind === 'fastify-lc' || kind === 'express-lc') {
+    const { LcLambda, LcSequence, LcGenerator } = await loadLangChain();
     const chain = LcSequence.from([LcLambda.from(f1), LcLambda.from(f2), LcLambda.from(f3)]);
     const chunks = LcSequence.from([new LcGenerator(source), new LcGenerator(upper), new LcGenerator(tag)]);
     if (kind === 'fastify-lc') {
@@ -120,6 +130,7 @@ async function main(): Promise<void> {
       });
       await app.listen({ port, host: '127.0.0.1' });
     } else {
+      const { default: express } = await import('express');
       const app = express();
       app.use(express.json());
       app.post('/invoke', (req, res, next) => {

@@ -63,7 +63,8 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
   // A stream refused before it started is counted here.
   const metrics = app.runnel.metrics;
   app.addHook('onRoute', (route) => {
-    const endpoint = route.url.split('/').pop() || 'unknown';
+    // The last fixed part of the path: `invoke` (also under /c/:config_hash/), `stream` of /ui_stream/:chat_id/stream, `playground` for its pages and assets.
+    const endpoint = route.url.split('/').filter((part) => part !== '' && part !== '*' && !part.startsWith(':')).pop() ?? 'unknown';
     const labels = { chain: path, endpoint };
     const count: onResponseHookHandler = (request, reply, done) => {
       if (!request.countedByHandler) {

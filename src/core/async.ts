@@ -54,7 +54,11 @@ export class RunController extends AbortController {
  * chain.invoke(input, { signal: token });
  * token.abort(new Error('client left'));
  */
+/** Marks a CancelToken whichever copy of this module made it (an `instanceof` would not see another copy's). */
+const TOKEN = Symbol.for('runnel.cancel-token');
+
 export class CancelToken {
+  readonly [TOKEN] = true;
   aborted = false;
   reason: unknown = undefined;
   private waiters: Set<() => void> | undefined = undefined;
@@ -93,6 +97,16 @@ export class CancelToken {
   throwIfAborted(): void {
     if (this.aborted) throw this.reason;
   }
+
+  /** True when `signal` is this token's own standard signal. */
+  owns(signal: AbortSignal | CancelToken): boolean {
+    return signal === this || (this.controller !== undefined && signal === this.controller.signal);
+  }
+}
+
+/** True for a {@link CancelToken}. */
+export function isCancelToken(value: unknown): value is CancelToken {
+  return typeof value === 'object' && value !== null && (value as { [TOKEN]?: unknown })[TOKEN] === true;
 }
 
 /** What cancels a run: a standard `AbortSignal`, or the core's light {@link CancelToken}. */
@@ -102,12 +116,12 @@ export type Cancellation = AbortSignal | CancelToken;
 export function toAbortSignal(cancellation: Cancellation): AbortSignal;
 export function toAbortSignal(cancellation: Cancellation | undefined): AbortSignal | undefined;
 export function toAbortSignal(cancellation: Cancellation | undefined): AbortSignal | undefined {
-  return cancellation instanceof CancelToken ? cancellation.signal : cancellation;
+  return isCancelToken(cancellation) ? cancellation.signal : cancellation;
 }
 
 /** Calls `callback` once when `signal` fires; returns the function that cancels that. */
 export function onAbort(signal: Cancellation, callback: () => void): () => void {
-  if (signal instanceof CancelToken) return signal.onAbort(callback);
+  if (isCancelToken(signal)) return signal.onAbort(callback);
   let set = waiters.get(signal);
   if (set === undefined) {
     const created = new Set<() => void>();
@@ -264,6 +278,8 @@ export const SKIP: unique symbol = Symbol('runnel.skip');
  * iterator: a parser's step sits on every token's path, and handing on the
  * source's promise with one `then` costs about half an async generator's
  * hops. A throw in `fn` closes the source, as leaving a `for await` does.
+ * One reader at a time, as `for await` reads (a generator would also queue
+ * concurrent `next()` calls; this does not).
  *
  * @example
  * mapChunks(chunks, (chunk) => (chunk.text === '' ? SKIP : chunk.text));
@@ -274,6 +290,8 @@ export function mapChunks<T, R>(source: AsyncIterable<T>, fn: (item: T) => R | t
 
 class MapIterator<T, R> implements AsyncIterableIterator<R> {
   private iterator: AsyncIterator<T> | undefined;
+  /** Set by `return()`: the reader left, and the source is not opened or read again. */
+  private closed = false;
   private readonly step = (result: IteratorResult<T>): IteratorResult<R> | Promise<IteratorResult<R>> => {
     if (result.done === true) return DONE;
     let value: R | typeof SKIP;
@@ -299,10 +317,16 @@ class MapIterator<T, R> implements AsyncIterableIterator<R> {
   }
 
   next(): Promise<IteratorResult<R>> {
-    return this.open.next().then(this.step);
+    if (this.closed) return Promise.resolve(DONE);
+    try {
+      return this.open.next().then(this.step);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   async return(value?: unknown): Promise<IteratorResult<R>> {
+    this.closed = true;
     await this.iterator?.return?.(value);
     return DONE;
   }

@@ -6,7 +6,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Run } from './run.js';
-import { toAbortSignal, type CancelToken, type Cancellation } from './async.js';
+import { isCancelToken, toAbortSignal, type CancelToken, type Cancellation } from './async.js';
 import { callQuietly, EventSink, type EventCallback, type RunListeners } from './events.js';
 
 /**
@@ -272,7 +272,10 @@ export function mergeConfigs(...configs: (RunnableConfig | undefined)[]): Runnab
 function signalFor(base: Cancellation | undefined, config: RunnableConfig): Cancellation | undefined {
   const signals: Cancellation[] = [];
   if (base !== undefined) signals.push(base);
-  if (config.signal !== undefined && config.signal !== base) signals.push(config.signal);
+  // A user function handing its own config on hands on its run's token: read as the token (reading the
+  // config's `signal` would make the token's standard signal for nothing), or its standard signal, which is it.
+  const added = config instanceof ScopedConfig && isCancelToken(config[SCOPE].signal) ? config[SCOPE].signal : config.signal;
+  if (added !== undefined && added !== base && !(isCancelToken(base) && base.owns(added))) signals.push(added);
   if (config.timeout !== undefined && config.timeout > 0 && Number.isFinite(config.timeout)) {
     signals.push(AbortSignal.timeout(config.timeout));
   }
@@ -352,7 +355,22 @@ export function withOneShot(
  * runnable called with this config joins the run as its child.
  * @internal
  */
+/**
+ * `signal` of a config whose run has a token: an own, enumerable accessor, so
+ * the standard signal is made only when read, and a copy (`{...config}`)
+ * still carries it.
+ */
+const TOKEN_SIGNAL: PropertyDescriptor = {
+  get(this: ScopedConfig): AbortSignal | undefined {
+    return toAbortSignal(this[SCOPE].signal);
+  },
+  enumerable: true,
+  configurable: true,
+};
+
 class ScopedConfig implements RunConfig {
+  /** The run's signal, as a standard `AbortSignal` (a token's is made when user code first reads it). */
+  readonly signal: AbortSignal | undefined;
   readonly tags: string[];
   readonly metadata: Record<string, unknown>;
   readonly configurable: Record<string, unknown>;
@@ -367,11 +385,8 @@ class ScopedConfig implements RunConfig {
     this.recursionLimit = scope.recursionLimit;
     this.maxConcurrency = scope.maxConcurrency;
     this[SCOPE] = scope;
-  }
-
-  /** The run's signal, as a standard `AbortSignal` (a token's is made here, when user code first asks). */
-  get signal(): AbortSignal | undefined {
-    return toAbortSignal(this[SCOPE].signal);
+    if (isCancelToken(scope.signal)) Object.defineProperty(this, 'signal', TOKEN_SIGNAL);
+    else this.signal = scope.signal;
   }
 
   get onUsage(): UsageHandler | undefined {

@@ -31,5 +31,5 @@ export { concat, collect, asSnapshot, type Mergeable } from './merge.js';
 export { Graph, type GraphEdge, type GraphNode } from './graph.js';
 export { toJsonSchema, specJsonSchema, type ConfigSpec, type JsonSchema } from './schema.js';
 export { errorCodes, RunnelError, isRunnelError, isAbortError, abortError, type ErrorCode, type ErrorDetailItem } from './errors.js';
-export { abortable, mapChunks, SKIP, raceAbort, sleep, withIdleTimeout, IdleGuard, once, onAbort, RunController, CancelToken, toAbortSignal, type Cancellation } from './async.js';
+export { abortable, mapChunks, SKIP, raceAbort, sleep, withIdleTimeout, IdleGuard, once, onAbort, RunController, CancelToken, isCancelToken, toAbortSignal, type Cancellation } from './async.js';
 export { callInScope } from './in-scope.js';

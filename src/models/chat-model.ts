@@ -79,6 +79,8 @@ function isFinished(chunk: AIMessageChunk): boolean {
  * so a cached answer streams the way a fresh one does; the last chunk keeps
  * the tool calls, metadata and usage, and the chunks add up to the stored answer.
  */
+const DONE_CHUNK: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+
 function replay(chunks: AIMessageChunk[]): AIMessageChunk[] {
   const only = chunks.length === 1 ? chunks[0] : undefined;
   if (only === undefined || typeof only.content !== 'string') return chunks;
@@ -284,58 +286,119 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     return answer;
   }
 
-  private async *generate(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
-    const { messages, params, cache, key } = this.prepare(input, run);
+  /**
+   * The answer as a stream: from the cache or an identical call under way when there is one (a generator),
+   * else straight from the provider ({@link providerStream}, without a generator's hops on every token).
+   */
+  private generate(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
+    if (this.cache === undefined) return this.providerStream(input, run, undefined);
+    return this.generateCached(input, run);
+  }
+
+  private async *generateCached(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
+    const prepared = this.prepare(input, run);
+    const { cache, key } = prepared;
     const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run.signal);
     if (hit !== undefined) {
       yield* replay(hit);
       return;
     }
-    const upstream = new AbortController();
-    const stopUpstream = (): void => upstream.abort(run.signal?.reason);
-    const unlink = run.signal === undefined ? undefined : onAbort(run.signal, stopUpstream);
-    if (run.signal?.aborted === true) stopUpstream();
+    yield* this.providerStream(input, run, { prepared, flight });
+  }
+
+  /**
+   * One call to the provider, streamed: each chunk as the provider sends it, within the idle timeout; the
+   * run's cancellation closes the provider's request. The answer counts (cached, handed to identical calls
+   * waiting) only when the provider said it finished and nobody aborted; tokens spent are reported however
+   * it ends, and the call once. A hand-written iterator: it sits on every token's path.
+   */
+  private providerStream(
+    input: ChatModelInput,
+    run: Run,
+    lead: { prepared: ReturnType<ChatModel['prepare']>; flight: ((chunks: AIMessageChunk[] | undefined) => void) | undefined } | undefined,
+  ): AsyncGenerator<AIMessageChunk> {
     const chunks: AIMessageChunk[] = [];
-    let complete = false;
-    let failure: RunnelError | undefined;
-    const began = performance.now();
-    const guard = new IdleGuard(this.streamIdleTimeoutMs, () => {
-      const error = new RunnelError('RUNNEL_ERR_PROVIDER_TIMEOUT', `${this.name}: no chunk for ${this.streamIdleTimeoutMs} ms, stream abandoned`);
-      upstream.abort(error);
-      return error;
-    });
-    try {
-      const stream = this.provider.stream({ messages, params, signal: upstream.signal, headers: traceHeaders(run.id) })[Symbol.asyncIterator]();
-      for (;;) {
-        const next = await guard.next(stream);
-        if (next.done === true) break;
+    const upstream = new AbortController();
+    let started: { stream: AsyncIterator<AIMessageChunk>; guard: IdleGuard; params: CallParams; began: number; unlink: (() => void) | undefined } | undefined;
+    let ended = false;
+    const finish = (complete: boolean, failure?: RunnelError): void => {
+      if (ended) return;
+      ended = true;
+      if (started === undefined) return;
+      started.guard.dispose();
+      lead?.flight?.(complete ? chunks : undefined);
+      // Tokens the provider reported count even when the stream ended early: they were spent.
+      const usage = reportSpent(run, chunks);
+      // A stream its reader left before the end (no error of its own) was cut short: an abort.
+      this.reportCall(run, { model: started.params.model, began: started.began, error: complete ? undefined : (failure?.code ?? 'RUNNEL_ERR_ABORTED'), usage });
+      started.unlink?.();
+      // Whoever stopped reading early (an abort, a stall, a consumer gone): close the upstream request.
+      if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
+    };
+    const fail = (error: unknown): never => {
+      const failure = providerError(this.name, upstream.signal.reason instanceof RunnelError ? upstream.signal.reason : error, run.signal);
+      finish(false, failure);
+      throw failure;
+    };
+    const start = (): NonNullable<typeof started> => {
+      const { messages, params } = lead?.prepared ?? this.prepare(input, run);
+      const stopUpstream = (): void => upstream.abort(run.signal?.reason);
+      const unlink = run.signal === undefined ? undefined : onAbort(run.signal, stopUpstream);
+      if (run.signal?.aborted === true) stopUpstream();
+      const guard = new IdleGuard(this.streamIdleTimeoutMs, () => {
+        const error = new RunnelError('RUNNEL_ERR_PROVIDER_TIMEOUT', `${this.name}: no chunk for ${this.streamIdleTimeoutMs} ms, stream abandoned`);
+        upstream.abort(error);
+        return error;
+      });
+      started = { stream: undefined as unknown as AsyncIterator<AIMessageChunk>, guard, params, began: performance.now(), unlink };
+      started.stream = this.provider.stream({ messages, params, signal: upstream.signal, headers: traceHeaders(run.id) })[Symbol.asyncIterator]();
+      return started;
+    };
+    const onChunk = (next: IteratorResult<AIMessageChunk>): IteratorResult<AIMessageChunk> => {
+      if (next.done !== true) {
         chunks.push(next.value);
-        yield next.value;
+        return next;
       }
       // The SDKs end an aborted stream as if it were done (openai@6 and @anthropic-ai/sdk return on an abort
       // error): whatever the stream said, a call whose signal fired failed, and an answer is whole only when
       // the provider said it finished.
-      if (upstream.signal.aborted) throw upstream.signal.reason;
-      if (!chunks.some(isFinished)) {
-        throw new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${this.name}: the provider ended the stream before finishing the answer`);
-      }
-      complete = true;
-    } catch (error) {
-      failure = providerError(this.name, upstream.signal.reason instanceof RunnelError ? upstream.signal.reason : error, run.signal);
-      throw failure;
-    } finally {
-      guard.dispose();
-      flight?.(complete ? chunks : undefined);
-      // Tokens the provider reported count even when the stream ended early: they were spent.
-      const usage = reportSpent(run, chunks);
-      // A stream its reader left before the end (no error of its own) was cut short: an abort.
-      this.reportCall(run, { model: params.model, began, error: complete ? undefined : (failure?.code ?? 'RUNNEL_ERR_ABORTED'), usage });
-      unlink?.();
-      // Whoever stopped reading early (an abort, a stall, a consumer gone): close the upstream request.
-      if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
-    }
-    // Only a whole answer of a call nobody aborted is cached.
-    if (cache !== undefined && run.signal?.aborted !== true) void cache.update(key, chunks).catch(() => undefined);
+      if (upstream.signal.aborted) return fail(upstream.signal.reason);
+      if (!chunks.some(isFinished)) return fail(new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${this.name}: the provider ended the stream before finishing the answer`));
+      finish(true);
+      // Only a whole answer of a call nobody aborted is cached.
+      const cache = lead?.prepared.cache;
+      if (cache !== undefined && run.signal?.aborted !== true) void cache.update(lead?.prepared.key ?? '', chunks).catch(() => undefined);
+      return DONE_CHUNK;
+    };
+    const iterator: AsyncIterableIterator<AIMessageChunk> & { return(): Promise<IteratorResult<AIMessageChunk>>; throw(error: unknown): Promise<IteratorResult<AIMessageChunk>> } = {
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+      next: () => {
+        if (ended) return Promise.resolve(DONE_CHUNK);
+        try {
+          const call = started ?? start();
+          return call.guard.next(call.stream).then(onChunk, fail);
+        } catch (error) {
+          // Input that is not messages fails as it is; a provider that throws at once, as a provider error.
+          if (started === undefined) return Promise.reject(error);
+          try {
+            return Promise.resolve(fail(error));
+          } catch (failure) {
+            return Promise.reject(failure);
+          }
+        }
+      },
+      return: () => {
+        finish(false);
+        return Promise.resolve(DONE_CHUNK);
+      },
+      throw: (error: unknown) => {
+        finish(false);
+        return Promise.reject(error);
+      },
+    };
+    return iterator as unknown as AsyncGenerator<AIMessageChunk>;
   }
 
   /** Reports one call that went to the provider (`RunnableConfig.onModelCall`): cache hits never get here. */

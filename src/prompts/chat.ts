@@ -18,7 +18,7 @@ import {
   type MessageContent,
 } from '../messages/index.js';
 import { ChatPromptValue } from './prompt-value.js';
-import { formatParts, missingVariable, parseTemplate, requireInputObject, templateVariables } from './template.js';
+import { formatParts, missingVariable, parseTemplateOnce, requireInputObject, templateVariables } from './template.js';
 
 /**
  * A slot for a list of messages (a conversation so far), filled from the
@@ -74,12 +74,12 @@ function contentVariables(content: MessageContent): string[] {
 }
 
 function formatContent(content: MessageContent, values: Record<string, unknown>): MessageContent {
-  if (typeof content === 'string') return formatParts(parseTemplate(content), values);
+  if (typeof content === 'string') return formatParts(parseTemplateOnce(content), values);
   return content.map((block): ContentBlock => {
-    if (block.type === 'text' && typeof block.text === 'string') return { ...block, type: 'text', text: formatParts(parseTemplate(block.text), values) };
+    if (block.type === 'text' && typeof block.text === 'string') return { ...block, type: 'text', text: formatParts(parseTemplateOnce(block.text), values) };
     if (block.type === 'image_url') {
       const image = (block as { image_url: string | { url: string; detail?: string } }).image_url;
-      const url = formatParts(parseTemplate(typeof image === 'string' ? image : image.url), values);
+      const url = formatParts(parseTemplateOnce(typeof image === 'string' ? image : image.url), values);
       return { type: 'image_url', image_url: typeof image === 'string' ? url : { ...image, url } };
     }
     return block;

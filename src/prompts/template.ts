@@ -41,6 +41,22 @@ export function parseTemplate(template: string): Part[] {
   return parts;
 }
 
+/** Parsed templates by text: a chat prompt formats the same few templates on every call. */
+const parsed = new Map<string, readonly Part[]>();
+/** Templates remembered at most (a prompt built from changing text must not grow the map without bound). */
+const PARSED_MAX = 1000;
+
+/** {@link parseTemplate}, remembered for the template's text (the parts are shared: read them, do not change them). */
+export function parseTemplateOnce(template: string): readonly Part[] {
+  let parts = parsed.get(template);
+  if (parts === undefined) {
+    parts = parseTemplate(template);
+    if (parsed.size >= PARSED_MAX) parsed.clear();
+    parsed.set(template, parts);
+  }
+  return parts;
+}
+
 /** The variables of a template, each once, in order of appearance. */
 export function templateVariables(template: string): string[] {
   return [...new Set(parseTemplate(template).flatMap((part) => ('variable' in part ? [part.variable] : [])))];
@@ -61,7 +77,7 @@ export function missingVariable(name: string): RunnelError {
 }
 
 /** Fills a parsed template from `values`; a missing variable raises an error that names it. */
-export function formatParts(parts: Part[], values: Readonly<Record<string, unknown>>): string {
+export function formatParts(parts: readonly Part[], values: Readonly<Record<string, unknown>>): string {
   let out = '';
   for (const part of parts) {
     if ('literal' in part) {

@@ -5,10 +5,11 @@
  * listening socket (connections are dealt round-robin); each is a whole
  * server, as a replica is, sharing Redis and Postgres with the others.
  *
- * The first process serves nothing itself. It restarts a process that dies
- * after it started serving (one a second at most), stops everything when a
- * process fails to start (a busy port, bad services: restarting would fail
- * the same way), and on SIGTERM or SIGINT passes the signal on, so each
+ * The first process serves nothing itself. Once the servers are up, it
+ * replaces any that dies (one a second at most; while replacements keep
+ * failing to start, say with Redis down, the wait doubles up to 30 s); if none has started yet and
+ * one fails (a busy port, bad services: restarting would fail the same way),
+ * it stops everything, and on SIGTERM or SIGINT passes the signal on, so each
  * process drains as a single server does, then exits 0 when they all have
  * (1 if any failed, or at the hard deadline).
  */
@@ -50,17 +51,25 @@ function superviseProcesses(options: ProcessesOptions): void {
   const log = options.log ?? ((line: string) => console.error(line));
   const restartDelayMs = options.restartDelayMs ?? 1_000;
   const ready = new WeakSet<Worker>();
+  /** Replacements in a row that died before they served: the wait before the next doubles (to 30 s). */
+  let failedInARow = 0;
   /** The processes alive (cluster.workers may still list one that exited before its channel closed). */
   const live = new Set<Worker>();
   let stopping = false;
   let failed = false;
+  /** True once a process has served: from then on a process that dies is replaced, even if its replacement fails to start. */
+  let served = false;
   let lastRestart = 0;
 
   const fork = (): void => {
     const worker = cluster.fork();
     live.add(worker);
     worker.on('message', (message: unknown) => {
-      if (message === READY) ready.add(worker);
+      if (message === READY) {
+        ready.add(worker);
+        served = true;
+        failedInARow = 0;
+      }
     });
   };
   const stopAll = (signal: NodeJS.Signals): void => {
@@ -74,21 +83,24 @@ function superviseProcesses(options: ProcessesOptions): void {
   cluster.on('exit', (worker, code, signal) => {
     live.delete(worker);
     const how = signal === null ? `exit code ${code}` : signal;
-    if (!stopping && !ready.has(worker)) {
-      // It never served: a busy port, bad services. Another would fail the same way.
+    if (!stopping && !served) {
+      // None has served yet: a busy port, bad services. Another would fail the same way.
       log(`runnel: a server process failed to start (${how}); stopping`);
       stopping = true;
       failed = true;
       stopAll('SIGTERM');
     } else if (!stopping) {
       log(`runnel: server process ${worker.process.pid} stopped (${how}); starting another`);
-      const wait = Math.max(0, lastRestart + restartDelayMs - Date.now());
+      if (!ready.has(worker)) failedInARow++;
+      const delay = Math.min(30_000, restartDelayMs * 2 ** Math.min(failedInARow, 5));
+      const wait = Math.max(0, lastRestart + delay - Date.now());
       lastRestart = Date.now() + wait;
       setTimeout(() => {
         if (!stopping) fork();
       }, wait);
       return;
-    } else if (code !== 0) {
+    } else if (code !== 0 && signal !== 'SIGTERM' && signal !== 'SIGINT') {
+      // A process stopped by the signal before it could handle it (still starting) stopped as asked.
       failed = true;
     }
     if (live.size === 0) process.exit(failed ? 1 : 0);
@@ -99,6 +111,8 @@ function superviseProcesses(options: ProcessesOptions): void {
       if (stopping) return;
       stopping = true;
       log(`runnel: ${signal}: stopping ${live.size} server processes`);
+      // None alive (one had died, its replacement not started yet): nothing to wait for.
+      if (live.size === 0) process.exit(failed ? 1 : 0);
       stopAll(signal);
     });
   }

@@ -221,6 +221,31 @@ describe('CancelToken', () => {
     await expect(settleWithin(run, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
   });
 
+  it('stays in a copy of the config (a user function spreading it for an SDK call)', async () => {
+    const controller = new AbortController();
+    const copied = await lambda((_: unknown, config) => ({ ...config }).signal).invoke(undefined, { signal: controller.signal });
+    expect(copied).toBe(controller.signal);
+    const token = new CancelToken();
+    const fromToken = await lambda((_: unknown, config) => ({ ...config }).signal).invoke(undefined, { signal: token });
+    expect(fromToken).toBe(toAbortSignal(token));
+    token.abort('gone');
+    expect((fromToken as AbortSignal).reason).toBe('gone');
+  });
+
+  it('is handed on with the config without making a standard signal or a second race', async () => {
+    const token = new CancelToken();
+    const inner = lambda((x: number) => x + 1);
+    const outer = lambda((x: number, config) => inner.invoke(x, config));
+    expect(await outer.invoke(1, { signal: token })).toBe(2);
+    // No AbortController was made for the token: nothing asked for a standard signal.
+    expect((token as unknown as { controller?: unknown }).controller).toBeUndefined();
+    // And the inner run still stops with it.
+    const stuck = lambda((_: unknown, config) => lambda(never).invoke(undefined, config));
+    const run = stuck.invoke(undefined, { signal: token });
+    token.abort();
+    await expect(settleWithin(run, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+  });
+
   it('forgets a waiter that was cancelled', () => {
     const token = new CancelToken();
     let calls = 0;

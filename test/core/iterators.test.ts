@@ -45,6 +45,17 @@ describe('mapChunks', () => {
     await expect(toArray(mapChunks(source([1], log, new Error('source broke')), (n) => n))).rejects.toThrow('source broke');
   });
 
+  it('answers done after the reader left, without reading the source again; a source that throws at once rejects', async () => {
+    const log: string[] = [];
+    const mapped = mapChunks(source([1, 2, 3], log), (n) => n);
+    expect((await mapped.next()).value).toBe(1);
+    await mapped.return(undefined);
+    expect(await mapped.next()).toEqual({ done: true, value: undefined });
+    expect(log).toEqual(['closed']);
+    const broken = { [Symbol.asyncIterator]: (): AsyncIterator<number> => ({ next: () => { throw new Error('at once'); } }) };
+    await expect(mapChunks(broken, (n) => n).next()).rejects.toThrow('at once');
+  });
+
   it('does not open the source before the first pull', async () => {
     let opened = false;
     const lazy = { [Symbol.asyncIterator]: () => ((opened = true), source([1], [])) };

@@ -114,6 +114,14 @@ describe('RUNNEL_PROCESSES', () => {
     }
   }, 120_000);
 
+  it('stops with exit 0 on SIGTERM while its processes are still starting', async () => {
+    const { child, output } = start({ RUNNEL_PROCESSES: '2', REDIS_URL, DATABASE_URL });
+    await until(() => (output().includes('runnel: serving with 2 processes') ? true : undefined));
+    const code = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    child.kill('SIGTERM');
+    expect(await settleWithin(code, 30_000)).toBe(0);
+  }, 60_000);
+
   it('refuses several processes on the embedded defaults, naming what they need', async () => {
     const { child, output } = start({ RUNNEL_PROCESSES: '2', DATABASE_URL });
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
