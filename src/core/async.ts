@@ -206,16 +206,32 @@ const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value:
 
 class AbortableIterator<T> implements AsyncIterableIterator<T> {
   private finished = false;
-  /** Rejects the pending `next()`, if one is pending. */
+  /** Settle the pending `next()`, if one is pending (handlers made once, not per chunk). */
+  private resolvePending: ((result: IteratorResult<T>) => void) | undefined;
   private rejectPending: ((error: unknown) => void) | undefined;
   private readonly cancel: () => void;
+  private readonly settle = (result: IteratorResult<T>): void => {
+    const resolve = this.resolvePending;
+    this.resolvePending = this.rejectPending = undefined;
+    if (result.done === true) this.finish();
+    resolve?.(result);
+  };
+  private readonly fail = (error: unknown): void => {
+    const reject = this.rejectPending;
+    this.resolvePending = this.rejectPending = undefined;
+    // The source failed: it has ended, and there is nothing to close.
+    this.finish();
+    reject?.(error);
+  };
 
   constructor(
     private readonly source: AsyncIterator<T>,
     private readonly signal: Cancellation,
   ) {
     this.cancel = onAbort(signal, () => {
-      this.rejectPending?.(abortError(signal));
+      const reject = this.rejectPending;
+      this.resolvePending = this.rejectPending = undefined;
+      reject?.(abortError(signal));
       this.close(false);
     });
   }
@@ -231,20 +247,9 @@ class AbortableIterator<T> implements AsyncIterableIterator<T> {
     }
     if (this.finished) return Promise.resolve(DONE);
     return new Promise<IteratorResult<T>>((resolve, reject) => {
+      this.resolvePending = resolve;
       this.rejectPending = reject;
-      this.source.next().then(
-        (result) => {
-          this.rejectPending = undefined;
-          if (result.done === true) this.finish();
-          resolve(result);
-        },
-        (error: unknown) => {
-          this.rejectPending = undefined;
-          // The source failed: it has ended, and there is nothing to close.
-          this.finish();
-          reject(error);
-        },
-      );
+      this.source.next().then(this.settle, this.fail);
     });
   }
 

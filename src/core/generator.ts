@@ -21,7 +21,7 @@ export class RunnableGenerator<I, O> extends Runnable<I, O> {
 
   protected override _transform(inputs: AsyncIterable<I>, run: Run): AsyncGenerator<O> {
     const scope = run.scope;
-    return iterateInScope(scope, () => this.func(inputs, configOf(scope)));
+    return iterateInScope(scope, () => this.func(inputs, configOf(scope)), { observed: run.observed });
   }
 }
 

@@ -7,38 +7,49 @@ import { configOf, scopeStorage, scopeWith, type Scope } from './config.js';
 import { RunnelError } from './errors.js';
 import { isRunnable, type Runnable } from './runnable.js';
 
-/**
- * A function that calls its argument inside `scope`. (A snapshot of the
- * context, `AsyncLocalStorage.snapshot()`, would save Node 24 one context
- * frame a step; but it is an AsyncResource, and once one exists every later
- * `run()` in the process costs about twice as much: measured, 0.9 to 1.8 µs
- * for a 3-step invoke after one stream.)
- */
-function scopeRunner(scope: Scope): <R>(fn: () => R) => R {
-  return (fn) => scopeStorage.run(scope, fn);
-}
-
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
 /**
- * Iterates an async iterator made by `make` (on the first `next()`), resuming
- * it inside `scope` on every step: an async generator resumes in the context
- * of whoever calls `next()`, so entering the scope once is not enough.
- *
- * A hand-written iterator rather than an async generator: it sits on every
- * chunk's path through a generator step, and handing back the source's own
- * promise saves a generator's hops per chunk.
+ * True when AsyncLocalStorage runs on async context frames (Node 24's
+ * default). There `run()` makes two frames, copies of the context, each time
+ * (entering and leaving), so a generator step resumed inside its scope on
+ * every chunk spent a third of a stream's CPU on them; on the older
+ * implementation (Node 20 and 22) `run()` only swaps a field, and promises
+ * are the dearer part.
  */
-export function iterateInScope<T>(scope: Scope, make: () => AsyncIterable<T>): AsyncGenerator<T> {
-  return new ScopedIterator(scopeRunner(scope), make) as unknown as AsyncGenerator<T>;
+const CONTEXT_FRAMES = ((): boolean => {
+  const major = Number(process.versions.node.split('.')[0]);
+  const flags = `${process.execArgv.join(' ')} ${process.env.NODE_OPTIONS ?? ''}`;
+  if (major >= 24) return !flags.includes('--no-async-context-frame');
+  return flags.includes('--experimental-async-context-frame');
+})();
+
+/**
+ * Iterates an async iterator made by `make` (on the first `next()`), always
+ * resuming it inside `scope`: an async generator resumes in the context of
+ * whoever calls `next()`, so entering the scope once is not enough. One
+ * reader at a time, as `for await` reads.
+ *
+ * Hand-written iterators rather than an async generator, as they sit on
+ * every chunk's path through a generator step. Where contexts are frames and
+ * nobody observes the run, a loop started once inside the scope pulls the
+ * source on demand (its awaits stay in the scope); otherwise each `next()`
+ * enters the scope. (The loop pulls a microtask after `next()`: an observed
+ * run, which races an abort at every level, must have its whole chain of
+ * pulls under way when the abort comes, so each step ends with its error.)
+ */
+export function iterateInScope<T>(scope: Scope, make: () => AsyncIterable<T>, options: { observed: boolean }): AsyncGenerator<T> {
+  const iterator = CONTEXT_FRAMES && !options.observed ? new PumpedIterator(scope, make) : new ScopedIterator(scope, make);
+  return iterator as unknown as AsyncGenerator<T>;
 }
 
+/** Each `next()` enters the scope (cheap where AsyncLocalStorage swaps a field). */
 class ScopedIterator<T> implements AsyncIterableIterator<T> {
   private iterator: AsyncIterator<T> | undefined;
   private readonly pull = (): Promise<IteratorResult<T>> => (this.iterator ??= this.make()[Symbol.asyncIterator]()).next();
 
   constructor(
-    private readonly inScope: <R>(fn: () => R) => R,
+    private readonly scope: Scope,
     private readonly make: () => AsyncIterable<T>,
   ) {}
 
@@ -48,7 +59,7 @@ class ScopedIterator<T> implements AsyncIterableIterator<T> {
 
   next(): Promise<IteratorResult<T>> {
     try {
-      return this.inScope(this.pull);
+      return scopeStorage.run(this.scope, this.pull);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -58,7 +69,7 @@ class ScopedIterator<T> implements AsyncIterableIterator<T> {
   async return(value?: unknown): Promise<IteratorResult<T>> {
     const iterator = this.iterator;
     if (iterator?.return === undefined) return DONE as IteratorResult<T>;
-    await this.inScope(() => iterator.return?.(value));
+    await scopeStorage.run(this.scope, () => iterator.return?.(value));
     return DONE as IteratorResult<T>;
   }
 
@@ -66,10 +77,98 @@ class ScopedIterator<T> implements AsyncIterableIterator<T> {
     const iterator = this.iterator;
     if (iterator?.throw === undefined) return Promise.reject(error);
     try {
-      return this.inScope(() => (iterator.throw as (e: unknown) => Promise<IteratorResult<T>>)(error));
+      return scopeStorage.run(this.scope, () => (iterator.throw as (e: unknown) => Promise<IteratorResult<T>>)(error));
     } catch (thrown) {
       return Promise.reject(thrown);
     }
+  }
+}
+
+/**
+ * A loop started inside the scope on the first `next()` makes the source and
+ * pulls it, one item per `next()`: its awaits continue in the scope, so the
+ * source always resumes there, with no context entered per item.
+ */
+class PumpedIterator<T> implements AsyncIterableIterator<T> {
+  private iterator: AsyncIterator<T> | undefined;
+  private started = false;
+  /** Set by the source's end or failure, or the reader's `return()`: nothing more is pulled. */
+  private ended = false;
+  /** Lets the loop pull the next item. */
+  private wake: (() => void) | undefined;
+  private resolvePending: ((result: IteratorResult<T>) => void) | undefined;
+  private rejectPending: ((error: unknown) => void) | undefined;
+
+  constructor(
+    private readonly scope: Scope,
+    private readonly make: () => AsyncIterable<T>,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    if (this.ended) return Promise.resolve(DONE as IteratorResult<T>);
+    if (this.resolvePending !== undefined) return Promise.reject(new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'A stream is read by one reader at a time'));
+    return new Promise<IteratorResult<T>>((resolve, reject) => {
+      this.resolvePending = resolve;
+      this.rejectPending = reject;
+      if (!this.started) {
+        this.started = true;
+        scopeStorage.run(this.scope, () => void this.pump());
+      } else {
+        const wake = this.wake;
+        this.wake = undefined;
+        wake?.();
+      }
+    });
+  }
+
+  private async pump(): Promise<void> {
+    try {
+      const iterator = (this.iterator = this.make()[Symbol.asyncIterator]());
+      for (;;) {
+        const result = await iterator.next();
+        const resolve = this.resolvePending;
+        this.resolvePending = this.rejectPending = undefined;
+        if (result.done === true) {
+          this.ended = true;
+          resolve?.(result);
+          return;
+        }
+        // Ready for the next pull before the reader has this item (it may ask at once).
+        const demand = new Promise<void>((wake) => (this.wake = wake));
+        resolve?.(result);
+        if (this.ended) return;
+        await demand;
+        if (this.ended) return;
+      }
+    } catch (error) {
+      this.ended = true;
+      const reject = this.rejectPending;
+      this.resolvePending = this.rejectPending = undefined;
+      reject?.(error);
+    }
+  }
+
+  /** The reader stopped early: the source is returned inside the scope (its `finally` runs there), and waited for. */
+  async return(value?: unknown): Promise<IteratorResult<T>> {
+    const wasEnded = this.ended;
+    this.ended = true;
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+    const iterator = this.iterator;
+    if (!wasEnded && iterator?.return !== undefined) await scopeStorage.run(this.scope, () => iterator.return?.(value));
+    return DONE as IteratorResult<T>;
+  }
+
+  async throw(error: unknown): Promise<IteratorResult<T>> {
+    const iterator = this.iterator;
+    await this.return();
+    if (iterator?.throw === undefined) throw error;
+    return scopeStorage.run(this.scope, () => (iterator.throw as (e: unknown) => Promise<IteratorResult<T>>)(error));
   }
 }
 

@@ -53,7 +53,7 @@ export class RunnableLambda<I, O> extends Runnable<I, O> {
     const scope = run.scope;
     const output: unknown = await callInScope(scope, this.func, input);
     if (isRunnable(output)) return (await output._invokeIn(input as never, recurse(scope, output))) as O;
-    if (isAsyncIterable(output)) return (await collect(iterateInScope(scope, () => output))) as O;
+    if (isAsyncIterable(output)) return (await collect(iterateInScope(scope, () => output, { observed: run.observed }))) as O;
     return output as O;
   }
 
@@ -63,7 +63,7 @@ export class RunnableLambda<I, O> extends Runnable<I, O> {
     if (isRunnable(output)) {
       yield* output._streamIn(once(input as never), recurse(scope, output), { value: input as never }) as AsyncGenerator<O>;
     } else if (isAsyncIterable(output)) {
-      yield* iterateInScope(scope, () => output) as AsyncGenerator<O>;
+      yield* iterateInScope(scope, () => output, { observed: run.observed }) as AsyncGenerator<O>;
     } else {
       yield output as O;
     }

@@ -120,6 +120,12 @@ export class SseWriter {
   }
 
   private write(frame: string): boolean | Promise<boolean> {
+    // Within a tick whose flush is already due, the socket cannot have changed but by this writer: only the
+    // batch's size is checked (the state was, at the tick's first frame).
+    if (this.flushScheduled && !this.ended && this.pending.length < FLUSH_BYTES) {
+      this.pending += frame;
+      return true;
+    }
     if (this.closed) return false;
     this.pending += frame;
     // A socket that pushes back, or a full batch: write now, and let the caller wait for the drain.

@@ -93,6 +93,32 @@ describe('generator steps and collecting steps', () => {
     expect(seen.every((tags) => tags.includes('t'))).toBe(true);
   });
 
+  it("passes a generator step's error on, and never starts a step whose reader left first", async () => {
+    let started = false;
+    const failing = sequence(
+      generator(async function* () {
+        yield 'a';
+        throw new Error('step broke');
+      }),
+      generator(async function* (chunks: AsyncIterable<string>) {
+        for await (const chunk of chunks) yield chunk.toUpperCase();
+      }),
+    );
+    const seen: string[] = [];
+    await expect(
+      (async () => {
+        for await (const chunk of failing.stream(undefined)) seen.push(chunk);
+      })(),
+    ).rejects.toThrow('step broke');
+    expect(seen).toEqual(['A']);
+    const lazy = generator(async function* () {
+      started = true;
+      yield 1;
+    }).stream(undefined);
+    await lazy.return(undefined);
+    expect(started).toBe(false);
+  });
+
   it('streams a model after its prompt (it collects the prompt first), and leaves cleanly', async () => {
     const chain = ChatPromptTemplate.fromMessages([['human', 'about {topic}']])
       .pipe(new FakeListChatModel({ responses: ['one two three'] }))
