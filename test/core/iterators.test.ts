@@ -107,7 +107,7 @@ describe('generator steps and collecting steps', () => {
     const seen: string[] = [];
     await expect(
       (async () => {
-        for await (const chunk of failing.stream(undefined)) seen.push(chunk);
+        for await (const chunk of failing.stream(undefined)) seen.push(chunk as string);
       })(),
     ).rejects.toThrow('step broke');
     expect(seen).toEqual(['A']);
