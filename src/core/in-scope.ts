@@ -43,19 +43,25 @@ export function iterateInScope<T>(scope: Scope, make: () => AsyncIterable<T>, op
   return iterator as unknown as AsyncGenerator<T>;
 }
 
-/** Each `next()` enters the scope (cheap where AsyncLocalStorage swaps a field). */
-class ScopedIterator<T> implements AsyncIterableIterator<T> {
-  private iterator: AsyncIterator<T> | undefined;
-  private readonly pull = (): Promise<IteratorResult<T>> => (this.iterator ??= this.make()[Symbol.asyncIterator]()).next();
+/** A source made by `make` on the first `next()` and read inside `scope`: what both iterators below share. */
+abstract class SourceInScope<T> implements AsyncIterableIterator<T> {
+  protected iterator: AsyncIterator<T> | undefined;
 
   constructor(
-    private readonly scope: Scope,
-    private readonly make: () => AsyncIterable<T>,
+    protected readonly scope: Scope,
+    protected readonly make: () => AsyncIterable<T>,
   ) {}
 
   [Symbol.asyncIterator](): this {
     return this;
   }
+
+  abstract next(): Promise<IteratorResult<T>>;
+}
+
+/** Each `next()` enters the scope (cheap where AsyncLocalStorage swaps a field). */
+class ScopedIterator<T> extends SourceInScope<T> {
+  private readonly pull = (): Promise<IteratorResult<T>> => (this.iterator ??= this.make()[Symbol.asyncIterator]()).next();
 
   next(): Promise<IteratorResult<T>> {
     try {
@@ -89,8 +95,7 @@ class ScopedIterator<T> implements AsyncIterableIterator<T> {
  * pulls it, one item per `next()`: its awaits continue in the scope, so the
  * source always resumes there, with no context entered per item.
  */
-class PumpedIterator<T> implements AsyncIterableIterator<T> {
-  private iterator: AsyncIterator<T> | undefined;
+class PumpedIterator<T> extends SourceInScope<T> {
   private started = false;
   /** Set by the source's end or failure, or the reader's `return()`: nothing more is pulled. */
   private ended = false;
@@ -98,15 +103,6 @@ class PumpedIterator<T> implements AsyncIterableIterator<T> {
   private wake: (() => void) | undefined;
   private resolvePending: ((result: IteratorResult<T>) => void) | undefined;
   private rejectPending: ((error: unknown) => void) | undefined;
-
-  constructor(
-    private readonly scope: Scope,
-    private readonly make: () => AsyncIterable<T>,
-  ) {}
-
-  [Symbol.asyncIterator](): this {
-    return this;
-  }
 
   next(): Promise<IteratorResult<T>> {
     if (this.ended) return Promise.resolve(DONE as IteratorResult<T>);
