@@ -6,7 +6,7 @@
  * so. A run is executed at most once: its log is what its clients read.
  */
 import { addUsage, type UsageMetadata } from '../messages/index.js';
-import { concat, isRunnelError, RunnelError, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
+import { CancelToken, concat, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
 import { isLastFrame, type RunFrame, type RunRecord, type RunStore } from './store.js';
 
 /** What a chain failure looks like in a run's record and its `error` frame. */
@@ -35,9 +35,9 @@ class FrameWriter {
   ) {}
 
   /** Queues a frame for the log and hands it to the local reader — the last one only once the record says so. */
-  push(event: Omit<RunFrame, 'id' | 'json'>): RunFrame {
+  push(event: RunFrame['event'], data?: unknown): RunFrame {
     // Serialised once here: the log and the local reader both take this JSON.
-    const frame: RunFrame = event.data === undefined ? { ...event, id: this.nextId() } : { ...event, id: this.nextId(), json: JSON.stringify(event.data) };
+    const frame: RunFrame = { id: this.nextId(), event, data, json: data === undefined ? undefined : JSON.stringify(data) };
     this.pending.push(frame);
     if (!isLastFrame(frame)) this.onFrame?.(frame);
     if (this.scheduled) return frame;
@@ -91,7 +91,7 @@ export async function executeRun(options: {
   record: RunRecord;
   runnable: Runnable<never, unknown>;
   store: RunStore;
-  signal: AbortSignal;
+  signal: Cancellation;
   log?: (error: unknown) => void;
   /** A reader in this process (the durable stream's own client): frames as they are made, before they are written. */
   onFrame?: (frame: RunFrame) => void;
@@ -104,11 +104,11 @@ export async function executeRun(options: {
   const local = options.local === true;
   const runId = record.run_id;
   // The run stops when it is cancelled or shut down (the caller's signal), or when its log cannot be written.
-  const controller = new AbortController();
-  const forward = (): void => controller.abort(options.signal.reason);
-  if (options.signal.aborted) forward();
-  else options.signal.addEventListener('abort', forward, { once: true });
-  const signal = controller.signal;
+  // A CancelToken: the chain's steps listen to it without an AbortSignal's EventTarget (one is made only for an SDK).
+  const controller = new CancelToken();
+  const stopForwarding = onAbort(options.signal, () => controller.abort(options.signal.reason));
+  if (options.signal.aborted) controller.abort(options.signal.reason);
+  const signal = controller;
   const writer = new FrameWriter(
     store,
     runId,
@@ -127,23 +127,23 @@ export async function executeRun(options: {
   try {
     // A run stored as running (executed where it was submitted) needs no second write to say so.
     if (record.status !== 'running') base = await store.update(runId, { status: 'running' }, record);
-    writer.push({ event: 'metadata', data: { run_id: runId } });
+    writer.push('metadata', { run_id: runId });
     let first = true;
     if (record.kind === 'stream_events') {
       for await (const event of runnable.streamEvents(record.input as never, config, (record.filters ?? {}) as EventFilters)) {
-        writer.push({ event: 'data', data: event });
+        writer.push('data', event);
         if (event.parent_ids.length === 0 && event.event.endsWith('_end')) output = (event.data as { output?: unknown }).output;
       }
     } else {
       for await (const chunk of runnable.stream(record.input as never, config)) {
         output = first ? chunk : concat(output, chunk);
         first = false;
-        writer.push({ event: 'data', data: chunk });
+        writer.push('data', chunk);
       }
     }
     // A step that ends "normally" when aborted (a model SDK) must not turn a cancelled run into a success.
     signal.throwIfAborted();
-    const last = writer.push({ event: 'end' });
+    const last = writer.push('end');
     const ended = await writer.end({ status: 'success', output: JSON.parse(JSON.stringify(output ?? null)) as unknown, error: undefined, usage }, base, local);
     writer.deliver(last);
     return ended;
@@ -152,11 +152,11 @@ export async function executeRun(options: {
     const cancelled = isRunnelError(reason, 'RUNNEL_ERR_RUN_CANCELLED');
     const failure = runError(cancelled ? reason : reason instanceof RunnelError ? reason : error);
     if (failure.code === 'RUNNEL_ERR_INTERNAL') options.log?.(error);
-    const frame = writer.push({ event: 'error', data: failure });
+    const frame = writer.push('error', failure);
     const ended = await writer.end({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }, base, local);
     writer.deliver(frame);
     return ended;
   } finally {
-    options.signal.removeEventListener('abort', forward);
+    stopForwarding();
   }
 }

@@ -11,7 +11,7 @@
  */
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { RunnelError, type EventCallback, type Runnable } from '../core/index.js';
+import { CancelToken, RunnelError, type EventCallback, type Runnable } from '../core/index.js';
 import { executeRun } from './executor.js';
 import { publicRun, TERMINAL, type RunFrame, type RunRecord, type RunStore } from './store.js';
 import { deliverWebhook, type WebhookPolicy } from './webhook.js';
@@ -77,7 +77,7 @@ const cancelled = (): RunnelError => new RunnelError('RUNNEL_ERR_RUN_CANCELLED',
 
 /** The work every worker does for one queued run id. */
 class RunWorkerCore {
-  private readonly running = new Map<string, AbortController>();
+  private readonly running = new Map<string, CancelToken>();
   private readonly stopListening: () => void;
 
   constructor(private readonly options: RunQueueOptions) {
@@ -129,7 +129,7 @@ class RunWorkerCore {
   private async execute(record: RunRecord, onFrame: ((frame: RunFrame) => void) | undefined, checkCancel: boolean, local = false): Promise<boolean> {
     const { store, chains } = this.options;
     const runId = record.run_id;
-    const controller = new AbortController();
+    const controller = new CancelToken();
     this.running.set(runId, controller);
     // Cancel requests come by pub/sub; a poll of the flag catches one published while the subscriber reconnected.
     const poll = setInterval(() => {
@@ -150,7 +150,7 @@ class RunWorkerCore {
         return false;
       }
       try {
-        notify(await executeRun({ record, runnable, store, signal: controller.signal, onFrame, local, trace: this.options.trace, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+        notify(await executeRun({ record, runnable, store, signal: controller, onFrame, local, trace: this.options.trace, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
         return true;
       } catch (error) {
         // The store failed under the run (Redis down): end it once Redis answers again, so it is not left running.

@@ -6,8 +6,9 @@
  * replica reads what any worker wrote; the memory store does the same within
  * one process (the embedded default: runs end with the process).
  */
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { RunnelError } from '../core/index.js';
 
 /** Where a run is in its life. `success`, `error` and `cancelled` are terminal. */
@@ -233,11 +234,13 @@ export class MemoryRunStore implements RunStore {
   }
 
   frameIds(): () => string {
-    // One process, one counter per store: ids are unique and increasing across every run's frames.
+    // One process, one counter per store: ids are unique and increasing across every run's frames (the runs
+    // end with the process, and their ids with them). A small integer: a 16-digit one (milliseconds × 1000, as
+    // here before) is a heap number, and printing it cost a microsecond a frame.
     return () => String(++this.idCounter);
   }
 
-  private idCounter = Date.now() * 1000;
+  private idCounter = 0;
 
   async heartbeat(): Promise<void> {}
 
@@ -308,15 +311,56 @@ const parseStreamId = (id: string): [number, number] => {
 
 const compareStreamIds = (a: [number, number], b: [number, number]): number => (a[0] === b[0] ? a[1] - b[1] : a[0] - b[0]);
 
-/** SET the record (KEEPTTL) and PUBLISH the change, unless the stored record has ended. */
-const UPDATE_UNLESS_ENDED = `
-local current = redis.call('GET', KEYS[1])
-if not current then return 0 end
-local status = cjson.decode(current).status
-if status == 'success' or status == 'error' or status == 'cancelled' then return -1 end
-redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
-redis.call('PUBLISH', ARGV[2], 'status')
+/** Lua: SET the record KEYS[1] to ARGV[1] (KEEPTTL) and PUBLISH 'status' on ARGV[2], unless the stored record has ended. */
+const UPDATE_UNLESS_ENDED_BODY = `
+local function update_unless_ended(key, json, channel)
+  local current = redis.call('GET', key)
+  if not current then return 0 end
+  local status = cjson.decode(current).status
+  if status == 'success' or status == 'error' or status == 'cancelled' then return -1 end
+  redis.call('SET', key, json, 'KEEPTTL')
+  redis.call('PUBLISH', channel, 'status')
+  return 1
+end`;
+
+/** Resolves 1 when written, 0 when there is no record, -1 when it has ended. */
+const UPDATE_UNLESS_ENDED = `${UPDATE_UNLESS_ENDED_BODY}
+return update_unless_ended(KEYS[1], ARGV[1], ARGV[2])`;
+
+/**
+ * A new run, in one step: its record (SET NX with the TTL), its place in its owner's list (trimmed, with the
+ * TTL), and for a run executed outside the queue its first heartbeat. 0 when the id is taken.
+ * KEYS: record, owner list, heartbeats. ARGV: record JSON, TTL, created (ms), run id, most listed, heartbeat (ms) or ''.
+ */
+const CREATE = `
+if not redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2], 'NX') then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(tonumber(ARGV[5]) + 1))
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[4]) end
 return 1`;
+
+/**
+ * Frames appended to a run's log, and maybe the run ended, in one step: an XADD per entry (MAXLEN ~), the
+ * log's TTL and a PUBLISH to its followers; then, with a record, the record written unless it has ended;
+ * then, asked to, the run's heartbeat forgotten. Replies with each entry's id (or '!' and Redis's refusal) and,
+ * last, the record's outcome as UPDATE_UNLESS_ENDED gives it ('' without a record).
+ * KEYS: log, record, heartbeats. ARGV: most frames, TTL, channel, record JSON or '', forget ('1' or ''), run id,
+ * then per entry its id ('*': the next Redis gives) and its packed frames.
+ */
+const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}
+local out = {}
+for i = 7, #ARGV, 2 do
+  local id = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], ARGV[i], 'f', ARGV[i + 1])
+  if type(id) == 'table' then out[#out + 1] = '!' .. tostring(id.err) else out[#out + 1] = id end
+end
+if #ARGV >= 7 then
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+  redis.call('PUBLISH', ARGV[3], 'frames')
+end
+if ARGV[4] ~= '' then out[#out + 1] = tostring(update_unless_ended(KEYS[2], ARGV[4], ARGV[3])) else out[#out + 1] = '' end
+if ARGV[5] == '1' then redis.call('ZREM', KEYS[3], ARGV[6]) end
+return out`;
 
 /** Frames bound for one stream entry, under its first frame's id (or the next id Redis gives). */
 interface FrameEntry {
@@ -324,14 +368,64 @@ interface FrameEntry {
   frames: (Omit<RunFrame, 'id'> & { id?: string })[];
 }
 
-/** The ids of `entries`' frames, from the replies to their XADDs (the first replies of `results`); throws a refused one. */
-function frameIdsOf(entries: FrameEntry[], results: [Error | null, unknown][]): string[] {
-  return entries.flatMap((entry, i) => {
-    const [error, id] = results[i] ?? [new Error('no reply'), undefined];
-    if (error !== null) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis refused a run frame', { cause: error });
-    return entry.frames.map((frame) => frame.id ?? String(id));
-  });
+/** Throws when the script's replies (an entry's id, or '!' and why Redis refused it) refuse one of `entries`. */
+function checkEntries(entries: FrameEntry[], replies: string[]): void {
+  for (let i = 0; i < entries.length; i++) {
+    const id = replies[i];
+    if (id === undefined || id.startsWith('!')) {
+      throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis refused a run frame', { cause: new Error(id?.slice(1) ?? 'no reply') });
+    }
+  }
 }
+
+/** The ids of `entries`' frames, from the script's replies; throws a refused one. */
+function frameIdsOf(entries: FrameEntry[], replies: string[]): string[] {
+  checkEntries(entries, replies);
+  return entries.flatMap((entry, i) => entry.frames.map((frame) => frame.id ?? (replies[i] as string)));
+}
+
+/**
+ * Frames that carry ids (an execution's, `{start}-{n}`) go in entries of up to {@link ENTRY_FRAMES}, each
+ * entry under its first frame's id — one entry for a tick's worth of frames, not one a frame. A frame without
+ * an id (a run ended from elsewhere) is an entry of its own with the next id Redis gives.
+ */
+function entriesOf(frames: readonly (Omit<RunFrame, 'id'> & { id?: string })[]): FrameEntry[] {
+  const entries: FrameEntry[] = [];
+  let last: FrameEntry | undefined;
+  for (const frame of frames) {
+    if (frame.id !== undefined && last?.id !== undefined && last.frames.length < ENTRY_FRAMES) last.frames.push(frame);
+    else entries.push((last = { id: frame.id, frames: [frame] }));
+  }
+  return entries;
+}
+
+/**
+ * Runs a Lua script by its SHA1 (EVALSHA: the source goes over the wire once per Redis, not with every call),
+ * loading it with EVAL when Redis does not know it yet (a restart or SCRIPT FLUSH forgets scripts).
+ */
+class RedisScript {
+  private readonly sha: string;
+
+  constructor(private readonly source: string) {
+    this.sha = createHash('sha1').update(source).digest('hex');
+  }
+
+  async run<T>(client: Redis, keys: readonly string[], args: readonly (string | number)[]): Promise<T> {
+    try {
+      return (await client.evalsha(this.sha, keys.length, ...keys, ...args)) as T;
+    } catch (error) {
+      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+      return (await client.eval(this.source, keys.length, ...keys, ...args)) as T;
+    }
+  }
+}
+
+const scripts = {
+  create: new RedisScript(CREATE),
+  update: new RedisScript(UPDATE_UNLESS_ENDED),
+  writeFrames: new RedisScript(WRITE_FRAMES),
+  readFromEntry: new RedisScript(READ_FROM_ENTRY),
+};
 
 /** Reads a stored record, refusing anything that is not one. */
 function parseRecord(raw: string | null): RunRecord | undefined {
@@ -398,17 +492,15 @@ export class RedisRunStore implements RunStore {
   }
 
   async create(record: RunRecord, options: { local?: boolean } = {}): Promise<void> {
-    const owner = `${this.ns}:owner:${record.identity}`;
-    // A run id names one run, once (NX): never over another's record or log. One round trip.
-    const multi = this.client
-      .multi()
-      .set(this.key(record.run_id), JSON.stringify(record), 'EX', this.ttl, 'NX')
-      .zadd(owner, Date.parse(record.created_at), record.run_id)
-      .zremrangebyrank(owner, 0, -(this.maxListed + 1))
-      .expire(owner, this.ttl);
-    if (options.local === true) multi.zadd(`${this.ns}:local`, Date.now(), record.run_id);
-    const results = await redisCall(multi.exec());
-    if (results?.[0]?.[1] !== 'OK') throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
+    // A run id names one run, once (NX): never over another's record or log. One round trip, one command.
+    const created = await redisCall(
+      scripts.create.run<number>(
+        this.client,
+        [this.key(record.run_id), `${this.ns}:owner:${record.identity}`, `${this.ns}:local`],
+        [JSON.stringify(record), this.ttl, Date.parse(record.created_at), record.run_id, this.maxListed, options.local === true ? Date.now() : ''],
+      ),
+    );
+    if (created !== 1) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
   }
 
   async get(runId: string): Promise<RunRecord | undefined> {
@@ -421,69 +513,50 @@ export class RedisRunStore implements RunStore {
     if (current === undefined || TERMINAL.has(current.status)) return current;
     const next = { ...current, ...patch, updated_at: new Date().toISOString() };
     // Written only while the stored run has not ended (checked in Redis, as one step with the write).
-    const written = await redisCall(this.client.eval(UPDATE_UNLESS_ENDED, 1, this.key(runId), JSON.stringify(next), `${this.ns}:changed:${runId}`) as Promise<number>);
+    const written = await redisCall(scripts.update.run<number>(this.client, [this.key(runId)], [JSON.stringify(next), `${this.ns}:changed:${runId}`]));
     return written === 1 ? next : this.get(runId);
   }
 
-  /**
-   * Frames that carry ids (an execution's, `{start}-{n}`) go in entries of up to {@link ENTRY_FRAMES},
-   * each entry under its first frame's id — one XADD for a tick's worth of frames, not one a frame. A
-   * frame without an id (a run ended from elsewhere) is an entry of its own with the next id Redis gives.
-   */
   async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]> {
     if (frames.length === 0) return [];
-    const multi = this.client.multi();
-    const entries = this.addFrames(multi, runId, frames);
-    return frameIdsOf(entries, (await redisCall(multi.exec())) ?? []);
+    const entries = entriesOf(frames);
+    return frameIdsOf(entries, await this.writeFrames(runId, entries, undefined, false));
   }
 
   async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, base?: RunRecord, options?: { local?: boolean }): Promise<RunRecord | undefined> {
     const current = base ?? (await this.get(runId));
-    const multi = this.client.multi();
-    const entries = this.addFrames(multi, runId, frames);
+    const entries = entriesOf(frames);
     const next = current === undefined || TERMINAL.has(current.status) ? undefined : { ...current, ...patch, updated_at: new Date().toISOString() };
-    if (next !== undefined) multi.eval(UPDATE_UNLESS_ENDED, 1, this.key(runId), JSON.stringify(next), `${this.ns}:changed:${runId}`);
-    if (options?.local === true) multi.zrem(`${this.ns}:local`, runId);
-    const results = (await redisCall(multi.exec())) ?? [];
-    frameIdsOf(entries, results);
-    const written = next === undefined ? undefined : results[entries.length === 0 ? 0 : entries.length + 2];
-    if (written !== undefined && written[0] !== null) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis refused a run record', { cause: written[0] });
-    return written?.[1] === 1 ? next : this.get(runId);
+    const replies = await this.writeFrames(runId, entries, next, options?.local === true);
+    checkEntries(entries, replies);
+    return replies[entries.length] === '1' ? next : this.get(runId);
   }
 
   /**
-   * Frames that carry ids (an execution's, `{start}-{n}`) go in entries of up to {@link ENTRY_FRAMES},
-   * each entry under its first frame's id — one XADD for a tick's worth of frames, not one a frame. A
-   * frame without an id (a run ended from elsewhere) is an entry of its own with the next id Redis gives.
-   * Queued on `multi`: an XADD an entry, then the log's EXPIRE and a PUBLISH to followers (none for no frames).
+   * One command (WRITE_FRAMES) for a batch of frames and, with `record`, the run's end: an entry's frames go
+   * packed as JSON, `[id, event]` or `[id, event, data]` each — a frame without data stays without (an `end`),
+   * one with `null` keeps it — assembled from each frame's JSON, which the writer made once for its client too.
    */
-  private addFrames(multi: ChainableCommander, runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): FrameEntry[] {
-    if (frames.length === 0) return [];
-    const log = `${this.key(runId)}:log`;
-    const entries: FrameEntry[] = [];
-    for (const frame of frames) {
-      const last = entries.at(-1);
-      if (frame.id !== undefined && last?.id !== undefined && last.frames.length < ENTRY_FRAMES) last.frames.push(frame);
-      else entries.push({ id: frame.id, frames: [frame] });
-    }
+  private writeFrames(runId: string, entries: FrameEntry[], record: RunRecord | undefined, forget: boolean): Promise<string[]> {
+    const args: (string | number)[] = [this.maxFrames, this.ttl, `${this.ns}:changed:${runId}`, record === undefined ? '' : JSON.stringify(record), forget ? '1' : '', runId];
     for (const entry of entries) {
-      // [id, event] or [id, event, data]: a frame without data stays without (an `end`), one with `null` keeps it.
-      // Assembled from each frame's JSON, which the writer has made once for its client too.
-      const packed = `[${entry.frames
-        .map((frame) => {
-          const data = frameJson(frame);
-          return `[${frame.id === undefined ? 'null' : JSON.stringify(frame.id)},"${frame.event}"${data === undefined ? '' : `,${data}`}]`;
-        })
-        .join(',')}]`;
-      multi.xadd(log, 'MAXLEN', '~', String(this.maxFrames), entry.id ?? '*', 'f', packed);
+      // Joined, not added up: one flat string, where `+=` would make a rope for ioredis to flatten again.
+      const parts = new Array<string>(entry.frames.length);
+      for (let i = 0; i < entry.frames.length; i++) {
+        const frame = entry.frames[i] as Omit<RunFrame, 'id'> & { id?: string };
+        const data = frameJson(frame);
+        parts[i] = `[${frame.id === undefined ? 'null' : JSON.stringify(frame.id)},"${frame.event}"${data === undefined ? '' : `,${data}`}]`;
+      }
+      args.push(entry.id ?? '*', `[${parts.join(',')}]`);
     }
-    multi.expire(log, this.ttl).publish(`${this.ns}:changed:${runId}`, 'frames');
-    return entries;
+    return redisCall(scripts.writeFrames.run<string[]>(this.client, [`${this.key(runId)}:log`, this.key(runId), `${this.ns}:local`], args));
   }
 
   frameIds(startMs: number): () => string {
+    // The prefix printed once: a millisecond count is a heap number, slow to print at every frame.
+    const prefix = `${startMs}-`;
     let n = 0;
-    return () => `${startMs}-${n++}`;
+    return () => prefix + String(n++);
   }
 
   async heartbeat(runIds: readonly string[]): Promise<void> {
@@ -508,7 +581,7 @@ export class RedisRunStore implements RunStore {
     const entries = (
       after === undefined
         ? await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 20))
-        : await redisCall(this.client.eval(READ_FROM_ENTRY, 1, log, afterId as string, 20) as Promise<[string, string[]][]>)
+        : await redisCall(scripts.readFromEntry.run<[string, string[]][]>(this.client, [log], [afterId as string, 20]))
     ) as [string, string[]][];
     const out: RunFrame[] = [];
     for (const [entryId, fields] of entries) {

@@ -1,0 +1,122 @@
+/**
+ * The Redis run store on a Redis of its own: each write is one script run
+ * by its SHA1, so these check what the scripts promise — a run id taken
+ * once, frames in entries read back in order after any id, an ended record
+ * never changed again, a refused frame reported — and that a Redis that has
+ * forgotten the scripts (restart, SCRIPT FLUSH) still takes every write.
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemoryRunStore, RedisRunStore, type RunRecord } from '../../src/runs/index.js';
+import { freePort } from '../helpers.js';
+import { RedisServer } from '../support/redis-server.js';
+
+let server: RedisServer;
+let client: Redis;
+let store: RedisRunStore;
+
+beforeAll(async () => {
+  server = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no']);
+  await server.start();
+  client = new Redis(server.url);
+  store = new RedisRunStore({ client, namespace: `test-${randomUUID()}`, maxListed: 3 });
+});
+afterAll(async () => {
+  await store.close();
+  client.disconnect();
+  await server.kill();
+});
+
+function record(identity = 'ada'): RunRecord {
+  const now = new Date().toISOString();
+  return { run_id: randomUUID(), chain: '/story', kind: 'stream', identity, status: 'running', input: { topic: 't' }, config: {}, created_at: now, updated_at: now };
+}
+
+describe('RedisRunStore', () => {
+  it('takes a run id once, and lists a caller its newest runs, at most maxListed', async () => {
+    const first = record('lister');
+    await store.create(first);
+    await expect(store.create({ ...first, identity: 'mallory' })).rejects.toMatchObject({ code: 'RUNNEL_ERR_INVALID_ARGUMENT' });
+    expect((await store.get(first.run_id))?.identity).toBe('lister');
+    for (let i = 0; i < 4; i++) await store.create({ ...record('lister'), created_at: new Date(Date.now() + 1000 * (i + 1)).toISOString() });
+    const listed = await store.list('lister', 10);
+    expect(listed).toHaveLength(3);
+    expect(listed.map((run) => run.run_id)).not.toContain(first.run_id);
+  });
+
+  it('reads back an execution’s frames in order after any id, across entries, and ends the record in the same write', async () => {
+    const run = record();
+    await store.create(run, { local: true });
+    const next = store.frameIds(Date.now());
+    const frames = Array.from({ length: 1203 }, (_, i) => ({ id: next(), event: 'data' as const, data: `w${i}` }));
+    // More than one entry holds them (500 frames an entry), written in two batches.
+    expect(await store.append(run.run_id, frames.slice(0, 700))).toEqual(frames.slice(0, 700).map((frame) => frame.id));
+    const ended = await store.end(run.run_id, [...frames.slice(700), { id: next(), event: 'end' }], { status: 'success', output: 'all' }, run, { local: true });
+    expect(ended).toMatchObject({ status: 'success', output: 'all' });
+    expect(await store.stale(-60_000)).not.toContain(run.run_id);
+    const all = await readAll(run.run_id);
+    expect(all.map((frame) => frame.data ?? frame.event)).toEqual([...frames.map((frame) => frame.data), 'end']);
+    for (const after of [0, 499, 500, 501, 1202]) {
+      const rest = await readAll(run.run_id, (frames[after] as { id: string }).id);
+      expect(rest[0]?.data ?? rest[0]?.event).toBe(after === 1202 ? 'end' : `w${after + 1}`);
+      expect(rest).toHaveLength(1203 - after);
+    }
+    // Ended: a late write from a slow worker changes nothing, and says what the record is.
+    expect(await store.update(run.run_id, { status: 'error' }, run)).toMatchObject({ status: 'success' });
+    expect(await store.end(run.run_id, [{ event: 'error', data: { code: 'late' } }], { status: 'error' }, run)).toMatchObject({ status: 'success' });
+  });
+
+  it('reports a frame Redis refuses (an id not after the last) as RUNNEL_ERR_REDIS_UNAVAILABLE', async () => {
+    const run = record();
+    await store.create(run);
+    const next = store.frameIds(Date.now());
+    const first = next();
+    await store.append(run.run_id, [{ id: first, event: 'data', data: 1 }]);
+    await expect(store.append(run.run_id, [{ id: first, event: 'data', data: 2 }])).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+  });
+
+  it('still writes and reads after Redis forgets its scripts (SCRIPT FLUSH, as after a restart)', async () => {
+    const run = record();
+    await client.script('FLUSH');
+    await store.create(run);
+    await client.script('FLUSH');
+    const next = store.frameIds(Date.now());
+    const ids = await store.append(run.run_id, [{ id: next(), event: 'metadata', data: { run_id: run.run_id } }, { id: next(), event: 'data', data: 'x' }]);
+    await client.script('FLUSH');
+    expect(await store.update(run.run_id, { usage: { input_tokens: 1, output_tokens: 2, total_tokens: 3 } }, run)).toMatchObject({ usage: { total_tokens: 3 } });
+    await client.script('FLUSH');
+    await store.end(run.run_id, [{ id: next(), event: 'end' }], { status: 'success', output: 'x' });
+    await client.script('FLUSH');
+    expect((await store.frames(run.run_id, ids[0])).map((frame) => frame.event)).toEqual(['data', 'end']);
+    expect(await store.get(run.run_id)).toMatchObject({ status: 'success', output: 'x' });
+  });
+});
+
+describe('MemoryRunStore frame ids', () => {
+  it('increase across runs, and a reader resumes after any of them', async () => {
+    const memory = new MemoryRunStore();
+    const [a, b] = [record(), record()];
+    await memory.create(a);
+    await memory.create(b);
+    const next = memory.frameIds();
+    const ids = [next(), next(), next()];
+    await memory.append(a.run_id, [{ id: ids[0], event: 'data', data: 1 }]);
+    await memory.append(b.run_id, [{ id: ids[1], event: 'data', data: 2 }, { id: ids[2], event: 'data', data: 3 }]);
+    expect(ids.map(Number)).toEqual([...ids.map(Number)].sort((x, y) => x - y));
+    expect(ids.every((id) => memory.validFrameId(id))).toBe(true);
+    expect((await memory.frames(b.run_id, ids[1])).map((frame) => frame.data)).toEqual([3]);
+  });
+});
+
+/** Every frame of a run's log after `after`, page by page (a read returns at most 20 entries). */
+async function readAll(runId: string, after?: string): Promise<{ id: string; event: string; data?: unknown }[]> {
+  const out: { id: string; event: string; data?: unknown }[] = [];
+  let cursor = after;
+  for (;;) {
+    const page = await store.frames(runId, cursor);
+    if (page.length === 0) return out;
+    out.push(...page);
+    cursor = page.at(-1)?.id;
+  }
+}
