@@ -84,9 +84,11 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
     async (request, reply) => {
       const timeoutMs = intParam(request.query.timeout_s, 'timeout_s', 0, 300, 30) * 1000;
       const deadline = performance.now() + timeoutMs;
+      let record = await ownRun(request, chain, request.params.run_id);
+      // Ended already: one read answers (no subscription to open and close).
+      if (TERMINAL.has(record.status)) return reply.code(200).send(publicRun(record));
       const gone = new AbortController();
       reply.raw.on('close', () => gone.abort());
-      let record = await ownRun(request, chain, request.params.run_id);
       const watch = await runQueue(request).store.watch(record.run_id);
       try {
         record = await ownRun(request, chain, request.params.run_id);
