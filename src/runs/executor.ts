@@ -126,7 +126,12 @@ export async function executeRun(options: {
   let base: RunRecord | undefined = record;
   try {
     // A run stored as running (executed where it was submitted) needs no second write to say so.
-    if (record.status !== 'running') base = await store.update(runId, { status: 'running' }, record);
+    // A queued run: marked running unless its cancel came first (one step in the store).
+    if (record.status !== 'running') {
+      const started = await store.start(runId, record);
+      if (started.cancelled) throw new RunnelError('RUNNEL_ERR_RUN_CANCELLED', 'The run was cancelled');
+      base = started.record;
+    }
     writer.push('metadata', { run_id: runId });
     let first = true;
     if (record.kind === 'stream_events') {

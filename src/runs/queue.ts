@@ -98,7 +98,7 @@ class RunWorkerCore {
       notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The worker running this run stopped before it ended')), this.options);
       return;
     }
-    await this.execute(record, undefined, true);
+    await this.execute(record, undefined);
   }
 
   /**
@@ -115,7 +115,7 @@ class RunWorkerCore {
     let forgotten = false;
     try {
       // A run that ends normally forgets its heartbeat in the same round trip as its last write.
-      forgotten = await this.execute(running, onFrame, false, true);
+      forgotten = await this.execute(running, onFrame, true);
     } finally {
       this.local.delete(record.run_id);
       if (!forgotten) await this.options.store.forget(record.run_id).catch(() => undefined);
@@ -126,7 +126,7 @@ class RunWorkerCore {
   readonly local = new Set<string>();
 
   /** Executes a run; resolves true when its record was ended by its own last write. */
-  private async execute(record: RunRecord, onFrame: ((frame: RunFrame) => void) | undefined, checkCancel: boolean, local = false): Promise<boolean> {
+  private async execute(record: RunRecord, onFrame: ((frame: RunFrame) => void) | undefined, local = false): Promise<boolean> {
     const { store, chains } = this.options;
     const runId = record.run_id;
     const controller = new CancelToken();
@@ -140,10 +140,6 @@ class RunWorkerCore {
     }, 1_000);
     poll.unref();
     try {
-      if (checkCancel && (await store.cancelRequested(runId))) {
-        notify(await endRun(store, runId, 'cancelled', cancelled()), this.options);
-        return false;
-      }
       const runnable = chains.get(record.chain);
       if (runnable === undefined) {
         await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_NOT_FOUND', `No chain ${record.chain} in this worker`));

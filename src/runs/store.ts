@@ -85,6 +85,12 @@ export interface RunStore {
    */
   update(runId: string, patch: Partial<RunRecord>, base?: RunRecord): Promise<RunRecord | undefined>;
   /**
+   * Marks a queued run `running`, as {@link update} would — unless its cancel was requested, which it then
+   * says (`cancelled`), changing nothing: checked and written as one step, so a cancel requested before it is
+   * seen here and one requested after it reaches the running run.
+   */
+  start(runId: string, base: RunRecord): Promise<{ record: RunRecord | undefined; cancelled: boolean }>;
+  /**
    * A run's last frames, then its ending `patch` (as {@link update} merges it) — and, for a run executed
    * outside the queue (`local`), its heartbeat forgotten: one round trip where the store allows it.
    */
@@ -212,6 +218,11 @@ export class MemoryRunStore implements RunStore {
     return { ...run.record };
   }
 
+  async start(runId: string): Promise<{ record: RunRecord | undefined; cancelled: boolean }> {
+    if (this.runs.get(runId)?.cancel === true) return { record: await this.get(runId), cancelled: true };
+    return { record: await this.update(runId, { status: 'running' }), cancelled: false };
+  }
+
   async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
     await this.append(runId, frames);
     return this.update(runId, patch);
@@ -327,6 +338,11 @@ end`;
 const UPDATE_UNLESS_ENDED = `${UPDATE_UNLESS_ENDED_BODY}
 return update_unless_ended(KEYS[1], ARGV[1], ARGV[2])`;
 
+/** As UPDATE_UNLESS_ENDED, but -2 (nothing written) when the run's cancel flag KEYS[2] is set. */
+const START_UNLESS_CANCELLED = `${UPDATE_UNLESS_ENDED_BODY}
+if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
+return update_unless_ended(KEYS[1], ARGV[1], ARGV[2])`;
+
 /**
  * A new run, in one step: its record (SET NX with the TTL), its place in its owner's list (trimmed, with the
  * TTL), and for a run executed outside the queue its first heartbeat. 0 when the id is taken.
@@ -423,6 +439,7 @@ class RedisScript {
 const scripts = {
   create: new RedisScript(CREATE),
   update: new RedisScript(UPDATE_UNLESS_ENDED),
+  start: new RedisScript(START_UNLESS_CANCELLED),
   writeFrames: new RedisScript(WRITE_FRAMES),
   readFromEntry: new RedisScript(READ_FROM_ENTRY),
 };
@@ -515,6 +532,15 @@ export class RedisRunStore implements RunStore {
     // Written only while the stored run has not ended (checked in Redis, as one step with the write).
     const written = await redisCall(scripts.update.run<number>(this.client, [this.key(runId)], [JSON.stringify(next), `${this.ns}:changed:${runId}`]));
     return written === 1 ? next : this.get(runId);
+  }
+
+  async start(runId: string, base: RunRecord): Promise<{ record: RunRecord | undefined; cancelled: boolean }> {
+    const next = { ...base, status: 'running' as const, updated_at: new Date().toISOString() };
+    const written = await redisCall(
+      scripts.start.run<number>(this.client, [this.key(runId), `${this.key(runId)}:cancel`], [JSON.stringify(next), `${this.ns}:changed:${runId}`]),
+    );
+    if (written === 1) return { record: next, cancelled: false };
+    return { record: await this.get(runId), cancelled: written === -2 };
   }
 
   async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]> {

@@ -76,6 +76,19 @@ describe('RedisRunStore', () => {
     await expect(store.append(run.run_id, [{ id: first, event: 'data', data: 2 }])).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
   });
 
+  it('starts a queued run unless its cancel came first, and then changes nothing', async () => {
+    const queued = { ...record(), status: 'pending' as const };
+    await store.create(queued);
+    const started = await store.start(queued.run_id, queued);
+    expect(started).toMatchObject({ cancelled: false, record: { status: 'running' } });
+    expect(await store.get(queued.run_id)).toMatchObject({ status: 'running' });
+    const doomed = { ...record(), status: 'pending' as const };
+    await store.create(doomed);
+    await store.requestCancel(doomed.run_id);
+    expect(await store.start(doomed.run_id, doomed)).toMatchObject({ cancelled: true, record: { status: 'pending' } });
+    expect(await store.get(doomed.run_id)).toMatchObject({ status: 'pending' });
+  });
+
   it('still writes and reads after Redis forgets its scripts (SCRIPT FLUSH, as after a restart)', async () => {
     const run = record();
     await client.script('FLUSH');
@@ -85,6 +98,8 @@ describe('RedisRunStore', () => {
     const ids = await store.append(run.run_id, [{ id: next(), event: 'metadata', data: { run_id: run.run_id } }, { id: next(), event: 'data', data: 'x' }]);
     await client.script('FLUSH');
     expect(await store.update(run.run_id, { usage: { input_tokens: 1, output_tokens: 2, total_tokens: 3 } }, run)).toMatchObject({ usage: { total_tokens: 3 } });
+    await client.script('FLUSH');
+    expect(await store.start(run.run_id, { ...run, status: 'pending' })).toMatchObject({ cancelled: false });
     await client.script('FLUSH');
     await store.end(run.run_id, [{ id: next(), event: 'end' }], { status: 'success', output: 'x' });
     await client.script('FLUSH');
