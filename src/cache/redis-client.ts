@@ -4,6 +4,7 @@
  * fails after `commandTimeoutMs`, is retried at most once, is never queued
  * while disconnected, and reconnects back off to at most 2 s.
  */
+import type { Socket } from 'node:net';
 import { Redis } from 'ioredis';
 
 /** Options of {@link createRedisClient}. */
@@ -32,5 +33,39 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
   });
   // Errors surface on the commands that fail; without a listener ioredis would log every reconnect attempt.
   client.on('error', () => {});
+  coalesceWrites(client);
   return client;
+}
+
+const coalescing = new WeakSet<Socket>();
+
+/**
+ * Makes `client` send the commands of one turn of the event loop in one write: ioredis writes each command to
+ * its socket at once, a system call each (about 15 µs of CPU on this project's machines, more than most
+ * commands cost Redis), where many requests under way at once issue theirs in the same turn. The first write
+ * of a turn corks the socket and the turn's end (`setImmediate`) uncorks it: order is kept, and a command
+ * waits at most for the turn to finish. Applied again on every reconnect (a new socket).
+ */
+export function coalesceWrites(client: Redis): void {
+  const patch = (): void => {
+    const socket = (client as unknown as { stream?: Socket }).stream;
+    if (socket === undefined || coalescing.has(socket)) return;
+    coalescing.add(socket);
+    const write = socket.write;
+    let corked = false;
+    const uncork = (): void => {
+      corked = false;
+      socket.uncork();
+    };
+    socket.write = function (this: Socket, ...args: unknown[]): boolean {
+      if (!corked) {
+        corked = true;
+        socket.cork();
+        setImmediate(uncork);
+      }
+      return (write as (...a: unknown[]) => boolean).apply(this, args);
+    } as Socket['write'];
+  };
+  client.on('connect', patch);
+  patch();
 }

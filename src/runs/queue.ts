@@ -12,6 +12,7 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { CancelToken, RunnelError, type EventCallback, type Runnable } from '../core/index.js';
+import { coalesceWrites } from '../cache/redis-client.js';
 import { executeRun } from './executor.js';
 import { publicRun, TERMINAL, type RunFrame, type RunRecord, type RunStore } from './store.js';
 import { deliverWebhook, type WebhookPolicy } from './webhook.js';
@@ -239,6 +240,7 @@ export class BullRunQueue implements RunQueue {
     const connection = (): Redis => {
       const client = options.connection.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true, commandTimeout: undefined });
       client.on('error', () => {});
+      coalesceWrites(client);
       this.connections.push(client);
       return client;
     };

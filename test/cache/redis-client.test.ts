@@ -1,0 +1,77 @@
+/**
+ * The Redis client sends the commands of one turn of the event loop in one
+ * write (`coalesceWrites`): counted at the socket, on a Redis of the test's
+ * own, before and after that Redis restarts (a new socket), with every reply
+ * still the answer to its own command.
+ */
+import type { Socket } from 'node:net';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisClient } from '../../src/cache/redis-client.js';
+import { freePort } from '../helpers.js';
+import { RedisServer } from '../support/redis-server.js';
+
+let server: RedisServer;
+let client: Redis;
+
+beforeAll(async () => {
+  server = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no']);
+  await server.start();
+  client = createRedisClient(server.url);
+  await client.connect();
+});
+afterAll(async () => {
+  client.disconnect();
+  await server.kill();
+});
+
+/** How many times the client's socket hands data to the system while `work` runs. */
+async function socketWrites(work: () => Promise<unknown>): Promise<number> {
+  const socket = (client as unknown as { stream: Socket & { _write: (...a: unknown[]) => void; _writev: (...a: unknown[]) => void } }).stream;
+  let writes = 0;
+  const { _write, _writev } = socket;
+  socket._write = function (...args: unknown[]) {
+    writes++;
+    return _write.apply(this, args);
+  };
+  socket._writev = function (...args: unknown[]) {
+    writes++;
+    return _writev.apply(this, args);
+  };
+  try {
+    await work();
+  } finally {
+    socket._write = _write;
+    socket._writev = _writev;
+  }
+  return writes;
+}
+
+/** 50 commands issued in one turn, as 50 requests under way at once issue theirs; their replies, each its own. */
+async function burst(tag: string): Promise<void> {
+  const keys = Array.from({ length: 50 }, (_, i) => `coalesce:${tag}:${i}`);
+  await Promise.all(keys.map((key, i) => client.set(key, String(i), 'EX', 60)));
+  expect(await Promise.all(keys.map((key) => client.get(key)))).toEqual(keys.map((_, i) => String(i)));
+}
+
+describe('createRedisClient', () => {
+  it('sends one turn’s commands in one write, each reply to its own command', async () => {
+    // Two turns (the SETs, then the GETs once they have answered): two writes for 100 commands.
+    expect(await socketWrites(() => burst('a'))).toBe(2);
+    // A command issued in a later turn goes out in that turn's write.
+    expect(await socketWrites(async () => {
+      await client.set('coalesce:late', 'x');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(await client.get('coalesce:late')).toBe('x');
+    })).toBe(2);
+  });
+
+  it('keeps doing so on the socket of a reconnect', async () => {
+    await server.kill();
+    await server.start();
+    // Commands fail fast while it is down (no offline queue); wait for the client to be back.
+    for (let i = 0; i < 100 && client.status !== 'ready'; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(client.status).toBe('ready');
+    expect(await socketWrites(() => burst('b'))).toBe(2);
+  });
+});
