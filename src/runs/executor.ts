@@ -130,6 +130,8 @@ export async function executeRun(options: {
     if (record.status !== 'running') {
       const started = await store.start(runId, record);
       if (started.cancelled) throw new RunnelError('RUNNEL_ERR_RUN_CANCELLED', 'The run was cancelled');
+      // Ended meanwhile, gone, or another worker's: nothing to run, and nothing to say about it.
+      if (!started.started) return undefined;
       base = started.record;
     }
     writer.push('metadata', { run_id: runId });

@@ -85,11 +85,12 @@ export interface RunStore {
    */
   update(runId: string, patch: Partial<RunRecord>, base?: RunRecord): Promise<RunRecord | undefined>;
   /**
-   * Marks a queued run `running`, as {@link update} would — unless its cancel was requested, which it then
-   * says (`cancelled`), changing nothing: checked and written as one step, so a cancel requested before it is
-   * seen here and one requested after it reaches the running run.
+   * Marks a queued run `running` — only a `pending` one (not one that has ended, or that another worker
+   * runs), and not one whose cancel was requested, which it then says (`cancelled`), changing nothing: checked
+   * and written as one step, so a cancel requested before it is seen here and one requested after it reaches
+   * the running run.
    */
-  start(runId: string, base: RunRecord): Promise<{ record: RunRecord | undefined; cancelled: boolean }>;
+  start(runId: string, base: RunRecord): Promise<RunStart>;
   /**
    * A run's last frames, then its ending `patch` (as {@link update} merges it) — and, for a run executed
    * outside the queue (`local`), its heartbeat forgotten: one round trip where the store allows it.
@@ -122,6 +123,13 @@ export interface RunStore {
   /** True when `id` has the shape of this store's frame ids. */
   validFrameId(id: string): boolean;
   close(): Promise<void>;
+}
+
+/** What {@link RunStore.start} did: `started` (the record now running), or not, and then whether for a cancel. */
+export interface RunStart {
+  record: RunRecord | undefined;
+  started: boolean;
+  cancelled: boolean;
 }
 
 /** Changes of one run, as a reader waits for them. */
@@ -218,9 +226,11 @@ export class MemoryRunStore implements RunStore {
     return { ...run.record };
   }
 
-  async start(runId: string): Promise<{ record: RunRecord | undefined; cancelled: boolean }> {
-    if (this.runs.get(runId)?.cancel === true) return { record: await this.get(runId), cancelled: true };
-    return { record: await this.update(runId, { status: 'running' }), cancelled: false };
+  async start(runId: string): Promise<RunStart> {
+    const run = this.runs.get(runId);
+    if (run === undefined || run.record.status !== 'pending') return { record: await this.get(runId), started: false, cancelled: false };
+    if (run.cancel) return { record: await this.get(runId), started: false, cancelled: true };
+    return { record: await this.update(runId, { status: 'running' }), started: true, cancelled: false };
   }
 
   async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
@@ -324,11 +334,19 @@ const compareStreamIds = (a: [number, number], b: [number, number]): number => (
 
 /** Lua: SET the record KEYS[1] to ARGV[1] (KEEPTTL) and PUBLISH 'status' on ARGV[2], unless the stored record has ended. */
 const UPDATE_UNLESS_ENDED_BODY = `
+local function status_of(json)
+  local ok, record = pcall(cjson.decode, json)
+  if ok and type(record) == 'table' then return record.status end
+  -- Too deep for cjson (an input nested past its limit): the record's own status comes before its input.
+  return string.match(json, '"status":"(%a+)"')
+end
+local function ended(status)
+  return status == 'success' or status == 'error' or status == 'cancelled'
+end
 local function update_unless_ended(key, json, channel)
   local current = redis.call('GET', key)
   if not current then return 0 end
-  local status = cjson.decode(current).status
-  if status == 'success' or status == 'error' or status == 'cancelled' then return -1 end
+  if ended(status_of(current)) then return -1 end
   redis.call('SET', key, json, 'KEEPTTL')
   redis.call('PUBLISH', channel, 'status')
   return 1
@@ -338,10 +356,20 @@ end`;
 const UPDATE_UNLESS_ENDED = `${UPDATE_UNLESS_ENDED_BODY}
 return update_unless_ended(KEYS[1], ARGV[1], ARGV[2])`;
 
-/** As UPDATE_UNLESS_ENDED, but -2 (nothing written) when the run's cancel flag KEYS[2] is set. */
+/**
+ * A queued run marked running: only from `pending` (1), never over a record that is missing (0), has ended
+ * (-1) or is running already (-3, another worker has it); -2, writing nothing, when its cancel flag KEYS[2] is set.
+ */
 const START_UNLESS_CANCELLED = `${UPDATE_UNLESS_ENDED_BODY}
+local current = redis.call('GET', KEYS[1])
+if not current then return 0 end
+local status = status_of(current)
+if ended(status) then return -1 end
+if status ~= 'pending' then return -3 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
-return update_unless_ended(KEYS[1], ARGV[1], ARGV[2])`;
+redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+redis.call('PUBLISH', ARGV[2], 'status')
+return 1`;
 
 /**
  * A new run, in one step: its record (SET NX with the TTL), its place in its owner's list (trimmed, with the
@@ -359,23 +387,30 @@ return 1`;
 /**
  * Frames appended to a run's log, and maybe the run ended, in one step: an XADD per entry (MAXLEN ~), the
  * log's TTL and a PUBLISH to its followers; then, with a record, the record written unless it has ended;
- * then, asked to, the run's heartbeat forgotten. Replies with each entry's id (or '!' and Redis's refusal) and,
+ * then, asked to, the run's heartbeat forgotten — neither when Redis refused a frame. Replies with each entry's id (or '!' and Redis's refusal) and,
  * last, the record's outcome as UPDATE_UNLESS_ENDED gives it ('' without a record).
  * KEYS: log, record, heartbeats. ARGV: most frames, TTL, channel, record JSON or '', forget ('1' or ''), run id,
  * then per entry its id ('*': the next Redis gives) and its packed frames.
  */
 const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}
 local out = {}
+local refused = false
 for i = 7, #ARGV, 2 do
   local id = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], ARGV[i], 'f', ARGV[i + 1])
-  if type(id) == 'table' then out[#out + 1] = '!' .. tostring(id.err) else out[#out + 1] = id end
+  if type(id) == 'table' then
+    refused = true
+    out[#out + 1] = '!' .. tostring(id.err)
+  else
+    out[#out + 1] = id
+  end
 end
 if #ARGV >= 7 then
   redis.call('EXPIRE', KEYS[1], ARGV[2])
   redis.call('PUBLISH', ARGV[3], 'frames')
 end
-if ARGV[4] ~= '' then out[#out + 1] = tostring(update_unless_ended(KEYS[2], ARGV[4], ARGV[3])) else out[#out + 1] = '' end
-if ARGV[5] == '1' then redis.call('ZREM', KEYS[3], ARGV[6]) end
+-- A refused frame leaves the run as it was: never ended without its last frames.
+if ARGV[4] ~= '' and not refused then out[#out + 1] = tostring(update_unless_ended(KEYS[2], ARGV[4], ARGV[3])) else out[#out + 1] = '' end
+if ARGV[5] == '1' and not refused then redis.call('ZREM', KEYS[3], ARGV[6]) end
 return out`;
 
 /** Frames bound for one stream entry, under its first frame's id (or the next id Redis gives). */
@@ -534,13 +569,13 @@ export class RedisRunStore implements RunStore {
     return written === 1 ? next : this.get(runId);
   }
 
-  async start(runId: string, base: RunRecord): Promise<{ record: RunRecord | undefined; cancelled: boolean }> {
+  async start(runId: string, base: RunRecord): Promise<RunStart> {
     const next = { ...base, status: 'running' as const, updated_at: new Date().toISOString() };
     const written = await redisCall(
       scripts.start.run<number>(this.client, [this.key(runId), `${this.key(runId)}:cancel`], [JSON.stringify(next), `${this.ns}:changed:${runId}`]),
     );
-    if (written === 1) return { record: next, cancelled: false };
-    return { record: await this.get(runId), cancelled: written === -2 };
+    if (written === 1) return { record: next, started: true, cancelled: false };
+    return { record: await this.get(runId), started: false, cancelled: written === -2 };
   }
 
   async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]> {

@@ -6,9 +6,11 @@
  * forgotten the scripts (restart, SCRIPT FLUSH) still takes every write.
  */
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MemoryRunStore, RedisRunStore, type RunRecord } from '../../src/runs/index.js';
+import { createRedisClient } from '../../src/cache/redis-client.js';
+import { lambda } from '../../src/index.js';
+import { executeRun, MemoryRunStore, RedisRunStore, type RunRecord, type RunStore } from '../../src/runs/index.js';
 import { freePort } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
@@ -19,7 +21,9 @@ let store: RedisRunStore;
 beforeAll(async () => {
   server = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no']);
   await server.start();
-  client = new Redis(server.url);
+  // The server's own kind of client (commands of a turn coalesced into one write), as the scripts run in production.
+  client = createRedisClient(server.url);
+  await client.connect();
   store = new RedisRunStore({ client, namespace: `test-${randomUUID()}`, maxListed: 3 });
 });
 afterAll(async () => {
@@ -67,13 +71,28 @@ describe('RedisRunStore', () => {
     expect(await store.end(run.run_id, [{ event: 'error', data: { code: 'late' } }], { status: 'error' }, run)).toMatchObject({ status: 'success' });
   });
 
-  it('reports a frame Redis refuses (an id not after the last) as RUNNEL_ERR_REDIS_UNAVAILABLE', async () => {
+  it('reports a frame Redis refuses (an id not after the last) as RUNNEL_ERR_REDIS_UNAVAILABLE, and then does not end the run', async () => {
     const run = record();
-    await store.create(run);
+    await store.create(run, { local: true });
     const next = store.frameIds(Date.now());
     const first = next();
     await store.append(run.run_id, [{ id: first, event: 'data', data: 1 }]);
     await expect(store.append(run.run_id, [{ id: first, event: 'data', data: 2 }])).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    await expect(store.end(run.run_id, [{ id: first, event: 'end' }], { status: 'success', output: 1 }, run, { local: true })).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    // Not ended without its last frame, and still beating (the executor's error path ends it).
+    expect(await store.get(run.run_id)).toMatchObject({ status: 'running' });
+    expect(await store.stale(-60_000)).toContain(run.run_id);
+    await store.forget(run.run_id);
+  });
+
+  it('keeps its records writable when an input is nested deeper than Redis’s JSON decoder goes', async () => {
+    let deep: unknown = 'bottom';
+    for (let i = 0; i < 1200; i++) deep = [deep];
+    const run = { ...record(), status: 'pending' as const, input: deep };
+    await store.create(run);
+    expect(await store.start(run.run_id, run)).toMatchObject({ started: true });
+    expect(await store.end(run.run_id, [{ event: 'end' }], { status: 'success', output: 1 }, { ...run, status: 'running' })).toMatchObject({ status: 'success' });
+    expect(await store.update(run.run_id, { status: 'error' }, { ...run, status: 'running' })).toMatchObject({ status: 'success' });
   });
 
   it('starts a queued run unless its cancel came first, and then changes nothing', async () => {
@@ -85,8 +104,20 @@ describe('RedisRunStore', () => {
     const doomed = { ...record(), status: 'pending' as const };
     await store.create(doomed);
     await store.requestCancel(doomed.run_id);
-    expect(await store.start(doomed.run_id, doomed)).toMatchObject({ cancelled: true, record: { status: 'pending' } });
+    expect(await store.start(doomed.run_id, doomed)).toMatchObject({ started: false, cancelled: true, record: { status: 'pending' } });
     expect(await store.get(doomed.run_id)).toMatchObject({ status: 'pending' });
+  });
+
+  it('starts only a pending run: not a running one (another worker has it), an ended one, or a missing one', async () => {
+    const queued = { ...record(), status: 'pending' as const };
+    await store.create(queued);
+    expect(await store.start(queued.run_id, queued)).toMatchObject({ started: true });
+    expect(await store.start(queued.run_id, queued)).toMatchObject({ started: false, cancelled: false, record: { status: 'running' } });
+    await store.requestCancel(queued.run_id);
+    await store.end(queued.run_id, [{ event: 'error', data: { code: 'RUNNEL_ERR_RUN_CANCELLED' } }], { status: 'cancelled' });
+    // Ended (with its cancel flag still set): neither started nor reported as a cancel to act on again.
+    expect(await store.start(queued.run_id, queued)).toMatchObject({ started: false, cancelled: false, record: { status: 'cancelled' } });
+    expect(await store.start('no-such-run', queued)).toEqual({ started: false, cancelled: false, record: undefined });
   });
 
   it('still writes and reads after Redis forgets its scripts (SCRIPT FLUSH, as after a restart)', async () => {
@@ -99,13 +130,39 @@ describe('RedisRunStore', () => {
     await client.script('FLUSH');
     expect(await store.update(run.run_id, { usage: { input_tokens: 1, output_tokens: 2, total_tokens: 3 } }, run)).toMatchObject({ usage: { total_tokens: 3 } });
     await client.script('FLUSH');
-    expect(await store.start(run.run_id, { ...run, status: 'pending' })).toMatchObject({ cancelled: false });
+    await store.update(run.run_id, { status: 'pending' }, run);
+    await client.script('FLUSH');
+    expect(await store.start(run.run_id, { ...run, status: 'pending' })).toMatchObject({ started: true });
     await client.script('FLUSH');
     await store.end(run.run_id, [{ id: next(), event: 'end' }], { status: 'success', output: 'x' });
     await client.script('FLUSH');
     expect((await store.frames(run.run_id, ids[0])).map((frame) => frame.event)).toEqual(['data', 'end']);
     expect(await store.get(run.run_id)).toMatchObject({ status: 'success', output: 'x' });
   });
+});
+
+describe('a queued run whose cancel came before it started', () => {
+  for (const name of ['memory', 'redis'] as const) {
+    it(`ends cancelled without running its chain (${name} store)`, async () => {
+      const runs: RunStore = name === 'memory' ? new MemoryRunStore() : store;
+      let calls = 0;
+      const chain = lambda((n: number) => {
+        calls++;
+        return n + 1;
+      });
+      const queued = { ...record(), status: 'pending' as const, input: 1 };
+      await runs.create(queued);
+      await runs.requestCancel(queued.run_id);
+      const ended = await executeRun({ record: queued, runnable: chain as never, store: runs, signal: new AbortController().signal });
+      expect(calls).toBe(0);
+      expect(ended).toMatchObject({ status: 'cancelled', error: { code: 'RUNNEL_ERR_RUN_CANCELLED' } });
+      expect((await runs.frames(queued.run_id)).map((frame) => frame.event)).toEqual(['error']);
+      // Started by nobody afterwards: an ended run is not executed again, and nothing more is written.
+      expect(await executeRun({ record: queued, runnable: chain as never, store: runs, signal: new AbortController().signal })).toBeUndefined();
+      expect(calls).toBe(0);
+      expect(await runs.frames(queued.run_id)).toHaveLength(1);
+    });
+  }
 });
 
 describe('MemoryRunStore frame ids', () => {
