@@ -12,7 +12,7 @@
  * six times a LangServe frame), so the server's own CPU time per event is printed beside them.
  */
 import { randomUUID } from 'node:crypto';
-import { eventsPerSecond, median, serverCpuSeconds, startRunServer, stopRunServers } from './processes.js';
+import { eventsPerSecond, forgetNamespaces, median, serverCpuSeconds, startRunServer, stopRunServers } from './processes.js';
 
 const say = (): { id: string; role: 'user'; parts: { type: 'text'; text: string }[] } => ({ id: randomUUID(), role: 'user', parts: [{ type: 'text', text: randomUUID() }] });
 
@@ -36,8 +36,9 @@ async function measure(base: string, route: Route, seconds?: number): Promise<{ 
   return { perSecond, cpuMicros: ((serverCpuSeconds(base) - before) * 1e6) / events };
 }
 
+const namespace = `bench-${randomUUID()}`;
 try {
-  const base = (await startRunServer({ RUNNEL_RUN_NAMESPACE: `bench-${randomUUID()}` })) as string;
+  const base = (await startRunServer({ RUNNEL_RUN_NAMESPACE: namespace })) as string;
   const names = Object.keys(routes) as Route[];
   // Warm-up: every path compiled before it is timed.
   for (const route of names) await measure(base, route, 1);
@@ -59,4 +60,5 @@ try {
   }
 } finally {
   stopRunServers();
+  await forgetNamespaces([namespace]);
 }

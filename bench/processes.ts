@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { Redis } from 'ioredis';
 
 const root = new URL('..', import.meta.url).pathname;
 export const BENCH_KEY = 'bench-key-0123456789abcdef';
@@ -33,6 +34,22 @@ export function startRunServer(env: Record<string, string>): Promise<string | un
       else if (out.includes('ready worker')) resolve(undefined);
     });
   });
+}
+
+/**
+ * Deletes what the run servers of a bench left under `namespaces` (their runs and logs would otherwise stay
+ * in Redis for their TTL, a day: hundreds of thousands of keys after a few benches, and every later KEYS on
+ * that Redis slow).
+ */
+export async function forgetNamespaces(namespaces: readonly string[]): Promise<void> {
+  const redis = new Redis('redis://127.0.0.1:6379');
+  try {
+    for (const namespace of namespaces) {
+      for await (const keys of redis.scanStream({ match: `${namespace}:*`, count: 1000 }) as AsyncIterable<string[]>) if (keys.length > 0) await redis.unlink(...keys);
+    }
+  } finally {
+    redis.disconnect();
+  }
 }
 
 /** Stops every process started here. */

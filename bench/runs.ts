@@ -11,8 +11,7 @@
  * Medians of 3 rounds; the machine is noisy. Traffic only to 127.0.0.1, bounded in count.
  */
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { benchHeaders as headers, eventsPerSecond, median, startRunServer as start, stopRunServers } from './processes.js';
+import { benchHeaders as headers, eventsPerSecond, forgetNamespaces, median, startRunServer as start, stopRunServers } from './processes.js';
 
 const percentile = (values: number[], p: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] as number;
 
@@ -96,9 +95,5 @@ try {
 } finally {
   stopRunServers();
   // The runs of this bench (about 12,000, with their logs) would otherwise stay in Redis for their TTL.
-  const redis = new Redis('redis://127.0.0.1:6379');
-  for (const namespace of namespaces) {
-    for await (const keys of redis.scanStream({ match: `${namespace}:*`, count: 1000 }) as AsyncIterable<string[]>) if (keys.length > 0) await redis.unlink(...keys);
-  }
-  redis.disconnect();
+  await forgetNamespaces(namespaces);
 }
