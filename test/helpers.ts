@@ -1,4 +1,5 @@
 import { createServer } from 'node:net';
+import type { Redis } from 'ioredis';
 
 /** Small helpers shared by tests. */
 
@@ -38,4 +39,14 @@ export async function freePort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
+}
+
+/**
+ * The keys matching `pattern`, found with SCAN: KEYS walks the whole keyspace in one command, and on a shared
+ * Redis holding many keys it outlasts a client's command timeout.
+ */
+export async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
+  const found = new Set<string>();
+  for await (const keys of redis.scanStream({ match: pattern, count: 1000 }) as AsyncIterable<string[]>) for (const key of keys) found.add(key);
+  return [...found];
 }

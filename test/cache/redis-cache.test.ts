@@ -1,12 +1,12 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRedisClient, FakeListChatModel, RedisCache } from '../../src/index.js';
-import { toArray } from '../helpers.js';
+import { scanKeys, toArray } from '../helpers.js';
 
 const namespace = `runnel-test-cache:${process.pid}:${Date.now()}`;
 const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 });
 afterAll(async () => {
-  const keys = await redis.keys(`${namespace}:*`);
+  const keys = await scanKeys(redis, `${namespace}:*`);
   if (keys.length > 0) await redis.del(...keys);
   redis.disconnect();
 });
@@ -27,7 +27,7 @@ describe('RedisCache', () => {
     expect(replay.map((c) => c.text).join('')).toBe('first answer');
     expect(model.calls).toHaveLength(1);
     expect(results).toEqual(['miss', 'hit', 'hit']);
-    const keys = await redis.keys(`${namespace}:*`);
+    const keys = await scanKeys(redis, `${namespace}:*`);
     expect(keys.length).toBeGreaterThan(0);
     expect(await redis.ttl(keys[0] as string)).toBeGreaterThan(500);
   });
@@ -49,7 +49,7 @@ describe('RedisCache', () => {
     const question = `poisoned-${Math.random()}`;
     await model.invoke(question);
     let poisoned = 0;
-    for (const key of await redis.keys(`${namespace}:*`)) {
+    for (const key of await scanKeys(redis, `${namespace}:*`)) {
       if ((await redis.get(key))?.includes('"fresh"')) {
         await redis.set(key, JSON.stringify([{ lc: 1, type: 'constructor', kwargs: { content: 'evil' } }]));
         await expect(cache.lookup(key.slice(namespace.length + 1))).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });

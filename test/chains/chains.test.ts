@@ -10,6 +10,7 @@ import { findExpression } from '../../chains/agent.js';
 import { extractByRules } from '../../chains/extract.js';
 import { buildApp, connectServices, type Services } from '../../src/index.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
+import { scanKeys } from '../helpers.js';
 
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 const run = `${process.pid}-${Date.now()}`;
@@ -47,7 +48,7 @@ describe('the shipped chains, offline', () => {
     ({ app, services } = await serve({}));
   });
   afterAll(async () => {
-    const keys = [...((await services.redis?.keys(`runnel:history:*:${run}*`)) ?? []), ...((await services.redis?.keys(`runnel-test-cache:${run}:*`)) ?? [])];
+    const keys = [...(services.redis === undefined ? [] : await scanKeys(services.redis, `runnel:history:*:${run}*`)), ...(services.redis === undefined ? [] : await scanKeys(services.redis, `runnel-test-cache:${run}:*`))];
     if (keys.length > 0) await services.redis?.del(...keys);
     await app.close();
   });
@@ -161,7 +162,7 @@ for (const provider of ['openai', 'anthropic'] as const) {
       ({ app, services } = await serve(env));
     });
     afterAll(async () => {
-      const keys = [...((await services.redis?.keys(`runnel:history:*:${run}*`)) ?? []), ...((await services.redis?.keys(`runnel-test-cache:${run}:*`)) ?? [])];
+      const keys = [...(services.redis === undefined ? [] : await scanKeys(services.redis, `runnel:history:*:${run}*`)), ...(services.redis === undefined ? [] : await scanKeys(services.redis, `runnel-test-cache:${run}:*`))];
       if (keys.length > 0) await services.redis?.del(...keys);
       await app.close();
       await server.close();

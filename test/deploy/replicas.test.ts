@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../helpers.js';
+import { freePort, scanKeys } from '../helpers.js';
 import { startNginx, type Nginx } from '../support/nginx.js';
 
 const root = new URL('../../', import.meta.url).pathname;
@@ -81,7 +81,7 @@ afterAll(async () => {
     ),
   );
   const redis = new Redis('redis://127.0.0.1:6379');
-  const keys = await redis.keys(`runnel:history:*:${session}`);
+  const keys = await scanKeys(redis, `runnel:history:*:${session}`);
   if (keys.length > 0) await redis.del(...keys);
   redis.disconnect();
 }, 30_000);

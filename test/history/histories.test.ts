@@ -2,11 +2,12 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HumanMessage, MemoryHistoryStore, RedisChatMessageHistory } from '../../src/index.js';
 import { historyContract } from './contract.js';
+import { scanKeys } from '../helpers.js';
 
 const namespace = `runnel-test:${process.pid}:${Date.now()}`;
 const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false });
 afterAll(async () => {
-  const keys = await redis.keys(`${namespace}:*`);
+  const keys = await scanKeys(redis, `${namespace}:*`);
   if (keys.length > 0) await redis.del(...keys);
   redis.disconnect();
 });

@@ -12,6 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
 import { buildApp, connectServices, type Services } from '../../src/index.js';
+import { scanKeys } from '../helpers.js';
 
 const RUNS = Number(process.env.RUNNEL_FUZZ_RUNS ?? 2000);
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
@@ -133,7 +134,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   // Fuzzed chat sessions expire with the history TTL; the cache namespace is this run's own.
-  const mine = (await services.redis?.keys(`runnel-test-cache:${run}:*`)) ?? [];
+  const mine = services.redis === undefined ? [] : await scanKeys(services.redis, `runnel-test-cache:${run}:*`);
   if (mine.length > 0) await services.redis?.del(...mine);
   await app.close();
 });

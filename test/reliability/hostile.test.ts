@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createChains } from '../../chains/index.js';
 import { buildApp, connectServices, type Services } from '../../src/index.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+import { scanKeys } from '../helpers.js';
 
 const run = `hostile-${process.pid}-${Date.now()}`;
 const root = new URL('../../', import.meta.url).pathname;
@@ -112,7 +113,7 @@ describe('poisoned Redis records', () => {
     app = await buildApp({ chains: createChains({ services, env: {}, offlineDelayMs: 0 }).chains, services });
   });
   afterAll(async () => {
-    const keys = [...((await services.redis?.keys(`${namespace}:*`)) ?? []), ...((await services.redis?.keys(`runnel:history:*:${run}*`)) ?? [])];
+    const keys = [...(services.redis === undefined ? [] : await scanKeys(services.redis, `${namespace}:*`)), ...(services.redis === undefined ? [] : await scanKeys(services.redis, `runnel:history:*:${run}*`))];
     if (keys.length > 0) await services.redis?.del(...keys);
     await app.close();
   });
@@ -146,7 +147,7 @@ describe('poisoned Redis records', () => {
     const ask = () => app.inject({ method: 'POST', url: '/joke/invoke', payload: { input: { topic: `poison ${run}` } } });
     const first = await ask();
     expect(first.statusCode).toBe(200);
-    const keys = await redis.keys(`${namespace}:*`);
+    const keys = await scanKeys(redis, `${namespace}:*`);
     expect(keys.length).toBeGreaterThan(0);
     const errors = async () => Number(/runnel_model_cache_total\{result="error"\} (\d+)/.exec((await app.inject('/metrics')).body)?.[1] ?? 0);
     for (const poison of POISON) {

@@ -6,11 +6,12 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
 import { buildApp, connectServices, HashingEmbeddings, HumanMessage, MemoryVectorStore, RedisChatMessageHistory } from '../../src/index.js';
+import { scanKeys } from '../helpers.js';
 
 const run = `limits-${process.pid}-${Date.now()}`;
 const redis = new Redis('redis://127.0.0.1:6379');
 afterAll(async () => {
-  const keys = await redis.keys(`runnel-test-limits:${run}*`);
+  const keys = await scanKeys(redis, `runnel-test-limits:${run}*`);
   if (keys.length > 0) await redis.del(...keys);
   redis.disconnect();
 });
