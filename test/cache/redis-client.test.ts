@@ -7,18 +7,14 @@
 import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient } from '../../src/cache/redis-client.js';
-import { freePort } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
 let client: Redis;
 
 beforeAll(async () => {
-  server = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no']);
-  await server.start();
-  client = createRedisClient(server.url);
-  await client.connect();
+  server = await RedisServer.scratch();
+  client = await server.client();
 });
 afterAll(async () => {
   client.disconnect();

@@ -8,7 +8,6 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, connectServices, type ChainSpec } from '../../src/index.js';
-import { freePort } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 import { runChains } from '../support/run-server.js';
 
@@ -20,8 +19,7 @@ const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
 
 beforeAll(async () => {
   process.on('unhandledRejection', onUnhandled);
-  redis = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no']);
-  await redis.start();
+  redis = await RedisServer.scratch();
   const services = await connectServices({ redisUrl: redis.url, redisCommandTimeoutMs: 300 });
   app = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: `runnel-test-outage-${randomUUID()}`, workerConcurrency: 2, runLockMs: 60_000 } });
   await app.listen({ port: 0, host: '127.0.0.1' });

@@ -8,10 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisClient } from '../../src/cache/redis-client.js';
 import { lambda } from '../../src/index.js';
 import { executeRun, MemoryRunStore, RedisRunStore, type RunRecord, type RunStore } from '../../src/runs/index.js';
-import { freePort } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
@@ -19,11 +17,9 @@ let client: Redis;
 let store: RedisRunStore;
 
 beforeAll(async () => {
-  server = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no']);
-  await server.start();
+  server = await RedisServer.scratch();
   // The server's own kind of client (commands of a turn coalesced into one write), as the scripts run in production.
-  client = createRedisClient(server.url);
-  await client.connect();
+  client = await server.client();
   store = new RedisRunStore({ client, namespace: `test-${randomUUID()}`, maxListed: 3 });
 });
 afterAll(async () => {

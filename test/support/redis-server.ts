@@ -4,7 +4,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRedisClient } from '../../src/index.js';
-import { settleWithin } from '../helpers.js';
+import type { Redis } from 'ioredis';
+import { freePort, settleWithin } from '../helpers.js';
 
 export class RedisServer {
   private child: ChildProcess | undefined;
@@ -14,6 +15,20 @@ export class RedisServer {
     readonly port: number,
     private readonly args: string[],
   ) {}
+
+  /** A started server on a spare port that keeps nothing on disk. */
+  static async scratch(): Promise<RedisServer> {
+    const server = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no']);
+    await server.start();
+    return server;
+  }
+
+  /** A connected client of the server's own kind (`createRedisClient`: bounded, commands of a turn in one write). */
+  async client(): Promise<Redis> {
+    const client = createRedisClient(this.url);
+    await client.connect();
+    return client;
+  }
 
   get running(): boolean {
     return this.child !== undefined;
