@@ -42,7 +42,7 @@ class FrameWriter {
     if (!isLastFrame(frame)) this.onFrame?.(frame);
     if (this.scheduled) return frame;
     this.scheduled = true;
-    setImmediate(() => {
+    process.nextTick(() => {
       this.scheduled = false;
       const batch = this.pending;
       this.pending = [];
