@@ -124,6 +124,23 @@ function parseBlocks(text: string): Block[] {
 
 const blockText = (block: Block): string => block.lines.join('\n');
 
+/** A heading and what is under it: its own blocks, then its subsections. */
+interface Section {
+  heading: Block | undefined;
+  level: number;
+  label: string;
+  body: Block[];
+  children: Section[];
+}
+
+/** A section's blocks in document order: its heading, its text, its subsections'. */
+function flatten(section: Section): Block[] {
+  const out: Block[] = section.heading === undefined ? [] : [section.heading];
+  out.push(...section.body);
+  for (const child of section.children) out.push(...flatten(child));
+  return out;
+}
+
 /**
  * Splits Markdown documents by section.
  *
@@ -144,37 +161,63 @@ export class MarkdownTextSplitter {
     }
   }
 
-  /** Splits Markdown text into chunks with their line ranges and heading paths. */
+  /**
+   * Splits Markdown text into chunks with their line ranges and heading paths. A section whose whole text —
+   * its subsections included — fits in `chunkSize` is one chunk under its own heading path, so a short
+   * section and the parameters listed under it stay together; a larger one gives its own text, packed, and
+   * then each subsection by the same rule.
+   */
   splitText(text: string): MarkdownChunk[] {
-    const chunks: MarkdownChunk[] = [];
-    const path: { level: number; label: string }[] = [];
-    // Headings waiting for text: a heading with no text before its first subheading joins that subheading's first chunk.
-    let lead: Block[] = [];
-    let body: Block[] = [];
-    const flush = (): void => {
-      if (body.length > 0) chunks.push(...this.pack(lead, body, path.map((h) => h.label)));
-      body = [];
-    };
+    const root: Section = { heading: undefined, level: 0, label: '', body: [], children: [] };
+    const open: Section[] = [root];
     for (const block of parseBlocks(text)) {
       if (block.kind === 'markup') continue;
       if (block.kind !== 'heading') {
-        body.push(block);
+        (open[open.length - 1] as Section).body.push(block);
         continue;
       }
       const level = block.level as number;
-      if (body.length > 0) {
-        flush();
-        lead = [];
-      } else if (lead.length > 0 && level <= (lead[lead.length - 1]?.level as number)) {
-        // The waiting heading got no text and no subsection: an empty section, nothing to keep.
-        lead = lead.filter((h) => (h.level as number) < level);
-      }
-      while (path.length > 0 && (path[path.length - 1]?.level as number) >= level) path.pop();
-      path.push({ level, label: `${'#'.repeat(level)} ${block.title as string}`.trimEnd() });
-      lead.push(block);
+      while ((open[open.length - 1] as Section).level >= level) open.pop();
+      const section: Section = { heading: block, level, label: `${'#'.repeat(level)} ${block.title as string}`.trimEnd(), body: [], children: [] };
+      (open[open.length - 1] as Section).children.push(section);
+      open.push(section);
     }
-    flush();
+    const chunks: MarkdownChunk[] = [];
+    this.emitSection(root, [], [], chunks);
     return chunks;
+  }
+
+  /**
+   * Emits `section` (under `path`, after `lead`: headings of enclosing sections that had no text of their own)
+   * whole when it fits, else its own text and then its subsections. Returns whether anything was emitted.
+   */
+  private emitSection(section: Section, parentPath: string[], lead: Block[], out: MarkdownChunk[]): boolean {
+    const path = section.heading === undefined ? parentPath : [...parentPath, section.label];
+    const heads = section.heading === undefined ? lead : [...lead, section.heading];
+    const all = flatten(section);
+    const hasText = all.some((block) => block.kind !== 'heading');
+    if (!hasText) return false;
+    const size = [...lead, ...all].reduce((sum, block) => sum + blockText(block).length + 2, 0);
+    if (section.heading !== undefined && size <= this.chunkSize) {
+      const blocks = [...lead, ...all];
+      // A heading with no text of its own over a single subsection: the chunk is that subsection's.
+      const headings = [...path];
+      for (let inner = section; inner.body.length === 0 && inner.children.length === 1; ) {
+        inner = inner.children[0] as Section;
+        headings.push(inner.label);
+      }
+      out.push({ text: blocks.map(blockText).join('\n\n'), from: (blocks[0] as Block).from, to: (blocks[blocks.length - 1] as Block).to, headings });
+      return true;
+    }
+    let waiting = heads;
+    if (section.body.length > 0) {
+      out.push(...this.pack(heads, section.body, path));
+      waiting = [];
+    }
+    for (const child of section.children) {
+      if (this.emitSection(child, path, waiting, out)) waiting = [];
+    }
+    return true;
   }
 
   /** Packs a section's blocks into chunks of at most `chunkSize`, balanced so the last is not a scrap. */

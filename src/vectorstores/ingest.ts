@@ -29,7 +29,10 @@ async function load(path: string): Promise<Document[]> {
 export interface IngestOptions {
   /** The longest chunk in characters (default 1500 for Markdown, 1000 for other text). */
   chunkSize?: number;
-  /** Overlap of neighbouring chunks of plain text, and of the parts of an overlong Markdown paragraph (default 150 and 100). */
+  /**
+   * Overlap of neighbouring chunks of plain text, and of the parts of an overlong Markdown paragraph (default 150
+   * and 100, in proportion for a smaller `chunkSize`).
+   */
   overlap?: number;
   /**
    * Delete stale chunks: `true`, the chunks of the ingested sources that the
@@ -59,11 +62,15 @@ const isMarkdown = (doc: Document): boolean => /\.(md|markdown)$/i.test(String(d
 
 /** Splits documents: Markdown by sections, other text by paragraphs. */
 export async function splitForIngest(docs: readonly Document[], options: Pick<IngestOptions, 'chunkSize' | 'overlap'> = {}): Promise<Document[]> {
+  // Without an overlap of its own, a smaller chunk size gets a proportionally smaller one (the defaults' share:
+  // 150 of 1000, 100 of 1500): an overlap as large as the chunk would be refused.
+  const markdownSize = options.chunkSize ?? 1500;
+  const textSize = options.chunkSize ?? 1000;
   const markdown = new MarkdownTextSplitter({
-    chunkSize: options.chunkSize ?? 1500,
-    ...(options.overlap === undefined ? {} : { chunkOverlap: Math.min(options.overlap, (options.chunkSize ?? 1500) - 1) }),
+    chunkSize: markdownSize,
+    chunkOverlap: options.overlap === undefined ? Math.min(100, Math.floor(markdownSize / 15)) : Math.min(options.overlap, markdownSize - 1),
   });
-  const text = new RecursiveCharacterTextSplitter({ chunkSize: options.chunkSize ?? 1000, chunkOverlap: options.overlap ?? 150 });
+  const text = new RecursiveCharacterTextSplitter({ chunkSize: textSize, chunkOverlap: options.overlap ?? Math.min(150, Math.floor(textSize * 0.15)) });
   const out: Document[] = [];
   for (const doc of docs) out.push(...(await (isMarkdown(doc) ? markdown : text).splitDocuments([doc])));
   return out;

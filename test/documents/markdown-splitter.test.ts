@@ -21,7 +21,8 @@ const guide = [
 
 describe('MarkdownTextSplitter', () => {
   it('keeps each chunk inside its section, with its heading path and lines, and never a heading alone', () => {
-    const chunks = new MarkdownTextSplitter({ chunkSize: 200 }).splitText(guide);
+    // 120 characters: `## How it is served` with its subsections (132) does not fit whole, so each goes on its own.
+    const chunks = new MarkdownTextSplitter({ chunkSize: 120, chunkOverlap: 10 }).splitText(guide);
     expect(chunks.map(({ headings, from, to }) => ({ headings, from, to }))).toEqual([
       { headings: ['# Server'], from: 4, to: 6 },
       // `## How it is served` has no text of its own: it joins the text under its subsection.
@@ -36,6 +37,24 @@ describe('MarkdownTextSplitter', () => {
     expect(chunks[3]?.text).toContain('| header | 16 KiB |\n\n```sh\ncurl localhost:8000/healthz\n```');
     expect(chunks.some((chunk) => /^(#+ .*\s*)+$/.test(chunk.text))).toBe(false);
     expect(chunks.flatMap((chunk) => chunk.text.split('\n')).some((line) => line.includes('front matter') || line.includes('<a id'))).toBe(false);
+  });
+
+  it('keeps a section that fits whole, its subsections included, in one chunk under its own path', () => {
+    // 200 characters: `## How it is served` and everything under it (132) is one chunk; `# Server` as a whole (more) is not.
+    const chunks = new MarkdownTextSplitter({ chunkSize: 200 }).splitText(guide);
+    expect(chunks.map(({ headings, from, to }) => ({ headings, from, to }))).toEqual([
+      { headings: ['# Server'], from: 4, to: 6 },
+      // A heading over a single subsection names the chunk by that subsection's path.
+      { headings: ['# Server', '## How it is served', '### Factory'], from: 8, to: 17 },
+      { headings: ['# Server', '## Limits'], from: 21, to: 30 },
+      { headings: ['# Setext title'], from: 32, to: 35 },
+    ]);
+    expect(chunks[1]?.text).toBe('## How it is served\n\n### Factory\n\n`buildApp(options)` makes an app.\n\n#### bodyLimit\n\nRequests larger than this are refused with 413.');
+    // Over two subsections the chunk is named by their parent (and `# API`, with no text, by its one subsection).
+    const api = ['# API', '', '## isLevelEnabled(level)', '', 'Whether a level writes.', '', '### level', '', 'A level name.', '', '### returns', '', 'A boolean.'].join('\n');
+    expect(new MarkdownTextSplitter({ chunkSize: 200 }).splitText(api).map(({ headings, from, to }) => ({ headings, from, to }))).toEqual([
+      { headings: ['# API', '## isLevelEnabled(level)'], from: 1, to: 13 },
+    ]);
   });
 
   it('splits a long section between blocks into balanced chunks, a table under its header and code inside its fence', () => {

@@ -57,7 +57,8 @@ describe('npm run ingest', () => {
     const dir = mkdtempSync(join(tmpdir(), 'runnel-sections-'));
     const file = join(dir, 'ops.md');
     writeFileSync(file, '# Operations\n\n## Backups\n\nSnapshots run nightly at 02:00 and are kept for 30 days.\n\n## Alerts\n\nPager alerts go to the on-call engineer.\n');
-    expect(await ingest({ paths: [dir], collection: sections, databaseUrl: DATABASE_URL })).toMatchObject({ added: 2, failed: [] });
+    // Chunks of at most 120 characters: the file as a whole does not fit, so each section is a chunk of its own.
+    expect(await ingest({ paths: [dir], collection: sections, databaseUrl: DATABASE_URL, chunkSize: 120 })).toMatchObject({ added: 2, failed: [] });
     const [top] = await query({ query: 'How long are snapshots retained?', collection: sections, databaseUrl: DATABASE_URL });
     expect(top?.document.metadata).toMatchObject({ source: `${basename(dir)}/ops.md`, headings: ['# Operations', '## Backups'], loc: { lines: { from: 1, to: 5 } } });
 
@@ -71,8 +72,8 @@ describe('npm run ingest', () => {
 
     // The alerts section is edited: its old passage goes with --sync, and only then.
     writeFileSync(file, '# Operations\n\n## Backups\n\nSnapshots run nightly at 02:00 and are kept for 30 days.\n\n## Alerts\n\nAlerts go to the #ops channel.\n');
-    expect(await ingest({ paths: [dir], collection: sections, databaseUrl: DATABASE_URL })).toMatchObject({ added: 1, removed: 0 });
-    const synced = await cli([dir, '--collection', sections, '--sync']);
+    expect(await ingest({ paths: [dir], collection: sections, databaseUrl: DATABASE_URL, chunkSize: 120 })).toMatchObject({ added: 1, removed: 0 });
+    const synced = await cli([dir, '--collection', sections, '--chunk-size', '120', '--sync']);
     expect(synced.stdout).toMatch(/added 0, skipped 2 \(already there\), removed 1 \(stale\), failed 0/);
     const left = await query({ query: 'on-call engineer pager', collection: sections, k: 10, databaseUrl: DATABASE_URL });
     expect(left.map((m) => m.document.pageContent).join('\n')).not.toContain('on-call');
