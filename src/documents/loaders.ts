@@ -74,7 +74,7 @@ async function walk(dir: string): Promise<string[]> {
   for (const entry of entries) {
     if (entry.name === 'node_modules' || entry.name.startsWith('.')) continue;
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) files.push(...(await walk(path)));
+    if (entry.isDirectory()) for (const file of await walk(path)) files.push(file);
     else if (entry.isFile()) files.push(path);
   }
   return files;
@@ -94,9 +94,9 @@ export async function loadDirectory(dir: string, options: { glob?: string } = {}
   const docs: Document[] = [];
   for (const file of files) {
     const ext = extname(file).toLowerCase();
-    if (ext === '.md' || ext === '.markdown') docs.push(...(await loadMarkdown(file)));
-    else if (ext === '.jsonl') docs.push(...(await loadJsonLines(file)));
-    else docs.push(...(await loadText(file)));
+    // One at a time, not push(...): a JSON Lines file of 100,000 records would overflow the stack as arguments.
+    const loaded = ext === '.md' || ext === '.markdown' ? await loadMarkdown(file) : ext === '.jsonl' ? await loadJsonLines(file) : await loadText(file);
+    for (const doc of loaded) docs.push(doc);
   }
   return docs;
 }

@@ -1,7 +1,9 @@
 /**
- * `MarkdownTextSplitter`: splits Markdown along its structure. Chunks never
- * cross a section boundary; a heading joins the text under it (a chunk of
- * only a heading never exists); tables and fenced code stay whole when they
+ * `MarkdownTextSplitter`: splits Markdown along its structure. A section
+ * that fits is one chunk with its subsections; a larger one gives its own
+ * text and then each subsection, so a chunk never crosses the boundary of a
+ * section it does not hold whole. A heading joins the text under it (a chunk
+ * of only a heading never exists); tables and fenced code stay whole when they
  * fit, and when they do not, each part keeps the table's header or the
  * code's fence. Every chunk records its heading path (`metadata.headings`,
  * e.g. `['# Server', '## Factory', '### bodyLimit']`) and its line range,
@@ -133,11 +135,20 @@ interface Section {
   children: Section[];
 }
 
-/** A section's blocks in document order: its heading, its text, its subsections'. */
-function flatten(section: Section): Block[] {
-  const out: Block[] = section.heading === undefined ? [] : [section.heading];
-  out.push(...section.body);
-  for (const child of section.children) out.push(...flatten(child));
+/** True when a section or one of its subsections has text (not only headings). */
+function holdsText(section: Section): boolean {
+  return section.body.some((block) => block.kind !== 'heading') || section.children.some(holdsText);
+}
+
+/**
+ * A section's blocks in document order — its heading, its text, its subsections' — into `out`; subsections
+ * with no text are left out, as the splitter drops an empty section. A loop, not `push(...)`: a section of
+ * 100,000 blocks would pass as many arguments and overflow the stack.
+ */
+function flatten(section: Section, out: Block[] = []): Block[] {
+  if (section.heading !== undefined) out.push(section.heading);
+  for (const block of section.body) out.push(block);
+  for (const child of section.children) if (holdsText(child)) flatten(child, out);
   return out;
 }
 
@@ -202,8 +213,10 @@ export class MarkdownTextSplitter {
       const blocks = [...lead, ...all];
       // A heading with no text of its own over a single subsection: the chunk is that subsection's.
       const headings = [...path];
-      for (let inner = section; inner.body.length === 0 && inner.children.length === 1; ) {
-        inner = inner.children[0] as Section;
+      for (let inner = section; inner.body.length === 0; ) {
+        const textual = inner.children.filter(holdsText);
+        if (textual.length !== 1) break;
+        inner = textual[0] as Section;
         headings.push(inner.label);
       }
       out.push({ text: blocks.map(blockText).join('\n\n'), from: (blocks[0] as Block).from, to: (blocks[blocks.length - 1] as Block).to, headings });
@@ -211,7 +224,7 @@ export class MarkdownTextSplitter {
     }
     let waiting = heads;
     if (section.body.length > 0) {
-      out.push(...this.pack(heads, section.body, path));
+      for (const chunk of this.pack(heads, section.body, path)) out.push(chunk);
       waiting = [];
     }
     for (const child of section.children) {

@@ -56,7 +56,7 @@ export class RecursiveCharacterTextSplitter {
     let pending: string[] = [];
     const flush = (): void => {
       if (pending.length === 0) return;
-      out.push(...this.merge(pending));
+      for (const merged of this.merge(pending)) out.push(merged);
       pending = [];
     };
     for (const piece of pieces) {
@@ -65,7 +65,7 @@ export class RecursiveCharacterTextSplitter {
         continue;
       }
       flush();
-      out.push(...(finer.length > 0 ? this.split(piece, finer) : [piece]));
+      for (const part of finer.length > 0 ? this.split(piece, finer) : [piece]) out.push(part);
     }
     flush();
     return out;

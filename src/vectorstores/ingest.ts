@@ -72,7 +72,7 @@ export async function splitForIngest(docs: readonly Document[], options: Pick<In
   });
   const text = new RecursiveCharacterTextSplitter({ chunkSize: textSize, chunkOverlap: options.overlap ?? Math.min(150, Math.floor(textSize * 0.15)) });
   const out: Document[] = [];
-  for (const doc of docs) out.push(...(await (isMarkdown(doc) ? markdown : text).splitDocuments([doc])));
+  for (const doc of docs) for (const chunk of await (isMarkdown(doc) ? markdown : text).splitDocuments([doc])) out.push(chunk);
   return out;
 }
 
@@ -84,7 +84,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   const docs: Document[] = [];
   for (const path of paths) {
     try {
-      docs.push(...(await load(path)));
+      for (const doc of await load(path)) docs.push(doc);
     } catch (error) {
       failed.push({ source: path, error: message(error) });
     }

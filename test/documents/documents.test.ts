@@ -30,6 +30,13 @@ describe('loaders', () => {
     '.hidden/secret.md': '# no',
   });
 
+  it('loads a directory with a JSON Lines file of 150,000 records (each record once, no stack overflow)', async () => {
+    const big = tree({ 'rows.jsonl': Array.from({ length: 150_000 }, (_, i) => `{"text": "row ${i}"}`).join('\n') });
+    const docs = await loadDirectory(big, { glob: '**/*.jsonl' });
+    expect(docs).toHaveLength(150_000);
+    expect(docs.at(-1)?.pageContent).toBe('row 149999');
+  });
+
   it('loads Markdown with its title, and JSON Lines with metadata and ids', async () => {
     const [readme] = await loadMarkdown(join(dir, 'README.md'));
     expect(readme?.metadata).toEqual({ source: join(dir, 'README.md'), title: 'Runnel' });

@@ -57,6 +57,21 @@ describe('MarkdownTextSplitter', () => {
     ]);
   });
 
+  it('leaves an empty subsection out of a whole section, and splits a section of 150,000 blocks without overflowing the stack', () => {
+    const withEmpty = ['# A', '', 'a', '', '## Empty', '', '## B', '', 'b'].join('\n');
+    expect(new MarkdownTextSplitter({ chunkSize: 200 }).splitText(withEmpty)).toEqual([{ text: '# A\n\na\n\n## B\n\nb', from: 1, to: 9, headings: ['# A'] }]);
+    // A heading with no text over one real subsection and an empty one is named by the real one.
+    const named = ['# A', '', '## Empty', '', '## B', '', 'b'].join('\n');
+    expect(new MarkdownTextSplitter({ chunkSize: 200 }).splitText(named).map((chunk) => chunk.headings)).toEqual([['# A', '## B']]);
+    // One heading over 150,000 paragraphs, and over 150,000 small subsections: every block passed as an
+    // argument (\`push(...blocks)\`) overflowed the stack.
+    const paragraphs = ['# Big', ...Array.from({ length: 150_000 }, (_, i) => `p${i}`)].join('\n\n');
+    const sections = ['# Big', ...Array.from({ length: 150_000 }, (_, i) => `## s${i}\n\nt${i}`)].join('\n\n');
+    const big = new MarkdownTextSplitter().splitText(paragraphs);
+    expect(big.map((chunk) => chunk.text).join('\n\n').split('\n\n').filter((line) => line.startsWith('p'))).toHaveLength(150_000);
+    expect(new MarkdownTextSplitter().splitText(sections)).toHaveLength(150_000);
+  });
+
   it('splits a long section between blocks into balanced chunks, a table under its header and code inside its fence', () => {
     const rows = Array.from({ length: 40 }, (_, i) => `| option${i} | value ${i} |`);
     const code = Array.from({ length: 40 }, (_, i) => `console.log(${i}); // line ${i}`);
