@@ -160,6 +160,9 @@ async function atScale(executor: SqlExecutor): Promise<string[]> {
   try {
     for (let i = 0; i < docs.length; i += 5000) {
       await store.addVectors(vectors.slice(i, i + 5000), docs.slice(i, i + 5000));
+      // Statistics as the collection grows: with those of when it was empty, the planner reads all of its
+      // postings to replace a batch's (an index range over the collection instead of a probe per id).
+      if (i % 20_000 === 0) await executor.exec('ANALYZE runnel_lexical_postings; ANALYZE runnel_lexical_terms; ANALYZE runnel_embeddings_384');
       if (process.stderr.isTTY) process.stderr.write(`\r${Math.min(i + 5000, docs.length)}/${docs.length}`);
     }
   } finally {

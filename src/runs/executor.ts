@@ -45,6 +45,8 @@ class FrameWriter {
     process.nextTick(() => {
       this.scheduled = false;
       const batch = this.pending;
+      // `end()` took them already (a run that ends in the tick it made its frames): nothing to write.
+      if (batch.length === 0) return;
       this.pending = [];
       this.flushing = this.flushing.then(() =>
         this.store.append(this.runId, batch).then(
