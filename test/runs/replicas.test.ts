@@ -8,7 +8,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { scanKeys } from '../helpers.js';
 import { frames } from '../support/sse-frames.js';
 import { STORY } from '../support/run-server.js';
 
@@ -17,6 +19,8 @@ const KEY = 'ada-key-0123456789abcdef';
 const SECRET = 'webhook-secret-0123456789';
 const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
 const children: ChildProcess[] = [];
+// The replicas' runs, queue and logs live under it; forgotten after the suite (a day's TTL left 2,000 keys a run).
+const namespace = `runnel-test-replicas-${randomUUID()}`;
 
 /** Starts a run-server process; resolves with its base URL (or undefined for a worker) once it is ready. */
 function start(env: Record<string, string>): Promise<{ child: ChildProcess; url?: string }> {
@@ -73,7 +77,6 @@ beforeAll(async () => {
     });
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  const namespace = `runnel-test-replicas-${randomUUID()}`;
   const env = {
     RUNNEL_RUN_NAMESPACE: namespace,
     RUNNEL_WEBHOOK_HOSTS: '127.0.0.1',
@@ -88,7 +91,15 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const child of children) child.kill('SIGKILL');
+  await Promise.all(children.map((child) => (child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)))));
   await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  const redis = new Redis('redis://127.0.0.1:6379');
+  try {
+    const keys = await scanKeys(redis, `${namespace}:*`);
+    for (let i = 0; i < keys.length; i += 1000) await redis.unlink(...keys.slice(i, i + 1000));
+  } finally {
+    redis.disconnect();
+  }
 });
 
 describe('durable runs across replicas', () => {
