@@ -203,14 +203,11 @@ export class MarkdownTextSplitter {
    * whole when it fits, else its own text and then its subsections. Returns whether anything was emitted.
    */
   private emitSection(section: Section, parentPath: string[], lead: Block[], out: MarkdownChunk[]): boolean {
+    if (!holdsText(section)) return false;
     const path = section.heading === undefined ? parentPath : [...parentPath, section.label];
-    const heads = section.heading === undefined ? lead : [...lead, section.heading];
-    const all = flatten(section);
-    const hasText = all.some((block) => block.kind !== 'heading');
-    if (!hasText) return false;
-    const size = [...lead, ...all].reduce((sum, block) => sum + blockText(block).length + 2, 0);
+    const blocks = flatten(section, [...lead]);
+    const size = blocks.reduce((sum, block) => sum + blockText(block).length + 2, 0);
     if (section.heading !== undefined && size <= this.chunkSize) {
-      const blocks = [...lead, ...all];
       // A heading with no text of its own over a single subsection: the chunk is that subsection's.
       const headings = [...path];
       for (let inner = section; inner.body.length === 0; ) {
@@ -222,9 +219,9 @@ export class MarkdownTextSplitter {
       out.push({ text: blocks.map(blockText).join('\n\n'), from: (blocks[0] as Block).from, to: (blocks[blocks.length - 1] as Block).to, headings });
       return true;
     }
-    let waiting = heads;
+    let waiting = section.heading === undefined ? lead : [...lead, section.heading];
     if (section.body.length > 0) {
-      for (const chunk of this.pack(heads, section.body, path)) out.push(chunk);
+      for (const chunk of this.pack(waiting, section.body, path)) out.push(chunk);
       waiting = [];
     }
     for (const child of section.children) {
