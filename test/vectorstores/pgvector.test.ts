@@ -74,13 +74,43 @@ describe('PgVectorStore', () => {
       await db.exec('SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off');
       const big = await PgVectorStore.create({ executor: db, embeddings: new HashingEmbeddings({ dimensions: 64 }), collection: 'big' });
       await big.addDocuments(Array.from({ length: 1500 }, (_, i) => new Document({ id: `w${i}`, pageContent: `report on the weather in city ${i}` })));
-      const small = await PgVectorStore.create({ executor: db, embeddings: new HashingEmbeddings({ dimensions: 64 }), collection: 'small' });
+      const small = await PgVectorStore.create({ executor: db, embeddings: new HashingEmbeddings({ dimensions: 64 }), collection: 'small', exactSearchBelow: 0 });
       await small.addDocuments(Array.from({ length: 3 }, (_, i) => new Document({ id: `s${i}`, pageContent: `an unrelated recipe for soup number ${i}` })));
       await small.analyze();
       await db.exec('SET hnsw.max_scan_tuples = 1');
       const found = await small.similaritySearchWithScore('report on the weather in city 7', 3);
       expect(found.map(([doc]) => doc.id).sort()).toEqual(['s0', 's1', 's2']);
       expect(found.map(([, score]) => score)).toEqual(found.map(([, score]) => score).sort((a, b) => b - a));
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('searches a collection under exactSearchBelow without the HNSW index, and a larger one through it', async () => {
+    // CI once saw the wrong top result on Postgres ('sse' for "memcached" in the contract's upsert test): in a
+    // table where other collections come and go, an approximate scan met one of the collection's rows before its
+    // nearest. PGlite with the index forced and a collection added, upserted and deleted 600 times gave the wrong
+    // top result 3 to 33 times; searched exactly, never.
+    const db = pgliteExecutor(await PGlite.create({ extensions: { vector } }));
+    try {
+      await db.exec('SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off');
+      const embeddings = new HashingEmbeddings({ dimensions: 64 });
+      const indexScans = async (): Promise<number> => {
+        await db.query('SELECT pg_stat_force_next_flush()');
+        const { rows } = await db.query<{ n: string }>(`SELECT idx_scan AS n FROM pg_stat_user_indexes WHERE indexrelname = 'runnel_embeddings_64_hnsw_cosine'`);
+        return Number(rows[0]?.n);
+      };
+      const docs = Array.from({ length: 12 }, (_, i) => new Document({ id: `d${i}`, pageContent: `notes about topic ${i}` }));
+      const small = await PgVectorStore.create({ executor: db, embeddings, collection: 'small', exactSearchBelow: 13 });
+      await small.addDocuments(docs);
+      const before = await indexScans();
+      expect((await small.similaritySearch('topic 7', 1))[0]?.id).toBe('d7');
+      expect(await indexScans()).toBe(before);
+      const large = await PgVectorStore.create({ executor: db, embeddings, collection: 'large', exactSearchBelow: 12 });
+      await large.addDocuments(docs);
+      expect((await large.similaritySearch('topic 7', 1))[0]?.id).toBe('d7');
+      expect(await indexScans()).toBe(before + 1);
+      await expect(PgVectorStore.create({ executor: db, embeddings, exactSearchBelow: -1 })).rejects.toMatchObject({ code: 'RUNNEL_ERR_INVALID_ARGUMENT' });
     } finally {
       await db.close();
     }
