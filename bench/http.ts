@@ -13,8 +13,9 @@
  * Fastify + @langchain/core — events/s and time to first byte.
  * Goals (issues 4 and 19): /invoke ≥ 0.6× the floor and ≥ 4× Fastify+@langchain/core;
  * SSE ≥ 0.5× the floor's events/s and ≥ 5× @langchain/core. Also: /invoke with two
- * processes (RUNNEL_PROCESSES=2) against one; tracing on against off (issue 17);
- * a durable /stream's run log against a plain /stream, on Redis (issue 15).
+ * processes (RUNNEL_PROCESSES=2) against one; tracing on against off (issue 17;
+ * alone with BENCH_ONLY=tracing); a durable /stream's run log against a plain
+ * /stream, on Redis (issue 15).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -214,19 +215,60 @@ async function durableAgainstPlain(): Promise<{ ratio: number } | undefined> {
   return { ratio: median(durable) / median(plain) };
 }
 
+/**
+ * Tracing on against off (issue 17): the 3-step chain and the LLM chain, each served untraced and traced
+ * (OTLP/protobuf, batched, every request sampled, to the sink), alternating, 3 rounds; medians.
+ */
+async function tracingAgainstOff(): Promise<{ chain: number; llm: number }> {
+  const rows: Record<string, { rps: number[]; cpu: number[] }> = {};
+  const cases = [
+    ['3-step chain, tracing off', 'runnel', '/bench/invoke'],
+    ['3-step chain, tracing on', 'runnel-traced', '/bench/invoke'],
+    ['LLM chain (a 20 ms model), tracing off', 'runnel', '/llm-paced/invoke'],
+    ['LLM chain (a 20 ms model), tracing on', 'runnel-traced', '/llm-paced/invoke'],
+  ] as const;
+  for (let round = 0; round < 3; round++) {
+    for (const [name, kind, path] of cases) {
+      const server = await startServer(kind);
+      try {
+        const r = await invokeLoad(server.pid as number, path, path.startsWith('/llm') ? { topic: 'cats' } : 1);
+        const row = (rows[name] ??= { rps: [], cpu: [] });
+        row.rps.push(r.rps);
+        row.cpu.push(r.cpuUs);
+      } finally {
+        await stopServer(server);
+      }
+    }
+  }
+  console.log('\n| /invoke, tracing off and on, 50 connections (medians of 3 alternating rounds) | req/s | rounds | server CPU µs/request |');
+  console.log('|---|---:|---|---:|');
+  for (const [name, row] of Object.entries(rows)) {
+    console.log(`| ${name} | ${fmt(median(row.rps))} | ${row.rps.map(fmt).join(', ')} | ${median(row.cpu).toFixed(1)} |`);
+  }
+  const ratio = (on: string, off: string): number => median((rows[on] as { rps: number[] }).rps) / median((rows[off] as { rps: number[] }).rps);
+  return { chain: ratio(cases[1][0], cases[0][0]), llm: ratio(cases[3][0], cases[2][0]) };
+}
+
 async function main(): Promise<void> {
   console.log(`node ${process.version}, ${DURATION_S} s per measurement, 127.0.0.1\n`);
   await compileServers();
   const sink = await startOtlpSink();
   otlpUrl = sink.url;
+  const goal = (label: string, value: number, target: number) => console.log(`- ${value >= target ? 'met ' : 'MISSED'} ${label}: ${value.toFixed(2)}× (goal ${target}×)`);
+  if (process.env.BENCH_ONLY === 'tracing') {
+    const tracing = await tracingAgainstOff();
+    console.log('\nGoals:');
+    goal('Runnel /invoke with tracing on vs off (at most 15% off)', tracing.chain, 0.85);
+    goal('Runnel /invoke of an LLM chain with tracing on vs off (at most 15% off)', tracing.llm, 0.85);
+    console.log(`  (${sink.exports()} OTLP exports received)`);
+    sink.close();
+    return;
+  }
   const invoke: Record<string, Awaited<ReturnType<typeof invokeLoad>>> = {};
   for (const [name, kind, path] of [
     ['floor (raw Fastify, plain functions)', 'floor', '/invoke'],
     ['Runnel /invoke', 'runnel', '/bench/invoke'],
     ['Runnel /invoke, 2 processes (RUNNEL_PROCESSES=2)', 'runnel-x2', '/bench/invoke'],
-    ['Runnel /invoke, tracing on (OTLP, batch processor)', 'runnel-traced', '/bench/invoke'],
-    ['Runnel /invoke, LLM chain (a 20 ms model)', 'runnel', '/llm-paced/invoke'],
-    ['Runnel /invoke, LLM chain (a 20 ms model), tracing on', 'runnel-traced', '/llm-paced/invoke'],
     ['Fastify + @langchain/core', 'fastify-lc', '/invoke'],
     ['Express + @langchain/core', 'express-lc', '/invoke'],
   ] as const) {
@@ -262,6 +304,7 @@ async function main(): Promise<void> {
   // A durable stream (on_disconnect: continue: queue, Redis Stream log, follow) against a plain one, same
   // process and chain (200 words), alternating, 3 rounds; needs Redis on 127.0.0.1:6379.
   const durable = await durableAgainstPlain();
+  const tracing = await tracingAgainstOff();
 
   const floor = invoke['floor (raw Fastify, plain functions)']!.rps;
   const ours = invoke['Runnel /invoke']!.rps;
@@ -269,7 +312,6 @@ async function main(): Promise<void> {
   const sseFloor = sse['floor (raw Fastify SSE)']!.eventsPerSecond;
   const sseOurs = sse['Runnel /stream']!.eventsPerSecond;
   const sseLc = sse['Fastify + @langchain/core']!.eventsPerSecond;
-  const goal = (label: string, value: number, target: number) => console.log(`- ${value >= target ? 'met ' : 'MISSED'} ${label}: ${value.toFixed(2)}× (goal ${target}×)`);
   console.log('\nGoals:');
   goal('Runnel /invoke vs the floor', ours / floor, 0.6);
   goal('Runnel /invoke vs Fastify + @langchain/core', ours / lc, 4);
@@ -280,11 +322,8 @@ async function main(): Promise<void> {
   const two = invoke['Runnel /invoke, 2 processes (RUNNEL_PROCESSES=2)']!.rps;
   console.log(`- Runnel /invoke with 2 processes vs 1: ${(two / ours).toFixed(2)}× (the load generator shares the 2 cores)`);
   if (durable !== undefined) goal('durable /stream vs plain /stream on Redis (run-log overhead)', durable.ratio, 0.8);
-  const traced = invoke['Runnel /invoke, tracing on (OTLP, batch processor)']!.rps;
-  goal('Runnel /invoke with tracing on vs off (at most 15% off)', traced / ours, 0.85);
-  const llm = invoke['Runnel /invoke, LLM chain (a 20 ms model)']!.rps;
-  const llmTraced = invoke['Runnel /invoke, LLM chain (a 20 ms model), tracing on']!.rps;
-  goal('Runnel /invoke of an LLM chain with tracing on vs off (at most 15% off)', llmTraced / llm, 0.85);
+  goal('Runnel /invoke with tracing on vs off (at most 15% off)', tracing.chain, 0.85);
+  goal('Runnel /invoke of an LLM chain with tracing on vs off (at most 15% off)', tracing.llm, 0.85);
   console.log(`  (${sink.exports()} OTLP exports received)`);
   sink.close();
 }

@@ -2,8 +2,8 @@
  * Tracing's settings, from OpenTelemetry's standard variables only: on when
  * `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is
  * set (and `OTEL_SDK_DISABLED` is not `true`), exporting OTLP over HTTP as
- * protobuf or JSON, with the service name, resource attributes and sampler
- * the variables say. Prompt and completion text are recorded only with
+ * protobuf or JSON, with the service name, resource attributes, sampler,
+ * compression, timeout and batching the variables say. Prompt and completion text are recorded only with
  * `RUNNEL_TRACE_CONTENT=true`.
  */
 import { RunnelError } from '../core/index.js';
@@ -26,6 +26,16 @@ export interface TracingConfig {
   ratio: number;
   /** Record prompts, completions, inputs and outputs on spans (user data: off by default). */
   content: boolean;
+  /** `OTEL_EXPORTER_OTLP(_TRACES)_COMPRESSION`. */
+  compression: 'gzip' | 'none';
+  /** `OTEL_EXPORTER_OTLP(_TRACES)_TIMEOUT`, ms (default 10,000). */
+  timeoutMs: number;
+  /** `OTEL_BSP_MAX_QUEUE_SIZE` (default 2,048). */
+  maxQueueSize: number;
+  /** `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (default 512, at most the queue's size). */
+  maxExportBatchSize: number;
+  /** `OTEL_BSP_SCHEDULE_DELAY`, ms (default 5,000). */
+  scheduleDelayMs: number;
 }
 
 /** `k1=v1,k2=v2`, each part percent-decoded (the W3C Baggage form the OTel variables use). */
@@ -70,16 +80,44 @@ export function loadTracingConfig(env: Record<string, string | undefined>): Trac
   if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) problems.push('OTEL_TRACES_SAMPLER_ARG: a number from 0 to 1');
   const content = set('RUNNEL_TRACE_CONTENT') ?? 'false';
   if (content !== 'true' && content !== 'false') problems.push('RUNNEL_TRACE_CONTENT: true or false');
+  const compressionName = set('OTEL_EXPORTER_OTLP_TRACES_COMPRESSION') === undefined ? 'OTEL_EXPORTER_OTLP_COMPRESSION' : 'OTEL_EXPORTER_OTLP_TRACES_COMPRESSION';
+  const compression = (set(compressionName) ?? 'none').toLowerCase();
+  if (compression !== 'gzip' && compression !== 'none') problems.push(`${compressionName}: gzip or none`);
+  const whole = (name: string, fallback: number, min: number): number => {
+    const value = set(name);
+    if (value === undefined) return fallback;
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min || n > 1_000_000_000) {
+      problems.push(`${name}: a whole number from ${min}`);
+      return fallback;
+    }
+    return n;
+  };
+  const timeoutMs = whole(set('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') === undefined ? 'OTEL_EXPORTER_OTLP_TIMEOUT' : 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', 10_000, 1);
+  const maxQueueSize = whole('OTEL_BSP_MAX_QUEUE_SIZE', 2048, 1);
+  const maxExportBatchSize = whole('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1);
+  const scheduleDelayMs = whole('OTEL_BSP_SCHEDULE_DELAY', 5000, 0);
   if (problems.length > 0) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n${problems.map((problem) => `- ${problem}`).join('\n')}`);
   const resourceAttributes = keyValues(set('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES');
+  const headers = { ...keyValues(set('OTEL_EXPORTER_OTLP_HEADERS'), 'OTEL_EXPORTER_OTLP_HEADERS'), ...keyValues(set('OTEL_EXPORTER_OTLP_TRACES_HEADERS'), 'OTEL_EXPORTER_OTLP_TRACES_HEADERS') };
+  // A decoded line break or other control character would make every export request fail to be built.
+  if (Object.entries(headers).some(([key, value]) => [...key + value].some((c) => (c < ' ' && c !== '\t') || c === '\u007f') || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key))) {
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'Invalid configuration:\n- OTEL_EXPORTER_OTLP_HEADERS: a header name or value holds a character HTTP does not allow');
+  }
   return {
     url,
     protocol: protocol as TracingConfig['protocol'],
-    headers: { ...keyValues(set('OTEL_EXPORTER_OTLP_HEADERS'), 'OTEL_EXPORTER_OTLP_HEADERS'), ...keyValues(set('OTEL_EXPORTER_OTLP_TRACES_HEADERS'), 'OTEL_EXPORTER_OTLP_TRACES_HEADERS') },
+    headers,
     serviceName: set('OTEL_SERVICE_NAME') ?? resourceAttributes['service.name'] ?? 'runnel',
     resourceAttributes,
     sampler: sampler as TracingConfig['sampler'],
     ratio,
     content: content === 'true',
+    compression: compression as TracingConfig['compression'],
+    timeoutMs,
+    maxQueueSize,
+    // The SDKs' rule: a batch is never larger than the queue.
+    maxExportBatchSize: Math.min(maxExportBatchSize, maxQueueSize),
+    scheduleDelayMs,
   };
 }

@@ -1,3 +1,3 @@
 export { loadTracingConfig, SAMPLERS, type TracingConfig } from './config.js';
 export { traceHeaders } from './propagation.js';
-export { contextFromTraceparent, Tracing, type RequestSpan } from './tracing.js';
+export { parseTraceparent, Span, Tracing, type RequestSpan, type TraceContext } from './tracing.js';

@@ -12,40 +12,104 @@
  * Off (no OTLP endpoint), nothing here runs: no callback is attached and the
  * runs stay unobserved.
  */
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BasicTracerProvider,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  TraceIdRatioBasedSampler,
-  type Sampler,
-  type SpanExporter,
-  type SpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+import { randomFillSync } from 'node:crypto';
 import { lifecycleCallback, type EventCallback, type StreamEvent } from '../core/index.js';
 import type { TracingConfig } from './config.js';
+import { BatchExporter, SpanKinds, StatusCodes, type AttributeValue, type SpanData } from './otlp.js';
 import { openSpans } from './propagation.js';
 
-const propagator = new W3CTraceContextPropagator();
-
-/** A span's W3C `traceparent`. */
-function traceparentOf(span: Span): string {
-  const { traceId, spanId, traceFlags } = span.spanContext();
-  return `00-${traceId}-${spanId}-${traceFlags.toString(16).padStart(2, '0')}`;
+/** A W3C trace context: the trace, the parent span, whether the caller samples it, its `tracestate`. */
+export interface TraceContext {
+  traceId: string;
+  spanId: string;
+  sampled: boolean;
+  traceState: string;
 }
 
-/** The context a `traceparent` header names (the root context for none or a malformed one). */
-export function contextFromTraceparent(traceparent: string | undefined, tracestate?: string): Context {
-  if (traceparent === undefined) return ROOT_CONTEXT;
-  const carrier: Record<string, string> = { traceparent };
-  if (tracestate !== undefined) carrier.tracestate = tracestate;
-  return propagator.extract(ROOT_CONTEXT, carrier, { get: (c, key) => c[key], keys: (c) => Object.keys(c) });
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+const ZEROS = /^0+$/;
+
+/**
+ * The context a `traceparent` header names, or undefined for none or a malformed one (W3C Trace Context:
+ * version `ff` and all-zero ids are invalid; a later version may add fields after the four it knows).
+ *
+ * @example
+ * parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01')?.sampled; // true
+ */
+export function parseTraceparent(traceparent: string | undefined, tracestate?: string): TraceContext | undefined {
+  if (traceparent === undefined) return undefined;
+  const match = TRACEPARENT.exec(traceparent.trim());
+  if (match === null) return undefined;
+  const [, version, traceId, spanId, flags, rest] = match as unknown as [string, string, string, string, string, string | undefined];
+  if (version === 'ff' || (version === '00' && rest !== undefined) || ZEROS.test(traceId) || ZEROS.test(spanId)) return undefined;
+  // tracestate is kept as the caller sent it, when it is within the spec's 512 characters.
+  const state = tracestate !== undefined && tracestate.length <= 512 ? tracestate.trim() : '';
+  return { traceId, spanId, sampled: (Number.parseInt(flags, 16) & 1) === 1, traceState: state };
+}
+
+/** Random ids from a pooled buffer: one system call per 256 spans. */
+const idPool = Buffer.allocUnsafe(4096);
+let idAt = idPool.length;
+function randomHex(bytes: number): string {
+  for (;;) {
+    if (idAt + bytes > idPool.length) {
+      randomFillSync(idPool);
+      idAt = 0;
+    }
+    const id = idPool.toString('hex', idAt, idAt + bytes);
+    idAt += bytes;
+    if (!ZEROS.test(id)) return id;
+  }
+}
+
+const timeOrigin = performance.timeOrigin;
+const nowNanos = (): number => (timeOrigin + performance.now()) * 1e6;
+
+/** One span: recorded and exported when it ends if its trace is sampled; otherwise it only carries ids. */
+export class Span implements SpanData {
+  readonly spanId = randomHex(8);
+  readonly startNanos = nowNanos();
+  endNanos = 0;
+  readonly attributes: Record<string, AttributeValue>;
+  statusCode: number = StatusCodes.unset;
+  statusMessage = '';
+
+  constructor(
+    private readonly exporter: BatchExporter | undefined,
+    readonly traceId: string,
+    readonly parentSpanId: string,
+    readonly traceState: string,
+    public name: string,
+    readonly kind: number,
+    attributes: Record<string, AttributeValue>,
+  ) {
+    this.attributes = attributes;
+  }
+
+  /** Whether the span is recorded (its trace is sampled). */
+  get sampled(): boolean {
+    return this.exporter !== undefined;
+  }
+
+  /** The span's W3C `traceparent`, for what runs under it. */
+  get traceparent(): string {
+    return `00-${this.traceId}-${this.spanId}-${this.sampled ? '01' : '00'}`;
+  }
+
+  setAttribute(key: string, value: AttributeValue): void {
+    if (this.exporter !== undefined && this.endNanos === 0) this.attributes[key] = value;
+  }
+
+  setError(message: string): void {
+    this.statusCode = StatusCodes.error;
+    this.statusMessage = message;
+  }
+
+  end(): void {
+    if (this.endNanos !== 0) return;
+    this.endNanos = nowNanos();
+    this.exporter?.add(this);
+  }
 }
 
 /** Content recorded on a span is cut at this many characters. */
@@ -77,9 +141,9 @@ function spanName(event: StreamEvent, type: string, root: boolean): string {
 }
 
 /** The attributes a run's span opens with. */
-function startAttributes(event: StreamEvent, type: string, content: boolean): Attributes {
+function startAttributes(event: StreamEvent, type: string, content: boolean): Record<string, AttributeValue> {
   const metadata = event.metadata as Record<string, unknown>;
-  const attributes: Attributes = { 'runnel.run_id': event.run_id, 'runnel.run_type': type };
+  const attributes: Record<string, AttributeValue> = { 'runnel.run_id': event.run_id, 'runnel.run_type': type };
   if (type === 'chat_model' || type === 'llm') {
     attributes['gen_ai.operation.name'] = 'chat';
     if (typeof metadata.ls_provider === 'string') {
@@ -120,21 +184,21 @@ function endAttributes(span: Span, type: string, output: unknown, content: boole
   if (content && output !== undefined) span.setAttribute('runnel.output', json(output));
 }
 
-/** The sampler `config` names. */
-function sampler(config: TracingConfig): Sampler {
+/** Whether a new trace (no parent) is sampled, by the root sampler `config` names. */
+function rootSampler(config: TracingConfig): (traceId: string) => boolean {
   switch (config.sampler) {
-    case 'always_on':
-      return new AlwaysOnSampler();
     case 'always_off':
-      return new AlwaysOffSampler();
-    case 'traceidratio':
-      return new TraceIdRatioBasedSampler(config.ratio);
     case 'parentbased_always_off':
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
-    case 'parentbased_traceidratio':
-      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.ratio) });
+      return () => false;
+    case 'traceidratio':
+    case 'parentbased_traceidratio': {
+      // Decided by the trace id's last 56 bits (the W3C random part), so every Runnel process sampling at the
+      // same ratio keeps the same traces. (Other OpenTelemetry SDKs each use their own rule.)
+      const bound = config.ratio * 2 ** 56;
+      return (traceId) => Number.parseInt(traceId.slice(18), 16) < bound;
+    }
     default:
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+      return () => true;
   }
 }
 
@@ -147,26 +211,40 @@ export interface RequestSpan {
 }
 
 /**
- * The server's tracing: spans for HTTP requests and for every run, exported in batches.
+ * The server's tracing: spans for HTTP requests and for every run, exported in batches over OTLP/HTTP.
+ * Spans are Runnel's own small records, encoded straight to OTLP (`otlp.ts`), not the OpenTelemetry
+ * SDK's (see docs/decisions/2026-12-02-own-span-recorder.md).
  *
  * @example
  * const tracing = new Tracing(loadTracingConfig(process.env)!);
  * const callbacks = [tracing.runCallback(request.traceparent)];
  */
 export class Tracing {
-  readonly tracer: Tracer;
   readonly content: boolean;
-  private readonly provider: BasicTracerProvider;
+  readonly exporter: BatchExporter;
+  private readonly sampleRoot: (traceId: string) => boolean;
+  private readonly parentBased: boolean;
 
-  constructor(config: TracingConfig, options: { version?: string; processor?: SpanProcessor } = {}) {
-    const exporter: SpanExporter = config.protocol === 'http/json' ? new JsonTraceExporter({ url: config.url, headers: config.headers }) : new ProtobufTraceExporter({ url: config.url, headers: config.headers });
-    this.provider = new BasicTracerProvider({
-      resource: resourceFromAttributes({ ...config.resourceAttributes, 'service.name': config.serviceName, ...(options.version === undefined ? {} : { 'service.version': options.version }) }),
-      sampler: sampler(config),
-      spanProcessors: [options.processor ?? new BatchSpanProcessor(exporter)],
+  constructor(config: TracingConfig, options: { version?: string } = {}) {
+    this.exporter = new BatchExporter(config, {
+      resource: { ...config.resourceAttributes, 'service.name': config.serviceName, ...(options.version === undefined ? {} : { 'service.version': options.version }) },
+      scope: { name: 'runnel', version: options.version },
     });
-    this.tracer = this.provider.getTracer('runnel', options.version);
+    this.sampleRoot = rootSampler(config);
+    this.parentBased = config.sampler.startsWith('parentbased_');
     this.content = config.content;
+  }
+
+  /** Starts a span under `parent` (a new trace when there is none), sampled as the configuration says. */
+  startSpan(name: string, kind: number, parent: TraceContext | Span | undefined, attributes: () => Record<string, AttributeValue>): Span {
+    if (parent === undefined) {
+      const traceId = randomHex(16);
+      const sampled = this.sampleRoot(traceId);
+      return new Span(sampled ? this.exporter : undefined, traceId, '', '', name, kind, sampled ? attributes() : {});
+    }
+    const sampled = parent instanceof Span ? parent.sampled : this.parentBased ? parent.sampled : this.sampleRoot(parent.traceId);
+    const parentSpanId = parent.spanId;
+    return new Span(sampled ? this.exporter : undefined, parent.traceId, parentSpanId, parent.traceState, name, kind, sampled ? attributes() : {});
   }
 
   /** Opens the span of an HTTP request, continuing the caller's `traceparent` when it sends one. */
@@ -175,27 +253,25 @@ export class Tracing {
       const value = headers[name];
       return Array.isArray(value) ? value[0] : value;
     };
-    const parent = contextFromTraceparent(header('traceparent'), header('tracestate'));
-    const span = this.tracer.startSpan(
-      route === undefined ? method : `${method} ${route}`,
-      { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path, ...(route === undefined ? {} : { 'http.route': route }) } },
-      parent,
-    );
-    const { traceId, spanId } = span.spanContext();
-    return { span, traceparent: traceparentOf(span), traceId, spanId };
+    const span = this.startSpan(route === undefined ? method : `${method} ${route}`, SpanKinds.server, parseTraceparent(header('traceparent'), header('tracestate')), () => ({
+      'http.request.method': method,
+      'url.path': path,
+      ...(route === undefined ? {} : { 'http.route': route }),
+    }));
+    return { span, traceparent: span.traceparent, traceId: span.traceId, spanId: span.spanId };
   }
 
   /** Names a request's span after the route it matched (`POST /joke/invoke`), once routing has found it. */
   routed(request: RequestSpan, method: string, route: string | undefined): void {
     if (route === undefined) return;
-    request.span.updateName(`${method} ${route}`);
+    request.span.name = `${method} ${route}`;
     request.span.setAttribute('http.route', route);
   }
 
   /** Ends a request's span with its status code (5xx is an error). */
   endRequest(request: RequestSpan, statusCode: number): void {
     request.span.setAttribute('http.response.status_code', statusCode);
-    if (statusCode >= 500) request.span.setStatus({ code: SpanStatusCode.ERROR });
+    if (statusCode >= 500) request.span.statusCode = StatusCodes.error;
     request.span.end();
   }
 
@@ -204,37 +280,41 @@ export class Tracing {
    * span, or the one a background run was submitted under).
    */
   runCallback(traceparent: string | undefined): EventCallback {
-    const parent = contextFromTraceparent(traceparent);
+    const parent = parseTraceparent(traceparent);
     const spans = new Map<string, { span: Span; type: string }>();
     const content = this.content;
     // Starts, ends and errors are all a span needs: the runs' chunks are not turned into events for it.
     return lifecycleCallback((event) => {
-      const phase = event.event.slice(event.event.lastIndexOf('_') + 1);
-      if (phase === 'stream') return;
-      const type = event.event.slice(3, event.event.lastIndexOf('_'));
+      const name = event.event;
+      const split = name.lastIndexOf('_');
+      const phase = name.slice(split + 1);
       if (phase === 'start') {
-        const above = spans.get(event.parent_ids.at(-1) ?? '');
-        const root = event.parent_ids.length === 0;
-        const span = this.tracer.startSpan(
-          spanName(event, type, root),
-          { kind: type === 'chat_model' || type === 'llm' || type === 'embedding' ? SpanKind.CLIENT : SpanKind.INTERNAL, attributes: startAttributes(event, type, content) },
-          above === undefined ? parent : trace.setSpan(ROOT_CONTEXT, above.span),
+        const type = name.slice(3, split);
+        const above = event.parent_ids.length === 0 ? undefined : spans.get(event.parent_ids[event.parent_ids.length - 1] as string);
+        const model = type === 'chat_model' || type === 'llm';
+        const span = this.startSpan(
+          spanName(event, type, event.parent_ids.length === 0),
+          model || type === 'embedding' ? SpanKinds.client : SpanKinds.internal,
+          above?.span ?? parent,
+          () => startAttributes(event, type, content),
         );
         spans.set(event.run_id, { span, type });
-        if (type === 'chat_model' || type === 'llm') openSpans.set(event.run_id, traceparentOf(span));
+        if (model) openSpans.set(event.run_id, span.traceparent);
         return;
       }
+      if (phase !== 'end' && phase !== 'error') return;
       const open = spans.get(event.run_id);
-      if (open === undefined || (phase !== 'end' && phase !== 'error')) return;
+      if (open === undefined) return;
       spans.delete(event.run_id);
       openSpans.delete(event.run_id);
+      if (!open.span.sampled) return open.span.end();
       if (phase === 'end') {
         endAttributes(open.span, open.type, event.data.output, content);
       } else {
         const code = errorCode(event.data.error);
         open.span.setAttribute('error.type', code);
         if (code.startsWith('RUNNEL_ERR_')) open.span.setAttribute('runnel.error.code', code);
-        open.span.setStatus({ code: SpanStatusCode.ERROR, message: String(event.data.error ?? '') });
+        open.span.setError(String(event.data.error ?? ''));
       }
       open.span.end();
     });
@@ -242,11 +322,11 @@ export class Tracing {
 
   /** Sends what is batched now (tests, shutdown). */
   flush(): Promise<void> {
-    return this.provider.forceFlush();
+    return this.exporter.flush();
   }
 
   /** Flushes and stops the exporter. */
   shutdown(): Promise<void> {
-    return this.provider.shutdown();
+    return this.exporter.shutdown();
   }
 }

@@ -100,7 +100,7 @@ export interface BuildAppOptions {
   services?: Services;
   /** The built playground bundle (default `dist/playground` of this package). */
   playgroundDir?: string;
-  /** Tracing to use instead of the one `config.tracing` describes (tests hand in their own processor). */
+  /** Tracing to use instead of the one `config.tracing` describes. */
   tracing?: Tracing;
 }
 

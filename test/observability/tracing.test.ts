@@ -215,6 +215,18 @@ describe('tracing settings', () => {
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/custom', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://ignored' })?.url).toBe('http://c:4318/custom');
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' })).toMatchObject({ sampler: 'traceidratio', ratio: 0.25 });
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20x' })?.headers).toEqual({ authorization: 'Bearer x' });
+    expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c' })).toMatchObject({ compression: 'none', timeoutMs: 10_000, maxQueueSize: 2048, maxExportBatchSize: 512, scheduleDelayMs: 5000 });
+    expect(
+      loadTracingConfig({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c',
+        OTEL_EXPORTER_OTLP_COMPRESSION: 'gzip',
+        OTEL_EXPORTER_OTLP_TIMEOUT: '1000',
+        OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: '2500',
+        OTEL_BSP_MAX_QUEUE_SIZE: '100',
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '512',
+        OTEL_BSP_SCHEDULE_DELAY: '250',
+      }),
+    ).toMatchObject({ compression: 'gzip', timeoutMs: 2500, maxQueueSize: 100, maxExportBatchSize: 100, scheduleDelayMs: 250 });
   });
 
   it('refuses what it cannot do, naming the variable and never a header value', () => {
@@ -222,6 +234,13 @@ describe('tracing settings', () => {
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'c:4318' })).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT/);
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER: 'sometimes' })).toThrow(/OTEL_TRACES_SAMPLER/);
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER_ARG: '2' })).toThrow(/OTEL_TRACES_SAMPLER_ARG/);
+    expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_TRACES_COMPRESSION: 'brotli' })).toThrow(/OTEL_EXPORTER_OTLP_TRACES_COMPRESSION: gzip or none/);
+    const broken = () => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20se%0Acret' });
+    expect(broken).toThrow(/OTEL_EXPORTER_OTLP_HEADERS: a header name or value holds a character HTTP does not allow/);
+    expect(broken).not.toThrow(/se.?cret/);
+    expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_BSP_MAX_QUEUE_SIZE: '0', OTEL_EXPORTER_OTLP_TIMEOUT: 'soon' })).toThrow(
+      /OTEL_EXPORTER_OTLP_TIMEOUT: a whole number from 1\n- OTEL_BSP_MAX_QUEUE_SIZE: a whole number from 1/,
+    );
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_HEADERS: 'secret-token' })).toThrow(/OTEL_EXPORTER_OTLP_HEADERS: each entry/);
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_HEADERS: 'secret-token' })).not.toThrow(/secret-token/);
   });

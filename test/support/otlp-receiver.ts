@@ -2,16 +2,21 @@
  * A small OTLP/HTTP traces receiver for the tests: it takes what the real
  * exporters send to `/v1/traces` — protobuf (`application/x-protobuf`,
  * decoded here by hand from the wire format, so the test does not trust the
- * exporter's own encoder) or JSON — and keeps the spans, flattened.
+ * exporter's own encoder) or JSON, gzipped or not — and keeps the spans,
+ * flattened. It can answer the first exports with other statuses, to test
+ * an exporter's retries.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gunzipSync } from 'node:zlib';
 
 /** One received span. Ids are lower-case hex; attribute values are strings, numbers, booleans or lists. */
 export interface ReceivedSpan {
   traceId: string;
   spanId: string;
   parentSpanId: string;
+  /** The W3C tracestate the span carries ('' for none). */
+  traceState: string;
   name: string;
   kind: number;
   attributes: Record<string, unknown>;
@@ -29,6 +34,8 @@ export interface OtlpReceiver {
   spans: ReceivedSpan[];
   /** Content types of the export requests, in order. */
   contentTypes: string[];
+  /** Every export request's headers, answered or not, in order. */
+  requests: IncomingHttpHeaders[];
   /** Resolves once `predicate` holds for the spans received (checked on every export). */
   until(predicate: (spans: ReceivedSpan[]) => boolean): Promise<void>;
   close(): Promise<void>;
@@ -113,6 +120,7 @@ function fromProtobuf(body: Buffer): ReceivedSpan[] {
           traceId: bytes(span, 1).toString('hex'),
           spanId: bytes(span, 2).toString('hex'),
           parentSpanId: bytes(span, 4).toString('hex'),
+          traceState: text(span, 3),
           name: text(span, 5),
           kind: number(span, 6),
           attributes: keyValues(all(span, 9)),
@@ -145,6 +153,7 @@ interface JsonRequest {
         traceId: string;
         spanId: string;
         parentSpanId?: string;
+        traceState?: string;
         name: string;
         kind?: number;
         startTimeUnixNano?: string | number;
@@ -164,6 +173,7 @@ function fromJson(body: Buffer): ReceivedSpan[] {
         traceId: span.traceId.toLowerCase(),
         spanId: span.spanId.toLowerCase(),
         parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
+        traceState: span.traceState ?? '',
         name: span.name,
         kind: span.kind ?? 0,
         attributes: jsonAttributes(span.attributes),
@@ -176,9 +186,17 @@ function fromJson(body: Buffer): ReceivedSpan[] {
   );
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+/** The spans of one export request's body, by its content type (protobuf unless JSON). */
+export function decodeTraces(body: Buffer, contentType: string): ReceivedSpan[] {
+  return contentType.startsWith('application/json') ? fromJson(body) : fromProtobuf(body);
+}
+
+/** `answers`: statuses (and headers) for the first exports, in order (their spans are not kept); 200 after them. */
+export async function startOtlpReceiver(options: { answers?: (number | { status: number; headers: Record<string, string> })[] } = {}): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
   const contentTypes: string[] = [];
+  const requests: IncomingHttpHeaders[] = [];
+  const answers = [...(options.answers ?? [])];
   let waiters: { predicate: (spans: ReceivedSpan[]) => boolean; resolve: () => void }[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -188,10 +206,18 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         res.writeHead(404).end();
         return;
       }
+      requests.push(req.headers);
+      const answer = answers.shift();
+      if (answer !== undefined) {
+        if (typeof answer === 'number') res.writeHead(answer).end();
+        else res.writeHead(answer.status, answer.headers).end();
+        return;
+      }
       const type = req.headers['content-type'] ?? '';
       contentTypes.push(type);
-      const body = Buffer.concat(chunks);
-      spans.push(...(type.startsWith('application/json') ? fromJson(body) : fromProtobuf(body)));
+      const raw = Buffer.concat(chunks);
+      const body = req.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw;
+      spans.push(...decodeTraces(body, type));
       waiters = waiters.filter((waiter) => {
         if (!waiter.predicate(spans)) return true;
         waiter.resolve();
@@ -206,6 +232,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     spans,
     contentTypes,
+    requests,
     until: (predicate) =>
       predicate(spans)
         ? Promise.resolve()
