@@ -595,12 +595,22 @@ export class BatchExporter {
     }
   }
 
-  /** Sends what is queued, each export tried once more at most, then takes no more. */
-  async shutdown(): Promise<void> {
+  /**
+   * Sends what is queued, each export tried once more at most, then takes no more. A collector that does
+   * not answer within `deadlineMs` (default 2 s) loses what is unsent: stopping a server does not wait out
+   * the export timeout, which would overrun its shutdown deadline.
+   */
+  async shutdown(deadlineMs = 2_000): Promise<void> {
     this.stopping = true;
-    await this.flush();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, deadlineMs);
+    });
+    await Promise.race([this.flush(), deadline]);
+    clearTimeout(timer);
     this.stopped = true;
     if (this.timer !== undefined) clearTimeout(this.timer);
+    // Ends an export still waiting for its answer; its spans count as dropped when it closes.
     this.agent.destroy();
   }
 }

@@ -6,7 +6,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseTraceparent, Span, Tracing } from '../../src/observability/index.js';
 import { BatchExporter, encodeJson, encodeProtobuf, type ExporterOptions, type SpanData } from '../../src/observability/otlp.js';
 import { decodeTraces, startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver.js';
@@ -195,6 +195,22 @@ describe('BatchExporter', () => {
     await exporter.shutdown();
     expect(receiver.requests).toHaveLength(1);
     expect(exporter.dropped).toBe(1);
+  });
+
+  it('stops within its deadline when the collector accepts an export and never answers', async () => {
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const exporter = new BatchExporter(options(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`, { timeoutMs: 600_000 }), source);
+      exporter.add(span());
+      await exporter.shutdown(50);
+      exporter.add(span());
+      // The unanswered export counts as dropped once its request has closed.
+      await vi.waitFor(() => expect(exporter.dropped).toBe(2), { timeout: 10_000 });
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
+    }
   });
 
   it('drops a batch whose request cannot be built (a header Node refuses), without an unhandled rejection', async () => {
