@@ -52,6 +52,13 @@ const HEX = new Uint8Array(128);
 for (let i = 0; i < 10; i++) HEX[48 + i] = i;
 for (let i = 0; i < 6; i++) HEX[97 + i] = HEX[65 + i] = 10 + i;
 
+/** Bytes a varint of `n` takes. */
+function varintSize(n: number): number {
+  let size = 1;
+  for (let rest = n; rest > 127; rest = Math.floor(rest / 128)) size++;
+  return size;
+}
+
 /** A protobuf writer: one buffer, nested messages closed by moving their body when the length needs more than a byte. */
 class ProtoWriter {
   private buffer = Buffer.allocUnsafe(16_384);
@@ -173,8 +180,7 @@ class ProtoWriter {
       this.buffer[start] = length;
       return;
     }
-    let size = 1;
-    for (let rest = length; rest > 127; rest = Math.floor(rest / 128)) size++;
+    const size = varintSize(length);
     this.ensure(size - 1);
     this.buffer.copyWithin(start + size, start + 1, this.at);
     const end = this.at + size - 1;
@@ -288,8 +294,7 @@ function protobufRequest(spans: Buffer, fields: { resource: Buffer; scope: Buffe
   const scopeSpans = fields.scope.length + spans.length;
   const head = new ProtoWriter();
   head.varint(1 * 8 + 2); // resource_spans
-  const lengthSize = (n: number): number => (n < 128 ? 1 : n < 16_384 ? 2 : n < 2_097_152 ? 3 : n < 268_435_456 ? 4 : 5);
-  head.varint(fields.resource.length + 1 + lengthSize(scopeSpans) + scopeSpans);
+  head.varint(fields.resource.length + 1 + varintSize(scopeSpans) + scopeSpans);
   head.bytes(fields.resource);
   head.varint(2 * 8 + 2); // scope_spans
   head.varint(scopeSpans);

@@ -100,6 +100,7 @@ export class Span implements SpanData {
     if (this.exporter !== undefined && this.endNanos === 0) this.attributes[key] = value;
   }
 
+  /** Marks the span failed (OTLP status ERROR) with `message`. */
   setError(message: string): void {
     this.statusCode = StatusCodes.error;
     this.statusMessage = message;
@@ -243,8 +244,7 @@ export class Tracing {
       return new Span(sampled ? this.exporter : undefined, traceId, '', '', name, kind, sampled ? attributes() : {});
     }
     const sampled = parent instanceof Span ? parent.sampled : this.parentBased ? parent.sampled : this.sampleRoot(parent.traceId);
-    const parentSpanId = parent.spanId;
-    return new Span(sampled ? this.exporter : undefined, parent.traceId, parentSpanId, parent.traceState, name, kind, sampled ? attributes() : {});
+    return new Span(sampled ? this.exporter : undefined, parent.traceId, parent.spanId, parent.traceState, name, kind, sampled ? attributes() : {});
   }
 
   /** Opens the span of an HTTP request, continuing the caller's `traceparent` when it sends one. */
@@ -271,7 +271,7 @@ export class Tracing {
   /** Ends a request's span with its status code (5xx is an error). */
   endRequest(request: RequestSpan, statusCode: number): void {
     request.span.setAttribute('http.response.status_code', statusCode);
-    if (statusCode >= 500) request.span.statusCode = StatusCodes.error;
+    if (statusCode >= 500) request.span.setError('');
     request.span.end();
   }
 
