@@ -13,8 +13,8 @@ import { Queue, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { CancelToken, RunnelError, type EventCallback, type Runnable } from '../core/index.js';
 import { coalesceWrites } from '../cache/redis-client.js';
-import { executeRun } from './executor.js';
-import { publicRun, TERMINAL, type RunFrame, type RunRecord, type RunStore } from './store.js';
+import { executeRun, RunNotStored, type RunReader } from './executor.js';
+import { publicRun, TERMINAL, type RunRecord, type RunStore } from './store.js';
 import { deliverWebhook, type WebhookPolicy } from './webhook.js';
 
 /** What the server asks of a run queue. */
@@ -23,10 +23,10 @@ export interface RunQueue {
   /** Stores the run and queues it. */
   submit(record: RunRecord): Promise<void>;
   /**
-   * Stores a run and executes it in this process now (a durable stream): `onFrame` hears each frame as it
+   * Stores a run and executes it in this process now (a durable stream): `reader` hears each frame as it
    * is made. It outlives the request; any process ends it as lost if this one dies.
    */
-  runHere(record: RunRecord, onFrame: (frame: RunFrame) => void): Promise<void>;
+  runHere(record: RunRecord, reader: RunReader): Promise<void>;
   /** Cancels a run: taken out of the queue if it waits, aborted wherever it runs. */
   cancel(runId: string): Promise<void>;
   /** Runs waiting and running (for /metrics). */
@@ -104,19 +104,19 @@ class RunWorkerCore {
 
   /**
    * A run executed here and now, outside the queue (a durable stream's): stored, then executed in this
-   * process, `onFrame` hearing every frame as it is made. Its heartbeat lets any process end it as lost if
+   * process, `reader` hearing every frame as it is made. Its heartbeat lets any process end it as lost if
    * this one dies.
    */
-  async runLocal(record: RunRecord, onFrame: (frame: RunFrame) => void): Promise<void> {
-    // Stored as running, with its first heartbeat, in one round trip, before its first frame goes out: a client
-    // that rejoins right after that frame finds the run on any replica.
+  async runLocal(record: RunRecord, reader: RunReader): Promise<void> {
+    // Stored as running, with its first heartbeat, by its first write — before its first frame goes out to the
+    // reader, so a client that rejoins right after that frame finds the run on any replica; the chain starts at
+    // once. A run that could not be stored rejects with the store's error (nothing of it exists to end).
     const running: RunRecord = { ...record, status: 'running' };
-    await this.options.store.create(running, { local: true });
     this.local.add(record.run_id);
     let forgotten = false;
     try {
       // A run that ends normally forgets its heartbeat in the same round trip as its last write.
-      forgotten = await this.execute(running, onFrame, true);
+      forgotten = await this.execute(running, reader, true);
     } finally {
       this.local.delete(record.run_id);
       if (!forgotten) await this.options.store.forget(record.run_id).catch(() => undefined);
@@ -127,7 +127,7 @@ class RunWorkerCore {
   readonly local = new Set<string>();
 
   /** Executes a run; resolves true when its record was ended by its own last write. */
-  private async execute(record: RunRecord, onFrame: ((frame: RunFrame) => void) | undefined, local = false): Promise<boolean> {
+  private async execute(record: RunRecord, reader: RunReader | undefined, local = false): Promise<boolean> {
     const { store, chains } = this.options;
     const runId = record.run_id;
     const controller = new CancelToken();
@@ -147,9 +147,10 @@ class RunWorkerCore {
         return false;
       }
       try {
-        notify(await executeRun({ record, runnable, store, signal: controller, onFrame, local, trace: this.options.trace, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+        notify(await executeRun({ record, runnable, store, signal: controller, reader, local, trace: this.options.trace, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
         return true;
       } catch (error) {
+        if (error instanceof RunNotStored) throw error.cause;
         // The store failed under the run (Redis down): end it once Redis answers again, so it is not left running.
         this.options.log?.(error, `run ${runId}: its record could not be written; retrying`);
         await this.endWhenPossible(runId, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way'));
@@ -272,8 +273,8 @@ export class BullRunQueue implements RunQueue {
     }
   }
 
-  async runHere(record: RunRecord, onFrame: (frame: RunFrame) => void): Promise<void> {
-    await this.core.runLocal(record, onFrame);
+  async runHere(record: RunRecord, reader: RunReader): Promise<void> {
+    await this.core.runLocal(record, reader);
   }
 
   async submit(record: RunRecord): Promise<void> {
@@ -379,10 +380,10 @@ export class MemoryRunQueue implements RunQueue {
     }
   }
 
-  async runHere(record: RunRecord, onFrame: (frame: RunFrame) => void): Promise<void> {
+  async runHere(record: RunRecord, reader: RunReader): Promise<void> {
     if (this.closed) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
     // Not counted against the queue's concurrency: a durable stream runs now, as a plain stream would.
-    const work = this.core.runLocal(record, onFrame);
+    const work = this.core.runLocal(record, reader);
     const tracked = work.catch(() => undefined);
     this.streaming.add(tracked);
     void tracked.finally(() => this.streaming.delete(tracked));

@@ -93,16 +93,22 @@ export interface RunStore {
   start(runId: string, base: RunRecord): Promise<RunStart>;
   /**
    * A run's last frames, then its ending `patch` (as {@link update} merges it) — and, for a run executed
-   * outside the queue (`local`), its heartbeat forgotten: one round trip where the store allows it.
+   * outside the queue (`local`), its heartbeat forgotten: one round trip where the store allows it. With
+   * `create`, see {@link WriteOptions}.
    */
-  end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, base?: RunRecord, options?: { local?: boolean }): Promise<RunRecord | undefined>;
+  end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, base?: RunRecord, options?: WriteOptions & { local?: boolean }): Promise<RunRecord | undefined>;
   /**
    * Appends frames to the run's log; returns their ids. A frame with an `id` (from {@link frameIds}) keeps
    * it, so its writer can send it to a client before the write returns; one without gets the next id.
    */
-  append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]>;
-  /** Ids for the frames of one execution, increasing, from its start time: `next()` gives the next one. */
-  frameIds(startMs: number): () => string;
+  append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], options?: WriteOptions): Promise<string[]>;
+  /**
+   * Ids for the frames of one execution, increasing, from `base`: `next()` gives the next one. An execution
+   * that may follow an earlier one of the same run (a queued run, redelivered) starts from its start time, so
+   * its ids come after the earlier one's; a run executed once (a durable stream) starts from 1, and its ids
+   * stay short on every frame a client receives.
+   */
+  frameIds(base: number): () => string;
   /** Runs executing in this process outside the queue (durable streams): their heartbeat, for the sweep. */
   heartbeat(runIds: readonly string[]): Promise<void>;
   /** Runs executing outside the queue whose process stopped beating for `staleMs`: the sweep ends them. */
@@ -123,6 +129,16 @@ export interface RunStore {
   /** True when `id` has the shape of this store's frame ids. */
   validFrameId(id: string): boolean;
   close(): Promise<void>;
+}
+
+/** Options of the writes of a run's frames. */
+export interface WriteOptions {
+  /**
+   * The run's record, not stored yet (a run executed here, whose record travels with its first frames): stored
+   * first, in the same step, as {@link RunStore.create} stores a `local` run — and refused as it is when the id
+   * is taken, writing nothing.
+   */
+  create?: RunRecord;
 }
 
 /** What {@link RunStore.start} did: `started` (the record now running), or not, and then whether for a cancel. */
@@ -233,12 +249,13 @@ export class MemoryRunStore implements RunStore {
     return { record: await this.update(runId, { status: 'running' }), started: true, cancelled: false };
   }
 
-  async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
-    await this.append(runId, frames);
+  async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, _base?: RunRecord, options: WriteOptions = {}): Promise<RunRecord | undefined> {
+    await this.append(runId, frames, options);
     return this.update(runId, patch);
   }
 
-  async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]> {
+  async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], options: WriteOptions = {}): Promise<string[]> {
+    if (options.create !== undefined) await this.create(options.create);
     const run = this.runs.get(runId);
     if (run === undefined) return [];
     const ids = frames.map((frame) => {
@@ -387,15 +404,25 @@ return 1`;
 /**
  * Frames appended to a run's log, and maybe the run ended, in one step: an XADD per entry (MAXLEN ~), the
  * log's TTL and a PUBLISH to its followers; then, with a record, the record written unless it has ended;
- * then, asked to, the run's heartbeat forgotten — neither when Redis refused a frame. Replies with each entry's id (or '!' and Redis's refusal) and,
- * last, the record's outcome as UPDATE_UNLESS_ENDED gives it ('' without a record).
- * KEYS: log, record, heartbeats. ARGV: most frames, TTL, channel, record JSON or '', forget ('1' or ''), run id,
- * then per entry its id ('*': the next Redis gives) and its packed frames.
+ * then, asked to, the run's heartbeat forgotten — neither when Redis refused a frame. Replies with each
+ * entry's id (or '!' and Redis's refusal) and, last, the record's outcome as UPDATE_UNLESS_ENDED gives it
+ * ('' without a record).
+ *
+ * Given a new run (ARGV[7]), it is stored in the same step, as CREATE stores it, after its frames: ended
+ * already when the step ends it (ARGV[7] '=': the record is ARGV[4]), else running with its heartbeat; nobody
+ * is told, as nobody can know the run yet. Nothing at all stays written when the id is taken ('!taken' the
+ * reply) or Redis refuses a frame (the log, new too, is deleted).
+ *
+ * KEYS: log, record, heartbeats, owner list (to create). ARGV: most frames, TTL, channel, record JSON or '',
+ * forget ('1' or ''), run id, new record JSON ('=': ARGV[4]) or '', its created (ms), most listed, its
+ * heartbeat (ms), then per entry its id ('*': the next Redis gives) and its packed frames.
  */
 const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}
+local creating = ARGV[7] ~= ''
+if creating and redis.call('EXISTS', KEYS[2]) == 1 then return {'!taken'} end
 local out = {}
 local refused = false
-for i = 7, #ARGV, 2 do
+for i = 11, #ARGV, 2 do
   local id = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], ARGV[i], 'f', ARGV[i + 1])
   if type(id) == 'table' then
     refused = true
@@ -404,14 +431,36 @@ for i = 7, #ARGV, 2 do
     out[#out + 1] = id
   end
 end
-if #ARGV >= 7 then
+if #ARGV >= 11 then
   redis.call('EXPIRE', KEYS[1], ARGV[2])
-  redis.call('PUBLISH', ARGV[3], 'frames')
+  if not creating then redis.call('PUBLISH', ARGV[3], 'frames') end
+end
+if creating then
+  if refused then
+    redis.call('DEL', KEYS[1])
+    out[#out + 1] = ''
+    return out
+  end
+  local ends = ARGV[7] == '='
+  redis.call('SET', KEYS[2], ends and ARGV[4] or ARGV[7], 'EX', ARGV[2])
+  redis.call('ZADD', KEYS[4], ARGV[8], ARGV[6])
+  redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[9]) + 1))
+  redis.call('EXPIRE', KEYS[4], ARGV[2])
+  if not ends then redis.call('ZADD', KEYS[3], ARGV[10], ARGV[6]) end
+  out[#out + 1] = ends and '1' or ''
+  return out
 end
 -- A refused frame leaves the run as it was: never ended without its last frames.
 if ARGV[4] ~= '' and not refused then out[#out + 1] = tostring(update_unless_ended(KEYS[2], ARGV[4], ARGV[3])) else out[#out + 1] = '' end
 if ARGV[5] == '1' and not refused then redis.call('ZREM', KEYS[3], ARGV[6]) end
 return out`;
+
+/** The shape of a frame id in a Redis log: a Redis Stream id. */
+const FRAME_ID = /^\d{1,15}-\d{1,10}$/;
+
+function badFrameId(): never {
+  throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', "A frame's id must be one that frameIds gave");
+}
 
 /** Frames bound for one stream entry, under its first frame's id (or the next id Redis gives). */
 interface FrameEntry {
@@ -578,17 +627,20 @@ export class RedisRunStore implements RunStore {
     return { record: await this.get(runId), started: false, cancelled: written === -2 };
   }
 
-  async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): Promise<string[]> {
-    if (frames.length === 0) return [];
+  async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], options: WriteOptions = {}): Promise<string[]> {
+    if (frames.length === 0) {
+      if (options.create !== undefined) await this.create(options.create, { local: true });
+      return [];
+    }
     const entries = entriesOf(frames);
-    return frameIdsOf(entries, await this.writeFrames(runId, entries, undefined, false));
+    return frameIdsOf(entries, await this.writeFrames(runId, entries, undefined, false, options.create));
   }
 
-  async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, base?: RunRecord, options?: { local?: boolean }): Promise<RunRecord | undefined> {
-    const current = base ?? (await this.get(runId));
+  async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, base?: RunRecord, options: WriteOptions & { local?: boolean } = {}): Promise<RunRecord | undefined> {
+    const current = base ?? options.create ?? (await this.get(runId));
     const entries = entriesOf(frames);
     const next = current === undefined || TERMINAL.has(current.status) ? undefined : { ...current, ...patch, updated_at: new Date().toISOString() };
-    const replies = await this.writeFrames(runId, entries, next, options?.local === true);
+    const replies = await this.writeFrames(runId, entries, next, options.local === true, options.create);
     checkEntries(entries, replies);
     return replies[entries.length] === '1' ? next : this.get(runId);
   }
@@ -598,24 +650,33 @@ export class RedisRunStore implements RunStore {
    * packed as JSON, `[id, event]` or `[id, event, data]` each — a frame without data stays without (an `end`),
    * one with `null` keeps it — assembled from each frame's JSON, which the writer made once for its client too.
    */
-  private writeFrames(runId: string, entries: FrameEntry[], record: RunRecord | undefined, forget: boolean): Promise<string[]> {
+  private async writeFrames(runId: string, entries: FrameEntry[], record: RunRecord | undefined, forget: boolean, create?: RunRecord): Promise<string[]> {
     const args: (string | number)[] = [this.maxFrames, this.ttl, `${this.ns}:changed:${runId}`, record === undefined ? '' : JSON.stringify(record), forget ? '1' : '', runId];
+    if (create === undefined) args.push('', '', '', '');
+    // Ending in the step that stores it, the run is stored as it ends: its record goes once.
+    else args.push(record === undefined ? JSON.stringify(create) : '=', Date.parse(create.created_at), this.maxListed, Date.now());
     for (const entry of entries) {
       // Joined, not added up: one flat string, where `+=` would make a rope for ioredis to flatten again.
       const parts = new Array<string>(entry.frames.length);
       for (let i = 0; i < entry.frames.length; i++) {
         const frame = entry.frames[i] as Omit<RunFrame, 'id'> & { id?: string };
         const data = frameJson(frame);
-        parts[i] = `[${frame.id === undefined ? 'null' : JSON.stringify(frame.id)},"${frame.event}"${data === undefined ? '' : `,${data}`}]`;
+        // An id is written as it is, between quotes (half the cost of JSON.stringify at every frame): so only
+        // an id of this store's shape is taken (frameIds' own, digits and a dash).
+        const id = frame.id === undefined ? 'null' : FRAME_ID.test(frame.id) ? `"${frame.id}"` : badFrameId();
+        parts[i] = data === undefined ? `[${id},"${frame.event}"]` : `[${id},"${frame.event}",${data}]`;
       }
       args.push(entry.id ?? '*', `[${parts.join(',')}]`);
     }
-    return redisCall(scripts.writeFrames.run<string[]>(this.client, [`${this.key(runId)}:log`, this.key(runId), `${this.ns}:local`], args));
+    const owner = create === undefined ? this.key(runId) : `${this.ns}:owner:${create.identity}`;
+    const replies = await redisCall(scripts.writeFrames.run<string[]>(this.client, [`${this.key(runId)}:log`, this.key(runId), `${this.ns}:local`, owner], args));
+    if (replies[0] === '!taken') throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${runId} exists`);
+    return replies;
   }
 
-  frameIds(startMs: number): () => string {
+  frameIds(base: number): () => string {
     // The prefix printed once: a millisecond count is a heap number, slow to print at every frame.
-    const prefix = `${startMs}-`;
+    const prefix = `${base}-`;
     let n = 0;
     return () => prefix + String(n++);
   }
@@ -705,7 +766,7 @@ export class RedisRunStore implements RunStore {
   }
 
   validFrameId(id: string): boolean {
-    return /^\d{1,15}-\d{1,10}$/.test(id);
+    return FRAME_ID.test(id);
   }
 
   async close(): Promise<void> {

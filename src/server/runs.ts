@@ -119,8 +119,16 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
   let finish!: () => void;
   const entry = { stop, done: new Promise<void>((resolve) => (finish = resolve)) };
   state.streams.add(entry);
-  sse.open();
+  // Opened with the first frame, once the run is stored: the headers, the `metadata` frame and whatever the
+  // chain made in the same tick go out as one write, not the headers alone while the record is written.
+  let opened = false;
+  const open = (): void => {
+    if (opened) return;
+    opened = true;
+    sse.open();
+  };
   const deliver = (frame: RunFrame): void => {
+    open();
     const sent = format.frame(sse, frame);
     if (isLastFrame(frame)) last = true;
     if (sent === false) return stop();
@@ -137,11 +145,15 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
     if (last) settle();
   };
   const failed = await queue
-    .runHere(record, (frame) => {
-      // A client gone keeps nothing: the run goes on, its frames in the log.
-      if (gone) return;
-      if (blocked) pending.push(frame);
-      else deliver(frame);
+    .runHere(record, {
+      frame: (frame) => {
+        // A client gone keeps nothing: the run goes on, its frames in the log.
+        if (gone) return;
+        if (blocked) pending.push(frame);
+        else deliver(frame);
+      },
+      // The last frame follows once the record is written: what is left goes with it, in one write.
+      ending: () => sse.hold(),
     })
     .then(
       () => undefined,
@@ -154,10 +166,12 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
     await delivered;
     // The run could not start (its record not stored): say so in the stream's own terms.
     if (failed !== undefined && !last && !gone && !sse.closed) {
+      open();
       format.failure(sse, failed instanceof RunnelError ? failed : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error'));
     }
   } finally {
     pending.length = 0;
+    if (!sse.closed) open();
     sse.end();
     state.streams.delete(entry);
     finish();

@@ -59,8 +59,11 @@ export class SseWriter {
   private flushScheduled = false;
   /** True once anything (the headers at least) went to the socket. */
   private wrote = false;
+  /** Frames are kept for {@link end} (see {@link hold}). */
+  private held = false;
   private readonly flushLater = (): void => {
     this.flushScheduled = false;
+    if (this.held) return;
     if (this.pending !== '') void this.flush();
     else if (!this.wrote && !this.closed) {
       this.wrote = true;
@@ -119,6 +122,15 @@ export class SseWriter {
     process.nextTick(this.flushLater);
   }
 
+  /**
+   * Keeps what is sent from now on (and what waits for the end of this tick) for {@link end}, up to
+   * {@link FLUSH_BYTES}: a stream whose last frame is a moment away (a durable run's, once its record is
+   * written) ends in one write instead of two.
+   */
+  hold(): void {
+    this.held = true;
+  }
+
   private write(frame: string): boolean | Promise<boolean> {
     // Within a tick whose flush is already due, the socket cannot have changed but by this writer: only the
     // batch's size is checked (the state was, at the tick's first frame).
@@ -128,6 +140,7 @@ export class SseWriter {
     }
     if (this.closed) return false;
     this.pending += frame;
+    if (this.held && this.pending.length < FLUSH_BYTES) return true;
     // A socket that pushes back, or a full batch: write now, and let the caller wait for the drain.
     if (this.pending.length >= FLUSH_BYTES || this.res.writableNeedDrain) return this.flush();
     this.scheduleFlush();

@@ -54,4 +54,23 @@ describe('Redis stops answering under a run', () => {
     expect(record).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
     expect(unhandled).toEqual([]);
   }, 90_000);
+
+  it('a durable stream whose run cannot be stored says so in an error frame, and no frame of the run goes out', async () => {
+    redis.signal('SIGSTOP');
+    try {
+      const res = await fetch(`${url}/story/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'down' }, on_disconnect: 'continue' }) });
+      const text = await res.text();
+      expect(res.status).toBe(200);
+      expect(text).not.toContain('event: metadata');
+      expect(text).not.toContain('event: data');
+      expect(text).toMatch(/^event: error\r\ndata: \{[^\n]*"code":"RUNNEL_ERR_REDIS_UNAVAILABLE"/m);
+    } finally {
+      redis.signal('SIGCONT');
+    }
+    // Redis back: the next durable stream goes through.
+    const again = await (await fetch(`${url}/story/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'up' }, on_disconnect: 'continue' }) })).text();
+    expect(again).toMatch(/^id: 1-0\r\nevent: metadata/m);
+    expect(again).toContain('event: end');
+    expect(unhandled).toEqual([]);
+  }, 60_000);
 });

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lambda } from '../../src/index.js';
-import { executeRun, MemoryRunStore, RedisRunStore, type RunRecord, type RunStore } from '../../src/runs/index.js';
+import { executeRun, MemoryRunStore, RedisRunStore, RunNotStored, type RunRecord, type RunStore } from '../../src/runs/index.js';
 import { RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
@@ -79,6 +79,58 @@ describe('RedisRunStore', () => {
     expect(await store.get(run.run_id)).toMatchObject({ status: 'running' });
     expect(await store.stale(-60_000)).toContain(run.run_id);
     await store.forget(run.run_id);
+  });
+
+  it('stores a run with its first frames (running, beating) or as it ends (ended, no heartbeat), in one command each', async () => {
+    const slow = record();
+    const next = store.frameIds(1);
+    const before = await evalshaCalls();
+    expect(await store.append(slow.run_id, [{ id: next(), event: 'metadata', data: { run_id: slow.run_id } }], { create: slow })).toEqual(['1-0']);
+    expect(await evalshaCalls()).toBe(before + 1);
+    expect(await store.get(slow.run_id)).toMatchObject({ status: 'running', identity: 'ada' });
+    expect(await store.stale(-60_000)).toContain(slow.run_id);
+    expect((await store.list('ada', 10)).map((run) => run.run_id)).toContain(slow.run_id);
+    expect(await store.end(slow.run_id, [{ id: next(), event: 'end' }], { status: 'success', output: 'x' }, slow, { local: true })).toMatchObject({ status: 'success' });
+    expect(await store.stale(-60_000)).not.toContain(slow.run_id);
+
+    const fast = record('fast-owner');
+    const ids = store.frameIds(1);
+    const frames = [{ id: ids(), event: 'metadata' as const, data: { run_id: fast.run_id } }, { id: ids(), event: 'data' as const, data: 'w' }, { id: ids(), event: 'end' as const }];
+    const ended = await store.end(fast.run_id, frames, { status: 'success', output: 'w' }, fast, { local: true, create: fast });
+    expect(ended).toMatchObject({ status: 'success', output: 'w' });
+    expect(await evalshaCalls()).toBe(before + 3);
+    expect(await store.get(fast.run_id)).toMatchObject({ status: 'success', output: 'w' });
+    expect(await store.stale(-60_000)).not.toContain(fast.run_id);
+    expect((await store.list('fast-owner', 10)).map((run) => run.run_id)).toEqual([fast.run_id]);
+    expect((await readAll(fast.run_id)).map((frame) => frame.id)).toEqual(['1-0', '1-1', '1-2']);
+  });
+
+  it('writes nothing with a run whose id is taken, or whose frame Redis refuses', async () => {
+    const owner = record();
+    await store.create(owner);
+    const next = store.frameIds(1);
+    const intruder = { ...owner, identity: 'mallory' };
+    await expect(store.append(owner.run_id, [{ id: next(), event: 'data', data: 'forged' }], { create: intruder })).rejects.toMatchObject({ code: 'RUNNEL_ERR_INVALID_ARGUMENT' });
+    await expect(store.end(owner.run_id, [{ id: next(), event: 'end' }], { status: 'success' }, intruder, { local: true, create: intruder })).rejects.toMatchObject({ code: 'RUNNEL_ERR_INVALID_ARGUMENT' });
+    expect(await store.get(owner.run_id)).toMatchObject({ identity: 'ada', status: 'running' });
+    expect(await store.frames(owner.run_id)).toEqual([]);
+    expect(await store.list('mallory', 10)).toEqual([]);
+
+    // The second entry's id is not after the first's: Redis refuses it, and the run is not stored at all.
+    const refused = record('refused-owner');
+    const frames = [...Array.from({ length: 500 }, (_, i) => ({ id: `5-${i}`, event: 'data' as const, data: i })), { id: '4-0', event: 'end' as const }];
+    await expect(store.end(refused.run_id, frames, { status: 'success' }, refused, { local: true, create: refused })).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    expect(await store.get(refused.run_id)).toBeUndefined();
+    expect(await client.exists(`${(store as unknown as { ns: string }).ns}:run:${refused.run_id}:log`)).toBe(0);
+    expect(await store.list('refused-owner', 10)).toEqual([]);
+    expect(await store.stale(-60_000)).not.toContain(refused.run_id);
+  });
+
+  it('takes only frame ids of its own shape (they are written unescaped)', async () => {
+    const run = record();
+    await store.create(run);
+    await expect(store.append(run.run_id, [{ id: '1-0', event: 'data', data: 1 }, { id: '1-1","data",{"forged":1}],["1-2', event: 'data', data: 2 }])).rejects.toMatchObject({ code: 'RUNNEL_ERR_INVALID_ARGUMENT' });
+    expect(await store.frames(run.run_id)).toEqual([]);
   });
 
   it('keeps its records writable when an input is nested deeper than Redis’s JSON decoder goes', async () => {
@@ -161,6 +213,77 @@ describe('a queued run whose cancel came before it started', () => {
   }
 });
 
+describe('a run executed here (a durable stream’s)', () => {
+  /** The Redis store, telling `events` when each write settles. */
+  function watched(events: string[]): RunStore {
+    return new Proxy(store, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver) as unknown;
+        if ((key !== 'append' && key !== 'end') || typeof value !== 'function') return typeof value === 'function' ? value.bind(target) : value;
+        return async (...args: unknown[]) => {
+          const options = args[key === 'append' ? 2 : 4] as { create?: unknown } | undefined;
+          try {
+            return await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          } finally {
+            events.push(`${key}${options?.create === undefined ? '' : '+create'}`);
+          }
+        };
+      },
+    });
+  }
+
+  it('is stored by its first write, and its reader hears no frame before that; one ending in its first tick is that one write', async () => {
+    const events: string[] = [];
+    const run = { ...record(), input: 1 };
+    const ended = await executeRun({
+      record: run,
+      runnable: lambda((n: number) => n + 1) as never,
+      store: watched(events),
+      signal: new AbortController().signal,
+      local: true,
+      reader: { frame: (frame) => events.push(frame.event) },
+    });
+    expect(ended).toMatchObject({ status: 'success', output: 2 });
+    expect(events).toEqual(['end+create', 'metadata', 'data', 'end']);
+    expect((await store.frames(run.run_id)).map((frame) => frame.id)).toEqual(['1-0', '1-1', '1-2']);
+
+    // A run that outlasts its first tick: its first frames are written (and it is stored) before the reader hears them.
+    events.length = 0;
+    const slow = { ...record(), input: 1 };
+    await executeRun({
+      record: slow,
+      runnable: lambda(async (n: number) => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return n + 1;
+      }) as never,
+      store: watched(events),
+      signal: new AbortController().signal,
+      local: true,
+      reader: { frame: (frame) => events.push(frame.event) },
+    });
+    expect(events.slice(0, 2)).toEqual(['append+create', 'metadata']);
+    expect(events.at(-1)).toBe('end');
+    expect(await store.get(slow.run_id)).toMatchObject({ status: 'success', output: 2 });
+  });
+
+  it('that cannot be stored rejects with RunNotStored, its reader having heard nothing', async () => {
+    const failing = new Proxy(store, {
+      get(target, key, receiver) {
+        if (key === 'append' || key === 'end') return async () => Promise.reject(new Error('Redis is down'));
+        const value = Reflect.get(target, key, receiver) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const heard: string[] = [];
+    const run = { ...record(), input: 1 };
+    const outcome = executeRun({ record: run, runnable: lambda((n: number) => n + 1) as never, store: failing, signal: new AbortController().signal, local: true, reader: { frame: (frame) => heard.push(frame.event) } });
+    await expect(outcome).rejects.toBeInstanceOf(RunNotStored);
+    await expect(outcome).rejects.toMatchObject({ cause: { message: 'Redis is down' } });
+    expect(heard).toEqual([]);
+    expect(await store.get(run.run_id)).toBeUndefined();
+  });
+});
+
 describe('MemoryRunStore frame ids', () => {
   it('increase across runs, and a reader resumes after any of them', async () => {
     const memory = new MemoryRunStore();
@@ -176,6 +299,11 @@ describe('MemoryRunStore frame ids', () => {
     expect((await memory.frames(b.run_id, ids[1])).map((frame) => frame.data)).toEqual([3]);
   });
 });
+
+/** EVALSHA calls Redis has served so far (each of the store's writes is one). */
+async function evalshaCalls(): Promise<number> {
+  return Number(/cmdstat_evalsha:calls=(\d+)/.exec(await client.info('commandstats'))?.[1] ?? 0);
+}
 
 /** Every frame of a run's log after `after`, page by page (a read returns at most 20 entries). */
 async function readAll(runId: string, after?: string): Promise<{ id: string; event: string; data?: unknown }[]> {

@@ -72,6 +72,42 @@ describe('SseWriter', () => {
     expect(await counted.promise).toBe(2);
   });
 
+  it('held, keeps what is sent (and what waited for the tick) for its end: one write', async () => {
+    const counted = deferred<number>();
+    const url = await serve(async (sse, writes) => {
+      await new Promise((resolve) => setImmediate(resolve));
+      const before = writes();
+      sse.send('data', 'a');
+      sse.hold();
+      // Several ticks pass, as while a durable run's end is written: nothing goes out meanwhile.
+      for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+      sse.send('data', 'b');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(writes()).toBe(before);
+      sse.send('end');
+      sse.end();
+      counted.resolve(writes() - before);
+    });
+    const { body } = await open(url);
+    expect(await settleWithin(body, 5000)).toBe('event: data\r\ndata: "a"\r\n\r\nevent: data\r\ndata: "b"\r\n\r\nevent: end\r\n\r\n');
+    expect(await counted.promise).toBe(1);
+  });
+
+  it('held, still writes once the kept frames reach FLUSH_BYTES (it never buffers without bound)', async () => {
+    const url = await serve(async (sse, writes) => {
+      await new Promise((resolve) => setImmediate(resolve));
+      sse.hold();
+      const before = writes();
+      const big = 'x'.repeat(1024);
+      for (let i = 0; i < 20; i++) sse.send('data', big);
+      expect(writes()).toBeGreaterThan(before);
+      sse.end();
+    });
+    const { body } = await open(url);
+    expect((await settleWithin(body, 5000)).split('event: data').length - 1).toBe(20);
+    expect(FLUSH_BYTES).toBeLessThan(20 * 1024);
+  });
+
   it('sends a frame made in a later tick without waiting for more, and the headers before a slow first frame', async () => {
     const clientSawFirst = deferred<void>();
     const clientSawHeaders = deferred<void>();
