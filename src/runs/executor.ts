@@ -229,7 +229,8 @@ export async function executeRun(options: {
     // A step that ends "normally" when aborted (a model SDK) must not turn a cancelled run into a success.
     signal.throwIfAborted();
     const last = writer.push('end');
-    const ended = await writer.end({ status: 'success', output: JSON.parse(JSON.stringify(output ?? null)) as unknown, error: undefined, usage }, base, local);
+    // The output as JSON gives it back (a string is that already: a chain's text is not copied twice over).
+    const ended = await writer.end({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage }, base, local);
     writer.deliver(last);
     return ended;
   } catch (error) {
