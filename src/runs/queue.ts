@@ -110,13 +110,21 @@ class RunWorkerCore {
   async runLocal(record: RunRecord, reader: RunReader): Promise<void> {
     // Stored as running, with its first heartbeat, by its first write — before its first frame goes out to the
     // reader, so a client that rejoins right after that frame finds the run on any replica; the chain starts at
-    // once. A run that could not be stored rejects with the store's error (nothing of it exists to end).
+    // once.
     const running: RunRecord = { ...record, status: 'running' };
     this.local.add(record.run_id);
     let forgotten = false;
     try {
       // A run that ends normally forgets its heartbeat in the same round trip as its last write.
       forgotten = await this.execute(running, reader, true);
+    } catch (error) {
+      if (!(error instanceof RunNotStored)) throw error;
+      // Its first write failed — but one that timed out may still be carried out when Redis answers again (and
+      // then stores the run as running, with its heartbeat). Its heartbeat is not forgotten: stale, it has the
+      // sweep end such a run as lost, and one that does not exist costs the sweep a read. (The run id is the
+      // server's: a taken one can only be this write's own, resent by the client after a reconnect.)
+      forgotten = true;
+      throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be stored', { cause: error.cause });
     } finally {
       this.local.delete(record.run_id);
       if (!forgotten) await this.options.store.forget(record.run_id).catch(() => undefined);
@@ -150,7 +158,7 @@ class RunWorkerCore {
         notify(await executeRun({ record, runnable, store, signal: controller, reader, local, trace: this.options.trace, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
         return true;
       } catch (error) {
-        if (error instanceof RunNotStored) throw error.cause;
+        if (error instanceof RunNotStored) throw error;
         // The store failed under the run (Redis down): end it once Redis answers again, so it is not left running.
         this.options.log?.(error, `run ${runId}: its record could not be written; retrying`);
         await this.endWhenPossible(runId, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way'));

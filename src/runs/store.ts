@@ -409,9 +409,10 @@ return 1`;
  * ('' without a record).
  *
  * Given a new run (ARGV[7]), it is stored in the same step, as CREATE stores it, after its frames: ended
- * already when the step ends it (ARGV[7] '=': the record is ARGV[4]), else running with its heartbeat; nobody
- * is told, as nobody can know the run yet. Nothing at all stays written when the id is taken ('!taken' the
- * reply) or Redis refuses a frame (the log, new too, is deleted).
+ * already when the step ends it (ARGV[7] '=': the record is ARGV[4]; a heartbeat the process wrote meanwhile
+ * is removed), else running with its heartbeat; nobody is told, as nobody can know the run yet. Nothing at
+ * all stays written when the id is taken — by a record or a log ('!taken' the reply) — or Redis refuses a
+ * frame (the log, which this step began, is deleted).
  *
  * KEYS: log, record, heartbeats, owner list (to create). ARGV: most frames, TTL, channel, record JSON or '',
  * forget ('1' or ''), run id, new record JSON ('=': ARGV[4]) or '', its created (ms), most listed, its
@@ -419,7 +420,7 @@ return 1`;
  */
 const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}
 local creating = ARGV[7] ~= ''
-if creating and redis.call('EXISTS', KEYS[2]) == 1 then return {'!taken'} end
+if creating and redis.call('EXISTS', KEYS[2], KEYS[1]) > 0 then return {'!taken'} end
 local out = {}
 local refused = false
 for i = 11, #ARGV, 2 do
@@ -446,7 +447,7 @@ if creating then
   redis.call('ZADD', KEYS[4], ARGV[8], ARGV[6])
   redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[9]) + 1))
   redis.call('EXPIRE', KEYS[4], ARGV[2])
-  if not ends then redis.call('ZADD', KEYS[3], ARGV[10], ARGV[6]) end
+  if ends then redis.call('ZREM', KEYS[3], ARGV[6]) else redis.call('ZADD', KEYS[3], ARGV[10], ARGV[6]) end
   out[#out + 1] = ends and '1' or ''
   return out
 end

@@ -92,7 +92,11 @@ export class SseWriter {
     this.res.writeHead(200, { ...this.headers, ...SSE_HEADERS, connection: this.res.shouldKeepAlive ? 'keep-alive' : 'close' });
     // Headers go out at the end of this tick at the latest, so a client sees the stream open before a slow first token.
     this.scheduleFlush();
-    this.ping = setInterval(() => void this.write(': ping\r\n\r\n'), this.pingMs);
+    this.ping = setInterval(() => {
+      // A ping ends a hold: a stream kept back longer than a ping interval sends what it kept, and stays alive.
+      this.held = false;
+      void this.write(': ping\r\n\r\n');
+    }, this.pingMs);
     this.ping.unref();
   }
 
@@ -124,8 +128,8 @@ export class SseWriter {
 
   /**
    * Keeps what is sent from now on (and what waits for the end of this tick) for {@link end}, up to
-   * {@link FLUSH_BYTES}: a stream whose last frame is a moment away (a durable run's, once its record is
-   * written) ends in one write instead of two.
+   * {@link FLUSH_BYTES} and until the next ping: a stream whose last frame is a moment away (a durable run's,
+   * once its record is written) ends in one write instead of two.
    */
   hold(): void {
     this.held = true;

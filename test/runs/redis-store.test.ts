@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { lambda } from '../../src/index.js';
+import { ChatPromptTemplate, FakeListChatModel, lambda, StringOutputParser } from '../../src/index.js';
 import { executeRun, MemoryRunStore, RedisRunStore, RunNotStored, type RunRecord, type RunStore } from '../../src/runs/index.js';
 import { RedisServer } from '../support/redis-server.js';
 
@@ -247,40 +247,65 @@ describe('a run executed here (a durable stream’s)', () => {
     expect(events).toEqual(['end+create', 'metadata', 'data', 'end']);
     expect((await store.frames(run.run_id)).map((frame) => frame.id)).toEqual(['1-0', '1-1', '1-2']);
 
-    // A run that outlasts its first tick: its first frames are written (and it is stored) before the reader hears them.
+    // A run that outlasts its first tick (a token every 5 ms): its first frames are written (and it is stored)
+    // before the reader hears them; then every frame reaches the reader once, in order, as the log has them.
     events.length = 0;
-    const slow = { ...record(), input: 1 };
+    const heard: string[] = [];
+    const slow = { ...record(), input: { topic: 't' } };
+    const model = new FakeListChatModel({ responses: ['one two three four five six'], sleepMs: 5 });
     await executeRun({
       record: slow,
-      runnable: lambda(async (n: number) => {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        return n + 1;
-      }) as never,
+      runnable: ChatPromptTemplate.fromMessages([['human', '{topic}']]).pipe(model).pipe(new StringOutputParser()) as never,
       store: watched(events),
       signal: new AbortController().signal,
       local: true,
-      reader: { frame: (frame) => events.push(frame.event) },
+      reader: {
+        frame: (frame) => {
+          events.push(frame.event);
+          heard.push(frame.id);
+        },
+      },
     });
     expect(events.slice(0, 2)).toEqual(['append+create', 'metadata']);
     expect(events.at(-1)).toBe('end');
-    expect(await store.get(slow.run_id)).toMatchObject({ status: 'success', output: 2 });
+    expect(events.filter((event) => event.startsWith('append')).length).toBeGreaterThan(1);
+    expect(await store.get(slow.run_id)).toMatchObject({ status: 'success', output: 'one two three four five six' });
+    expect(heard).toEqual((await readAll(slow.run_id)).map((frame) => frame.id));
+    expect(heard).toHaveLength(1 + 6 + 1);
   });
 
-  it('that cannot be stored rejects with RunNotStored, its reader having heard nothing', async () => {
+  it('that cannot be stored rejects with RunNotStored, its reader having heard nothing — ending in its first write, or going on after it', async () => {
+    let writes = 0;
     const failing = new Proxy(store, {
       get(target, key, receiver) {
-        if (key === 'append' || key === 'end') return async () => Promise.reject(new Error('Redis is down'));
+        if (key === 'append' || key === 'end') {
+          return async () => {
+            writes++;
+            return Promise.reject(new Error('Redis is down'));
+          };
+        }
         const value = Reflect.get(target, key, receiver) as unknown;
         return typeof value === 'function' ? value.bind(target) : value;
       },
     });
-    const heard: string[] = [];
-    const run = { ...record(), input: 1 };
-    const outcome = executeRun({ record: run, runnable: lambda((n: number) => n + 1) as never, store: failing, signal: new AbortController().signal, local: true, reader: { frame: (frame) => heard.push(frame.event) } });
-    await expect(outcome).rejects.toBeInstanceOf(RunNotStored);
-    await expect(outcome).rejects.toMatchObject({ cause: { message: 'Redis is down' } });
-    expect(heard).toEqual([]);
-    expect(await store.get(run.run_id)).toBeUndefined();
+    const model = new FakeListChatModel({ responses: ['a b c d e f g h'], sleepMs: 5 });
+    for (const [runnable, input] of [
+      [lambda((n: number) => n + 1), 1],
+      // Still making frames when its first write fails: it is stopped, and nothing more is written.
+      [ChatPromptTemplate.fromMessages([['human', '{topic}']]).pipe(model), { topic: 't' }],
+    ] as const) {
+      writes = 0;
+      const heard: string[] = [];
+      const run = { ...record(), input };
+      const outcome = executeRun({ record: run, runnable: runnable as never, store: failing, signal: new AbortController().signal, local: true, reader: { frame: (frame) => heard.push(frame.event) } });
+      await expect(outcome).rejects.toBeInstanceOf(RunNotStored);
+      await expect(outcome).rejects.toMatchObject({ cause: { message: 'Redis is down' } });
+      expect(heard).toEqual([]);
+      expect(writes).toBe(1);
+      expect(await store.get(run.run_id)).toBeUndefined();
+    }
+    // The model was called: the run was under way when its first write failed.
+    expect(model.calls).toHaveLength(1);
   });
 });
 

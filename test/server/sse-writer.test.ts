@@ -17,7 +17,7 @@ afterEach(async () => {
 });
 
 /** A server whose one handler gets an open SseWriter and counts the writes that reach its response. */
-async function serve(handler: (sse: SseWriter, writes: () => number) => Promise<void>): Promise<string> {
+async function serve(handler: (sse: SseWriter, writes: () => number) => Promise<void>, pingMs = 60_000): Promise<string> {
   server = createServer((_req: IncomingMessage, res: ServerResponse) => {
     let writes = 0;
     const write = res.write.bind(res);
@@ -30,7 +30,7 @@ async function serve(handler: (sse: SseWriter, writes: () => number) => Promise<
       if (typeof args[0] === 'string') writes++;
       return end(...args);
     }) as typeof res.end;
-    const sse = new SseWriter(res, { pingMs: 60_000 });
+    const sse = new SseWriter(res, { pingMs });
     sse.open();
     void handler(sse, () => writes);
   });
@@ -91,6 +91,21 @@ describe('SseWriter', () => {
     const { body } = await open(url);
     expect(await settleWithin(body, 5000)).toBe('event: data\r\ndata: "a"\r\n\r\nevent: data\r\ndata: "b"\r\n\r\nevent: end\r\n\r\n');
     expect(await counted.promise).toBe(1);
+  });
+
+  it('held, sends what it kept at the next ping: a stream kept back stays alive', async () => {
+    const clientSaw = deferred<void>();
+    const url = await serve(async (sse) => {
+      sse.hold();
+      sse.send('data', 'kept');
+      await clientSaw.promise;
+      sse.end();
+    }, 20);
+    const { received, body } = await open(url);
+    while (!received().includes(': ping')) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(received()).toContain('data: "kept"');
+    clientSaw.resolve();
+    await settleWithin(body, 5000);
   });
 
   it('held, still writes once the kept frames reach FLUSH_BYTES (it never buffers without bound)', async () => {
