@@ -1,9 +1,9 @@
 /**
  * `npm run bench:runs`: durable runs on one Redis, real server processes on 127.0.0.1.
  *
- * 1. Events per second of `/stream` with `on_disconnect: "continue"` (queue + Redis Stream log + follow)
+ * 1. Events per second of `/stream` with `on_disconnect: "continue"` (stored run + Redis Stream log)
  *    against plain `/stream`, on the same chain (200 words, no delay), 20 streams at a time for 4 s each,
- *    alternating (goal ≥ 0.8×).
+ *    alternating (goal ≥ 0.8×); and the server's CPU per event of each.
  * 2. Time from a reconnect with `Last-Event-ID` to the first replayed frame, 300 times (goal p99 ≤ 50 ms).
  * 3. No-op runs through the queue per second, end to end (submitted over HTTP, all ended), with the
  *    workers inside the server and with a separate worker process (goal ≥ 1,000/s).
@@ -11,13 +11,19 @@
  * Medians of 3 rounds; the machine is noisy. Traffic only to 127.0.0.1, bounded in count.
  */
 import { randomUUID } from 'node:crypto';
-import { benchHeaders as headers, eventsPerSecond, forgetNamespaces, median, startRunServer as start, stopRunServers } from './processes.js';
+import { benchHeaders as headers, eventsPerSecond, forgetNamespaces, median, serverCpuSeconds, startRunServer as start, stopRunServers } from './processes.js';
 
 const percentile = (values: number[], p: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] as number;
 
-/** Events per second of `/fast/stream`, plain or durable. */
-const streamRate = async (base: string, durable: boolean, seconds?: number): Promise<number> =>
-  (await eventsPerSecond(`${base}/fast/stream`, () => ({ input: { topic: randomUUID() }, ...(durable ? { on_disconnect: 'continue' } : {}) }), 'event: data', { seconds })).perSecond;
+/**
+ * Events per second of `/fast/stream`, plain or durable, and the server's CPU per event (from /proc: the
+ * server's own work, which the load generator and Redis on the same cores do not blur as they blur events/s).
+ */
+async function streamRate(base: string, durable: boolean, seconds?: number): Promise<{ perSecond: number; cpuNs: number }> {
+  const before = serverCpuSeconds(base);
+  const { perSecond, events } = await eventsPerSecond(`${base}/fast/stream`, () => ({ input: { topic: randomUUID() }, ...(durable ? { on_disconnect: 'continue' } : {}) }), 'event: data', { seconds });
+  return { perSecond, cpuNs: ((serverCpuSeconds(base) - before) * 1e9) / Math.max(1, events) };
+}
 
 async function reconnectLatencies(base: string, count = 300): Promise<number[]> {
   const submitted = (await (await fetch(`${base}/fast/runs`, { method: 'POST', headers, body: JSON.stringify({ input: { topic: 'replay' } }) })).json()) as { run_id: string };
@@ -72,16 +78,20 @@ try {
   await start({ RUNNEL_RUN_NAMESPACE: separateNs, RUNNEL_ROLE: 'worker', RUNNEL_WORKER_CONCURRENCY: '50' });
   await streamRate(inProcess, false, 1);
   await streamRate(inProcess, true, 1);
-  const rounds = { plain: [] as number[], durable: [] as number[], p50: [] as number[], p99: [] as number[], inProc: [] as number[], separate: [] as number[] };
+  const rounds = { plain: [] as number[], durable: [] as number[], plainCpu: [] as number[], durableCpu: [] as number[], p50: [] as number[], p99: [] as number[], inProc: [] as number[], separate: [] as number[] };
   for (let round = 1; round <= 3; round++) {
-    rounds.plain.push(await streamRate(inProcess, false));
-    rounds.durable.push(await streamRate(inProcess, true));
+    const plain = await streamRate(inProcess, false);
+    const durable = await streamRate(inProcess, true);
+    rounds.plain.push(plain.perSecond);
+    rounds.durable.push(durable.perSecond);
+    rounds.plainCpu.push(plain.cpuNs);
+    rounds.durableCpu.push(durable.cpuNs);
     const latencies = await reconnectLatencies(inProcess);
     rounds.p50.push(percentile(latencies, 0.5));
     rounds.p99.push(percentile(latencies, 0.99));
     rounds.inProc.push(await runsPerSecond(inProcess));
     rounds.separate.push(await runsPerSecond(httpOnly));
-    console.log(`round ${round}: /stream ${rounds.plain.at(-1)?.toFixed(0)} ev/s, durable ${rounds.durable.at(-1)?.toFixed(0)} ev/s, reconnect p50 ${rounds.p50.at(-1)?.toFixed(1)} p99 ${rounds.p99.at(-1)?.toFixed(1)} ms, runs/s in-process ${rounds.inProc.at(-1)?.toFixed(0)}, separate ${rounds.separate.at(-1)?.toFixed(0)}`);
+    console.log(`round ${round}: /stream ${rounds.plain.at(-1)?.toFixed(0)} ev/s (${plain.cpuNs.toFixed(0)} ns CPU/event), durable ${rounds.durable.at(-1)?.toFixed(0)} ev/s (${durable.cpuNs.toFixed(0)} ns), ratio ${(durable.perSecond / plain.perSecond).toFixed(2)}×, reconnect p50 ${rounds.p50.at(-1)?.toFixed(1)} p99 ${rounds.p99.at(-1)?.toFixed(1)} ms, runs/s in-process ${rounds.inProc.at(-1)?.toFixed(0)}, separate ${rounds.separate.at(-1)?.toFixed(0)}`);
   }
   const ratio = median(rounds.durable) / median(rounds.plain);
   console.log('\nMedians of 3 rounds:\n');
@@ -89,6 +99,7 @@ try {
   console.log(`| plain /stream, events/s | ${median(rounds.plain).toFixed(0)} | |`);
   console.log(`| durable /stream (on_disconnect: continue), events/s | ${median(rounds.durable).toFixed(0)} | |`);
   console.log(`| durable / plain | ${ratio.toFixed(2)}× | ≥ 0.8× ${ratio >= 0.8 ? 'met' : 'MISSED'} |`);
+  console.log(`| server CPU per event, plain / durable | ${median(rounds.plainCpu).toFixed(0)} / ${median(rounds.durableCpu).toFixed(0)} ns (durable ${(median(rounds.durableCpu) / median(rounds.plainCpu)).toFixed(2)}× plain's) | |`);
   console.log(`| Last-Event-ID reconnect → first frame, p50 / p99 | ${median(rounds.p50).toFixed(1)} / ${median(rounds.p99).toFixed(1)} ms | p99 ≤ 50 ms ${median(rounds.p99) <= 50 ? 'met' : 'MISSED'} |`);
   console.log(`| no-op runs/s end to end, workers in the server | ${median(rounds.inProc).toFixed(0)} | ≥ 1,000 ${median(rounds.inProc) >= 1000 ? 'met' : 'MISSED'} |`);
   console.log(`| no-op runs/s end to end, a separate worker process | ${median(rounds.separate).toFixed(0)} | ≥ 1,000 ${median(rounds.separate) >= 1000 ? 'met' : 'MISSED'} |`);
