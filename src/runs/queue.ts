@@ -23,8 +23,8 @@ export interface RunQueue {
   /** Stores the run and queues it. */
   submit(record: RunRecord): Promise<void>;
   /**
-   * Stores a run and executes it in this process now (a durable stream): `reader` hears each frame as it
-   * is made. It outlives the request; any process ends it as lost if this one dies.
+   * Executes a run in this process now (a durable stream), storing it with its first write: `reader` hears
+   * each frame once the run is stored. It outlives the request; any process ends it as lost if this one dies.
    */
   runHere(record: RunRecord, reader: RunReader): Promise<void>;
   /** Cancels a run: taken out of the queue if it waits, aborted wherever it runs. */
@@ -103,9 +103,9 @@ class RunWorkerCore {
   }
 
   /**
-   * A run executed here and now, outside the queue (a durable stream's): stored, then executed in this
-   * process, `reader` hearing every frame as it is made. Its heartbeat lets any process end it as lost if
-   * this one dies.
+   * A run executed here and now, outside the queue (a durable stream's), stored by its first write,
+   * `reader` hearing every frame once it is stored. Its heartbeat lets any process end it as lost if this one
+   * dies.
    */
   async runLocal(record: RunRecord, reader: RunReader): Promise<void> {
     // Stored as running, with its first heartbeat, by its first write — before its first frame goes out to the
