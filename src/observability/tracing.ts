@@ -279,8 +279,9 @@ export class Tracing {
    * A run-event callback that turns one run tree into spans under `traceparent` (an HTTP request's
    * span, or the one a background run was submitted under).
    */
-  runCallback(traceparent: string | undefined): EventCallback {
-    const parent = parseTraceparent(traceparent);
+  runCallback(traceparent: string | TraceContext | undefined): EventCallback {
+    // A span of this process (the request's) is its own parent context: its tracestate included, nothing to parse.
+    const parent = typeof traceparent === 'string' ? parseTraceparent(traceparent) : traceparent;
     const spans = new Map<string, { span: Span; type: string }>();
     const content = this.content;
     // Starts, ends and errors are all a span needs: the runs' chunks are not turned into events for it.

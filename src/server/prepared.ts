@@ -210,7 +210,7 @@ export class PreparedChain {
     if (this.tracing !== undefined) {
       // The runs' spans go under the request's; a background run carries the parent in its stored config.
       config = mergeConfigs(config, {
-        callbacks: [this.tracing.runCallback(context.traceparent)],
+        callbacks: [this.tracing.runCallback(context.traceSpan ?? context.traceparent)],
         ...(context.traceparent === undefined ? {} : { metadata: { __traceparent: context.traceparent } }),
       });
     }

@@ -72,7 +72,7 @@ export function checkAcceptingRuns(request: FastifyRequest): void {
 
 /** The request context a chain's per-request modifier sees. */
 export function requestContext(request: FastifyRequest, endpoint: Endpoint, path: string): RequestContext {
-  return { identity: request.identity, headers: request.headers, endpoint, path, traceparent: request.traceparent };
+  return { identity: request.identity, headers: request.headers, endpoint, path, traceparent: request.traceparent, traceSpan: request.traceSpan };
 }
 
 /**

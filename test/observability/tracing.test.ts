@@ -141,6 +141,17 @@ describe('traces of /rag over OTLP/protobuf', () => {
     for (const line of mine) expect(line.span_id).toBe(http.spanId);
   });
 
+  it('carries the caller’s tracestate on every span of the request, its runs’ included', async () => {
+    const caller = callerTrace();
+    const tracestate = 'vendor=opaque-1,other=x';
+    await (await fetch(`${served.url}/joke/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent, tracestate }, body: JSON.stringify({ input: { topic: 'state' } }) })).text();
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /joke/invoke'));
+    const spans = ofTrace(receiver, caller.traceId);
+    // The request's span, the chain's, its prompt's, its model's and its parser's.
+    expect(spans.length).toBeGreaterThanOrEqual(4);
+    for (const span of spans) expect({ name: span.name, traceState: span.traceState }).toEqual({ name: span.name, traceState: tracestate });
+  });
+
   it('records nothing for a caller that did not sample its trace (parent-based sampling)', async () => {
     const caller = callerTrace(false);
     const sampled = callerTrace();
