@@ -276,8 +276,8 @@ export class Tracing {
   }
 
   /**
-   * A run-event callback that turns one run tree into spans under `traceparent` (an HTTP request's
-   * span, or the one a background run was submitted under).
+   * A run-event callback that turns one run tree into spans under a parent: an HTTP request's span
+   * (its `tracestate` included), or the `traceparent` a background run was submitted under.
    */
   runCallback(traceparent: string | TraceContext | undefined): EventCallback {
     // A span of this process (the request's) is its own parent context: its tracestate included, nothing to parse.

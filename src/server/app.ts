@@ -35,7 +35,7 @@ import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
 import { openAIComponents } from './openai-schemas.js';
 import { PreparedChain } from './prepared.js';
 import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
-import { Tracing, type RequestSpan, type TraceContext } from '../observability/index.js';
+import { Tracing, type RequestSpan, type Span } from '../observability/index.js';
 import type { Redis } from 'ioredis';
 import { createRegistry, type ChainSpec } from './registry.js';
 import type { Services } from './services.js';
@@ -77,8 +77,8 @@ declare module 'fastify' {
     identity: string;
     /** The W3C `traceparent` of this request's span, when tracing is on: its runs' spans go under it. */
     traceparent: string | undefined;
-    /** This request's span, when tracing is on. */
-    traceSpan: TraceContext | undefined;
+    /** This request's span, when tracing is on (the parent of its runs' spans). */
+    traceSpan: Span | undefined;
     /**
      * True for requests that count themselves in `/metrics` — event streams when they end, requests whose
      * client went away — which the routes' `onResponse` hook (Fastify runs it for hijacked replies too) skips.
@@ -152,8 +152,8 @@ const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
 /**
  * Where a traced request keeps its span from its logger's creation to the hooks: a property of the request
  * itself. A WeakMap keyed by the request kept every span, its attributes and its closures alive through
- * young-generation collections: a traced server's collections kept about 7 times the bytes an untraced one's
- * did, and paused 5–10 times as long (docs/observability.md, "Where the request span waits").
+ * young-generation collections: a traced server's collections kept about 8 times the bytes an untraced one's
+ * did, and paused 5–10 times as long as they do now (docs/observability.md, "Where the request span waits").
  */
 const REQUEST_SPAN = Symbol('runnel.requestSpan');
 type SpannedRequest = IncomingMessage & { [REQUEST_SPAN]?: RequestSpan };

@@ -19,6 +19,7 @@ import {
 } from '../core/index.js';
 import type { Tracing } from '../observability/index.js';
 import type { ChainSpec, ClientConfigKey, RequestContext } from './registry.js';
+import { TRACE_SPAN, type TracedContext } from './request.js';
 
 // ajv and ajv-formats are CommonJS with a default export.
 const Ajv = AjvModule as unknown as typeof AjvModule.default;
@@ -210,7 +211,7 @@ export class PreparedChain {
     if (this.tracing !== undefined) {
       // The runs' spans go under the request's; a background run carries the parent in its stored config.
       config = mergeConfigs(config, {
-        callbacks: [this.tracing.runCallback(context.traceSpan ?? context.traceparent)],
+        callbacks: [this.tracing.runCallback((context as TracedContext)[TRACE_SPAN] ?? context.traceparent)],
         ...(context.traceparent === undefined ? {} : { metadata: { __traceparent: context.traceparent } }),
       });
     }

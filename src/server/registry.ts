@@ -7,7 +7,6 @@
 import type { ZodType } from 'zod';
 import { RunnelError, type Runnable, type RunnableConfig } from '../core/index.js';
 import type { ChatMessageHistory } from '../history/index.js';
-import type { TraceContext } from '../observability/index.js';
 
 /** The endpoints a chain may enable. */
 export const ENDPOINTS = [
@@ -44,8 +43,6 @@ export interface RequestContext {
   path: string;
   /** The W3C `traceparent` of the request's span, when tracing is on (to carry the trace onward). */
   traceparent?: string | undefined;
-  /** The request's span, when tracing is on: the parent of its runs' spans, which carry its `tracestate` too. */
-  traceSpan?: TraceContext | undefined;
 }
 
 /** One turn of a conversation as a chat frontend sends it (AI SDK UI messages, OpenAI chat messages). */

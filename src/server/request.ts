@@ -6,6 +6,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import LZString from 'lz-string';
 import { CancelToken, RunnelError, type EventFilters } from '../core/index.js';
+import type { Span } from '../observability/index.js';
 import type { Endpoint, RequestContext } from './registry.js';
 import { SseWriter } from './sse.js';
 
@@ -70,9 +71,21 @@ export function checkAcceptingRuns(request: FastifyRequest): void {
   if (request.server.runnel.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
 }
 
+/**
+ * Where a request context carries its request's span for the server's own tracing: a property that is not
+ * enumerable, so a modifier that logs, copies or spreads its context never meets the span (whose exporter
+ * holds the OTLP headers).
+ */
+export const TRACE_SPAN = Symbol('runnel.traceSpan');
+
+/** A request context as the server hands it on: with its request's span, when tracing is on. */
+export type TracedContext = RequestContext & { readonly [TRACE_SPAN]?: Span };
+
 /** The request context a chain's per-request modifier sees. */
 export function requestContext(request: FastifyRequest, endpoint: Endpoint, path: string): RequestContext {
-  return { identity: request.identity, headers: request.headers, endpoint, path, traceparent: request.traceparent, traceSpan: request.traceSpan };
+  const context: RequestContext = { identity: request.identity, headers: request.headers, endpoint, path, traceparent: request.traceparent };
+  if (request.traceSpan !== undefined) Object.defineProperty(context, TRACE_SPAN, { value: request.traceSpan });
+  return context;
 }
 
 /**
