@@ -1,12 +1,13 @@
 /**
  * Carrying a run's trace onto the HTTP requests it makes: tracing records
- * the `traceparent` of each open model span here, and a model provider's
- * request sends it on. Dependency-free, so the models load no tracing code;
- * empty while tracing is off.
+ * the trace headers of each open model span here (`traceparent`, and the
+ * caller's `tracestate` when it sent one), and a model provider's request
+ * sends them on. Dependency-free, so the models load no tracing code; empty
+ * while tracing is off.
  */
 
-/** Run id → the `traceparent` of its open span. @internal */
-export const openSpans = new Map<string, string>();
+/** Run id → the trace headers of its open span. @internal */
+export const openSpans = new Map<string, Readonly<Record<string, string>>>();
 
 /**
  * The headers that continue a run's trace in an outbound request (the run's own span as parent), or
@@ -17,6 +18,6 @@ export const openSpans = new Map<string, string>();
  */
 export function traceHeaders(runId: string): Record<string, string> | undefined {
   if (openSpans.size === 0) return undefined;
-  const traceparent = openSpans.get(runId);
-  return traceparent === undefined ? undefined : { traceparent };
+  const headers = openSpans.get(runId);
+  return headers === undefined ? undefined : { ...headers };
 }

@@ -28,6 +28,7 @@ export interface TraceContext {
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
 const ZEROS = /^0+$/;
+const PRINTABLE = /^[\x20-\x7e]*$/;
 
 /**
  * The context a `traceparent` header names, or undefined for none or a malformed one (W3C Trace Context:
@@ -42,8 +43,9 @@ export function parseTraceparent(traceparent: string | undefined, tracestate?: s
   if (match === null) return undefined;
   const [, version, traceId, spanId, flags, rest] = match as unknown as [string, string, string, string, string, string | undefined];
   if (version === 'ff' || (version === '00' && rest !== undefined) || ZEROS.test(traceId) || ZEROS.test(spanId)) return undefined;
-  // tracestate is kept as the caller sent it, when it is within the spec's 512 characters.
-  const state = tracestate !== undefined && tracestate.length <= 512 ? tracestate.trim() : '';
+  // tracestate is kept as the caller sent it, when it is within the spec's 512 characters and its printable
+  // ASCII (it goes on to the model providers' requests, whose clients refuse other header bytes).
+  const state = tracestate !== undefined && tracestate.length <= 512 && PRINTABLE.test(tracestate) ? tracestate.trim() : '';
   return { traceId, spanId, sampled: (Number.parseInt(flags, 16) & 1) === 1, traceState: state };
 }
 
@@ -277,11 +279,11 @@ export class Tracing {
 
   /**
    * A run-event callback that turns one run tree into spans under a parent: an HTTP request's span
-   * (its `tracestate` included), or the `traceparent` a background run was submitted under.
+   * (its `tracestate` included), or the `traceparent` and `tracestate` a background run was submitted under.
    */
-  runCallback(traceparent: string | TraceContext | undefined): EventCallback {
+  runCallback(traceparent: string | TraceContext | undefined, tracestate?: string): EventCallback {
     // A span of this process (the request's) is its own parent context: its tracestate included, nothing to parse.
-    const parent = typeof traceparent === 'string' ? parseTraceparent(traceparent) : traceparent;
+    const parent = typeof traceparent === 'string' ? parseTraceparent(traceparent, tracestate) : traceparent;
     const spans = new Map<string, { span: Span; type: string }>();
     const content = this.content;
     // Starts, ends and errors are all a span needs: the runs' chunks are not turned into events for it.
@@ -300,7 +302,7 @@ export class Tracing {
           () => startAttributes(event, type, content),
         );
         spans.set(event.run_id, { span, type });
-        if (model) openSpans.set(event.run_id, span.traceparent);
+        if (model) openSpans.set(event.run_id, span.traceState === '' ? { traceparent: span.traceparent } : { traceparent: span.traceparent, tracestate: span.traceState });
         return;
       }
       if (phase !== 'end' && phase !== 'error') return;

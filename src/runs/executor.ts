@@ -170,8 +170,8 @@ export async function executeRun(options: {
    * store, and a run that ends within its first tick is one write. Resolves, or throws {@link RunNotStored}.
    */
   local?: boolean;
-  /** Tracing: a run-event callback for the trace the run was submitted in (its `__traceparent`). */
-  trace?: (traceparent: string | undefined) => EventCallback;
+  /** Tracing: a run-event callback for the trace the run was submitted in (its `__traceparent` and `__tracestate`). */
+  trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
 }): Promise<RunRecord | undefined> {
   const { record, runnable, store } = options;
   const local = options.local === true;
@@ -197,8 +197,9 @@ export async function executeRun(options: {
   let usage: UsageMetadata | undefined;
   const stored = record.config as RunnableConfig;
   // The trace goes on from the request that submitted the run, in whichever process runs it.
-  const traceparent = stored.metadata?.__traceparent;
-  const callbacks = options.trace === undefined ? {} : { callbacks: [options.trace(typeof traceparent === 'string' ? traceparent : undefined)] };
+  const { __traceparent: traceparent, __tracestate: tracestate } = stored.metadata ?? {};
+  const callbacks =
+    options.trace === undefined ? {} : { callbacks: [options.trace(typeof traceparent === 'string' ? traceparent : undefined, typeof tracestate === 'string' ? tracestate : undefined)] };
   const config: RunnableConfig = { ...stored, ...callbacks, signal, onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)) };
   let output: unknown;
   let base: RunRecord | undefined = record;

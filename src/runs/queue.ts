@@ -47,7 +47,7 @@ export interface RunQueueOptions {
   /** Who webhooks may call; without it no run has one. */
   webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number };
   /** Tracing: the run-event callback that makes a run's spans under the trace it was submitted in. */
-  trace?: (traceparent: string | undefined) => EventCallback;
+  trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
 }
 
 /** Webhook deliveries under way in this process: a stopping worker lets them finish within its grace. */

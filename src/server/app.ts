@@ -121,7 +121,7 @@ export function createRunQueue(options: {
   tracing?: Tracing | undefined;
 }): RunQueue {
   const { config, redis, log, tracing } = options;
-  const trace = tracing === undefined ? undefined : (traceparent: string | undefined) => tracing.runCallback(traceparent);
+  const trace = tracing === undefined ? undefined : (traceparent: string | undefined, tracestate: string | undefined) => tracing.runCallback(traceparent, tracestate);
   const chains = new Map(options.chains.map((chain) => ('spec' in chain ? chain.spec : chain)).map((spec) => [spec.path, spec.runnable]));
   const webhooks = { hosts: config.webhookHosts, secret: config.webhookSecret, allowHttp: config.webhookAllowHttp };
   if (redis === undefined) {

@@ -210,9 +210,11 @@ export class PreparedChain {
     const runId = clientRunId ?? randomUUID();
     if (this.tracing !== undefined) {
       // The runs' spans go under the request's; a background run carries the parent in its stored config.
+      const span = (context as TracedContext)[TRACE_SPAN];
+      const tracestate = span === undefined || span.traceState === '' ? undefined : span.traceState;
       config = mergeConfigs(config, {
-        callbacks: [this.tracing.runCallback((context as TracedContext)[TRACE_SPAN] ?? context.traceparent)],
-        ...(context.traceparent === undefined ? {} : { metadata: { __traceparent: context.traceparent } }),
+        callbacks: [this.tracing.runCallback(span ?? context.traceparent)],
+        ...(context.traceparent === undefined ? {} : { metadata: tracestate === undefined ? { __traceparent: context.traceparent } : { __traceparent: context.traceparent, __tracestate: tracestate } }),
       });
     }
     // The server owns the signal (client disconnects) and the run's name; clients never reach these keys.

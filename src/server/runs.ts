@@ -62,7 +62,8 @@ export async function prepareRun(
     status: 'pending',
     input,
     // JSON only: what a worker in another process can rebuild the run's config from.
-    // (Its callbacks, tracing's, are this request's: the executing process makes its own from `__traceparent`.)
+    // (Its callbacks, tracing's, are this request's: the executing process makes its own from `__traceparent`
+    // and `__tracestate`.)
     config: JSON.parse(JSON.stringify({ ...config, callbacks: undefined })) as Record<string, unknown>,
     filters: filters as Record<string, string[]> | undefined,
     webhook,

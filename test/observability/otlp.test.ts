@@ -267,6 +267,10 @@ describe('trace context and sampling', () => {
       traceState: 'a=1',
     });
     expect(parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00')?.sampled).toBe(false);
+    // A tracestate past 512 characters, or with bytes a header sent onward may not carry, is left out; the trace is kept.
+    for (const state of ['a=1'.padEnd(513, 'x'), 'a=caf\u00e9', 'a=1\u0000']) {
+      expect(parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', state)).toMatchObject({ sampled: true, traceState: '' });
+    }
     // A later version may add fields; version 00 may not.
     expect(parseTraceparent('01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra')?.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
     for (const bad of [

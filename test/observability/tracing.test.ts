@@ -181,7 +181,7 @@ describe('traces of a model call through the real openai SDK, over OTLP/JSON, wi
 
   it('follows the GenAI conventions, and the provider’s request carries the model span as its parent', async () => {
     const caller = callerTrace();
-    const res = await fetch(`${served.url}/joke/stream`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { topic: `cats ${randomUUID()}` } }) });
+    const res = await fetch(`${served.url}/joke/stream`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent, tracestate: 'vendor=7' }, body: JSON.stringify({ input: { topic: `cats ${randomUUID()}` } }) });
     expect(await res.text()).toContain('event: end');
     await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /joke/stream'));
     expect(receiver.contentTypes[0]).toMatch(/^application\/json/);
@@ -200,13 +200,16 @@ describe('traces of a model call through the real openai SDK, over OTLP/JSON, wi
     expect(String(model.attributes['gen_ai.input.messages'])).toContain('Tell me a joke about cats');
     expect(String(model.attributes['gen_ai.output.messages'])).toContain('Why did the cat sit?');
 
-    const sent = provider.requests.at(-1)?.headers.traceparent;
-    expect(sent).toBe(`00-${caller.traceId}-${model.spanId}-01`);
+    const sent = provider.requests.at(-1)?.headers;
+    expect(sent?.traceparent).toBe(`00-${caller.traceId}-${model.spanId}-01`);
+    // The caller's tracestate goes on with the trace, to the provider and on the model's span.
+    expect(sent?.tracestate).toBe('vendor=7');
+    expect(model.traceState).toBe('vendor=7');
   });
 
   it('continues the submitting request’s trace in a background run', async () => {
     const caller = callerTrace();
-    const submitted = (await (await fetch(`${served.url}/joke/runs`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { topic: 'queued' } }) })).json()) as { run_id: string };
+    const submitted = (await (await fetch(`${served.url}/joke/runs`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent, tracestate: 'vendor=queued' }, body: JSON.stringify({ input: { topic: 'queued' } }) })).json()) as { run_id: string };
     const ended = (await (await fetch(`${served.url}/joke/runs/${submitted.run_id}/wait`)).json()) as { status: string };
     expect(ended.status).toBe('success');
     await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === '/joke'));
@@ -215,6 +218,8 @@ describe('traces of a model call through the real openai SDK, over OTLP/JSON, wi
     const root = spans.find((span) => span.name === '/joke') as ReceivedSpan;
     expect(root.parentSpanId).toBe(submit.spanId);
     expect(spans.some((span) => span.attributes['runnel.run_type'] === 'chat_model')).toBe(true);
+    // The caller's tracestate rides in the stored run too: the worker's spans carry it.
+    for (const span of spans) expect({ name: span.name, traceState: span.traceState }).toEqual({ name: span.name, traceState: 'vendor=queued' });
   });
 });
 
