@@ -38,22 +38,35 @@ export class RedisServer {
     return `redis://127.0.0.1:${this.port}`;
   }
 
-  /** Starts the server and resolves once it answers PING. */
+  /**
+   * Starts the server and resolves once it answers PING. Each attempt is a client of its own: one client
+   * asked again and again could connect by its own retries between two attempts, and then every later
+   * `connect()` refuses ("already connected") before the PING is sent — a start that never ends. The bound
+   * is a guard against a hang (a restart replays its append-only file, slower on a loaded machine).
+   */
   async start(): Promise<void> {
     this.child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', ...this.args], { stdio: 'ignore' });
-    const probe = createRedisClient(this.url);
+    let stopped = false;
     try {
       await settleWithin(
         (async () => {
-          for (;;) {
-            if ((await probe.connect().then(() => probe.ping()).catch(() => '')) === 'PONG') return;
+          while (!stopped) {
+            const probe = createRedisClient(this.url);
+            try {
+              await probe.connect();
+              if ((await probe.ping()) === 'PONG') return;
+            } catch {
+              // Not listening yet.
+            } finally {
+              probe.disconnect();
+            }
             await new Promise((resolve) => setTimeout(resolve, 50));
           }
         })(),
-        5000,
+        30_000,
       );
     } finally {
-      probe.disconnect();
+      stopped = true;
     }
   }
 
