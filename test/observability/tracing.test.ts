@@ -223,6 +223,36 @@ describe('traces of a model call through the real openai SDK, over OTLP/JSON, wi
   });
 });
 
+describe('traces of a model call through the real anthropic SDK', () => {
+  let receiver: OtlpReceiver;
+  let provider: ProviderServer;
+  let served: Awaited<ReturnType<typeof serve>>;
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    provider = await startProviderServer('anthropic');
+    const services = await connectServices({});
+    const joke = jokeChain({ services, env: { ANTHROPIC_API_KEY: 'sk-ant-test-0000', ANTHROPIC_BASE_URL: provider.url } });
+    served = await serve([joke] as ChainSpec<never, unknown>[], receiver, {}, services);
+  });
+  afterAll(async () => {
+    await served.app.close();
+    await provider.close();
+    await receiver.close();
+  });
+
+  it('sends the model span as the parent of the provider’s request, with the caller’s tracestate', async () => {
+    const caller = callerTrace();
+    const res = await fetch(`${served.url}/joke/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent, tracestate: 'vendor=ant' }, body: JSON.stringify({ input: { topic: `dogs ${randomUUID()}` } }) });
+    expect(res.status).toBe(200);
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /joke/invoke'));
+    const model = ofTrace(receiver, caller.traceId).find((span) => span.attributes['runnel.run_type'] === 'chat_model') as ReceivedSpan;
+    expect(model.attributes['gen_ai.provider.name']).toBe('anthropic');
+    const sent = provider.requests.at(-1)?.headers;
+    expect(sent?.traceparent).toBe(`00-${caller.traceId}-${model.spanId}-01`);
+    expect(sent?.tracestate).toBe('vendor=ant');
+  });
+});
+
 describe('tracing settings', () => {
   it('is off without an endpoint, and reads the standard variables', () => {
     expect(loadTracingConfig({})).toBeUndefined();
