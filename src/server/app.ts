@@ -11,7 +11,6 @@ import fastifyStatic from '@fastify/static';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,8 +33,9 @@ import { Metrics } from './metrics.js';
 import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
 import { openAIComponents } from './openai-schemas.js';
 import { PreparedChain } from './prepared.js';
+import { REQUEST_SPAN, type SpannedRequest } from './request.js';
 import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
-import { Tracing, type RequestSpan, type Span } from '../observability/index.js';
+import { Tracing } from '../observability/index.js';
 import type { Redis } from 'ioredis';
 import { createRegistry, type ChainSpec } from './registry.js';
 import type { Services } from './services.js';
@@ -77,8 +77,6 @@ declare module 'fastify' {
     identity: string;
     /** The W3C `traceparent` of this request's span, when tracing is on: its runs' spans go under it. */
     traceparent: string | undefined;
-    /** This request's span, when tracing is on (the parent of its runs' spans). */
-    traceSpan: Span | undefined;
     /**
      * True for requests that count themselves in `/metrics` — event streams when they end, requests whose
      * client went away — which the routes' `onResponse` hook (Fastify runs it for hijacked replies too) skips.
@@ -148,15 +146,6 @@ function packageVersion(): string | undefined {
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
-
-/**
- * Where a traced request keeps its span from its logger's creation to the hooks: a property of the request
- * itself. A WeakMap keyed by the request kept every span, its attributes and its closures alive through
- * young-generation collections: a traced server's collections kept about 8 times the bytes an untraced one's
- * did, and paused 5–10 times as long as they do now (docs/observability.md, "Where the request span waits").
- */
-const REQUEST_SPAN = Symbol('runnel.requestSpan');
-type SpannedRequest = IncomingMessage & { [REQUEST_SPAN]?: RequestSpan };
 
 /** What a page's client may read of an answer from another origin: when to retry, and the id to quote. */
 const CORS_EXPOSED = ['retry-after', 'x-request-id'];
@@ -253,7 +242,6 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   }
   app.decorateRequest('identity', 'anonymous');
   app.decorateRequest('traceparent', undefined);
-  app.decorateRequest('traceSpan', undefined);
   app.decorateRequest('countedByHandler', false);
   if (tracing !== undefined) {
     // First of the hooks, so a refused request (401, 429) has its span too. The span ends when the response
@@ -263,7 +251,6 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       if (span !== undefined) {
         tracing.routed(span, request.method, request.routeOptions.url);
         request.traceparent = span.traceparent;
-        request.traceSpan = span.span;
         reply.raw.once('close', () => tracing.endRequest(span, reply.raw.statusCode));
       }
       done();
