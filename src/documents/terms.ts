@@ -19,7 +19,8 @@ const STOP_WORDS = new Set(
     'in into is it its itself just me more most my myself no nor not now of off on once only or other our ours ourselves out over own same ' +
     'she should so some such than that the their theirs them themselves then there these they this those through to too under until up ' +
     'very was we were what when where which while who whom why will with would you your yours yourself yourselves ' +
-    'also e g eg ie etc get gets got use used uses using way want wants tell explain happen happens one s t'
+    'also e g eg ie etc get gets got use used uses using way want wants tell explain happen happens one s t ' +
+    'd ll m re ve aren couldn didn doesn hadn hasn haven isn mightn mustn needn shan shouldn wasn weren won wouldn'
   ).split(' '),
 );
 

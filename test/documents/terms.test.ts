@@ -34,6 +34,12 @@ describe('terms', () => {
     expect(queryTerms('logs and logging and logs')).toEqual(['log']);
   });
 
+  it("drops the pieces of contractions, which the split at an apostrophe leaves: shouldn't is not a term", () => {
+    expect(terms("Why shouldn't I use fatal? Doesn't it flush? I'm sure it'll, you've, we'd")).toEqual(['fatal', 'flush', 'sure']);
+    // A curly apostrophe splits the same way.
+    expect(terms('It isn’t pooled')).toEqual(['pool']);
+  });
+
   it('skips runs of letters too long to be words, and stops at a bound on huge texts', () => {
     expect(terms(`key ${'a'.repeat(41)} value`)).toEqual(['kei', 'valu']);
     expect(terms('word '.repeat(10_000))).toHaveLength(4096);
