@@ -5,6 +5,7 @@
  */
 import type { FastifyPluginAsync, onResponseHookHandler } from 'fastify';
 import { errorBody } from '../src/server/http-errors.js';
+import { decodeConfigHash } from '../src/server/request.js';
 import { streamResponses } from '../src/server/openapi.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { batchHandler } from './batch.js';
@@ -75,6 +76,13 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
     };
     route.onResponse = route.onResponse === undefined ? [count] : [...[route.onResponse].flat(), count];
   });
+  if (hashed) {
+    // Every route under the hash reads it, the GET ones too (schemas, the playground): one that does not decode
+    // is a 400 there as on POST, not a page served as if the URL had no config.
+    app.addHook('onRequest', async (request) => {
+      decodeConfigHash((request.params as { config_hash?: string }).config_hash);
+    });
+  }
   const doc = (summary: string, extra: Record<string, unknown>) => ({ schema: { tags, summary: hashed ? `${summary}, with the config of the URL` : summary, ...params, ...extra } });
   const refuseOtherMethods = (url: string, allowed: 'POST' | 'GET'): void => {
     const allow = allowed === 'GET' ? 'GET, HEAD' : 'POST';
@@ -82,6 +90,7 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
       method: [...OTHER_METHODS[allowed]],
       url,
       schema: { hide: true },
+      config: { refusesMethod: true },
       handler: async (_request, reply) => reply.code(405).header('allow', allow).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed')),
     });
   };

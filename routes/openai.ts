@@ -90,7 +90,7 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
     },
     chatCompletionsHandler(),
   );
-  const hidden = { schema: { hide: true } };
+  const hidden = { schema: { hide: true }, config: { refusesMethod: true } };
   app.route({ method: ['POST', 'PUT', 'PATCH', 'DELETE'], url: '/models', ...hidden, handler: refuse('GET, HEAD') });
   app.route({ method: ['POST', 'PUT', 'PATCH', 'DELETE'], url: '/models/*', ...hidden, handler: refuse('GET, HEAD') });
   app.route({ method: ['GET', 'PUT', 'PATCH', 'DELETE'], url: '/chat/completions', ...hidden, handler: refuse('POST') });

@@ -34,6 +34,7 @@ import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
 import { openAIComponents } from './openai-schemas.js';
 import { PreparedChain } from './prepared.js';
 import { REQUEST_SPAN, type SpannedRequest } from './request.js';
+import { RouteTable } from './route-table.js';
 import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
 import { Tracing } from '../observability/index.js';
 import type { Redis } from 'ioredis';
@@ -282,7 +283,18 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     if (internal) request.log.error({ err: error }, 'chain failed');
     sendErrorAnswer(request, reply, { status, code: body.code, body });
   });
-  app.setNotFoundHandler((_request, reply) => {
+  // A path some route takes under other methods answers 405 with `allow` (`DELETE /joke/runs`, `POST /healthz`,
+  // `OPTIONS` without CORS), whichever part of the server registered it; only an unknown path is a 404.
+  const routes = new RouteTable();
+  app.addHook('onRoute', (route) => {
+    if (route.config?.refusesMethod !== true) routes.add(route.method, route.url);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const allow = routes.allowed(request.url.split('?')[0] ?? '');
+    if (allow !== undefined) {
+      void reply.code(405).header('allow', allow).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed'));
+      return;
+    }
     void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
   });
 

@@ -28,6 +28,9 @@ export const ENDPOINTS = [
 /** One endpoint name. */
 export type Endpoint = (typeof ENDPOINTS)[number];
 
+/** The endpoints that speak in chat messages: a chain serves them only with a messages adapter. */
+const NEEDS_MESSAGES: ReadonlySet<Endpoint> = new Set(['ui_stream', 'chat_completions']);
+
 /** Config keys a client may set, when the chain allows them (snake_case as LangServe names them). */
 export const CLIENT_CONFIG_KEYS = ['configurable', 'tags', 'metadata', 'run_id', 'recursion_limit', 'max_concurrency'] as const;
 
@@ -159,12 +162,16 @@ export function defineChain<I, O>(definition: ChainDefinition<I, O>): ChainSpec<
   const { path } = definition;
   if (!PATH.test(path)) throw invalid(`Chain path ${JSON.stringify(path)} must look like /name or /group/name (lower case, digits, - and _)`);
   if (RESERVED.has(path.split('/')[1] as string)) throw invalid(`Chain path ${path} collides with a built-in route`);
-  const enabled = definition.enabledEndpoints ?? [...ENDPOINTS];
+  // By default every endpoint the chain can serve: the chat ones only with a messages adapter (without one,
+  // GET / and the OpenAPI document would list routes that answer 404).
+  const chat = definition.messages !== undefined;
+  const enabled = definition.enabledEndpoints ?? ENDPOINTS.filter((endpoint) => chat || !NEEDS_MESSAGES.has(endpoint));
   if (!Array.isArray(enabled)) throw invalid(`${path}: enabledEndpoints must be a list`);
   for (const endpoint of enabled) {
     if (!(ENDPOINTS as readonly string[]).includes(endpoint)) {
       throw invalid(`${path}: unknown endpoint ${JSON.stringify(endpoint)}; known: ${ENDPOINTS.join(', ')}`);
     }
+    if (!chat && NEEDS_MESSAGES.has(endpoint)) throw invalid(`${path}: endpoint ${endpoint} needs a messages adapter (\`messages\` in defineChain)`);
   }
   if (definition.cacheScope !== undefined && definition.cacheScope !== 'shared' && definition.cacheScope !== 'caller') {
     throw invalid(`${path}: cacheScope must be 'shared' or 'caller'`);

@@ -138,6 +138,41 @@ describe('POST /invoke', () => {
       if (method !== 'HEAD') expect(res.json()).toEqual({ code: 'RUNNEL_ERR_METHOD_NOT_ALLOWED', message: 'Method Not Allowed', detail: 'Method Not Allowed' });
     }
   });
+
+  it('answers 405 with allow for every route, not only the LangServe ones: runs, health, the OpenAPI document, OPTIONS', async () => {
+    for (const [method, url, allow] of [
+      ['DELETE', '/echo/runs', 'GET, HEAD, POST'],
+      ['PUT', '/echo/runs/some-id', 'GET, HEAD'],
+      ['GET', '/echo/runs/some-id/cancel', 'POST'],
+      ['POST', '/healthz', 'GET, HEAD'],
+      ['POST', '/openapi.json', 'GET, HEAD'],
+      ['DELETE', '/', 'GET, HEAD'],
+      ['OPTIONS', '/echo/invoke', 'POST'],
+      ['POST', '/echo/playground/', 'GET, HEAD'],
+      ['PUT', '/echo/playground/assets/index.js', 'GET, HEAD'],
+    ] as const) {
+      const res = await app.inject({ method, url });
+      expect(res.statusCode, `${method} ${url}`).toBe(405);
+      expect(res.headers.allow, `${method} ${url}`).toBe(allow);
+      expect(res.json().code, `${method} ${url}`).toBe('RUNNEL_ERR_METHOD_NOT_ALLOWED');
+    }
+    // A path no route takes stays a 404, whatever the method.
+    for (const [method, url] of [['GET', '/nowhere'], ['DELETE', '/echo/nothing'], ['POST', '/echo/runs/id/unknown']] as const) {
+      const res = await app.inject({ method, url });
+      expect(res.statusCode, `${method} ${url}`).toBe(404);
+      expect(res.json().code).toBe('RUNNEL_ERR_NOT_FOUND');
+    }
+  });
+
+  it('refuses a config hash that does not decode on the GET routes under it too (schemas, the playground)', async () => {
+    for (const url of ['/echo/c/!!!!/input_schema', '/echo/c/not-a-hash/config_schema', '/echo/c/!!!/playground/']) {
+      const res = await app.inject({ method: 'GET', url });
+      expect(res.statusCode, url).toBe(400);
+      expect(res.json().code, url).toBe('RUNNEL_ERR_CONFIG_HASH_INVALID');
+    }
+    const hash = LZString.compressToEncodedURIComponent(JSON.stringify({ tags: ['t'] }));
+    expect((await app.inject({ method: 'GET', url: `/echo/c/${hash}/input_schema` })).statusCode).toBe(200);
+  });
 });
 
 describe('POST /batch', () => {
@@ -188,6 +223,11 @@ describe('schemas and index', () => {
   it('lists the chains as JSON, or as HTML for a browser', async () => {
     const json = await app.inject('/');
     expect(json.json().chains.map((c: { path: string }) => c.path)).toEqual(['/echo', '/slow', '/failing', '/joke', '/chat-model', '/documents']);
+    // Only the endpoints a chain serves: /echo has no messages adapter, so no /ui_stream and no chat completions.
+    const echo = json.json().chains.find((c: { path: string }) => c.path === '/echo');
+    expect(echo.endpoints).toContain('invoke');
+    expect(echo.endpoints).not.toContain('ui_stream');
+    expect((await app.inject({ method: 'POST', url: '/echo/ui_stream' })).statusCode).toBe(404);
     const html = await app.inject({ url: '/', headers: { accept: 'text/html,application/xhtml+xml' } });
     expect(html.headers['content-type']).toMatch(/text\/html/);
     expect(html.body).toContain('<code>/joke</code>');
