@@ -18,7 +18,7 @@ export interface ChatMessageHistory {
 }
 
 /** Session ids: letters, digits and `_ . : -`, 1–128 characters (they become parts of storage keys). */
-const SESSION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+export const SESSION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** Checks a session id, or throws `RUNNEL_ERR_CONFIG_INVALID`. */
 export function checkSessionId(sessionId: unknown): string {

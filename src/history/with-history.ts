@@ -14,7 +14,7 @@ import { z, type ZodType } from 'zod';
 import { abortError, concat, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run } from '../core/index.js';
 import { AIMessage, BaseMessage, coerceMessages, HumanMessage } from '../messages/index.js';
 import type { ConfigSpec } from '../core/index.js';
-import { checkSessionId, type ChatMessageHistory } from './history.js';
+import { checkSessionId, SESSION_ID, type ChatMessageHistory } from './history.js';
 
 /** Options of {@link withMessageHistory}. */
 export interface WithHistoryOptions {
@@ -76,7 +76,7 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
   }
 
   override _ownConfigSpecs(): ConfigSpec[] {
-    return [{ id: 'session_id', name: 'Session ID', description: 'The conversation to continue', default: undefined, required: true, schema: z.string().min(1).max(128) }];
+    return [{ id: 'session_id', name: 'Session ID', description: 'The conversation to continue', default: undefined, required: true, schema: z.string().regex(SESSION_ID) }];
   }
 
   override _children(): Runnable<never, unknown>[] {

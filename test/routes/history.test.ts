@@ -61,6 +61,6 @@ describe('history over HTTP', () => {
     expect(missing.json().detail[0].loc).toEqual(['config', 'configurable', 'session_id']);
     expect((await app.inject({ url: '/chat/history/bad%20id', headers: { 'x-api-key': KEY_A } })).statusCode).toBe(422);
     expect((await app.inject({ url: '/chat/history/s1' })).statusCode).toBe(401);
-    expect((await app.inject({ url: '/chat/config_schema', headers: { 'x-api-key': KEY_A } })).json().properties.configurable.properties.session_id).toMatchObject({ type: 'string' });
+    expect((await app.inject({ url: '/chat/config_schema', headers: { 'x-api-key': KEY_A } })).json().properties.configurable.properties.session_id).toMatchObject({ type: 'string', pattern: '^[A-Za-z0-9_.:-]{1,128}$' });
   });
 });

@@ -110,7 +110,7 @@ describe('health and metrics', () => {
     // The chat endpoints need a messages adapter: left out by default without one, refused when asked for.
     expect(defineChain({ path: '/x', runnable: echo.runnable }).enabledEndpoints).not.toContain('ui_stream');
     expect(defineChain({ path: '/x', runnable: echo.runnable }).enabledEndpoints).not.toContain('chat_completions');
-    expect(defineChain({ path: '/x', runnable: echo.runnable, messages: { toInput: () => ({}) } }).enabledEndpoints).toEqual(expect.arrayContaining(['ui_stream', 'chat_completions']));
+    expect(defineChain({ path: '/x', runnable: echo.runnable, messages: { toInput: () => ({ input: { name: 'x' } }) } }).enabledEndpoints).toEqual(expect.arrayContaining(['ui_stream', 'chat_completions']));
     expect(() => defineChain({ path: '/x', runnable: echo.runnable, enabledEndpoints: ['invoke', 'ui_stream'] })).toThrow(/ui_stream needs a messages adapter/);
     await expect(buildApp({ chains: [echo, echo] as never })).rejects.toThrow(/Two chains are registered at \/echo/);
   });
