@@ -68,6 +68,9 @@ export function chatCompletionsHandler() {
       config: run.config,
       // The tally meters `/metrics` too, so it replaces the stream's own meter rather than adding to it.
       items: (runConfig) => chain.spec.runnable.stream(run.input, { ...runConfig, onUsage: tally.onUsage }),
+      // A run that fails before its first piece (the provider's 429 or 5xx) is an HTTP error, as OpenAI answers
+      // one: the SDKs retry it. Once the stream is open, a failure is an error frame.
+      errorBeforeOpen: (error) => toOpenAIError(error),
       format: {
         item: (sse, piece) => sse.sendRaw(opening() + chunks.next(piece)),
         end: (sse) => sse.sendRaw(opening() + chunks.end(completionUsage(tally.total()))),

@@ -40,7 +40,7 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
     const { status, code, body, internal } = toOpenAIError(error);
     app.runnel.metrics.error(code);
     if (internal) request.log.error({ err: error }, 'chat completion failed');
-    sendErrorAnswer(request, reply, { status, code, body });
+    sendErrorAnswer(request, reply, { status, code, body, error });
   });
   app.setNotFoundHandler((request, reply) => {
     const message = `Invalid URL (${request.method} ${request.url.split('?')[0]})`;

@@ -6,8 +6,9 @@
  * that disconnects aborts the run, down to the model's HTTP request.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CancelToken, RunnelError, type Runnable, type RunnableConfig } from '../src/core/index.js';
+import { CancelToken, RunnelError, type ErrorCode, type Runnable, type RunnableConfig } from '../src/core/index.js';
 import type { OpenStream } from '../src/server/app.js';
+import { retryAfter } from '../src/server/error-reply.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import { firstTokenTimer } from '../src/server/metrics.js';
 import type { PreparedChain } from '../src/server/prepared.js';
@@ -69,9 +70,23 @@ function langServeFrames(kind: Kind, runId: string): LiveFormat {
 export async function sendLiveStream(
   request: FastifyRequest,
   reply: FastifyReply,
-  options: { chain: PreparedChain; endpoint: Endpoint; runId: string; items: (config: RunnableConfig) => AsyncIterable<unknown>; config: RunnableConfig; format: LiveFormat },
+  options: {
+    chain: PreparedChain;
+    endpoint: Endpoint;
+    runId: string;
+    items: (config: RunnableConfig) => AsyncIterable<unknown>;
+    config: RunnableConfig;
+    format: LiveFormat;
+    /**
+     * Opens the stream with its first item (or its end, or after {@link LAZY_OPEN_MS} at the latest), not at
+     * once: a run that fails before then is answered as a plain HTTP error, this answer — its status, its
+     * body, and `retry-after` where the status asks for one — so a client retries a provider's 429 or 5xx as
+     * it would retry the provider's own.
+     */
+    errorBeforeOpen?: (error: unknown) => { status: number; code: ErrorCode; body: unknown };
+  },
 ): Promise<void> {
-  const { chain, endpoint, runId, format } = options;
+  const { chain, endpoint, runId, format, errorBeforeOpen } = options;
   const state = request.server.runnel;
   checkStreamSlot(request);
   const controller = new CancelToken();
@@ -89,30 +104,48 @@ export async function sendLiveStream(
     clientGone = true;
     controller.abort(new RunnelError(sse.stalled ? 'RUNNEL_ERR_STREAM_STALLED' : 'RUNNEL_ERR_ABORTED', sse.stalled ? 'The client read nothing; stream cut' : 'The client disconnected'));
   });
-  sse.open();
+  let opened = false;
+  let openLater: NodeJS.Timeout | undefined;
+  const openNow = (): void => {
+    opened = true;
+    if (openLater !== undefined) clearTimeout(openLater);
+    sse.open();
+  };
+  if (errorBeforeOpen === undefined) openNow();
+  else {
+    // Headers within a few seconds whatever the run does, so a proxy sees the answer begin (and then pings).
+    openLater = setTimeout(openNow, LAZY_OPEN_MS);
+    openLater.unref();
+  }
   try {
     const runConfig = { ...options.config, signal: controller, ...usageMeter(state, chain) };
     let open = true;
     for await (const item of options.items(runConfig)) {
       firstToken(item);
+      if (!opened) openNow();
       const sent = format.item(sse, item);
       if (sent !== true && !(sent !== false && (await sent))) {
         open = false;
         break;
       }
     }
-    if (open && !sse.closed) await format.end(sse);
+    if (open && !sse.closed) {
+      if (!opened) openNow();
+      await format.end(sse);
+    }
   } catch (error) {
     if (!clientGone && !sse.closed) {
       const { status: errorStatus, body, internal } = toHttpError(error);
       status = errorStatus;
       state.metrics.error(body.code);
       if (internal) request.log.error({ err: error, runId }, 'stream failed');
-      await format.error(sse, error);
+      if (opened || errorBeforeOpen === undefined) await format.error(sse, error);
+      else status = answerBeforeOpen(reply, error, errorBeforeOpen);
     } else {
       status = 499;
     }
   } finally {
+    if (openLater !== undefined) clearTimeout(openLater);
     sse.end();
     state.streams.delete(entry);
     const elapsedMs = performance.now() - started;
@@ -123,6 +156,20 @@ export async function sendLiveStream(
     }
     finish();
   }
+}
+
+/** The longest a stream opened with its first item waits before it opens anyway (see `errorBeforeOpen`). */
+export const LAZY_OPEN_MS = 5_000;
+
+/** A run that failed before its stream opened, answered as a plain HTTP error (the stream never began). */
+function answerBeforeOpen(reply: FastifyReply, error: unknown, toAnswer: (error: unknown) => { status: number; code: ErrorCode; body: unknown }): number {
+  const { status, code, body } = toAnswer(error);
+  const headers: Record<string, string> = { ...Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])), 'content-type': 'application/json; charset=utf-8' };
+  const wait = retryAfter({ status, code, error });
+  if (wait !== undefined) headers['retry-after'] = wait;
+  reply.raw.writeHead(status, headers);
+  reply.raw.end(JSON.stringify(body));
+  return status;
 }
 
 export function streamHandler(chain: PreparedChain, kind: Kind) {

@@ -24,3 +24,36 @@ export function providerError(provider: string, error: unknown, signal?: { reado
   if (/Abort/i.test(name)) return new RunnelError('RUNNEL_ERR_ABORTED', 'The run was aborted', { cause: error });
   return new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${provider} could not be reached or broke off the answer`, { cause: error });
 }
+
+/** The headers of a provider SDK's error: a fetch `Headers` (openai, @anthropic-ai/sdk) or a plain record. */
+function headerOf(error: unknown, name: string): string | undefined {
+  const headers = (error as { headers?: unknown } | null)?.headers;
+  if (headers === null || typeof headers !== 'object') return undefined;
+  const value = typeof (headers as Headers).get === 'function' ? (headers as Headers).get(name) : (headers as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/**
+ * How long the provider asked to wait before a retry, in whole seconds (1 to 3600), from the rate-limited
+ * answer behind `error` (its SDK error is a `cause`): `retry-after-ms`, as OpenAI sends it, or
+ * `retry-after` in seconds or as an HTTP date. Undefined when the provider said nothing usable.
+ *
+ * @example
+ * reply.header('retry-after', String(providerRetryAfter(error) ?? 1));
+ */
+export function providerRetryAfter(error: unknown, now = Date.now()): number | undefined {
+  for (let cause = error, depth = 0; cause !== null && typeof cause === 'object' && depth < 4; cause = (cause as { cause?: unknown }).cause, depth++) {
+    const ms = Number(headerOf(cause, 'retry-after-ms') ?? Number.NaN);
+    let seconds = Number.isFinite(ms) && ms >= 0 ? ms / 1000 : undefined;
+    const after = headerOf(cause, 'retry-after')?.trim();
+    if (seconds === undefined && after !== undefined && after !== '') {
+      if (/^\d+(\.\d+)?$/.test(after)) seconds = Number(after);
+      else {
+        const at = Date.parse(after);
+        if (Number.isFinite(at)) seconds = (at - now) / 1000;
+      }
+    }
+    if (seconds !== undefined) return Math.min(3600, Math.max(1, Math.ceil(seconds)));
+  }
+  return undefined;
+}

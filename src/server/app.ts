@@ -281,7 +281,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const { status, body, internal } = toHttpError(error);
     app.runnel.metrics.error(body.code);
     if (internal) request.log.error({ err: error }, 'chain failed');
-    sendErrorAnswer(request, reply, { status, code: body.code, body });
+    sendErrorAnswer(request, reply, { status, code: body.code, body, error });
   });
   // A path some route takes under other methods answers 405 with `allow` (`DELETE /joke/runs`, `POST /healthz`,
   // `OPTIONS` without CORS), whichever part of the server registered it; only an unknown path is a 404.

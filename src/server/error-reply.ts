@@ -1,11 +1,13 @@
 /**
  * Sends an error answer, whatever its body's shape (Runnel's, or OpenAI's on
  * `/v1/*`), with what its status asks of the connection: `retry-after` on a
- * 503, `connection: close` while draining, and a lingering close when the
+ * 503 and on a provider's rate limit (the wait the provider asked for),
+ * `connection: close` while draining, and a lingering close when the
  * request's body is still arriving.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorCode } from '../core/index.js';
+import { providerRetryAfter } from '../models/index.js';
 import { answerAndLinger } from './connection-limits.js';
 
 /**
@@ -17,8 +19,9 @@ import { answerAndLinger } from './connection-limits.js';
  *   sendErrorAnswer(request, reply, { status, code: body.code, body });
  * });
  */
-export function sendErrorAnswer(request: FastifyRequest, reply: FastifyReply, answer: { status: number; code: ErrorCode; body: object }): void {
-  if (answer.status === 503) reply.header('retry-after', '1');
+export function sendErrorAnswer(request: FastifyRequest, reply: FastifyReply, answer: { status: number; code: ErrorCode; body: object; error?: unknown }): void {
+  const wait = retryAfter(answer);
+  if (wait !== undefined && !reply.hasHeader('retry-after')) reply.header('retry-after', wait);
   // Draining: the client should take its next request to another replica.
   if (answer.code === 'RUNNEL_ERR_SHUTTING_DOWN') reply.header('connection', 'close');
   // An answer that closes the connection while the body still arrives (one over the limit) reads the rest first.
@@ -27,4 +30,13 @@ export function sendErrorAnswer(request: FastifyRequest, reply: FastifyReply, an
     return;
   }
   void reply.code(answer.status).type('application/json; charset=utf-8').send(answer.body);
+}
+
+/**
+ * The `retry-after` an error answer carries, if any: 1 s on a 503; on a provider's rate limit (after the
+ * model's own retries), the wait the provider asked for, or 1 s when it named none.
+ */
+export function retryAfter(answer: { status: number; code: ErrorCode; error?: unknown }): string | undefined {
+  if (answer.code === 'RUNNEL_ERR_PROVIDER_RATE_LIMITED') return String(providerRetryAfter(answer.error) ?? 1);
+  return answer.status === 503 ? '1' : undefined;
 }

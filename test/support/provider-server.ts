@@ -6,6 +6,7 @@
  * - `text`, `tools`: the recorded stream;
  * - `stall`: two chunks, then silence with the socket open;
  * - `rate-limited`: 429 with `retry-after` every time; `rate-limited-once`: 429, then `text`;
+ *   `rate-limited-long`: 429 asking for 7 s (`retry-after` alone); `rate-limited-until`: 429 with an HTTP date 2 min ahead;
  * - `error`: 500 every time; `error-once`: 500, then `text`;
  * - `slow`: the text stream, one frame every 50 ms.
  *
@@ -138,10 +139,10 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
     if (!options.hang) res.end();
   };
 
-  const fail = (res: ServerResponse, status: number, body: string): void => {
+  const fail = (res: ServerResponse, status: number, body: string, wait: Record<string, string> = { 'retry-after': '1', 'retry-after-ms': '10' }): void => {
     res.writeHead(status, {
       'content-type': 'application/json',
-      ...(status === 429 ? { 'retry-after': '1', 'retry-after-ms': '10' } : {}),
+      ...(status === 429 ? wait : {}),
       'x-should-retry': status >= 500 || status === 429 ? 'true' : 'false',
     });
     res.end(body);
@@ -193,6 +194,10 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
           return stream('text', { gapMs: 50 });
         case 'rate-limited':
           return fail(res, 429, fixture(`${provider}-429.json`));
+        case 'rate-limited-long':
+          return fail(res, 429, fixture(`${provider}-429.json`), { 'retry-after': '7' });
+        case 'rate-limited-until':
+          return fail(res, 429, fixture(`${provider}-429.json`), { 'retry-after': new Date(Date.now() + 120_000).toUTCString() });
         case 'rate-limited-once':
           return count === 1 ? fail(res, 429, fixture(`${provider}-429.json`)) : stream('text');
         case 'error':

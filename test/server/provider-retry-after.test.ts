@@ -1,0 +1,94 @@
+/**
+ * A provider's rate limit reaches the client with the wait the provider asked
+ * for: the model's request goes through its real SDK to a local server
+ * speaking the provider's wire format, the 429 comes back over real HTTP, and
+ * the clients read `retry-after` — Node's fetch on `/invoke`, the real openai
+ * SDK on `/v1/chat/completions`.
+ */
+import type { FastifyInstance } from 'fastify';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp, ChatAnthropic, ChatOpenAI, defineChain, providerRetryAfter, type ChainSpec, type ChatModel } from '../../src/index.js';
+import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+
+const KEY = 'sk-test-canary-4f9d2c';
+
+const providers = [
+  { name: 'openai' as const, make: (server: ProviderServer, model: string): ChatModel => new ChatOpenAI({ apiKey: KEY, baseURL: server.url, model, maxRetries: 0 }) },
+  { name: 'anthropic' as const, make: (server: ProviderServer, model: string): ChatModel => new ChatAnthropic({ apiKey: KEY, baseURL: server.url, model, maxRetries: 0 }) },
+];
+
+describe.each(providers)('a $name rate limit, passed on', ({ name, make }) => {
+  let server: ProviderServer;
+  let app: FastifyInstance;
+  let base: string;
+
+  beforeAll(async () => {
+    server = await startProviderServer(name);
+    const chain = (path: string, model: string) =>
+      defineChain({ path, runnable: make(server, model), messages: { toInput: ({ turns }) => ({ input: turns.at(-1)?.text ?? '' }) } });
+    app = await buildApp({
+      chains: [chain('/long', 'rate-limited-long'), chain('/until', 'rate-limited-until'), chain('/short', 'rate-limited'), chain('/once', 'rate-limited-once')] as ChainSpec<never, unknown>[],
+    });
+    base = await app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await app.close();
+    await server.close();
+  });
+
+  it('answers /invoke 429 with the retry-after the provider sent', async () => {
+    for (const [path, wait] of [['/long', 7], ['/short', 1]] as const) {
+      const res = await fetch(`${base}${path}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: 'hi' }) });
+      expect(res.status, path).toBe(429);
+      expect(((await res.json()) as { code: string }).code).toBe('RUNNEL_ERR_PROVIDER_RATE_LIMITED');
+      expect(res.headers.get('retry-after'), path).toBe(String(wait));
+    }
+    // An HTTP date two minutes ahead: about 120 s, whatever the clock did meanwhile.
+    const until = await fetch(`${base}/until/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: 'hi' }) });
+    expect(until.status).toBe(429);
+    expect(Number(until.headers.get('retry-after'))).toBeGreaterThan(60);
+    expect(Number(until.headers.get('retry-after'))).toBeLessThanOrEqual(121);
+  });
+
+  it('answers /v1/chat/completions 429 with it, as the openai SDK reads it', async () => {
+    const client = new OpenAI({ apiKey: 'unused', baseURL: `${base}/v1`, maxRetries: 0 });
+    const failure = await client.chat.completions.create({ model: 'long', messages: [{ role: 'user', content: 'hi' }] }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(OpenAI.RateLimitError);
+    expect((failure as InstanceType<typeof OpenAI.RateLimitError>).headers.get('retry-after')).toBe('7');
+  });
+
+  it('answers a streamed completion that fails before its first piece with an HTTP 429 too, which the SDK retries', async () => {
+    const strict = new OpenAI({ apiKey: 'unused', baseURL: `${base}/v1`, maxRetries: 0 });
+    const failure = await strict.chat.completions.create({ model: 'long', stream: true, messages: [{ role: 'user', content: 'hi' }] }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(OpenAI.RateLimitError);
+    expect((failure as InstanceType<typeof OpenAI.RateLimitError>).headers.get('retry-after')).toBe('7');
+    // The provider refuses the first request only: the SDK's own retry (after the 1 s passed on) gets the answer.
+    const retrying = new OpenAI({ apiKey: 'unused', baseURL: `${base}/v1`, maxRetries: 1 });
+    const before = server.requests.length;
+    let text = '';
+    for await (const chunk of await retrying.chat.completions.create({ model: 'once', stream: true, messages: [{ role: 'user', content: 'hi' }] })) text += chunk.choices[0]?.delta.content ?? '';
+    expect(text).toBe('Why did the cat sit?');
+    expect(server.requests.length - before).toBe(2);
+  });
+});
+
+describe('providerRetryAfter', () => {
+  const rateLimited = (headers: Record<string, string>) => ({ message: 'wrapped', cause: { status: 429, headers: new Headers(headers) } });
+
+  it('reads retry-after-ms first, then retry-after as seconds or a date, in whole seconds from 1 to 3600', () => {
+    const now = Date.parse('2026-12-02T10:00:00Z');
+    expect(providerRetryAfter(rateLimited({ 'retry-after-ms': '2500', 'retry-after': '9' }), now)).toBe(3);
+    expect(providerRetryAfter(rateLimited({ 'retry-after': '9' }), now)).toBe(9);
+    expect(providerRetryAfter(rateLimited({ 'retry-after': '0' }), now)).toBe(1);
+    expect(providerRetryAfter(rateLimited({ 'retry-after': '86400' }), now)).toBe(3600);
+    expect(providerRetryAfter(rateLimited({ 'retry-after': 'Wed, 02 Dec 2026 10:00:30 GMT' }), now)).toBe(30);
+    expect(providerRetryAfter({ cause: { headers: { 'retry-after': '4' } } }, now)).toBe(4);
+  });
+
+  it('says nothing for what holds no usable wait', () => {
+    for (const error of [undefined, null, 'text', new Error('x'), rateLimited({}), rateLimited({ 'retry-after': 'soon' }), rateLimited({ 'retry-after-ms': '-5' })]) {
+      expect(providerRetryAfter(error)).toBeUndefined();
+    }
+  });
+});
