@@ -35,9 +35,21 @@ export function batchHandler(chain: PreparedChain) {
     }
     const hash = decodeConfigHash(request.params.config_hash);
     const context = requestContext(request, 'batch', chain.spec.path);
+    // Every bad input is listed, not only the first: a client fixes its batch in one round.
+    let invalid: RunnelError | undefined;
+    const problems: unknown[] = [];
+    for (let i = 0; i < inputs.length; i++) {
+      try {
+        chain.checkInput(inputs[i], ['inputs', i]);
+      } catch (error) {
+        if (!(error instanceof RunnelError) || error.code !== 'RUNNEL_ERR_INPUT_INVALID') throw error;
+        invalid ??= error;
+        problems.push(...(Array.isArray(error.detail) ? error.detail : []));
+      }
+    }
+    if (invalid !== undefined) throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', invalid.message, { detail: problems });
     const resolved = [];
     for (let i = 0; i < inputs.length; i++) {
-      chain.checkInput(inputs[i], ['inputs', i]);
       const one = Array.isArray(bodyConfig) ? bodyConfig[i] : bodyConfig;
       resolved.push(await chain.resolveConfig({ hash, body: one, bodyLoc: Array.isArray(bodyConfig) ? ['config', i] : ['config'] }, context));
     }

@@ -192,6 +192,10 @@ describe('POST /batch', () => {
     const item = await batch({ inputs: [{ name: 'a' }, { name: 1 }] });
     expect(item.statusCode).toBe(422);
     expect(item.json().detail[0].loc).toEqual(['inputs', 1, 'name']);
+    // Every bad item is listed, in order.
+    const items = await batch({ inputs: [{ name: 'a' }, { name: 3 }, {}] });
+    expect(items.statusCode).toBe(422);
+    expect(items.json().detail.map((d: { loc: unknown[] }) => d.loc)).toEqual([['inputs', 1, 'name'], ['inputs', 2, 'name']]);
     expect((await batch({ inputs: 'x' })).statusCode).toBe(422);
     expect((await batch({ inputs: [{ name: 'a' }], config: null })).statusCode).toBe(422);
     const mismatch = await batch({ inputs: [{ name: 'a' }, { name: 'b' }], config: [{}] });
