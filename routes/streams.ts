@@ -167,6 +167,8 @@ function answerBeforeOpen(reply: FastifyReply, error: unknown, toAnswer: (error:
   const headers: Record<string, string> = { ...Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])), 'content-type': 'application/json; charset=utf-8' };
   const wait = retryAfter({ status, code, error });
   if (wait !== undefined) headers['retry-after'] = wait;
+  // Draining: the client's next request goes to another replica.
+  if (code === 'RUNNEL_ERR_SHUTTING_DOWN') headers.connection = 'close';
   reply.raw.writeHead(status, headers);
   reply.raw.end(JSON.stringify(body));
   return status;
