@@ -77,10 +77,14 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
     route.onResponse = route.onResponse === undefined ? [count] : [...[route.onResponse].flat(), count];
   });
   if (hashed) {
-    // Every route under the hash reads it, the GET ones too (schemas, the playground): one that does not decode
-    // is a 400 there as on POST, not a page served as if the URL had no config.
-    app.addHook('onRequest', async (request) => {
-      decodeConfigHash((request.params as { config_hash?: string }).config_hash);
+    // The GET routes under the hash check it too (the schemas): one that does not decode is a 400 there as on
+    // POST, whose handlers decode it themselves. After authentication and the rate limit (a pre-handler), and
+    // not on the public playground pages, which read their hash in the browser: no decoding for a caller
+    // without a key.
+    app.addHook('preHandler', async (request) => {
+      if ((request.method === 'GET' || request.method === 'HEAD') && request.routeOptions.config?.public !== true) {
+        decodeConfigHash((request.params as { config_hash?: string }).config_hash);
+      }
     });
   }
   const doc = (summary: string, extra: Record<string, unknown>) => ({ schema: { tags, summary: hashed ? `${summary}, with the config of the URL` : summary, ...params, ...extra } });

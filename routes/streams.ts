@@ -107,14 +107,16 @@ export async function sendLiveStream(
   let opened = false;
   let openLater: NodeJS.Timeout | undefined;
   const openNow = (): void => {
+    if (opened || clientGone || sse.closed) return;
     opened = true;
     if (openLater !== undefined) clearTimeout(openLater);
     sse.open();
   };
   if (errorBeforeOpen === undefined) openNow();
   else {
-    // Headers within a few seconds whatever the run does, so a proxy sees the answer begin (and then pings).
-    openLater = setTimeout(openNow, LAZY_OPEN_MS);
+    // Headers within a few seconds whatever the run does (a ping interval, when that is shorter), so a proxy
+    // sees the answer begin, and then the pings.
+    openLater = setTimeout(openNow, Math.min(LAZY_OPEN_MS, state.config.pingMs));
     openLater.unref();
   }
   try {
@@ -158,7 +160,7 @@ export async function sendLiveStream(
   }
 }
 
-/** The longest a stream opened with its first item waits before it opens anyway (see `errorBeforeOpen`). */
+/** The longest a stream opened with its first item waits before it opens anyway (see `errorBeforeOpen`), or a ping interval when that is shorter. */
 export const LAZY_OPEN_MS = 5_000;
 
 /** A run that failed before its stream opened, answered as a plain HTTP error (the stream never began). */

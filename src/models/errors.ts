@@ -25,6 +25,9 @@ export function providerError(provider: string, error: unknown, signal?: { reado
   return new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${provider} could not be reached or broke off the answer`, { cause: error });
 }
 
+/** A plain decimal number of seconds or milliseconds (not `''`, `0x10` or `1e3`, which `Number` would take). */
+const DECIMAL = /^\d{1,12}(\.\d{1,6})?$/;
+
 /** The headers of a provider SDK's error: a fetch `Headers` (openai, @anthropic-ai/sdk) or a plain record. */
 function headerOf(error: unknown, name: string): string | undefined {
   const headers = (error as { headers?: unknown } | null)?.headers;
@@ -43,11 +46,11 @@ function headerOf(error: unknown, name: string): string | undefined {
  */
 export function providerRetryAfter(error: unknown, now = Date.now()): number | undefined {
   for (let cause = error, depth = 0; cause !== null && typeof cause === 'object' && depth < 4; cause = (cause as { cause?: unknown }).cause, depth++) {
-    const ms = Number(headerOf(cause, 'retry-after-ms') ?? Number.NaN);
-    let seconds = Number.isFinite(ms) && ms >= 0 ? ms / 1000 : undefined;
+    const ms = headerOf(cause, 'retry-after-ms')?.trim();
+    let seconds = ms !== undefined && DECIMAL.test(ms) ? Number(ms) / 1000 : undefined;
     const after = headerOf(cause, 'retry-after')?.trim();
     if (seconds === undefined && after !== undefined && after !== '') {
-      if (/^\d+(\.\d+)?$/.test(after)) seconds = Number(after);
+      if (DECIMAL.test(after)) seconds = Number(after);
       else {
         const at = Date.parse(after);
         if (Number.isFinite(at)) seconds = (at - now) / 1000;

@@ -26,7 +26,7 @@ import { runRoutes } from '../../routes/runs.js';
 import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, type ServerConfig } from './config.js';
-import { connectionOptions } from './connection-limits.js';
+import { connectionOptions, MAX_PARAM_LENGTH } from './connection-limits.js';
 import { sendErrorAnswer } from './error-reply.js';
 import { errorBody, toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
@@ -285,13 +285,14 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   });
   // A path some route takes under other methods answers 405 with `allow` (`DELETE /joke/runs`, `POST /healthz`,
   // `OPTIONS` without CORS), whichever part of the server registered it; only an unknown path is a 404.
-  const routes = new RouteTable();
+  const routes = new RouteTable({ maxParamLength: MAX_PARAM_LENGTH });
   app.addHook('onRoute', (route) => {
     if (route.config?.refusesMethod !== true) routes.add(route.method, route.url);
   });
   app.setNotFoundHandler((request, reply) => {
     const allow = routes.allowed(request.url.split('?')[0] ?? '');
-    if (allow !== undefined) {
+    // A route of this very method that found nothing (a static file that is not there) is a 404 too.
+    if (allow !== undefined && !allow.split(', ').includes(request.method)) {
       void reply.code(405).header('allow', allow).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed'));
       return;
     }

@@ -29,20 +29,33 @@ export function required(body: Record<string, unknown>, key: string): unknown {
   return body[key];
 }
 
+/**
+ * The longest config hash taken, in characters. lz-string's output can grow with the square of its input (a
+ * 16 KB hash of one repeated letter is tens of millions of characters): at this length a hash decodes in a
+ * few milliseconds at worst, and a real config (a kilobyte of system prompt included) is a few hundred.
+ */
+export const MAX_CONFIG_HASH = 4096;
+/** The longest config a hash may hold once decoded, in characters (a larger config goes in the body). */
+const MAX_CONFIG_JSON = 64 * 1024;
+
+const invalidHash = (msg: string): RunnelError =>
+  new RunnelError('RUNNEL_ERR_CONFIG_HASH_INVALID', msg === 'Invalid config hash' ? msg : `Invalid config hash: ${msg}`, { detail: [{ type: 'value_error', loc: ['config_hash'], msg }] });
+
 /** The config in a `/c/{hash}/` URL: lz-string `compressToEncodedURIComponent(JSON.stringify(config))`. */
 export function decodeConfigHash(hash: string | undefined): Record<string, unknown> | undefined {
   if (hash === undefined) return undefined;
   if (hash === '') return {};
+  if (hash.length > MAX_CONFIG_HASH) throw invalidHash(`longer than ${MAX_CONFIG_HASH} characters; send the config in the body`);
   let config: unknown;
   try {
     const json = LZString.decompressFromEncodedURIComponent(hash);
+    if (json !== null && json.length > MAX_CONFIG_JSON) throw invalidHash(`its config is longer than ${MAX_CONFIG_JSON} characters; send it in the body`);
     config = json === null || json === '' ? undefined : JSON.parse(json);
-  } catch {
+  } catch (error) {
+    if (error instanceof RunnelError) throw error;
     config = undefined;
   }
-  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
-    throw new RunnelError('RUNNEL_ERR_CONFIG_HASH_INVALID', 'Invalid config hash', { detail: [{ type: 'value_error', loc: ['config_hash'], msg: 'Invalid config hash' }] });
-  }
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) throw invalidHash('Invalid config hash');
   return config as Record<string, unknown>;
 }
 

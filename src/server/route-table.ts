@@ -1,9 +1,13 @@
 /**
  * Which methods each registered path takes, for the answer to a request the
  * router found no route for: a path that exists under other methods is a 405
- * with `allow` (RFC 9110), not a 404. Fed by Fastify's `onRoute` hook, read
- * only when a request is not found — nothing on the path of a routed request.
+ * with `allow` (RFC 9110), not a 404. Fed by Fastify's `onRoute` hook into a
+ * router of its own of the same kind as Fastify's (find-my-way, the same
+ * options), so a path matches here exactly as it would there: parameters,
+ * wildcards, percent-encoding, trailing slashes. Read only when a request
+ * is not found — nothing on the path of a routed request.
  */
+import FindMyWay from 'find-my-way';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -12,47 +16,36 @@ declare module 'fastify' {
   }
 }
 
-/** A route's URL pattern as a matcher: `:name` is one path segment, `*` the rest of the path. */
-function matcher(url: string): RegExp {
-  let source = '';
-  for (const part of url.split(/(:[A-Za-z0-9_]+|\*)/)) {
-    if (part === '*') source += '.*';
-    else if (part.startsWith(':')) source += '[^/]+';
-    else source += part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  }
-  return new RegExp(`^${source}$`);
-}
+const noop = (): void => undefined;
 
-/** The methods of every route, grouped by the path's first segment so a lookup tests few patterns. */
+/** The methods of every route, in a router of their own. */
 export class RouteTable {
-  private readonly byFirst = new Map<string, { url: string; test: RegExp; methods: Set<string> }[]>();
+  private readonly router: FindMyWay.Instance<FindMyWay.HTTPVersion.V1>;
+  private readonly methods = new Set<string>();
+
+  /** `maxParamLength` as Fastify's router has it (connection-limits.ts), so the same paths match. */
+  constructor(options: { maxParamLength: number }) {
+    this.router = FindMyWay({ maxParamLength: options.maxParamLength });
+  }
 
   /** Records a route (Fastify's `onRoute`): one method or several. A catch-all route (`*`) says nothing of a path. */
   add(method: string | readonly string[], url: string): void {
     if (url === '*' || url === '/*' || url === '') return;
-    const first = firstSegment(url);
-    const routes = this.byFirst.get(first) ?? [];
-    this.byFirst.set(first, routes);
-    let route = routes.find((r) => r.url === url);
-    if (route === undefined) routes.push((route = { url, test: matcher(url), methods: new Set() }));
-    for (const m of typeof method === 'string' ? [method] : method) route.methods.add(m.toUpperCase());
+    for (const one of typeof method === 'string' ? [method] : method) {
+      const upper = one.toUpperCase();
+      // The same method and path twice (a HEAD Fastify added, then one of ours): the first is enough here.
+      if (this.router.hasRoute(upper as FindMyWay.HTTPMethod, url)) continue;
+      this.router.on(upper as FindMyWay.HTTPMethod, url, noop);
+      this.methods.add(upper);
+    }
   }
 
   /** The methods some route takes for `path` (no query string), as an `allow` header; undefined when no route matches. */
   allowed(path: string): string | undefined {
-    const methods = new Set<string>();
-    // A pattern whose first segment is a parameter or wildcard can match any path.
-    for (const key of [firstSegment(path), '']) {
-      for (const route of this.byFirst.get(key) ?? []) if (route.test.test(path)) for (const m of route.methods) methods.add(m);
-    }
-    if (methods.size === 0) return undefined;
-    if (methods.has('GET')) methods.add('HEAD');
-    return [...methods].sort().join(', ');
+    const found: string[] = [];
+    for (const method of this.methods) if (this.router.find(method as FindMyWay.HTTPMethod, path) !== null) found.push(method);
+    if (found.length === 0) return undefined;
+    if (found.includes('GET') && !found.includes('HEAD')) found.push('HEAD');
+    return found.sort().join(', ');
   }
-}
-
-/** A path's first segment, or '' when it begins with a parameter or a wildcard (it matches any first segment). */
-function firstSegment(path: string): string {
-  const segment = path.split('/')[1] ?? '';
-  return segment.startsWith(':') || segment.includes('*') ? '' : segment;
 }

@@ -156,22 +156,45 @@ describe('POST /invoke', () => {
       expect(res.headers.allow, `${method} ${url}`).toBe(allow);
       expect(res.json().code, `${method} ${url}`).toBe('RUNNEL_ERR_METHOD_NOT_ALLOWED');
     }
-    // A path no route takes stays a 404, whatever the method.
-    for (const [method, url] of [['GET', '/nowhere'], ['DELETE', '/echo/nothing'], ['POST', '/echo/runs/id/unknown']] as const) {
+    // Matched as the router matches: percent-encoding decoded.
+    const encoded = await app.inject({ method: 'DELETE', url: '/echo/%72uns' });
+    expect(encoded.statusCode).toBe(405);
+    expect(encoded.headers.allow).toBe('GET, HEAD, POST');
+    // A path no route takes stays a 404, whatever the method; so does a route of the very method that found
+    // nothing (a static file that is not there).
+    for (const [method, url] of [['GET', '/nowhere'], ['DELETE', '/echo/nothing'], ['POST', '/echo/runs/id/unknown'], ['GET', '/docs/static/nope.js']] as const) {
       const res = await app.inject({ method, url });
       expect(res.statusCode, `${method} ${url}`).toBe(404);
       expect(res.json().code).toBe('RUNNEL_ERR_NOT_FOUND');
     }
   });
 
-  it('refuses a config hash that does not decode on the GET routes under it too (schemas, the playground)', async () => {
-    for (const url of ['/echo/c/!!!!/input_schema', '/echo/c/not-a-hash/config_schema', '/echo/c/!!!/playground/']) {
+  it('refuses a config hash that does not decode on the GET routes under it too (the schemas)', async () => {
+    for (const url of ['/echo/c/!!!!/input_schema', '/echo/c/not-a-hash/config_schema']) {
       const res = await app.inject({ method: 'GET', url });
       expect(res.statusCode, url).toBe(400);
       expect(res.json().code, url).toBe('RUNNEL_ERR_CONFIG_HASH_INVALID');
     }
     const hash = LZString.compressToEncodedURIComponent(JSON.stringify({ tags: ['t'] }));
     expect((await app.inject({ method: 'GET', url: `/echo/c/${hash}/input_schema` })).statusCode).toBe(200);
+  });
+
+  it('refuses a config hash too long to decode cheaply, or that decodes to a huge config, before any work', async () => {
+    // lz-string's output can grow with the square of its input: this hash of 5,000 characters is millions.
+    const bomb = LZString.compressToEncodedURIComponent('a'.repeat(5_000_000));
+    expect(bomb.length).toBeGreaterThan(4096);
+    const huge = LZString.compressToEncodedURIComponent(JSON.stringify({ metadata: { x: 'x'.repeat(70_000) } }));
+    expect(huge.length).toBeLessThan(4096);
+    for (const [method, url, says] of [
+      ['GET', `/echo/c/${bomb}/input_schema`, 'longer than 4096 characters'],
+      ['POST', `/echo/c/${bomb}/invoke`, 'longer than 4096 characters'],
+      ['POST', `/echo/c/${huge}/invoke`, 'its config is longer than 65536 characters'],
+    ] as const) {
+      const res = await app.inject({ method, url, ...(method === 'POST' ? { headers: { 'content-type': 'application/json' }, payload: '{"input": {"name": "a"}}' } : {}) });
+      expect(res.statusCode, url.slice(0, 40)).toBe(400);
+      expect(res.json().code).toBe('RUNNEL_ERR_CONFIG_HASH_INVALID');
+      expect(res.json().message).toContain(says);
+    }
   });
 });
 

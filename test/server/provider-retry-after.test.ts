@@ -8,7 +8,7 @@
 import type { FastifyInstance } from 'fastify';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, ChatAnthropic, ChatOpenAI, defineChain, providerRetryAfter, type ChainSpec, type ChatModel } from '../../src/index.js';
+import { buildApp, ChatAnthropic, ChatOpenAI, defineChain, generator, providerRetryAfter, RunnelError, type ChainSpec, type ChatModel } from '../../src/index.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 
 const KEY = 'sk-test-canary-4f9d2c';
@@ -84,11 +84,85 @@ describe('providerRetryAfter', () => {
     expect(providerRetryAfter(rateLimited({ 'retry-after': '86400' }), now)).toBe(3600);
     expect(providerRetryAfter(rateLimited({ 'retry-after': 'Wed, 02 Dec 2026 10:00:30 GMT' }), now)).toBe(30);
     expect(providerRetryAfter({ cause: { headers: { 'retry-after': '4' } } }, now)).toBe(4);
+    // A blank retry-after-ms does not hide a good retry-after.
+    expect(providerRetryAfter(rateLimited({ 'retry-after-ms': ' ', 'retry-after': '6' }), now)).toBe(6);
   });
 
   it('says nothing for what holds no usable wait', () => {
-    for (const error of [undefined, null, 'text', new Error('x'), rateLimited({}), rateLimited({ 'retry-after': 'soon' }), rateLimited({ 'retry-after-ms': '-5' })]) {
+    for (const error of [undefined, null, 'text', new Error('x'), rateLimited({}), rateLimited({ 'retry-after': 'soon' }), rateLimited({ 'retry-after-ms': '-5' }), rateLimited({ 'retry-after-ms': '0x10' }), rateLimited({ 'retry-after': '1e3' })]) {
       expect(providerRetryAfter(error)).toBeUndefined();
+    }
+  });
+});
+
+describe('a streamed chat completion opens with its first piece', () => {
+  /** A chain whose first piece waits for `release`, or fails when `fail` is set. */
+  function gated() {
+    let release!: (value: 'go' | 'fail') => void;
+    const gate = new Promise<'go' | 'fail'>((resolve) => (release = resolve));
+    let aborted!: () => void;
+    const abortSeen = new Promise<void>((resolve) => (aborted = resolve));
+    const chain = defineChain({
+      path: '/gated',
+      runnable: generator(async function* (_inputs: AsyncIterable<string>, config) {
+        config.signal?.addEventListener('abort', () => aborted());
+        if ((await gate) === 'fail') throw new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'The model provider failed');
+        yield 'late piece';
+      }),
+      messages: { toInput: () => ({ input: 'hi' }) },
+    });
+    return { chain: chain as ChainSpec<never, unknown>, release: (how: 'go' | 'fail') => release(how), abortSeen };
+  }
+  const ask = (base: string, signal?: AbortSignal) =>
+    fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gated', stream: true, messages: [{ role: 'user', content: 'hi' }] }), signal });
+
+  it('opens after a ping interval without one, and a failure after that is an error frame', async () => {
+    const { chain, release } = gated();
+    const app = await buildApp({ chains: [chain], config: { pingMs: 50 } });
+    try {
+      const base = await app.listen({ host: '127.0.0.1', port: 0 });
+      // The headers arrive while the chain still waits for its gate: the stream opened on its own.
+      const res = await ask(base);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
+      release('fail');
+      const body = await res.text();
+      expect(body).toContain('"code":"RUNNEL_ERR_PROVIDER_UNAVAILABLE"');
+      expect(body).not.toContain('[DONE]');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('answers a shutdown before the first piece as a 503 with retry-after and connection: close', async () => {
+    const { chain } = gated();
+    const app = await buildApp({ chains: [chain], config: { shutdownGraceMs: 50 } });
+    const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    const answer = ask(base);
+    while (app.runnel.streams.size === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    const closing = app.shutdown();
+    const res = await answer;
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('1');
+    expect(res.headers.get('connection')).toBe('close');
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('RUNNEL_ERR_SHUTTING_DOWN');
+    await closing;
+  });
+
+  it('aborts the run when the client goes before the first piece, and writes nothing to the gone socket', async () => {
+    const { chain, abortSeen } = gated();
+    const app = await buildApp({ chains: [chain] });
+    try {
+      const base = await app.listen({ host: '127.0.0.1', port: 0 });
+      const controller = new AbortController();
+      const answer = ask(base, controller.signal).catch((error: unknown) => error);
+      while (app.runnel.streams.size === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      controller.abort();
+      expect(await answer).toBeInstanceOf(Error);
+      await abortSeen;
+      while (app.runnel.streams.size > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    } finally {
+      await app.close();
     }
   });
 });
