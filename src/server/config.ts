@@ -9,15 +9,16 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { RunnelError } from '../core/index.js';
 
-const integer = (name: string, min: number, fallback: number) =>
+const integer = (name: string, min: number, fallback: number, max = Number.MAX_SAFE_INTEGER) =>
   z
     .string()
     .optional()
     .transform((value, ctx) => {
       if (value === undefined || value.trim() === '') return fallback;
       const n = Number(value);
-      if (!Number.isInteger(n) || n < min) {
-        ctx.addIssue({ code: 'custom', message: `${name} must be a whole number ≥ ${min}, got ${JSON.stringify(value)}` });
+      if (!Number.isInteger(n) || n < min || n > max) {
+        const range = max === Number.MAX_SAFE_INTEGER ? `≥ ${min}` : `from ${min} to ${max}`;
+        ctx.addIssue({ code: 'custom', message: `${name} must be a whole number ${range}, got ${JSON.stringify(value)}` });
         return z.NEVER;
       }
       return n;
@@ -62,7 +63,14 @@ const trustProxy = z
   });
 
 const envSchema = z.object({
-  PORT: integer('PORT', 0, 8000),
+  PORT: integer('PORT', 0, 8000, 65535),
+  // Read by the chat model factory (models/from-env.ts); checked here so a typo fails at start in one line.
+  RUNNEL_MODEL: z
+    .string()
+    .optional()
+    .refine((value) => value === undefined || value === '' || /^(openai|anthropic)(:.+)?$|^fake$/.test(value), {
+      message: 'RUNNEL_MODEL must be openai:<model>, anthropic:<model> or fake',
+    }),
   HOST: z.string().optional().transform((value) => value || '127.0.0.1'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
   RUNNEL_API_KEYS: list,

@@ -46,9 +46,16 @@ async function serve(config: ServerConfig): Promise<void> {
     await app.listen({ port: config.port, host: config.host, backlog: 4096 });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code !== 'EADDRINUSE' && code !== 'EACCES' && code !== 'EADDRNOTAVAIL') throw error;
-    const why = code === 'EADDRINUSE' ? 'is in use' : code === 'EACCES' ? 'needs privileges this process lacks' : 'is not an address of this machine';
-    const what = code === 'EADDRNOTAVAIL' ? `host ${config.host} ${why} (set HOST)` : `port ${config.port} ${why} (set PORT)`;
+    const reasons: Record<string, string> = {
+      EADDRINUSE: 'is in use',
+      EACCES: 'needs privileges this process lacks',
+      EADDRNOTAVAIL: 'is not an address of this machine',
+      ENOTFOUND: 'is not a name this machine can resolve',
+      EAI_AGAIN: 'could not be resolved (DNS did not answer)',
+    };
+    const why = code === undefined ? undefined : reasons[code];
+    if (why === undefined) throw error;
+    const what = code === 'EADDRINUSE' || code === 'EACCES' ? `port ${config.port} ${why} (set PORT)` : `host ${config.host} ${why} (set HOST)`;
     console.error(`runnel: cannot listen: ${what}`);
     await app.close().catch(() => undefined);
     process.exit(1);
@@ -62,7 +69,7 @@ async function serve(config: ServerConfig): Promise<void> {
     const playground = app.hasRoute({ method: 'GET', url: `${chain.spec.path}/playground/` }) ? `  playground: ${base}${chain.spec.path}/playground/` : '';
     app.log.info(`chain ${chain.spec.path}: ${base}${chain.spec.path}/invoke${playground}`);
   }
-  for (const line of startupWarnings(config)) app.log.warn(line);
+  for (const line of startupWarnings(config, process.env)) app.log.warn(line);
   if (config.apiKeys.length > 0) app.log.info(`API keys: on, ${config.apiKeys.length} (${config.apiKeys.map((k) => k.name).join(', ')})`);
 
   // The docs collection of /rag and /agent fills itself on first start, and /readyz says not ready until it
@@ -84,4 +91,11 @@ async function serve(config: ServerConfig): Promise<void> {
   exitOnSignals(app);
 }
 
-await main();
+try {
+  await main();
+} catch (error) {
+  // A setting found wrong while starting (RUNNEL_MODEL, a chain's registration): one line, not a stack.
+  if (!isRunnelError(error, 'RUNNEL_ERR_INVALID_ARGUMENT')) throw error;
+  console.error(`runnel: ${error.message}`);
+  process.exit(1);
+}

@@ -10,8 +10,17 @@ import type { ServerConfig } from './config.js';
  * @example
  * for (const line of startupWarnings(config)) app.log.warn(line);
  */
-export function startupWarnings(config: Pick<ServerConfig, 'apiKeys'>): string[] {
+export function startupWarnings(config: Pick<ServerConfig, 'apiKeys'>, env: Readonly<Record<string, string | undefined>> = {}): string[] {
   const warnings: string[] = [];
+  // A provider chosen without its key: every model call would be refused (502) while the server looks healthy.
+  const provider = /^(openai|anthropic)(:|$)/.exec(env.RUNNEL_MODEL ?? '')?.[1];
+  const prefix = provider === 'openai' ? 'OPENAI' : 'ANTHROPIC';
+  if (provider !== undefined && !env[`${prefix}_API_KEY`]) {
+    warnings.push(
+      `RUNNEL_MODEL=${env.RUNNEL_MODEL} but ${prefix}_API_KEY is not set: the provider will refuse every model call ` +
+        `(502 RUNNEL_ERR_PROVIDER_REJECTED)${env[`${prefix}_BASE_URL`] ? `, unless ${prefix}_BASE_URL is a server that needs no key` : ''}.`,
+    );
+  }
   if (config.apiKeys.length === 0) {
     warnings.push(
       'RUNNEL_API_KEYS is not set: authentication is off and every caller is "anonymous" — anyone who can reach this ' +

@@ -30,4 +30,28 @@ describe('npm start', () => {
       await new Promise<void>((resolve) => taken.close(() => resolve()));
     }
   }, 60_000);
+
+  /** Starts `npm start`'s entry with `env`; its exit code and stderr. */
+  async function start(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: '0', DATABASE_URL, LOG_LEVEL: 'warn', ...env },
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout.resume();
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    return { code, stderr };
+  }
+
+  it.each([
+    ['a port past 65535', { PORT: '99999' }, 'PORT must be a whole number from 0 to 65535, got "99999"'],
+    ['an unknown RUNNEL_MODEL', { RUNNEL_MODEL: 'foo:bar' }, 'RUNNEL_MODEL must be openai:<model>, anthropic:<model> or fake'],
+    ['a host name that does not resolve', { HOST: 'no-such-host.invalid' }, 'runnel: cannot listen: host no-such-host.invalid'],
+  ])('on %s: says so in a line, exit 1, no stack trace', async (_case, env, says) => {
+    const { code, stderr } = await start(env);
+    expect(code).toBe(1);
+    expect(stderr).toContain(says);
+    expect(stderr).not.toMatch(/\n\s+at /);
+  }, 60_000);
 });

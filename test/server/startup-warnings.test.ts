@@ -14,4 +14,12 @@ describe('startup warnings', () => {
   it('has nothing to say when keys are on', () => {
     expect(startupWarnings(loadServerConfig({ RUNNEL_API_KEYS: 'ops:0123456789abcdef0' }))).toEqual([]);
   });
+
+  it("warns when RUNNEL_MODEL picks a provider whose key is not set: every model call would be refused", () => {
+    const keyed = loadServerConfig({ RUNNEL_API_KEYS: 'ops:0123456789abcdef0' });
+    expect(startupWarnings(keyed, { RUNNEL_MODEL: 'openai:gpt-4o' })).toEqual([expect.stringMatching(/^RUNNEL_MODEL=openai:gpt-4o but OPENAI_API_KEY is not set: the provider will refuse every model call/)]);
+    expect(startupWarnings(keyed, { RUNNEL_MODEL: 'anthropic', ANTHROPIC_BASE_URL: 'http://127.0.0.1:9' })[0]).toMatch(/ANTHROPIC_API_KEY is not set.*unless ANTHROPIC_BASE_URL is a server that needs no key/);
+    expect(startupWarnings(keyed, { RUNNEL_MODEL: 'openai:gpt-4o', OPENAI_API_KEY: 'sk-x' })).toEqual([]);
+    expect(startupWarnings(keyed, { RUNNEL_MODEL: 'fake' })).toEqual([]);
+  });
 });
