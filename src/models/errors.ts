@@ -60,3 +60,33 @@ export function providerRetryAfter(error: unknown, now = Date.now()): number | u
   }
   return undefined;
 }
+
+/**
+ * What an operator needs to see of a provider failure, for the log: Runnel's code, and of the SDK's error its
+ * class, the provider's status and error code, and the network error under it (a wrong base URL is
+ * `ECONNREFUSED` or `ENOTFOUND`). Never its message, which can quote the request's key (masked or not).
+ * Undefined for an error that is not a provider's.
+ *
+ * @example
+ * const failure = providerFailure(error);
+ * if (failure !== undefined) request.log.warn(failure, 'model provider failed');
+ */
+export function providerFailure(error: unknown): Record<string, string | number> | undefined {
+  if (!isRunnelError(error) || !error.code.startsWith('RUNNEL_ERR_PROVIDER_')) return undefined;
+  const out: Record<string, string | number> = { code: error.code };
+  const cause = error.cause as { constructor?: { name?: unknown }; status?: unknown; code?: unknown; type?: unknown; cause?: unknown } | undefined;
+  if (cause === null || typeof cause !== 'object') return out;
+  if (typeof cause.constructor?.name === 'string') out.provider_error = cause.constructor.name;
+  if (typeof cause.status === 'number') out.provider_status = cause.status;
+  const kind = typeof cause.code === 'string' ? cause.code : typeof cause.type === 'string' ? cause.type : undefined;
+  if (kind !== undefined && /^[\w.-]{1,64}$/.test(kind)) out.provider_code = kind;
+  // The network error under a connection failure (fetch's TypeError, its cause Node's system error).
+  for (let under = cause.cause, depth = 0; under !== null && typeof under === 'object' && depth < 3; under = (under as { cause?: unknown }).cause, depth++) {
+    const code = (under as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[A-Z_]{2,40}$/.test(code)) {
+      out.network_error = code;
+      break;
+    }
+  }
+  return out;
+}

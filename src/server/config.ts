@@ -102,7 +102,7 @@ const envSchema = z.object({
   RUNNEL_RUN_TTL: integer('RUNNEL_RUN_TTL', 60, 86_400),
   RUNNEL_RUN_LOCK_MS: integer('RUNNEL_RUN_LOCK_MS', 1_000, 30_000),
   RUNNEL_WEBHOOK_HOSTS: list,
-  RUNNEL_RUN_NAMESPACE: z.string().regex(/^[\w:-]{1,64}$/, 'RUNNEL_RUN_NAMESPACE: letters, digits, _, - and : only').optional().transform((value) => value || 'runnel'),
+  RUNNEL_RUN_NAMESPACE: z.string().regex(/^[\w:-]{1,64}$/, 'letters, digits, _, - and : only').optional().transform((value) => value || 'runnel'),
   RUNNEL_WEBHOOK_SECRET: z.string().optional().transform((value) => (value === undefined || value === '' ? undefined : value)),
   RUNNEL_WEBHOOK_ALLOW_HTTP: z.enum(['true', 'false', '']).optional().transform((value) => value === 'true'),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'REDIS_URL must start with redis:// or rediss://').optional(),
@@ -236,7 +236,8 @@ function keyProblems(keys: readonly (ApiKey & { bare: boolean })[]): string[] {
  * const config = loadServerConfig(process.env);
  */
 export function loadServerConfig(env: Record<string, string | undefined>): ServerConfig {
-  const result = envSchema.safeParse(env);
+  // An empty variable is an unset one (compose passes `${X:-}` for every variable the host may leave out).
+  const result = envSchema.safeParse(Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value.trim() !== '')));
   if (!result.success) {
     const problems = result.error.issues.map((issue) => `- ${issue.path.join('.') || 'env'}: ${issue.message}`);
     throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n${problems.join('\n')}`);

@@ -7,7 +7,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorCode } from '../core/index.js';
-import { providerRetryAfter } from '../models/index.js';
+import { providerFailure, providerRetryAfter } from '../models/index.js';
 import { answerAndLinger } from './connection-limits.js';
 
 /**
@@ -39,4 +39,14 @@ export function sendErrorAnswer(request: FastifyRequest, reply: FastifyReply, an
 export function retryAfter(answer: { status: number; code: ErrorCode; error?: unknown }): string | undefined {
   if (answer.code === 'RUNNEL_ERR_PROVIDER_RATE_LIMITED') return String(providerRetryAfter(answer.error) ?? 1);
   return answer.status === 503 ? '1' : undefined;
+}
+
+/**
+ * Logs a model provider's failure (a warning: the provider's, not a bug here) with what the operator needs to
+ * find its cause — a wrong base URL, a refused key, a rate limit — and nothing of its message (see
+ * {@link providerFailure}). Anything else is not logged here.
+ */
+export function logProviderFailure(request: FastifyRequest, error: unknown, runId?: string): void {
+  const failure = providerFailure(error);
+  if (failure !== undefined) request.log.warn(runId === undefined ? failure : { ...failure, runId }, 'model provider failed');
 }

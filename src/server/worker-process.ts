@@ -37,7 +37,6 @@ export function startRunWorkers(options: {
     tracing,
     log: (error, message) => log.error(message, error),
   });
-  log.info(`runnel worker: ${Math.max(1, config.workerConcurrency)} runs at a time, chains ${options.chains.map((chain) => chain.path).join(', ')}`);
   let stopping: Promise<void> | undefined;
   return {
     queue,

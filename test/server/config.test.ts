@@ -10,6 +10,13 @@ describe('loadServerConfig', () => {
     expect(config.corsOrigins).toEqual(['https://a.example', 'https://b.example']);
   });
 
+  it('reads an empty variable as an unset one, as compose passes them', () => {
+    const empty = loadServerConfig({ LOG_LEVEL: '', REDIS_URL: '', RUNNEL_RUN_NAMESPACE: ' ', PORT: '', RUNNEL_MODEL: '' });
+    expect(empty).toMatchObject({ logLevel: 'info', port: 8000 });
+    expect(empty.redisUrl).toBeUndefined();
+    expect(() => loadServerConfig({ PORT: '65536' })).toThrow(/PORT must be a whole number from 0 to 65535/);
+  });
+
   it('names every bad value in one error, never echoing a key', () => {
     let message = '';
     try {

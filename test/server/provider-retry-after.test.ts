@@ -6,6 +6,8 @@
  * SDK on `/v1/chat/completions`.
  */
 import type { FastifyInstance } from 'fastify';
+import { createServer } from 'node:net';
+import { Writable } from 'node:stream';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, ChatAnthropic, ChatOpenAI, defineChain, generator, providerRetryAfter, RunnelError, type ChainSpec, type ChatModel } from '../../src/index.js';
@@ -163,6 +165,47 @@ describe('a streamed chat completion opens with its first piece', () => {
       while (app.runnel.streams.size > 0) await new Promise((resolve) => setTimeout(resolve, 5));
     } finally {
       await app.close();
+    }
+  });
+});
+
+describe('a provider failure in the log', () => {
+  it("says what failed (class, status, provider code, network error) at warn, and never the provider's message or the key", async () => {
+    const server = await startProviderServer('openai');
+    const closed = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => resolve(port));
+      });
+    });
+    const lines: Record<string, unknown>[] = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    const model = (baseURL: string, name: string) => new ChatOpenAI({ apiKey: KEY, baseURL, model: name, maxRetries: 0 });
+    const app = await buildApp({
+      chains: [
+        defineChain({ path: '/down', runnable: model(server.url, 'error') }),
+        defineChain({ path: '/nowhere', runnable: model(`http://127.0.0.1:${closed}/v1`, 'text') }),
+      ] as ChainSpec<never, unknown>[],
+      logger: { level: 'info', stream },
+    });
+    try {
+      const invoke = (path: string) => app.inject({ method: 'POST', url: `${path}/invoke`, headers: { 'content-type': 'application/json' }, payload: { input: 'hi' } });
+      expect((await invoke('/down')).statusCode).toBe(502);
+      expect((await invoke('/nowhere')).statusCode).toBe(502);
+      const failures = lines.filter((line) => line.msg === 'model provider failed');
+      expect(failures).toEqual([
+        expect.objectContaining({ level: 40, code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', provider_error: 'InternalServerError', provider_status: 500 }),
+        expect.objectContaining({ level: 40, code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', provider_error: 'APIConnectionError', network_error: 'ECONNREFUSED' }),
+      ]);
+      expect(JSON.stringify(lines)).not.toContain(KEY);
+    } finally {
+      await app.close();
+      await server.close();
     }
   });
 });

@@ -39,8 +39,8 @@ if (process.argv[1]?.endsWith('run-server.ts')) {
     const log = { info: (message: string) => console.log(message), error: (message: string) => console.error(message) };
     const worker = startRunWorkers({ config, chains: runChains as never, services, log });
     await worker.queue.counts();
-    console.log('ready worker');
     stopWorkersOnSignals(worker, 10_000, log);
+    console.log('ready worker');
   } else {
     const app = await buildApp({ chains: runChains as never, config, services, runWorkers: 'start' });
     await app.listen({ port: config.port, host: '127.0.0.1' });

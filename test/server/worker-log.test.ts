@@ -1,0 +1,34 @@
+/**
+ * `npm run worker` logs as the server does: pino's JSON lines, at LOG_LEVEL
+ * (it printed lines of its own making, and ignored LOG_LEVEL).
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+
+const root = new URL('../..', import.meta.url).pathname;
+const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
+const REDIS_URL = process.env.RUNNEL_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+describe('npm run worker', () => {
+  it("logs pino's JSON lines at LOG_LEVEL, and stops on SIGTERM", async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/worker.ts'], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL, DATABASE_URL, RUNNEL_RUN_NAMESPACE: `test-worker-${randomUUID()}`, LOG_LEVEL: 'info' },
+    });
+    let stdout = '';
+    const started = new Promise<void>((resolve) =>
+      child.stdout.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+        if (stdout.includes('runs at a time')) resolve();
+      }),
+    );
+    const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await Promise.race([started, closed]);
+    child.kill('SIGTERM');
+    expect(await closed).toBe(0);
+    const lines = stdout.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines.find((line) => String(line.msg).includes('runs at a time'))).toMatchObject({ level: 30, pid: child.pid, hostname: expect.any(String) });
+    expect(lines.every((line) => typeof line.level === 'number' && (line.level as number) >= 30)).toBe(true);
+  }, 60_000);
+});
