@@ -76,6 +76,16 @@ async function endRun(store: RunStore, runId: string, status: 'cancelled' | 'err
 
 const cancelled = (): RunnelError => new RunnelError('RUNNEL_ERR_RUN_CANCELLED', 'The run was cancelled');
 
+/** The store failed under a run with a reader here: the reader gets `failure` now; `ending` ends the record. */
+class EndPending extends Error {
+  constructor(
+    readonly failure: RunnelError,
+    readonly ending: Promise<boolean>,
+  ) {
+    super(failure.message);
+  }
+}
+
 /** The work every worker does for one queued run id. */
 class RunWorkerCore {
   private readonly running = new Map<string, CancelToken>();
@@ -114,10 +124,18 @@ class RunWorkerCore {
     const running: RunRecord = { ...record, status: 'running' };
     this.local.add(record.run_id);
     let forgotten = false;
+    let pending: Promise<boolean> | undefined;
     try {
       // A run that ends normally forgets its heartbeat in the same round trip as its last write.
       forgotten = await this.execute(running, reader, true);
     } catch (error) {
+      if (error instanceof EndPending) {
+        // Its record is being ended (once Redis answers): it stays this process's, with its heartbeat, until
+        // then, so the sweep does not end it too; the reader gets the error now.
+        forgotten = true;
+        pending = error.ending;
+        throw error.failure;
+      }
       if (!(error instanceof RunNotStored)) throw error;
       // Its first write failed — but one that timed out may still be carried out when Redis answers again (and
       // then stores the run as running, with its heartbeat). Its heartbeat is not forgotten: stale, it has the
@@ -126,7 +144,13 @@ class RunWorkerCore {
       forgotten = true;
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be stored', { cause: error.cause });
     } finally {
-      this.local.delete(record.run_id);
+      if (pending === undefined) this.local.delete(record.run_id);
+      else {
+        void pending.then(async (ended) => {
+          this.local.delete(record.run_id);
+          if (ended) await this.options.store.forget(record.run_id).catch(() => undefined);
+        });
+      }
       if (!forgotten) await this.options.store.forget(record.run_id).catch(() => undefined);
     }
   }
@@ -161,7 +185,12 @@ class RunWorkerCore {
         if (error instanceof RunNotStored) throw error;
         // The store failed under the run (Redis down): end it once Redis answers again, so it is not left running.
         this.options.log?.(error, `run ${runId}: its record could not be written; retrying`);
-        await this.endWhenPossible(runId, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way'));
+        const failure = new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way');
+        const ending = this.endWhenPossible(runId, failure);
+        // A reader here (a durable stream's own client) hears it now, not once Redis is back: it gets this
+        // error as its last frame, and the record is ended meanwhile (its heartbeat kept until then).
+        if (reader !== undefined) throw new EndPending(failure, ending);
+        await ending;
         return false;
       }
     } finally {
@@ -179,16 +208,20 @@ class RunWorkerCore {
     }
   }
 
-  /** Ends a run as failed, retrying (1 s, doubling, for about a minute) while the store is unavailable. */
-  private async endWhenPossible(runId: string, error: RunnelError): Promise<void> {
-    for (let wait = 1_000; wait <= 32_000; wait *= 2) {
+  /**
+   * Ends a run as failed, retrying every second for about a minute while the store is unavailable (so within
+   * a second of Redis answering again); true once it is ended, false when it gave up (the sweep ends it then).
+   */
+  private async endWhenPossible(runId: string, error: RunnelError): Promise<boolean> {
+    for (let attempt = 0; attempt < 60; attempt++) {
       try {
         notify(await endRun(this.options.store, runId, 'error', error), this.options);
-        return;
+        return true;
       } catch {
-        await new Promise((resolve) => setTimeout(resolve, wait).unref());
+        await new Promise((resolve) => setTimeout(resolve, 1_000).unref());
       }
     }
+    return false;
   }
 
   /** Resolves once no run executes here (polled: shutdown only). */

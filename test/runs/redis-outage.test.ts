@@ -55,6 +55,35 @@ describe('Redis stops answering under a run', () => {
     expect(unhandled).toEqual([]);
   }, 90_000);
 
+  it('a durable stream whose log stops taking writes mid-run: its client gets the error frame at once, and the run ends once Redis is back', async () => {
+    const res = await fetch(`${url}/long/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'mid-run' }, on_disconnect: 'continue' }) });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let text = '';
+    while (!text.includes('event: data')) text += new TextDecoder().decode((await reader.read()).value);
+    const runId = /"run_id":"([\w-]+)"/.exec(text)?.[1] as string;
+    redis.signal('SIGSTOP');
+    try {
+      // The stream ends while Redis is still stopped: its last frame says why (before, the client heard only
+      // pings until the run could be ended in Redis, and then no error frame at all).
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += new TextDecoder().decode(value);
+      }
+      expect(text).toMatch(/event: error\r\ndata: \{[^\n]*"code":"RUNNEL_ERR_REDIS_UNAVAILABLE"[^\n]*\}\r\n\r\n$/);
+      expect(text.match(/event: (end|error)/g)).toEqual(['event: error']);
+    } finally {
+      redis.signal('SIGCONT');
+    }
+    let record: { status: string; error?: { code: string } } = { status: 'running' };
+    for (let i = 0; i < 600 && !['success', 'error', 'cancelled'].includes(record.status); i++) {
+      const got = await fetch(`${url}/long/runs/${runId}/wait?timeout_s=1`);
+      if (got.status === 200 || got.status === 408) record = (await got.json()) as typeof record;
+    }
+    expect(record).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
+    expect(unhandled).toEqual([]);
+  }, 90_000);
+
   it('a durable stream whose first write times out: an error frame and no frame of the run; the run, stored late, does not stay running', async () => {
     // An app of its own (its runs alone in its namespace), sweeping lost runs within a few seconds.
     const services = await connectServices({ redisUrl: redis.url, redisCommandTimeoutMs: 300 });
