@@ -32,7 +32,7 @@ RUN mkdir -p /data && chown node:node /data
 USER node
 EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:8000/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8000) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 STOPSIGNAL SIGTERM
 # Exec form: node is the process that receives SIGTERM and shuts down gracefully (streams get a final frame).
 CMD ["node", "dist/src/server/main.js"]

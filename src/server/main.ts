@@ -9,6 +9,7 @@ import { isRunnelError } from '../core/index.js';
 import { chatModelFromEnv } from '../models/index.js';
 import { buildApp } from './app.js';
 import { loadServerConfig, type ServerConfig } from './config.js';
+import { serverLoggerOptions } from './log-options.js';
 import { connectServices } from './services.js';
 import { serveOnProcesses } from './cluster.js';
 import { exitOnSignals, shutdownDeadlineMs } from './signals.js';
@@ -36,10 +37,7 @@ async function serve(config: ServerConfig): Promise<void> {
     services,
     // This process's run workers start with it: runs submitted on any replica find them, and dead workers' runs are ended.
     runWorkers: 'start',
-    logger: {
-      level: config.logLevel,
-      redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', '*.apiKey', '*.api_key'], censor: '[redacted]' },
-    },
+    logger: serverLoggerOptions(config.logLevel),
   });
   // A deep accept queue: a burst of connections (1,000 streams opening at once) must not wait for SYN retries.
   try {

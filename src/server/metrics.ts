@@ -95,7 +95,7 @@ export class Metrics {
       },
     });
     this.tokens = new Counter({ name: 'runnel_model_tokens_total', help: 'Model tokens by chain and direction (in, out).', labelNames: ['chain', 'direction'], registers });
-    this.cache = new Counter({ name: 'runnel_model_cache_total', help: 'Model response cache lookups by result (hit, miss).', labelNames: ['result'], registers });
+    this.cache = new Counter({ name: 'runnel_model_cache_total', help: 'Model response cache lookups by result (hit, miss, error: the cache was unavailable and the lookup failed open).', labelNames: ['result'], registers });
     this.firstToken = new Histogram({
       name: 'runnel_time_to_first_token_seconds',
       help: "Event streams: from the request's arrival to the first chunk of the chain's output (on stream_events and stream_log too).",

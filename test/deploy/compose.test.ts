@@ -5,7 +5,9 @@
  * accepts the environment compose gives it; and that nginx accepts the
  * repository's proxy config.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -210,6 +212,22 @@ describe('Dockerfile', () => {
       expect(major).toBeGreaterThanOrEqual(Math.max(floor, 22));
       expect(major % 2, 'an even (LTS) major').toBe(0);
     }
+  });
+
+  it("checks health on the server's own PORT: the HEALTHCHECK script, run as Docker would, passes on a server that answers and fails on none", async () => {
+    const script = JSON.parse(/HEALTHCHECK[^\n]*\\\n\s*CMD (\[.*\])$/m.exec(final)?.[1] ?? '[]') as string[];
+    expect(script.slice(0, 2)).toEqual(['node', '-e']);
+    const server = createServer((req, res) => res.writeHead(req.url === '/healthz' ? 200 : 404).end());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const check = (env: Record<string, string>): Promise<number | null> =>
+      new Promise((resolve) => spawn(process.execPath, script.slice(1), { env: { PATH: process.env.PATH ?? '', ...env } }).on('close', resolve));
+    try {
+      expect(await check({ PORT: String(port) })).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    expect(await check({ PORT: String(port) })).toBe(1);
   });
 
   it('runs as a non-root user, exposes 8000, checks /healthz, and lets SIGTERM reach node', () => {

@@ -1,0 +1,56 @@
+/**
+ * The server's logger (pino, through Fastify): the level, and what never
+ * reaches a log line — credentials in headers, keys in objects, and the
+ * values of query parameters named like secrets (`?api_key=…`, which the
+ * server refuses, but a client may still send).
+ */
+import type { FastifyServerOptions } from 'fastify';
+
+/** Query parameters whose values are not logged. */
+const SECRET_PARAM = /key|token|secret|passw|auth|signature|credential|session/i;
+
+/**
+ * A request URL with the values of secret-looking query parameters replaced (the path is kept as sent).
+ *
+ * @example
+ * redactQuery('/joke/invoke?api_key=sk-1&x=2'); // '/joke/invoke?api_key=[redacted]&x=2'
+ */
+export function redactQuery(url: string): string {
+  const at = url.indexOf('?');
+  if (at === -1) return url;
+  const query = url
+    .slice(at + 1)
+    .split('&')
+    .map((pair) => {
+      const eq = pair.indexOf('=');
+      const name = eq === -1 ? pair : pair.slice(0, eq);
+      let decoded = name;
+      try {
+        decoded = decodeURIComponent(name.replaceAll('+', ' '));
+      } catch {
+        // an undecodable name is matched as sent
+      }
+      return eq !== -1 && SECRET_PARAM.test(decoded) ? `${name}=[redacted]` : pair;
+    })
+    .join('&');
+  return `${url.slice(0, at)}?${query}`;
+}
+
+interface LoggedRequest {
+  method: string;
+  url: string;
+  host?: string;
+  ip?: string;
+  socket?: { remotePort?: number };
+}
+
+/** The logger options of `npm start`. */
+export function serverLoggerOptions(level: string): NonNullable<Exclude<FastifyServerOptions['logger'], boolean>> {
+  return {
+    level,
+    redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', '*.apiKey', '*.api_key'], censor: '[redacted]' },
+    serializers: {
+      req: (req: LoggedRequest) => ({ method: req.method, url: redactQuery(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort }),
+    },
+  };
+}

@@ -1,0 +1,37 @@
+/**
+ * What `npm start`'s logger keeps out of its lines: a secret sent in a query
+ * string (`?api_key=…`, which the server refuses) was logged whole with the
+ * request's URL.
+ */
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { buildApp, defineChain, lambda, type ChainSpec } from '../../src/index.js';
+import { redactQuery, serverLoggerOptions } from '../../src/server/log-options.js';
+
+describe('the server logger', () => {
+  it('redacts the values of secret-looking query parameters, and only those', () => {
+    expect(redactQuery('/joke/invoke')).toBe('/joke/invoke');
+    expect(redactQuery('/joke/invoke?api_key=sk-1&x=2')).toBe('/joke/invoke?api_key=[redacted]&x=2');
+    expect(redactQuery('/a?access_token=t&Authorization=b&client_secret=c&password=d&limit=10')).toBe('/a?access_token=[redacted]&Authorization=[redacted]&client_secret=[redacted]&password=[redacted]&limit=10');
+    expect(redactQuery('/a?api%5Fkey=sk-2&flag')).toBe('/a?api%5Fkey=[redacted]&flag');
+  });
+
+  it("never writes a query string's key to the log, and still logs the request", async () => {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const app = await buildApp({ chains: [defineChain({ path: '/echo', runnable: lambda((x: unknown) => x) })] as ChainSpec<never, unknown>[], logger: { ...serverLoggerOptions('info'), stream } });
+    try {
+      await app.inject({ method: 'GET', url: '/healthz?api_key=sk-canary-9c1e&verbose=1' });
+      const logged = lines.join('');
+      expect(logged).toContain('/healthz?api_key=[redacted]&verbose=1');
+      expect(logged).not.toContain('sk-canary-9c1e');
+    } finally {
+      await app.close();
+    }
+  });
+});
