@@ -43,7 +43,7 @@ export const errorCodes = {
   RUNNEL_ERR_PROVIDER_RATE_LIMITED: {
     status: 429,
     retryable: true,
-    description: 'The model provider rate-limited the request, and retries within `maxRetries` did not get through.',
+    description: 'The model provider rate-limited the request, and retries within `maxRetries` did not get through; `retry-after` passes on the wait the provider asked for (1 s when it named none).',
   },
   RUNNEL_ERR_PROVIDER_TIMEOUT: {
     status: 504,

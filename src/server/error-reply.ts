@@ -22,6 +22,10 @@ import { answerAndLinger } from './connection-limits.js';
 export function sendErrorAnswer(request: FastifyRequest, reply: FastifyReply, answer: { status: number; code: ErrorCode; body: object; error?: unknown }): void {
   const wait = retryAfter(answer);
   if (wait !== undefined && !reply.hasHeader('retry-after')) reply.header('retry-after', wait);
+  // The id the log lines of this request carry (the client's own x-request-id when it sent a valid one): what
+  // to quote when asking about a failure. On error answers only: a header on every answer is a cost every
+  // request pays.
+  reply.header('x-request-id', request.id);
   // Draining: the client should take its next request to another replica.
   if (answer.code === 'RUNNEL_ERR_SHUTTING_DOWN') reply.header('connection', 'close');
   // An answer that closes the connection while the body still arrives (one over the limit) reads the rest first.

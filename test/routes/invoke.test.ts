@@ -110,6 +110,10 @@ describe('POST /invoke', () => {
     expect(res.statusCode).toBe(500);
     expect(res.json()).toEqual({ code: 'RUNNEL_ERR_INTERNAL', message: 'Internal Server Error', detail: 'Internal Server Error' });
     expect(res.body).not.toContain('sk-canary');
+    // The id of the request's log lines, to quote when asking about it: the client's own when it sent one.
+    expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    const named = await invoke({ input: { when: 'before' } }, { url: '/failing/invoke', headers: { 'x-request-id': 'client-req-42' } });
+    expect(named.headers['x-request-id']).toBe('client-req-42');
   });
 
   it('answers a provider rate limit with 429 and its code', async () => {
