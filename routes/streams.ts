@@ -172,6 +172,7 @@ function answerBeforeOpen(reply: FastifyReply, error: unknown, toAnswer: (error:
   if (wait !== undefined) headers['retry-after'] = wait;
   // Draining: the client's next request goes to another replica.
   if (code === 'RUNNEL_ERR_SHUTTING_DOWN') headers.connection = 'close';
+  headers['x-request-id'] = reply.request.id;
   reply.raw.writeHead(status, headers);
   reply.raw.end(JSON.stringify(body));
   return status;
