@@ -146,10 +146,13 @@ class RunWorkerCore {
     } finally {
       if (pending === undefined) this.local.delete(record.run_id);
       else {
-        void pending.then(async (ended) => {
+        const settled = pending.then(async (ended) => {
           this.local.delete(record.run_id);
           if (ended) await this.options.store.forget(record.run_id).catch(() => undefined);
         });
+        // Shutdown gives these endings what is left of its grace (see `endings`).
+        this.endings.add(settled);
+        void settled.finally(() => this.endings.delete(settled));
       }
       if (!forgotten) await this.options.store.forget(record.run_id).catch(() => undefined);
     }
@@ -157,6 +160,12 @@ class RunWorkerCore {
 
   /** Runs executed here outside the queue (for their heartbeat). */
   readonly local = new Set<string>();
+
+  /** Records being ended after the store failed under their runs, whose readers were told already. */
+  readonly endings = new Set<Promise<void>>();
+
+  /** Set once the process stops: an ending still retrying gives up (the sweep of another process ends it). */
+  private stopped = false;
 
   /** Executes a run; resolves true when its record was ended by its own last write. */
   private async execute(record: RunRecord, reader: RunReader | undefined, local = false): Promise<boolean> {
@@ -213,7 +222,7 @@ class RunWorkerCore {
    * a second of Redis answering again); true once it is ended, false when it gave up (the sweep ends it then).
    */
   private async endWhenPossible(runId: string, error: RunnelError): Promise<boolean> {
-    for (let attempt = 0; attempt < 60; attempt++) {
+    for (let attempt = 0; attempt < 60 && !this.stopped; attempt++) {
       try {
         notify(await endRun(this.options.store, runId, 'error', error), this.options);
         return true;
@@ -241,6 +250,7 @@ class RunWorkerCore {
   }
 
   close(): void {
+    this.stopped = true;
     this.stopListening();
   }
 
@@ -362,6 +372,8 @@ export class BullRunQueue implements RunQueue {
         this.core.abortAll(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run ended'));
         await within(this.core.idle(), 2_000);
       }
+      // Runs whose store failed under them, being ended once Redis answers: what is left of the grace.
+      await within(Promise.all(this.core.endings), Math.max(0, graceMs - (performance.now() - started)));
       for (const timer of this.timers) clearInterval(timer);
       // Webhooks of runs that ended meanwhile get what is left of the grace.
       await within(Promise.all(deliveries), Math.max(0, graceMs - (performance.now() - started)));

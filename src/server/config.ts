@@ -68,7 +68,7 @@ const envSchema = z.object({
   RUNNEL_MODEL: z
     .string()
     .optional()
-    .refine((value) => value === undefined || value === '' || /^(openai|anthropic)(:.+)?$|^fake$/.test(value), {
+    .refine((value) => value === undefined || /^(openai|anthropic|fake)(:.*)?$/.test(value.trim()), {
       message: 'RUNNEL_MODEL must be openai:<model>, anthropic:<model> or fake',
     }),
   HOST: z.string().optional().transform((value) => value || '127.0.0.1'),

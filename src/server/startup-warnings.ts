@@ -13,12 +13,12 @@ import type { ServerConfig } from './config.js';
 export function startupWarnings(config: Pick<ServerConfig, 'apiKeys'>, env: Readonly<Record<string, string | undefined>> = {}): string[] {
   const warnings: string[] = [];
   // A provider chosen without its key: every model call would be refused (502) while the server looks healthy.
-  const provider = /^(openai|anthropic)(:|$)/.exec(env.RUNNEL_MODEL ?? '')?.[1];
+  const provider = /^(openai|anthropic)(:|$)/.exec((env.RUNNEL_MODEL ?? '').trim())?.[1];
   const prefix = provider === 'openai' ? 'OPENAI' : 'ANTHROPIC';
   if (provider !== undefined && !env[`${prefix}_API_KEY`]) {
     warnings.push(
       `RUNNEL_MODEL=${env.RUNNEL_MODEL} but ${prefix}_API_KEY is not set: the provider will refuse every model call ` +
-        `(502 RUNNEL_ERR_PROVIDER_REJECTED)${env[`${prefix}_BASE_URL`] ? `, unless ${prefix}_BASE_URL is a server that needs no key` : ''}.`,
+        `(502 RUNNEL_ERR_PROVIDER_REJECTED); for a server that needs no key (${prefix}_BASE_URL), set any placeholder key.`,
     );
   }
   if (config.apiKeys.length === 0) {

@@ -15,6 +15,9 @@ describe('loadServerConfig', () => {
     expect(empty).toMatchObject({ logLevel: 'info', port: 8000 });
     expect(empty.redisUrl).toBeUndefined();
     expect(() => loadServerConfig({ PORT: '65536' })).toThrow(/PORT must be a whole number from 0 to 65535/);
+    // RUNNEL_MODEL: what the model factory reads (a provider, optionally a model after the colon), and nothing else.
+    for (const model of ['fake', 'openai', 'openai:', ' anthropic:claude-x ', 'fake:x']) expect(() => loadServerConfig({ RUNNEL_MODEL: model }), model).not.toThrow();
+    expect(() => loadServerConfig({ RUNNEL_MODEL: 'foo:bar' })).toThrow(/RUNNEL_MODEL must be openai:<model>, anthropic:<model> or fake/);
   });
 
   it('names every bad value in one error, never echoing a key', () => {

@@ -190,6 +190,7 @@ describe('a provider failure in the log', () => {
       chains: [
         defineChain({ path: '/down', runnable: model(server.url, 'error') }),
         defineChain({ path: '/nowhere', runnable: model(`http://127.0.0.1:${closed}/v1`, 'text') }),
+        defineChain({ path: '/refused', runnable: model(server.url, 'unauthorized') }),
       ] as ChainSpec<never, unknown>[],
       logger: { level: 'info', stream },
     });
@@ -197,12 +198,17 @@ describe('a provider failure in the log', () => {
       const invoke = (path: string) => app.inject({ method: 'POST', url: `${path}/invoke`, headers: { 'content-type': 'application/json' }, payload: { input: 'hi' } });
       expect((await invoke('/down')).statusCode).toBe(502);
       expect((await invoke('/nowhere')).statusCode).toBe(502);
+      const refused = await invoke('/refused');
+      expect(refused.statusCode).toBe(502);
       const failures = lines.filter((line) => line.msg === 'model provider failed');
       expect(failures).toEqual([
         expect.objectContaining({ level: 40, code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', provider_error: 'InternalServerError', provider_status: 500 }),
         expect.objectContaining({ level: 40, code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', provider_error: 'APIConnectionError', network_error: 'ECONNREFUSED' }),
+        expect.objectContaining({ level: 40, code: 'RUNNEL_ERR_PROVIDER_REJECTED', provider_error: 'AuthenticationError', provider_status: 401, provider_code: 'invalid_api_key' }),
       ]);
+      // The provider's message quoted the key: neither the log nor the answer repeats it.
       expect(JSON.stringify(lines)).not.toContain(KEY);
+      expect(refused.body).not.toContain(KEY);
     } finally {
       await app.close();
       await server.close();

@@ -18,7 +18,7 @@ describe('startup warnings', () => {
   it("warns when RUNNEL_MODEL picks a provider whose key is not set: every model call would be refused", () => {
     const keyed = loadServerConfig({ RUNNEL_API_KEYS: 'ops:0123456789abcdef0' });
     expect(startupWarnings(keyed, { RUNNEL_MODEL: 'openai:gpt-4o' })).toEqual([expect.stringMatching(/^RUNNEL_MODEL=openai:gpt-4o but OPENAI_API_KEY is not set: the provider will refuse every model call/)]);
-    expect(startupWarnings(keyed, { RUNNEL_MODEL: 'anthropic', ANTHROPIC_BASE_URL: 'http://127.0.0.1:9' })[0]).toMatch(/ANTHROPIC_API_KEY is not set.*unless ANTHROPIC_BASE_URL is a server that needs no key/);
+    expect(startupWarnings(keyed, { RUNNEL_MODEL: 'anthropic', ANTHROPIC_BASE_URL: 'http://127.0.0.1:9' })[0]).toMatch(/ANTHROPIC_API_KEY is not set.*for a server that needs no key \(ANTHROPIC_BASE_URL\), set any placeholder key/);
     expect(startupWarnings(keyed, { RUNNEL_MODEL: 'openai:gpt-4o', OPENAI_API_KEY: 'sk-x' })).toEqual([]);
     expect(startupWarnings(keyed, { RUNNEL_MODEL: 'fake' })).toEqual([]);
   });

@@ -6,6 +6,7 @@
  * - `text`, `tools`: the recorded stream;
  * - `stall`: two chunks, then silence with the socket open;
  * - `rate-limited`: 429 with `retry-after` every time; `rate-limited-once`: 429, then `text`;
+ * - `unauthorized`: 401 whose message quotes the request's key, as OpenAI's does;
  *   `rate-limited-long`: 429 asking for 7 s (`retry-after` alone); `rate-limited-until`: 429 with an HTTP date 2 min ahead;
  * - `error`: 500 every time; `error-once`: 500, then `text`;
  * - `slow`: the text stream, one frame every 50 ms.
@@ -194,6 +195,11 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
           return stream('text', { gapMs: 50 });
         case 'rate-limited':
           return fail(res, 429, fixture(`${provider}-429.json`));
+        case 'unauthorized': {
+          // As OpenAI answers a wrong key: its message quotes the key (OpenAI masks the middle; this quotes it whole).
+          const key = String(req.headers.authorization ?? req.headers['x-api-key'] ?? '').replace(/^Bearer /, '');
+          return fail(res, 401, JSON.stringify({ error: { message: `Incorrect API key provided: ${key}`, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } }));
+        }
         case 'rate-limited-long':
           return fail(res, 429, fixture(`${provider}-429.json`), { 'retry-after': '7' });
         case 'rate-limited-until':
