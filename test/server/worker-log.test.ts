@@ -11,7 +11,7 @@ const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgre
 const REDIS_URL = process.env.RUNNEL_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 describe('npm run worker', () => {
-  it("logs pino's JSON lines at LOG_LEVEL, and stops on SIGTERM", async () => {
+  it("logs pino's JSON lines (the server's format), and once it says it runs, SIGTERM drains it (exit 0)", async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/worker.ts'], {
       cwd: root,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL, DATABASE_URL, RUNNEL_RUN_NAMESPACE: `test-worker-${randomUUID()}`, LOG_LEVEL: 'info' },
