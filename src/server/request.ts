@@ -5,9 +5,10 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import LZString from 'lz-string';
 import { CancelToken, RunnelError, type EventFilters } from '../core/index.js';
 import type { RequestSpan, Span } from '../observability/index.js';
+import { decodeHashText, DecodedTooLong } from './config-hash.js';
+import { MAX_PARAM_LENGTH } from './connection-limits.js';
 import type { Endpoint, RequestContext } from './registry.js';
 import { SseWriter } from './sse.js';
 
@@ -29,12 +30,8 @@ export function required(body: Record<string, unknown>, key: string): unknown {
   return body[key];
 }
 
-/**
- * The longest config hash taken, in characters. lz-string's output can grow with the square of its input (a
- * 16 KB hash of one repeated letter is tens of millions of characters): at this length a hash decodes in a
- * few milliseconds at worst, and a real config (a kilobyte of system prompt included) is a few hundred.
- */
-export const MAX_CONFIG_HASH = 4096;
+/** The longest config hash taken, in characters: the router's own limit on a path parameter. */
+export const MAX_CONFIG_HASH = MAX_PARAM_LENGTH;
 /** The longest config a hash may hold once decoded, in characters (a larger config goes in the body). */
 const MAX_CONFIG_JSON = 64 * 1024;
 
@@ -48,11 +45,11 @@ export function decodeConfigHash(hash: string | undefined): Record<string, unkno
   if (hash.length > MAX_CONFIG_HASH) throw invalidHash(`longer than ${MAX_CONFIG_HASH} characters; send the config in the body`);
   let config: unknown;
   try {
-    const json = LZString.decompressFromEncodedURIComponent(hash);
-    if (json !== null && json.length > MAX_CONFIG_JSON) throw invalidHash(`its config is longer than ${MAX_CONFIG_JSON} characters; send it in the body`);
+    // Decoded with a bound: lz-string's own decoder can spend half a second on one URL's worth of hash.
+    const json = decodeHashText(hash, MAX_CONFIG_JSON);
     config = json === null || json === '' ? undefined : JSON.parse(json);
   } catch (error) {
-    if (error instanceof RunnelError) throw error;
+    if (error instanceof DecodedTooLong) throw invalidHash(`its config is longer than ${MAX_CONFIG_JSON} characters; send it in the body`);
     config = undefined;
   }
   if (config === null || typeof config !== 'object' || Array.isArray(config)) throw invalidHash('Invalid config hash');
