@@ -421,6 +421,17 @@ return 1`;
 const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}
 local creating = ARGV[7] ~= ''
 if creating and redis.call('EXISTS', KEYS[2], KEYS[1]) > 0 then return {'!taken'} end
+-- A write that ends a run which has ended meanwhile (another process's end: a sweep, two at once) adds
+-- nothing to its log, which has its one end already; it answers as the refused update does.
+if not creating and ARGV[4] ~= '' then
+  local current = redis.call('GET', KEYS[2])
+  if current and ended(status_of(current)) then
+    local skipped = {}
+    for i = 11, #ARGV, 2 do skipped[#skipped + 1] = '-' end
+    skipped[#skipped + 1] = '-1'
+    return skipped
+  end
+end
 local out = {}
 local refused = false
 for i = 11, #ARGV, 2 do

@@ -65,6 +65,10 @@ describe('RedisRunStore', () => {
     // Ended: a late write from a slow worker changes nothing, and says what the record is.
     expect(await store.update(run.run_id, { status: 'error' }, run)).toMatchObject({ status: 'success' });
     expect(await store.end(run.run_id, [{ event: 'error', data: { code: 'late' } }], { status: 'error' }, run)).toMatchObject({ status: 'success' });
+    // ... and its frames are not added: the log keeps its one end (before, the late error frame followed it).
+    const after = await readAll(run.run_id);
+    expect(after).toHaveLength(1204);
+    expect(after.at(-1)?.event).toBe('end');
   });
 
   it('reports a frame Redis refuses (an id not after the last) as RUNNEL_ERR_REDIS_UNAVAILABLE, and then does not end the run', async () => {
