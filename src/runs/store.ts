@@ -429,6 +429,8 @@ if not creating and ARGV[4] ~= '' then
     local skipped = {}
     for i = 11, #ARGV, 2 do skipped[#skipped + 1] = '-' end
     skipped[#skipped + 1] = '-1'
+    -- Its heartbeat goes as the ending write would have taken it.
+    if ARGV[5] == '1' then redis.call('ZREM', KEYS[3], ARGV[6]) end
     return skipped
   end
 end

@@ -71,6 +71,17 @@ describe('RedisRunStore', () => {
     expect(after.at(-1)?.event).toBe('end');
   });
 
+  it('forgets the heartbeat of a run executed here that was ended elsewhere first, adding nothing to its log', async () => {
+    const run = record();
+    await store.create(run, { local: true });
+    expect(await store.stale(-60_000)).toContain(run.run_id);
+    // Another process ends it (a sweep), then the one executing it ends it too.
+    await store.end(run.run_id, [{ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } }], { status: 'error' }, run);
+    expect(await store.end(run.run_id, [{ event: 'end' }], { status: 'success', output: 'late' }, run, { local: true })).toMatchObject({ status: 'error' });
+    expect(await store.stale(-60_000)).not.toContain(run.run_id);
+    expect((await readAll(run.run_id)).map((frame) => frame.event)).toEqual(['error']);
+  });
+
   it('reports a frame Redis refuses (an id not after the last) as RUNNEL_ERR_REDIS_UNAVAILABLE, and then does not end the run', async () => {
     const run = record();
     await store.create(run, { local: true });
