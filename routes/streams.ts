@@ -8,12 +8,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CancelToken, RunnelError, type ErrorCode, type Runnable, type RunnableConfig } from '../src/core/index.js';
 import type { OpenStream } from '../src/server/app.js';
-import { logProviderFailure, retryAfter } from '../src/server/error-reply.js';
+import { errorAnswerHeaders, logProviderFailure } from '../src/server/error-reply.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import { firstTokenTimer } from '../src/server/metrics.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import type { Endpoint } from '../src/server/registry.js';
-import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordClientGone, decodeConfigHash, eventFilters, required, requestContext, takeOverForEvents } from '../src/server/request.js';
+import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordClientGone, decodeConfigHash, eventFilters, required, replyHeaders, requestContext, takeOverForEvents } from '../src/server/request.js';
 import { prepareRun, streamRunHere } from '../src/server/runs.js';
 import type { SseWriter } from '../src/server/sse.js';
 import { usageMeter } from '../src/server/usage.js';
@@ -167,12 +167,7 @@ export const LAZY_OPEN_MS = 5_000;
 /** A run that failed before its stream opened, answered as a plain HTTP error (the stream never began). */
 function answerBeforeOpen(reply: FastifyReply, error: unknown, toAnswer: (error: unknown) => { status: number; code: ErrorCode; body: unknown }): number {
   const { status, code, body } = toAnswer(error);
-  const headers: Record<string, string> = { ...Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])), 'content-type': 'application/json; charset=utf-8' };
-  const wait = retryAfter({ status, code, error });
-  if (wait !== undefined) headers['retry-after'] = wait;
-  // Draining: the client's next request goes to another replica.
-  if (code === 'RUNNEL_ERR_SHUTTING_DOWN') headers.connection = 'close';
-  headers['x-request-id'] = reply.request.id;
+  const headers = { ...replyHeaders(reply), 'content-type': 'application/json; charset=utf-8', ...errorAnswerHeaders(reply.request, { status, code, error }) };
   reply.raw.writeHead(status, headers);
   reply.raw.end(JSON.stringify(body));
   return status;

@@ -20,20 +20,30 @@ import { answerAndLinger } from './connection-limits.js';
  * });
  */
 export function sendErrorAnswer(request: FastifyRequest, reply: FastifyReply, answer: { status: number; code: ErrorCode; body: object; error?: unknown }): void {
-  const wait = retryAfter(answer);
-  if (wait !== undefined && !reply.hasHeader('retry-after')) reply.header('retry-after', wait);
-  // The id the log lines of this request carry (the client's own x-request-id when it sent a valid one): what
-  // to quote when asking about a failure. On error answers only: a header on every answer is a cost every
-  // request pays.
-  reply.header('x-request-id', request.id);
-  // Draining: the client should take its next request to another replica.
-  if (answer.code === 'RUNNEL_ERR_SHUTTING_DOWN') reply.header('connection', 'close');
+  for (const [name, value] of Object.entries(errorAnswerHeaders(request, answer))) {
+    // A retry-after set already (the rate limiter's own) stands.
+    if (name !== 'retry-after' || !reply.hasHeader(name)) reply.header(name, value);
+  }
   // An answer that closes the connection while the body still arrives (one over the limit) reads the rest first.
   if (!request.raw.complete && !request.raw.readableEnded && reply.getHeader('connection') === 'close') {
     answerAndLinger(request, reply, { status: answer.status, body: answer.body });
     return;
   }
   void reply.code(answer.status).type('application/json; charset=utf-8').send(answer.body);
+}
+
+/**
+ * The headers every error answer carries by its status and code: `retry-after` where it asks for one; the
+ * request's id (the client's own `x-request-id` when it sent a valid one), what its log lines carry and what to
+ * quote when asking about a failure — on error answers only, as a header on every answer is a cost every
+ * request pays; `connection: close` while draining, so the client's next request goes to another replica.
+ */
+export function errorAnswerHeaders(request: FastifyRequest, answer: { status: number; code: ErrorCode; error?: unknown }): Record<string, string> {
+  const headers: Record<string, string> = { 'x-request-id': request.id };
+  const wait = retryAfter(answer);
+  if (wait !== undefined) headers['retry-after'] = wait;
+  if (answer.code === 'RUNNEL_ERR_SHUTTING_DOWN') headers.connection = 'close';
+  return headers;
 }
 
 /**

@@ -161,8 +161,13 @@ export function takeOverForEvents(request: FastifyRequest, reply: FastifyReply):
   return new SseWriter(reply.raw, {
     pingMs: config.pingMs,
     stallMs: config.streamStallMs,
-    headers: Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)])),
+    headers: replyHeaders(reply),
   });
+}
+
+/** The headers set on a reply so far, as strings: for an answer written to Node's response directly. */
+export function replyHeaders(reply: FastifyReply): Record<string, string> {
+  return Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)]));
 }
 
 /** 503 `RUNNEL_ERR_OVERLOADED` when every stream slot is taken. */
