@@ -369,6 +369,17 @@ local function update_unless_ended(key, json, channel)
   return 1
 end`;
 
+/**
+ * Redis's own clock in milliseconds. Heartbeats are written and judged stale by it, not by each process's
+ * clock: a replica whose clock runs ahead of the others' would otherwise end their runs as lost, and one
+ * whose clock runs behind would have its own ended.
+ */
+const NOW_MS = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end`;
+
 /** Resolves 1 when written, 0 when there is no record, -1 when it has ended. */
 const UPDATE_UNLESS_ENDED = `${UPDATE_UNLESS_ENDED_BODY}
 return update_unless_ended(KEYS[1], ARGV[1], ARGV[2])`;
@@ -390,15 +401,15 @@ return 1`;
 
 /**
  * A new run, in one step: its record (SET NX with the TTL), its place in its owner's list (trimmed, with the
- * TTL), and for a run executed outside the queue its first heartbeat. 0 when the id is taken.
- * KEYS: record, owner list, heartbeats. ARGV: record JSON, TTL, created (ms), run id, most listed, heartbeat (ms) or ''.
+ * TTL), and for a run executed outside the queue its first heartbeat (at Redis's time). 0 when the id is taken.
+ * KEYS: record, owner list, heartbeats. ARGV: record JSON, TTL, created (ms), run id, most listed, '1' (beating) or ''.
  */
-const CREATE = `
+const CREATE = `${NOW_MS}
 if not redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2], 'NX') then return 0 end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(tonumber(ARGV[5]) + 1))
 redis.call('EXPIRE', KEYS[2], ARGV[2])
-if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[4]) end
+if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], now_ms(), ARGV[4]) end
 return 1`;
 
 /**
@@ -415,10 +426,10 @@ return 1`;
  * frame (the log, which this step began, is deleted).
  *
  * KEYS: log, record, heartbeats, owner list (to create). ARGV: most frames, TTL, channel, record JSON or '',
- * forget ('1' or ''), run id, new record JSON ('=': ARGV[4]) or '', its created (ms), most listed, its
- * heartbeat (ms), then per entry its id ('*': the next Redis gives) and its packed frames.
+ * forget ('1' or ''), run id, new record JSON ('=': ARGV[4]) or '', its created (ms), most listed, '' (its
+ * heartbeat is Redis's time), then per entry its id ('*': the next Redis gives) and its packed frames.
  */
-const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}
+const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}
 local creating = ARGV[7] ~= ''
 if creating and redis.call('EXISTS', KEYS[2], KEYS[1]) > 0 then return {'!taken'} end
 -- A write that ends a run which has ended meanwhile (another process's end: a sweep, two at once) adds
@@ -460,7 +471,7 @@ if creating then
   redis.call('ZADD', KEYS[4], ARGV[8], ARGV[6])
   redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[9]) + 1))
   redis.call('EXPIRE', KEYS[4], ARGV[2])
-  if ends then redis.call('ZREM', KEYS[3], ARGV[6]) else redis.call('ZADD', KEYS[3], ARGV[10], ARGV[6]) end
+  if ends then redis.call('ZREM', KEYS[3], ARGV[6]) else redis.call('ZADD', KEYS[3], now_ms(), ARGV[6]) end
   out[#out + 1] = ends and '1' or ''
   return out
 end
@@ -534,8 +545,20 @@ class RedisScript {
   }
 }
 
+/** The runs executed outside the queue, beating now (Redis's time). KEYS: heartbeats. ARGV: run ids. */
+const HEARTBEAT = `${NOW_MS}
+local now = now_ms()
+for i = 1, #ARGV do redis.call('ZADD', KEYS[1], now, ARGV[i]) end
+return #ARGV`;
+
+/** At most 100 runs whose last heartbeat is older than ARGV[1] ms by Redis's clock. KEYS: heartbeats. */
+const STALE = `${NOW_MS}
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms() - tonumber(ARGV[1]), 'LIMIT', 0, 100)`;
+
 const scripts = {
   create: new RedisScript(CREATE),
+  heartbeat: new RedisScript(HEARTBEAT),
+  stale: new RedisScript(STALE),
   update: new RedisScript(UPDATE_UNLESS_ENDED),
   start: new RedisScript(START_UNLESS_CANCELLED),
   writeFrames: new RedisScript(WRITE_FRAMES),
@@ -612,7 +635,7 @@ export class RedisRunStore implements RunStore {
       scripts.create.run<number>(
         this.client,
         [this.key(record.run_id), `${this.ns}:owner:${record.identity}`, `${this.ns}:local`],
-        [JSON.stringify(record), this.ttl, Date.parse(record.created_at), record.run_id, this.maxListed, options.local === true ? Date.now() : ''],
+        [JSON.stringify(record), this.ttl, Date.parse(record.created_at), record.run_id, this.maxListed, options.local === true ? '1' : ''],
       ),
     );
     if (created !== 1) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
@@ -668,7 +691,7 @@ export class RedisRunStore implements RunStore {
     const args: (string | number)[] = [this.maxFrames, this.ttl, `${this.ns}:changed:${runId}`, record === undefined ? '' : JSON.stringify(record), forget ? '1' : '', runId];
     if (create === undefined) args.push('', '', '', '');
     // Ending in the step that stores it, the run is stored as it ends: its record goes once.
-    else args.push(record === undefined ? JSON.stringify(create) : '=', Date.parse(create.created_at), this.maxListed, Date.now());
+    else args.push(record === undefined ? JSON.stringify(create) : '=', Date.parse(create.created_at), this.maxListed, '');
     for (const entry of entries) {
       // Joined, not added up: one flat string, where `+=` would make a rope for ioredis to flatten again.
       const parts = new Array<string>(entry.frames.length);
@@ -697,12 +720,11 @@ export class RedisRunStore implements RunStore {
 
   async heartbeat(runIds: readonly string[]): Promise<void> {
     if (runIds.length === 0) return;
-    const now = Date.now();
-    await redisCall(this.client.zadd(`${this.ns}:local`, ...runIds.flatMap((id) => [now, id])));
+    await redisCall(scripts.heartbeat.run<number>(this.client, [`${this.ns}:local`], runIds as string[]));
   }
 
   async stale(staleMs: number): Promise<string[]> {
-    return redisCall(this.client.zrangebyscore(`${this.ns}:local`, '-inf', Date.now() - staleMs, 'LIMIT', 0, 100));
+    return redisCall(scripts.stale.run<string[]>(this.client, [`${this.ns}:local`], [staleMs]));
   }
 
   async forget(runId: string): Promise<void> {

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ChatPromptTemplate, FakeListChatModel, lambda, StringOutputParser } from '../../src/index.js';
 import { executeRun, MemoryRunStore, RedisRunStore, RunNotStored, type RunRecord, type RunStore } from '../../src/runs/index.js';
 import { RedisServer } from '../support/redis-server.js';
@@ -82,6 +82,33 @@ describe('RedisRunStore', () => {
     expect((await readAll(run.run_id)).map((frame) => frame.event)).toEqual(['error']);
   });
 
+  it("judges heartbeats by Redis's clock: replicas whose clocks disagree never end each other's runs as lost", async () => {
+    // One run stored beating by `create`, one by its first write (a durable stream's).
+    const made = record();
+    const written = record();
+    await store.create(made, { local: true });
+    await store.append(written.run_id, [{ id: store.frameIds(1)(), event: 'metadata', data: { run_id: written.run_id } }], { create: written });
+    const ids = [made.run_id, written.run_id];
+    expect((await store.stale(-60_000)).filter((id) => ids.includes(id)).sort()).toEqual([...ids].sort());
+    const now = Date.now();
+    const clock = vi.spyOn(Date, 'now');
+    try {
+      // A replica whose clock runs a minute ahead sweeps (30 s to stale): the runs beat just now.
+      clock.mockReturnValue(now + 60_000);
+      expect((await store.stale(30_000)).filter((id) => ids.includes(id))).toEqual([]);
+      // A replica whose clock runs a minute behind beats: by Redis's clock, its runs beat now, not a minute ago.
+      clock.mockReturnValue(now - 60_000);
+      await store.heartbeat(ids);
+      clock.mockReturnValue(now);
+      expect((await store.stale(30_000)).filter((id) => ids.includes(id))).toEqual([]);
+    } finally {
+      clock.mockRestore();
+    }
+    // Still beating, and judged stale once their heartbeat is older than asked.
+    expect(await store.stale(-60_000)).toEqual(expect.arrayContaining(ids));
+    for (const id of ids) await store.forget(id);
+  });
+
   it('reports a frame Redis refuses (an id not after the last) as RUNNEL_ERR_REDIS_UNAVAILABLE, and then does not end the run', async () => {
     const run = record();
     await store.create(run, { local: true });
@@ -111,9 +138,10 @@ describe('RedisRunStore', () => {
     const fast = record('fast-owner');
     const ids = store.frameIds(1);
     const frames = [{ id: ids(), event: 'metadata' as const, data: { run_id: fast.run_id } }, { id: ids(), event: 'data' as const, data: 'w' }, { id: ids(), event: 'end' as const }];
+    const beforeFast = await evalshaCalls();
     const ended = await store.end(fast.run_id, frames, { status: 'success', output: 'w' }, fast, { local: true, create: fast });
     expect(ended).toMatchObject({ status: 'success', output: 'w' });
-    expect(await evalshaCalls()).toBe(before + 3);
+    expect(await evalshaCalls()).toBe(beforeFast + 1);
     expect(await store.get(fast.run_id)).toMatchObject({ status: 'success', output: 'w' });
     expect(await store.stale(-60_000)).not.toContain(fast.run_id);
     expect((await store.list('fast-owner', 10)).map((run) => run.run_id)).toEqual([fast.run_id]);
