@@ -7,7 +7,7 @@
  */
 import { addUsage, type UsageMetadata } from '../messages/index.js';
 import { CancelToken, concat, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
-import { isLastFrame, type RunFrame, type RunRecord, type RunStore } from './store.js';
+import { isLastFrame, RunEnded, type RunFrame, type RunRecord, type RunStore } from './store.js';
 
 /** What a chain failure looks like in a run's record and its `error` frame. */
 export function runError(error: unknown): { status_code: number; code: string; message: string } {
@@ -50,6 +50,8 @@ class FrameWriter {
   private held: RunFrame[] | undefined;
   /** Why the write that carried the record failed: then nothing more is written. */
   private notStored: unknown;
+  /** The run was ended elsewhere while it ran (a sweep took it for lost): nothing more is written. */
+  private endedElsewhere = false;
 
   constructor(
     private readonly store: RunStore,
@@ -86,12 +88,13 @@ class FrameWriter {
       this.pending = [];
       const create = this.takeRecord();
       this.flushing = this.flushing.then(() => {
-        if (this.notStored !== undefined) return undefined;
+        if (this.notStored !== undefined || this.endedElsewhere) return undefined;
         return this.store.append(this.runId, batch, { create }).then(
           () => {
             if (create !== undefined) this.stored();
           },
           (error: unknown) => {
+            if (error instanceof RunEnded) this.endedElsewhere = true;
             if (create !== undefined) this.notStored = error;
             if (this.failure === undefined) this.onFailure(error);
             this.failure ??= error;
@@ -102,9 +105,21 @@ class FrameWriter {
     return frame;
   }
 
-  /** The last frame to the local reader, once the run's record has ended. */
-  deliver(frame: RunFrame): void {
-    this.reader?.frame(frame);
+  /**
+   * The last frame to the local reader, once the run's record has ended: its own — or, when the run was ended
+   * elsewhere first, the end its log holds, so the reader hears what any client that joins the run hears.
+   */
+  async deliver(frame: RunFrame): Promise<void> {
+    if (this.reader === undefined) return;
+    if (this.endedElsewhere) {
+      try {
+        const logged = (await this.store.frames(this.runId)).findLast(isLastFrame);
+        if (logged !== undefined) frame = logged;
+      } catch {
+        // The store is unavailable again: the reader gets this execution's own last frame.
+      }
+    }
+    this.reader.frame(frame);
   }
 
   /** The record, for the write about to be made (which then stores it). */
@@ -125,6 +140,8 @@ class FrameWriter {
    * Everything pushed so far, written, and the record ended with `patch` — the last batch and the record in
    * one round trip (a run that ends before its first write: stored, written and ended in that one). Throws the
    * first write that failed (before ending anything); {@link RunNotStored} when the record could not be stored.
+   * Resolves undefined when the run was ended elsewhere meanwhile (a sweep took it for lost), which wrote its
+   * end, told its followers and its webhook.
    */
   async end(patch: Partial<RunRecord>, base: RunRecord | undefined, local: boolean): Promise<RunRecord | undefined> {
     this.reader?.ending?.();
@@ -132,6 +149,12 @@ class FrameWriter {
     this.pending = [];
     await this.flushing;
     if (this.notStored !== undefined) throw new RunNotStored(this.notStored);
+    // Ended elsewhere: its record says how, and its log has its end; nothing of this execution's is added
+    // (its heartbeat goes, as its last write would have taken it).
+    if (this.endedElsewhere) {
+      if (local) await this.store.forget(this.runId).catch(() => undefined);
+      return undefined;
+    }
     if (this.failure !== undefined) {
       const failure = this.failure;
       this.failure = undefined;
@@ -143,6 +166,10 @@ class FrameWriter {
       if (create !== undefined) this.stored();
       return ended;
     } catch (error) {
+      if (error instanceof RunEnded) {
+        this.endedElsewhere = true;
+        return undefined;
+      }
       if (create === undefined) throw error;
       this.notStored = error;
       throw new RunNotStored(error);
@@ -151,7 +178,9 @@ class FrameWriter {
 }
 
 /**
- * Runs `record` on `runnable`, writing its frames and outcome to `store`.
+ * Runs `record` on `runnable`, writing its frames and outcome to `store`. Resolves with the ended record —
+ * or undefined when there was nothing to run (ended, gone, another worker's), or when the run was ended
+ * elsewhere while it ran: then it stops, and its reader hears the end the run's log holds.
  *
  * @example
  * await executeRun({ record, runnable: chain.runnable, store, signal });
@@ -185,7 +214,13 @@ export async function executeRun(options: {
   const writer = new FrameWriter(
     store,
     runId,
-    (error) => controller.abort(new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way', { cause: error })),
+    (error) =>
+      controller.abort(
+        error instanceof RunEnded
+          ? // Ended elsewhere (taken for lost): nobody hears the rest of it, and its model calls are stopped.
+            new RunnelError('RUNNEL_ERR_RUN_LOST', 'The run was ended elsewhere while it ran')
+          : new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way', { cause: error }),
+      ),
     // A queued run may be executed again (redelivered): its ids start from now, after any earlier execution's.
     // A run executed here once (a durable stream) starts from 1: `1-0`, `1-1`… — 13 bytes fewer on every frame
     // sent and logged than a millisecond count. (Anything written to its log from elsewhere — the sweep's
@@ -232,7 +267,7 @@ export async function executeRun(options: {
     const last = writer.push('end');
     // The output as JSON gives it back (a string is that already: a chain's text is not copied twice over).
     const ended = await writer.end({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage }, base, local);
-    writer.deliver(last);
+    await writer.deliver(last);
     return ended;
   } catch (error) {
     // Never stored: there is no record to end, and nobody who could have seen a frame.
@@ -243,7 +278,7 @@ export async function executeRun(options: {
     if (failure.code === 'RUNNEL_ERR_INTERNAL') options.log?.(error);
     const frame = writer.push('error', failure);
     const ended = await writer.end({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }, base, local);
-    writer.deliver(frame);
+    await writer.deliver(frame);
     return ended;
   } finally {
     stopForwarding();

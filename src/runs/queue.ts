@@ -14,7 +14,7 @@ import type { Redis } from 'ioredis';
 import { CancelToken, RunnelError, type EventCallback, type Runnable } from '../core/index.js';
 import { coalesceWrites } from '../cache/redis-client.js';
 import { executeRun, RunNotStored, type RunReader } from './executor.js';
-import { publicRun, TERMINAL, type RunRecord, type RunStore } from './store.js';
+import { publicRun, RunEnded, TERMINAL, type RunRecord, type RunStore } from './store.js';
 import { deliverWebhook, type WebhookPolicy } from './webhook.js';
 
 /** What the server asks of a run queue. */
@@ -71,7 +71,13 @@ function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
 async function endRun(store: RunStore, runId: string, status: 'cancelled' | 'error', error: RunnelError): Promise<RunRecord | undefined> {
   const record = await store.get(runId);
   if (record === undefined || TERMINAL.has(record.status)) return undefined;
-  return store.end(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }], { status, error: { code: error.code, message: error.message } }, record);
+  try {
+    return await store.end(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }], { status, error: { code: error.code, message: error.message } }, record);
+  } catch (failure) {
+    // Ended meanwhile by another process, which told its webhook: nothing to say twice.
+    if (failure instanceof RunEnded) return undefined;
+    throw failure;
+  }
 }
 
 const cancelled = (): RunnelError => new RunnelError('RUNNEL_ERR_RUN_CANCELLED', 'The run was cancelled');

@@ -73,6 +73,16 @@ export function publicRun(record: RunRecord): Record<string, unknown> {
 /** True for the frame that ends a stream. */
 export const isLastFrame = (frame: Pick<RunFrame, 'event'>): boolean => frame.event === 'end' || frame.event === 'error';
 
+/**
+ * Frames refused because their run had ended meanwhile, elsewhere (a sweep that took it for lost): nothing
+ * of the write was kept, and its log has its one end already. Its executor stops the run.
+ */
+export class RunEnded extends Error {
+  constructor(readonly runId: string) {
+    super(`Run ${runId} has ended`);
+  }
+}
+
 /** The run store; see the module comment. */
 export interface RunStore {
   /** Stores a new run; `local`: it executes in this process now (its first heartbeat goes with it). */
@@ -94,12 +104,15 @@ export interface RunStore {
   /**
    * A run's last frames, then its ending `patch` (as {@link update} merges it) — and, for a run executed
    * outside the queue (`local`), its heartbeat forgotten: one round trip where the store allows it. With
-   * `create`, see {@link WriteOptions}.
+   * `create`, see {@link WriteOptions}. Rejects with {@link RunEnded}, writing nothing (but forgetting the
+   * heartbeat), when the run has ended already: whoever ended it has told its followers and its webhook.
    */
   end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, base?: RunRecord, options?: WriteOptions & { local?: boolean }): Promise<RunRecord | undefined>;
   /**
    * Appends frames to the run's log; returns their ids. A frame with an `id` (from {@link frameIds}) keeps
    * it, so its writer can send it to a client before the write returns; one without gets the next id.
+   * Rejects with {@link RunEnded}, writing nothing, when the run has ended: a log has one end, and nothing
+   * after it.
    */
   append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], options?: WriteOptions): Promise<string[]>;
   /**
@@ -250,6 +263,9 @@ export class MemoryRunStore implements RunStore {
   }
 
   async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, _base?: RunRecord, options: WriteOptions = {}): Promise<RunRecord | undefined> {
+    // Ended meanwhile: its log keeps its one end, and the record says how it ended.
+    const run = this.runs.get(runId);
+    if (run !== undefined && TERMINAL.has(run.record.status)) throw new RunEnded(runId);
     await this.append(runId, frames, options);
     return this.update(runId, patch);
   }
@@ -258,6 +274,7 @@ export class MemoryRunStore implements RunStore {
     if (options.create !== undefined) await this.create(options.create);
     const run = this.runs.get(runId);
     if (run === undefined) return [];
+    if (TERMINAL.has(run.record.status)) throw new RunEnded(runId);
     const ids = frames.map((frame) => {
       const given = frame.id === undefined ? undefined : Number(frame.id);
       if (given !== undefined && given <= run.seq) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'A frame id must follow the last one');
@@ -360,6 +377,19 @@ end
 local function ended(status)
   return status == 'success' or status == 'error' or status == 'cancelled'
 end
+-- Whether the record at key has ended, from its head: its own status comes before its input, so a record
+-- of any size costs a read of its first bytes, not a copy and a decode at every write of its run.
+local function ended_already(key)
+  local head = redis.call('GETRANGE', key, 0, 1023)
+  if head == '' then return false end
+  local status = string.match(head, '"status":"(%a+)"')
+  if status == nil then
+    local current = redis.call('GET', key)
+    if not current then return false end
+    status = status_of(current)
+  end
+  return ended(status)
+end
 local function update_unless_ended(key, json, channel)
   local current = redis.call('GET', key)
   if not current then return 0 end
@@ -432,18 +462,15 @@ return 1`;
 const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}
 local creating = ARGV[7] ~= ''
 if creating and redis.call('EXISTS', KEYS[2], KEYS[1]) > 0 then return {'!taken'} end
--- A write that ends a run which has ended meanwhile (another process's end: a sweep, two at once) adds
--- nothing to its log, which has its one end already; it answers as the refused update does.
-if not creating and ARGV[4] ~= '' then
-  local current = redis.call('GET', KEYS[2])
-  if current and ended(status_of(current)) then
-    local skipped = {}
-    for i = 11, #ARGV, 2 do skipped[#skipped + 1] = '-' end
-    skipped[#skipped + 1] = '-1'
-    -- Its heartbeat goes as the ending write would have taken it.
-    if ARGV[5] == '1' then redis.call('ZREM', KEYS[3], ARGV[6]) end
-    return skipped
-  end
+-- A write to a run that has ended meanwhile (another process's end: a sweep that took it for lost, two ends
+-- at once) adds nothing to its log, which has its one end already; it answers as the refused update does.
+if not creating and ended_already(KEYS[2]) then
+  local skipped = {}
+  for i = 11, #ARGV, 2 do skipped[#skipped + 1] = '-' end
+  skipped[#skipped + 1] = '-1'
+  -- Its heartbeat goes as an ending write would have taken it.
+  if ARGV[5] == '1' then redis.call('ZREM', KEYS[3], ARGV[6]) end
+  return skipped
 end
 local out = {}
 local refused = false
@@ -670,7 +697,9 @@ export class RedisRunStore implements RunStore {
       return [];
     }
     const entries = entriesOf(frames);
-    return frameIdsOf(entries, await this.writeFrames(runId, entries, undefined, false, options.create));
+    const replies = await this.writeFrames(runId, entries, undefined, false, options.create);
+    if (replies[entries.length] === '-1') throw new RunEnded(runId);
+    return frameIdsOf(entries, replies);
   }
 
   async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, base?: RunRecord, options: WriteOptions & { local?: boolean } = {}): Promise<RunRecord | undefined> {
@@ -678,6 +707,7 @@ export class RedisRunStore implements RunStore {
     const entries = entriesOf(frames);
     const next = current === undefined || TERMINAL.has(current.status) ? undefined : { ...current, ...patch, updated_at: new Date().toISOString() };
     const replies = await this.writeFrames(runId, entries, next, options.local === true, options.create);
+    if (replies[entries.length] === '-1') throw new RunEnded(runId);
     checkEntries(entries, replies);
     return replies[entries.length] === '1' ? next : this.get(runId);
   }

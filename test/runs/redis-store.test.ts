@@ -8,8 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ChatPromptTemplate, FakeListChatModel, lambda, StringOutputParser } from '../../src/index.js';
-import { executeRun, MemoryRunStore, RedisRunStore, RunNotStored, type RunRecord, type RunStore } from '../../src/runs/index.js';
+import { ChatPromptTemplate, FakeListChatModel, generator, lambda, RunnelError, StringOutputParser } from '../../src/index.js';
+import { executeRun, MemoryRunStore, RedisRunStore, RunEnded, RunNotStored, type RunRecord, type RunStore } from '../../src/runs/index.js';
 import { RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
@@ -64,7 +64,8 @@ describe('RedisRunStore', () => {
     }
     // Ended: a late write from a slow worker changes nothing, and says what the record is.
     expect(await store.update(run.run_id, { status: 'error' }, run)).toMatchObject({ status: 'success' });
-    expect(await store.end(run.run_id, [{ event: 'error', data: { code: 'late' } }], { status: 'error' }, run)).toMatchObject({ status: 'success' });
+    await expect(store.end(run.run_id, [{ event: 'error', data: { code: 'late' } }], { status: 'error' }, run)).rejects.toBeInstanceOf(RunEnded);
+    expect(await store.get(run.run_id)).toMatchObject({ status: 'success' });
     // ... and its frames are not added: the log keeps its one end (before, the late error frame followed it).
     const after = await readAll(run.run_id);
     expect(after).toHaveLength(1204);
@@ -77,7 +78,8 @@ describe('RedisRunStore', () => {
     expect(await store.stale(-60_000)).toContain(run.run_id);
     // Another process ends it (a sweep), then the one executing it ends it too.
     await store.end(run.run_id, [{ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } }], { status: 'error' }, run);
-    expect(await store.end(run.run_id, [{ event: 'end' }], { status: 'success', output: 'late' }, run, { local: true })).toMatchObject({ status: 'error' });
+    await expect(store.end(run.run_id, [{ event: 'end' }], { status: 'success', output: 'late' }, run, { local: true })).rejects.toBeInstanceOf(RunEnded);
+    expect(await store.get(run.run_id)).toMatchObject({ status: 'error' });
     expect(await store.stale(-60_000)).not.toContain(run.run_id);
     expect((await readAll(run.run_id)).map((frame) => frame.event)).toEqual(['error']);
   });
@@ -315,6 +317,54 @@ describe('a run executed here (a durable stream’s)', () => {
     expect(await store.get(slow.run_id)).toMatchObject({ status: 'success', output: 'one two three four five six' });
     expect(heard).toEqual((await readAll(slow.run_id)).map((frame) => frame.id));
     expect(heard).toHaveLength(1 + 6 + 1);
+  });
+
+  it('stops once its run is ended elsewhere (a sweep that took it for lost): its log keeps that one end, and its reader hears it', async () => {
+    const run = { ...record(), input: 'go' };
+    let swept!: () => void;
+    const sweptMeanwhile = new Promise<void>((resolve) => (swept = resolve));
+    // The sweep of another process ends the run just after its first write (which stored it).
+    let writes = 0;
+    const sweptStore = new Proxy(store, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver) as unknown;
+        if (key !== 'append' || typeof value !== 'function') return typeof value === 'function' ? value.bind(target) : value;
+        return async (...args: unknown[]) => {
+          const ids = (await (value as (...a: unknown[]) => Promise<string[]>).apply(target, args)) as string[];
+          if (++writes === 1) {
+            const lost = new RunnelError('RUNNEL_ERR_RUN_LOST', 'The process running this run stopped before it ended');
+            const record = await store.get(run.run_id);
+            await store.end(run.run_id, [{ event: 'error', data: { status_code: lost.statusCode, code: lost.code, message: lost.message } }], { status: 'error', error: { code: lost.code, message: lost.message } }, record);
+            swept();
+          }
+          return ids;
+        };
+      },
+    });
+    let stoppedBy: unknown;
+    const chain = generator(async function* (_inputs: AsyncIterable<string>, config) {
+      yield 'first';
+      await sweptMeanwhile;
+      // Its write is refused, and the run is stopped: a model call here would be aborted.
+      yield 'second';
+      const signal = config?.signal as AbortSignal;
+      await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+      stoppedBy = signal.reason;
+      yield 'never written';
+    });
+    const heard: { id: string; event: string; data?: unknown }[] = [];
+    const ended = await executeRun({ record: run, runnable: chain as never, store: sweptStore, signal: new AbortController().signal, local: true, reader: { frame: (frame) => heard.push(frame) } });
+    expect(stoppedBy).toMatchObject({ code: 'RUNNEL_ERR_RUN_LOST' });
+    // Ended by the sweep, which told its followers and its webhook: nothing for this execution to say.
+    expect(ended).toBeUndefined();
+    expect(await store.get(run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST', message: 'The process running this run stopped before it ended' } });
+    // The log: what was written before the sweep, then the sweep's end — nothing after it.
+    const log = await readAll(run.run_id);
+    expect(log.map((frame) => frame.data ?? frame.event)).toEqual([{ run_id: run.run_id }, 'first', { status_code: 500, code: 'RUNNEL_ERR_RUN_LOST', message: 'The process running this run stopped before it ended' }]);
+    // The reader's last frame is the log's end, as a client joining the run reads it.
+    expect(heard.at(-1)).toMatchObject({ id: log.at(-1)?.id, event: 'error', data: log.at(-1)?.data });
+    expect(heard.filter((frame) => frame.event === 'error' || frame.event === 'end')).toHaveLength(1);
+    expect(await store.stale(-60_000)).not.toContain(run.run_id);
   });
 
   it('that cannot be stored rejects with RunNotStored, its reader having heard nothing — ending in its first write, or going on after it', async () => {
