@@ -124,29 +124,57 @@ function pause(ms: number, stop: AbortSignal): Promise<void> {
 /** Answers worth another try: a replica shutting down or overloaded, a proxy without an upstream, a timeout. */
 const retryable = (status: number): boolean => [408, 429, 502, 503, 504].includes(status);
 
+/** A run as the server shows it (`GET {chain}runs/{id}`, and the cancel's answer). */
+export interface RunView {
+  run_id: string;
+  status: string;
+  output?: unknown;
+  error?: { code?: string; message?: string };
+}
+
+/**
+ * Why a durable run's promise rejects after a Stop: an AbortError, with the run as the cancel's answer showed
+ * it — `cancelled`, or `success` when it finished before the cancel reached the server (then its output is
+ * there) — or without one (stopped before the run had an id, or the cancel never got through).
+ */
+export class RunStopped extends Error {
+  override readonly name = 'AbortError';
+  constructor(
+    readonly run: RunView | undefined,
+    /** The cancel was retried until it gave up: the run may go on on the server. */
+    readonly unreachable = false,
+  ) {
+    super('The run was stopped');
+  }
+}
+
 /**
  * Cancels a run on the server (`POST {chain}runs/{id}/cancel`, which answers
- * once the run has ended). A request that cannot get through is retried in
- * the background, with the backoff of a reconnect.
+ * once the run has ended) and resolves with the run as it answered. A request
+ * that cannot get through is retried with the backoff of a reconnect (at
+ * once when the browser comes back online), for up to
+ * {@link RECONNECT}.giveUpMs; `onWaiting` hears each wait.
  */
-export async function cancelRun(chain: string, runId: string): Promise<void> {
-  const attempt = async (): Promise<boolean> => {
+export async function cancelRun(chain: string, runId: string, onWaiting?: () => void): Promise<{ reached: boolean; run?: RunView }> {
+  const attempt = async (): Promise<{ done: boolean; run?: RunView }> => {
     try {
       const res = await fetch(`${chain}runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST', headers: headers(false) });
-      return !retryable(res.status);
+      if (retryable(res.status)) return { done: false };
+      const run = res.ok ? ((await res.json().catch(() => undefined)) as RunView | undefined) : undefined;
+      return { done: true, run };
     } catch {
-      return false;
+      return { done: false };
     }
   };
-  if (await attempt()) return;
-  void (async () => {
-    const never = new AbortController().signal;
-    const deadline = Date.now() + RECONNECT.giveUpMs;
-    for (let delay = RECONNECT.firstMs; Date.now() < deadline; delay = Math.min(delay * 2, RECONNECT.maxMs)) {
-      await pause(delay, never);
-      if (await attempt()) return;
-    }
-  })();
+  const never = new AbortController().signal;
+  const deadline = Date.now() + RECONNECT.giveUpMs;
+  for (let delay = RECONNECT.firstMs; ; delay = Math.min(delay * 2, RECONNECT.maxMs)) {
+    const result = await attempt();
+    if (result.done) return { reached: true, run: result.run };
+    if (Date.now() >= deadline) return { reached: false };
+    onWaiting?.();
+    await pause(delay, never);
+  }
 }
 
 /** What a durable run tells its page. */
@@ -157,6 +185,8 @@ export interface RunCallbacks {
   onReconnecting?(): void;
   /** Rejoined: the frames after the last one seen follow. */
   onReconnected?(): void;
+  /** Stopped, and the cancel cannot reach the server yet (offline): it is being retried. */
+  onCancelWaiting?(): void;
 }
 
 /**
@@ -171,8 +201,8 @@ export interface RunCallbacks {
  * with the frames after the last one seen: none lost, none twice.
  *
  * Aborting `signal` stops it: the run is cancelled on the server (closing
- * the connection no longer does that), and the promise rejects with an
- * AbortError once the server has answered the cancel. Stopped before the run
+ * the connection no longer does that), and the promise rejects with a
+ * {@link RunStopped} once the server has answered the cancel. Stopped before the run
  * id is known, it rejects at once and cancels the run when its id arrives.
  * Throws ApiError for an HTTP error or an `error` frame.
  */
@@ -186,10 +216,10 @@ export function durableStream(chain: string, endpoint: 'stream' | 'stream_events
   const cutConnection = (): void => connection.abort(new Error('The browser went offline'));
   window.addEventListener('offline', cutConnection);
 
-  let stopped: Promise<void> | undefined;
+  let stopped: Promise<{ reached: boolean; run?: RunView }> | undefined;
   const stop = (): void => {
     halt.abort();
-    if (runId !== undefined) stopped ??= cancelRun(chain, runId);
+    if (runId !== undefined) stopped ??= cancelRun(chain, runId, on.onCancelWaiting);
     cutConnection();
   };
 
@@ -269,7 +299,7 @@ export function durableStream(chain: string, endpoint: 'stream' | 'stream_events
     );
     const onAbort = (): void => {
       stop();
-      void (stopped ?? Promise.resolve()).then(() => reject(new DOMException('The run was stopped', 'AbortError')));
+      void (stopped ?? Promise.resolve<{ reached: boolean; run?: RunView }>({ reached: true })).then((cancel) => reject(new RunStopped(cancel.run, !cancel.reached)));
     };
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });

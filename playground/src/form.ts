@@ -8,6 +8,26 @@ import { clear, h } from './dom.js';
 import { defaultValue, kindOf, resolve, unwrapNullable, type Issue, type Schema } from './schema.js';
 
 const ROLES = ['human', 'ai', 'system'] as const;
+/** The other names a message's role goes by (OpenAI's roles), as the server reads them. */
+const ROLE_NAMES: Record<string, string> = { user: 'human', assistant: 'ai', developer: 'system' };
+/** Most issues shown on one field: the server can report one problem in many words (every alternative that failed). */
+const MOST_ISSUES_PER_FIELD = 3;
+
+/**
+ * A message in any form the server takes — `{type, content}`, `{role, content}`, `[role, content]` or a plain
+ * string (a human message) — as the role and text its row shows.
+ */
+function messageParts(message: unknown): { role: string; content: string } {
+  const text = (content: unknown): string => (typeof content === 'string' ? content : JSON.stringify(content ?? ''));
+  if (typeof message === 'string') return { role: 'human', content: message };
+  if (Array.isArray(message)) return { role: String(message[0] ?? 'human'), content: text(message[1]) };
+  if (message !== null && typeof message === 'object') {
+    const m = message as { type?: unknown; role?: unknown; content?: unknown };
+    const role = typeof m.type === 'string' ? m.type : typeof m.role === 'string' ? (ROLE_NAMES[m.role] ?? m.role) : 'human';
+    return { role, content: text(m.content) };
+  }
+  return { role: 'human', content: '' };
+}
 
 export const pathKey = (path: (string | number)[]): string => path.map(String).join('.');
 
@@ -50,19 +70,38 @@ export class SchemaForm {
     this.render();
   }
 
-  /** Marks the fields that `issues` are about; issues without a field show at the top. */
+  /**
+   * Marks the fields that `issues` are about; issues without a field show at the top. The same words twice on
+   * a field show once, and a field shows at most a few (the rest counted).
+   */
   showIssues(issues: Issue[]): void {
     for (const el of this.element.querySelectorAll('.field-error')) el.remove();
     for (const el of this.element.querySelectorAll('.invalid')) el.classList.remove('invalid');
+    const shown = new Map<Element | null, { texts: Set<string>; hidden: number }>();
     for (const issue of issues) {
       let field: Element | null = null;
       for (let n = issue.path.length; n >= 0 && field === null; n--) field = this.element.querySelector(`[data-path="${CSS.escape(pathKey(issue.path.slice(0, n)))}"]`);
-      const message = h('div', { class: 'field-error', text: `${issue.path.length > 0 ? `${pathKey(issue.path)}: ` : ''}${issue.message}`, attrs: { role: 'alert' } });
+      const text = `${issue.path.length > 0 ? `${pathKey(issue.path)}: ` : ''}${issue.message}`;
+      const seen = shown.get(field) ?? { texts: new Set<string>(), hidden: 0 };
+      shown.set(field, seen);
+      if (seen.texts.has(text)) continue;
+      if (seen.texts.size >= MOST_ISSUES_PER_FIELD) {
+        seen.hidden++;
+        continue;
+      }
+      seen.texts.add(text);
+      const message = h('div', { class: 'field-error', text, attrs: { role: 'alert' } });
       if (field === null) this.element.prepend(message);
       else {
         field.classList.add('invalid');
         field.append(message);
       }
+    }
+    for (const [field, seen] of shown) {
+      if (seen.hidden === 0) continue;
+      const more = h('div', { class: 'field-error', text: `and ${seen.hidden} more` });
+      if (field === null) this.element.prepend(more);
+      else field.append(more);
     }
   }
 
@@ -70,6 +109,18 @@ export class SchemaForm {
     this.current = setAt(this.current, path, value);
     this.onChange(this.current);
     if (rerender) this.render();
+    else this.clearIssuesAt(path);
+  }
+
+  /** An edited field's issues go: they were about the value it had. */
+  private clearIssuesAt(path: (string | number)[]): void {
+    for (let n = path.length; n >= 0; n--) {
+      const field = this.element.querySelector(`[data-path="${CSS.escape(pathKey(path.slice(0, n)))}"]`);
+      if (field === null) continue;
+      for (const el of field.querySelectorAll(':scope > .field-error')) el.remove();
+      field.classList.remove('invalid');
+      return;
+    }
   }
 
   private render(): void {
@@ -131,7 +182,7 @@ export class SchemaForm {
       }
       case 'array': {
         const items = Array.isArray(value) ? value : [];
-        const itemSchema = resolve(s.items ?? {}, root);
+        const itemSchema = resolve(Array.isArray(s.items) ? {} : (s.items ?? {}), root);
         const list = h('div', { class: 'array' });
         items.forEach((_, i) => {
           const row = h('div', { class: 'array-row' }, this.field(itemSchema, [...path, i], `#${i + 1}`, true));
@@ -143,13 +194,18 @@ export class SchemaForm {
         break;
       }
       case 'messages': {
-        const items = (Array.isArray(value) ? value : []) as { type?: string; content?: unknown }[];
+        const items = (Array.isArray(value) ? value : []) as unknown[];
         const list = h('div', { class: 'array messages' });
         items.forEach((message, i) => {
-          const role = h('select', { attrs: { 'aria-label': 'Role' } }, ...ROLES.map((r) => h('option', { value: r, text: r, selected: message.type === r })));
-          const content = h('textarea', { rows: 2, value: typeof message.content === 'string' ? message.content : JSON.stringify(message.content ?? ''), attrs: { 'aria-label': 'Content' } });
-          role.addEventListener('change', () => this.update([...path, i, 'type'], role.value));
-          content.addEventListener('input', () => this.update([...path, i, 'content'], content.value));
+          const parts = messageParts(message);
+          // A role the select does not list (one the server will refuse) is shown as it is, not as "human".
+          const roles: string[] = ROLES.includes(parts.role as (typeof ROLES)[number]) ? [...ROLES] : [...ROLES, parts.role];
+          const role = h('select', { attrs: { 'aria-label': 'Role' } }, ...roles.map((r) => h('option', { value: r, text: r, selected: parts.role === r })));
+          const content = h('textarea', { rows: 2, value: parts.content, attrs: { 'aria-label': 'Content' } });
+          // An edit writes the message in the form the rows edit: `{type, content}`.
+          const write = (): void => this.update([...path, i], { type: role.value, content: content.value });
+          role.addEventListener('change', write);
+          content.addEventListener('input', write);
           const row = h('div', { class: 'array-row message-row', attrs: { 'data-path': pathKey([...path, i]) } }, role, content);
           row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, items.filter((__, j) => j !== i), true) } }));
           list.append(row);

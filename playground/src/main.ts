@@ -8,7 +8,7 @@
  * and a share link holding the input and the config.
  */
 import LZString from 'lz-string';
-import { ApiError, apiKey, durableStream, getJson, setApiKey } from './api.js';
+import { ApiError, apiKey, durableStream, getJson, RunStopped, setApiKey } from './api.js';
 import { clear, h } from './dom.js';
 import { SchemaForm } from './form.js';
 import { markdown } from './markdown.js';
@@ -49,8 +49,30 @@ const decode = (text: string | null | undefined): unknown => {
   }
 };
 const encode = (value: unknown): string => LZString.compressToEncodedURIComponent(JSON.stringify(value ?? {}));
+/** A share link's part: its value, and whether it was there but could not be read (a link cut short, edited by hand). */
+const decodeShared = (text: string | null | undefined): { value: unknown; broken: boolean } => {
+  const value = decode(text);
+  return { value, broken: Boolean(text) && value === undefined };
+};
+/** What the status says after a Stop that reached the server. */
+const STOPPED = 'Stopped';
 
 const app = document.getElementById('app') as HTMLElement;
+
+function notice(text: string): HTMLElement {
+  return h('div', { class: 'notice', attrs: { role: 'status' }, text });
+}
+
+/** A chain's output rendered as `as` says (markdown, text, json): an object's fields each under its name. */
+function renderValue(value: unknown, as: string, outputSchema: Schema | undefined): Node[] {
+  if (typeof value === 'string') return [as === 'markdown' ? markdown(value) : as === 'text' ? h('pre', { class: 'text-output', text: value }) : h('pre', { class: 'json-output', text: JSON.stringify(value, null, 2) })];
+  const shown = outputSchema === undefined ? value : inSchemaOrder(value, outputSchema, outputSchema);
+  if (as === 'json' || shown === null || typeof shown !== 'object' || Array.isArray(shown)) return [h('pre', { class: 'json-output', text: JSON.stringify(shown, null, 2) })];
+  // Text or Markdown for an object (`/rag`: answer and sources): each field under its name, its text as asked.
+  return Object.entries(shown as Record<string, unknown>).map(([key, field]) =>
+    h('div', { class: 'output-part' }, h('div', { class: 'io-label', text: key }), ...renderValue(field, typeof field === 'string' ? as : 'json', undefined)),
+  );
+}
 
 function errorBox(error: unknown): HTMLElement {
   if (error instanceof ApiError) {
@@ -126,8 +148,10 @@ function configForm(configSchema: Schema, initial: unknown, onChange: () => void
 }
 
 function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema | undefined): void {
-  const sharedConfig = decode(shared?.[1]) as { configurable?: Record<string, unknown> } | undefined;
-  const sharedInput = decode(new URLSearchParams(location.hash.slice(1)).get('input'));
+  const sharedConfigPart = decodeShared(shared?.[1]);
+  const sharedInputPart = decodeShared(new URLSearchParams(location.hash.slice(1)).get('input'));
+  const sharedConfig = sharedConfigPart.value as { configurable?: Record<string, unknown> } | undefined;
+  const sharedInput = sharedInputPart.value;
   const syncUrl = (): void => {
     const config = configPanel === undefined ? {} : { configurable: configPanel.value };
     const target = new URL(`${CHAIN}c/${encode(config)}/playground/#input=${encode(form.value)}`, location.href);
@@ -135,8 +159,12 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   };
   const jsonArea = h('textarea', { class: 'json', rows: 8, attrs: { 'aria-label': 'Input as JSON' } });
   const jsonIssues = h('div', { class: 'json-issues' });
+  /** The JSON tab holds text that is not JSON: the form keeps the last value that was, and Run waits for a fix. */
+  let jsonBroken = false;
   const form = new SchemaForm({ ...inputSchema, title: '' }, sharedInput, (value) => {
     jsonArea.value = JSON.stringify(value, null, 2);
+    jsonBroken = false;
+    clear(jsonIssues);
     syncUrl();
   });
   const configPanel = configForm(configSchema, sharedConfig?.configurable, syncUrl);
@@ -145,31 +173,40 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     clear(jsonIssues);
     try {
       const value = JSON.parse(jsonArea.value) as unknown;
+      jsonBroken = false;
       const issues = validate(value, inputSchema, inputSchema);
       for (const issue of issues) jsonIssues.append(h('div', { class: 'field-error', text: `${issue.path.join('.') || 'input'}: ${issue.message}` }));
       form.setValue(value);
       syncUrl();
     } catch (error) {
+      jsonBroken = true;
       jsonIssues.append(h('div', { class: 'field-error', text: `Not JSON: ${(error as Error).message}` }));
     }
   });
+  /** The setup a config asks for, checked as the server will (a share link's value can be anything). */
+  const configIssues = (config: unknown): Issue[] =>
+    validate(config, configSchema, configSchema)
+      .filter((issue) => issue.path[0] === 'configurable')
+      .map((issue) => ({ ...issue, path: issue.path.slice(1) }));
 
   const formTab = h('button', { type: 'button', class: 'tab active', text: 'Form' });
   const jsonTab = h('button', { type: 'button', class: 'tab', text: 'JSON' });
   const jsonPane = h('div', { class: 'pane', hidden: true }, jsonArea, jsonIssues);
   const formPane = h('div', { class: 'pane' }, form.element);
-  formTab.addEventListener('click', () => {
-    formTab.classList.add('active');
-    jsonTab.classList.remove('active');
-    formPane.hidden = false;
-    jsonPane.hidden = true;
-  });
+  const selectTab = (json: boolean): void => {
+    formTab.classList.toggle('active', !json);
+    jsonTab.classList.toggle('active', json);
+    formTab.setAttribute('aria-pressed', String(!json));
+    jsonTab.setAttribute('aria-pressed', String(json));
+    formPane.hidden = json;
+    jsonPane.hidden = !json;
+  };
+  selectTab(false);
+  formTab.addEventListener('click', () => selectTab(false));
   jsonTab.addEventListener('click', () => {
-    jsonTab.classList.add('active');
-    formTab.classList.remove('active');
-    jsonPane.hidden = false;
-    formPane.hidden = true;
-    jsonArea.value = JSON.stringify(form.value, null, 2);
+    selectTab(true);
+    // Text being fixed stays as it is; otherwise the tab shows the form's value.
+    if (!jsonBroken) jsonArea.value = JSON.stringify(form.value, null, 2);
   });
 
   const runButton = h('button', { type: 'button', class: 'primary', text: 'Run' });
@@ -187,12 +224,7 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     clear(output);
     if (current === undefined) return;
     const as = mode.value === 'auto' ? (typeof current === 'string' ? 'markdown' : 'json') : mode.value;
-    if (as === 'json' || typeof current !== 'string') {
-      const shown = outputSchema === undefined ? current : inSchemaOrder(current, outputSchema, outputSchema);
-      output.append(h('pre', { class: 'json-output', text: JSON.stringify(shown, null, 2) }));
-    }
-    else if (as === 'markdown') output.append(markdown(current));
-    else output.append(h('pre', { class: 'text-output', text: current }));
+    output.append(...renderValue(current, as, outputSchema));
   };
   mode.addEventListener('change', renderOutput);
   shareButton.addEventListener('click', () => {
@@ -204,18 +236,30 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   });
 
   const run = async (): Promise<void> => {
+    if (controller !== undefined) return;
+    if (jsonBroken) {
+      selectTab(true);
+      jsonArea.focus();
+      status.textContent = 'The JSON input is not valid JSON: fix it, or edit the form';
+      return;
+    }
     const input = form.value;
     const issues = validate(input, inputSchema, inputSchema);
     form.showIssues(issues);
     clear(errors);
-    if (issues.length > 0) {
+    const config = configPanel === undefined ? {} : { configurable: configPanel.value };
+    const badConfig = configPanel === undefined ? [] : configIssues(config);
+    configPanel?.showIssues(badConfig);
+    if (issues.length > 0 || badConfig.length > 0) {
       status.textContent = 'Fix the highlighted fields';
       return;
     }
-    const config = configPanel === undefined ? {} : { configurable: configPanel.value };
     controller = new AbortController();
+    // Run is disabled while the run goes: the keyboard's place moves to Stop, and comes back after.
+    const focusWasOnRun = document.activeElement === runButton;
     runButton.disabled = true;
     stopButton.disabled = false;
+    if (focusWasOnRun) stopButton.focus();
     status.textContent = 'Running…';
     current = undefined;
     renderOutput();
@@ -235,12 +279,20 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
         },
         onReconnecting: () => (status.textContent = RECONNECTING),
         onReconnected: () => (status.textContent = 'Running…'),
+        onCancelWaiting: () => (status.textContent = 'Stopping… (waiting for the connection to send the cancel)'),
       });
       status.textContent = `Done in ${Math.round(performance.now() - started)} ms`;
     } catch (error) {
       tree.stopAll();
-      if (controller.signal.aborted) status.textContent = 'Stopped';
-      else {
+      if (controller.signal.aborted) {
+        // The cancel's answer says how the run ended: it may have finished before the cancel reached it.
+        const finished = error instanceof RunStopped && error.run?.status === 'success';
+        if (finished) {
+          current = error.run?.output;
+          renderOutput();
+        }
+        status.textContent = finished ? 'Finished before the stop reached the server' : error instanceof RunStopped && error.unreachable ? 'Stopped here; the cancel could not reach the server' : STOPPED;
+      } else {
         status.textContent = 'Failed';
         errors.append(errorBox(error));
         if (error instanceof ApiError) form.showIssues(serverIssues(error));
@@ -248,9 +300,11 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
       }
     } finally {
       tree.render();
+      const focusWasOnStop = document.activeElement === stopButton || document.activeElement === document.body;
       runButton.disabled = false;
       stopButton.disabled = true;
       controller = undefined;
+      if (focusWasOnStop) runButton.focus();
     }
   };
   runButton.addEventListener('click', () => void run());
@@ -261,24 +315,40 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     status.textContent = 'Stopping…';
     controller.abort();
   });
+  // A link pasted over this one with only its input changed (`#input=…`) loads that input.
+  window.addEventListener('hashchange', () => {
+    const next = decodeShared(new URLSearchParams(location.hash.slice(1)).get('input'));
+    if (next.value === undefined) return;
+    form.setValue(next.value);
+    jsonArea.value = JSON.stringify(form.value, null, 2);
+    jsonBroken = false;
+    clear(jsonIssues);
+  });
+  if (sharedConfigPart.broken || sharedInputPart.broken) {
+    errors.append(notice(`This link's ${sharedConfigPart.broken ? (sharedInputPart.broken ? 'configuration and input' : 'configuration') : 'input'} could not be read (the link may be cut short): the defaults are shown instead.`));
+  }
+  // A shared configuration the chain would refuse shows on its fields now, not as an error after Run.
+  if (configPanel !== undefined && sharedConfig !== undefined) configPanel.showIssues(configIssues({ configurable: configPanel.value }));
 
-  app.append(
-    h(
-      'main',
-      { class: 'layout' },
-      h(
-        'section',
-        { class: 'card input' },
-        h('h2', { text: 'Input' }),
-        h('div', { class: 'tabs' }, formTab, jsonTab),
-        formPane,
-        jsonPane,
-        configPanel === undefined ? null : h('details', { class: 'config', open: true }, h('summary', { text: 'Configuration' }), configPanel.element),
-        h('div', { class: 'actions' }, runButton, stopButton, shareButton, status),
-      ),
-      h('section', { class: 'card result' }, h('h2', {}, 'Output ', mode), errors, output, h('h2', { text: 'Steps' }), tree.element),
-    ),
+  const inputCard = h(
+    'section',
+    { class: 'card input' },
+    h('h2', { text: 'Input' }),
+    h('div', { class: 'tabs' }, formTab, jsonTab),
+    formPane,
+    jsonPane,
+    configPanel === undefined ? null : h('details', { class: 'config', open: true }, h('summary', { text: 'Configuration' }), configPanel.element),
+    h('div', { class: 'actions' }, runButton, stopButton, shareButton, status),
   );
+  // Ctrl+Enter (⌘+Enter) anywhere in the input runs it, as in a code playground.
+  inputCard.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey) && !event.isComposing) {
+      event.preventDefault();
+      void run();
+    }
+  });
+  runButton.title = 'Run (Ctrl+Enter)';
+  app.append(h('main', { class: 'layout' }, inputCard, h('section', { class: 'card result' }, h('h2', {}, 'Output ', mode), errors, output, h('h2', { text: 'Steps' }), tree.element)));
 }
 
 function chatPage(inputSchema: Schema, configSchema: Schema): void {
@@ -302,27 +372,41 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
   const configPanel = configForm(configSchema, undefined, () => {}, ['session_id']);
   let controller: AbortController | undefined;
 
-  const bubble = (role: string, content: string): HTMLElement => {
+  const makeBubble = (role: string, content: string): HTMLElement => {
     const el = h('div', { class: `bubble ${role === 'human' ? 'human' : 'ai'}`, attrs: { 'data-role': role } });
     el.append(role === 'human' ? document.createTextNode(content) : markdown(content));
+    return el;
+  };
+  const bubble = (role: string, content: string): HTMLElement => {
+    const el = makeBubble(role, content);
     log.append(el);
     log.scrollTop = log.scrollHeight;
     return el;
   };
+  /** Bumped by New session: a history still loading for the session before is dropped when it arrives. */
+  let loading = 0;
   const loadHistory = async (): Promise<void> => {
+    const mine = ++loading;
+    const of = session;
     clear(log);
     try {
-      const history = await getJson<{ messages: { type: string; content: unknown }[] }>(url(`history/${encodeURIComponent(session)}`));
-      for (const message of history.messages) bubble(message.type, typeof message.content === 'string' ? message.content : JSON.stringify(message.content));
+      const history = await getJson<{ messages: { type: string; content: unknown }[] }>(url(`history/${encodeURIComponent(of)}`));
+      if (mine !== loading || of !== session) return;
+      // Before any turn sent while it loaded: the history is what came first.
+      log.prepend(...history.messages.map((message) => makeBubble(message.type, typeof message.content === 'string' ? message.content : JSON.stringify(message.content))));
+      log.scrollTop = log.scrollHeight;
     } catch (error) {
+      if (mine !== loading || of !== session) return;
       if (!(error instanceof ApiError && error.status === 404)) errors.append(errorBox(error));
     }
   };
 
   const chat = async (): Promise<void> => {
+    // One turn at a time: the session's history is written in order, and Stop stops the turn under way.
+    if (controller !== undefined) return;
+    clear(errors);
     const message = text.value.trim();
     if (message === '') return;
-    clear(errors);
     const input = { [messageKey]: message };
     const issues = validate(input, inputSchema, inputSchema);
     if (issues.length > 0) {
@@ -330,7 +414,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
       return;
     }
     text.value = '';
-    bubble('human', message);
+    const asked = bubble('human', message);
     const answer = bubble('ai', '');
     answer.classList.add('streaming');
     let content: unknown;
@@ -354,13 +438,25 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
         },
         onReconnecting: () => (status.textContent = RECONNECTING),
         onReconnected: () => (status.textContent = ''),
+        onCancelWaiting: () => (status.textContent = 'Stopping… (waiting for the connection to send the cancel)'),
       });
+      status.textContent = '';
     } catch (error) {
       tree.stopAll();
-      if (!controller.signal.aborted) errors.append(errorBox(error));
-      answer.classList.add('failed');
+      const stopped = controller.signal.aborted;
+      const finished = stopped && error instanceof RunStopped && error.run?.status === 'success';
+      if (finished) status.textContent = 'The answer was finished before the stop reached the server';
+      else {
+        if (!stopped) errors.append(errorBox(error));
+        status.textContent = stopped ? (error instanceof RunStopped && error.unreachable ? 'Stopped here; the cancel could not reach the server' : STOPPED) : '';
+        // Only answered turns are kept: this one is not in the session's history, and the next turn will not see it.
+        answer.classList.add('failed');
+        asked.classList.add('not-kept');
+        answer.classList.add('not-kept');
+        answer.after(h('div', { class: 'turn-note', text: `${stopped ? 'Stopped' : 'Failed'}: this turn is not kept in the conversation.` }));
+        if (text.value === '') text.value = message;
+      }
     } finally {
-      status.textContent = '';
       answer.classList.remove('streaming');
       tree.render();
       sendButton.disabled = false;
@@ -375,7 +471,8 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     void chat();
   });
   text.addEventListener('keydown', (event) => {
-    if (event.key === 'Enter' && !event.shiftKey) {
+    // Not while an input method composes (Enter picks a word there).
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       void chat();
     }
@@ -389,8 +486,12 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
   const fresh = h('button', { type: 'button', text: 'New session' });
   fresh.addEventListener('click', () => {
     session = newSession();
+    // A history still loading is for the session before.
+    loading++;
     sessionLabel.textContent = session;
     clear(log);
+    clear(errors);
+    status.textContent = '';
     tree.reset();
   });
   app.append(

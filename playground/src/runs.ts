@@ -18,7 +18,7 @@ interface Node {
   type: string;
   started: number;
   ended?: number;
-  status: 'running' | 'done' | 'error';
+  status: 'running' | 'done' | 'error' | 'stopped';
   input?: unknown;
   output?: unknown;
   children: Node[];
@@ -39,19 +39,38 @@ export function mergeChunk(previous: unknown, chunk: unknown): unknown {
 
 const pretty = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value, null, 2) ?? String(value));
 
+/** A run's element in the tree, kept across renders: only what changed is written. */
+interface View {
+  li: HTMLLIElement;
+  details: HTMLDetailsElement;
+  time: HTMLSpanElement;
+  input: HTMLPreElement;
+  output: HTMLPreElement;
+  children: HTMLUListElement | undefined;
+}
+
+/** Sets a node's text only when it changed: a rewrite would drop a selection in it and its scroll position. */
+function setText(el: HTMLElement, text: string): void {
+  if (el.textContent !== text) el.textContent = text;
+}
+
 export class RunTree {
   readonly element = h('div', { class: 'run-tree', attrs: { 'aria-live': 'polite' } });
   private nodes = new Map<string, Node>();
-  /** Runs whose details the person opened: kept open across live re-renders. */
-  private open = new Set<string>();
+  private views = new Map<string, View>();
   private roots: Node[] = [];
+  private readonly list = h('ul', { class: 'runs' });
   private scheduled = false;
+
+  constructor() {
+    this.element.append(this.list);
+  }
 
   reset(): void {
     this.nodes.clear();
-    this.open.clear();
+    this.views.clear();
     this.roots = [];
-    clear(this.element);
+    clear(this.list);
   }
 
   /** The root run's id (the chain itself), once it has started. */
@@ -87,11 +106,11 @@ export class RunTree {
     this.schedule();
   }
 
-  /** Marks runs still open as stopped (after Stop or an error). */
+  /** Marks runs still open as stopped (after Stop or an error elsewhere): not failed, just not finished. */
   stopAll(): void {
     for (const node of this.nodes.values()) {
       if (node.status === 'running') {
-        node.status = 'error';
+        node.status = 'stopped';
         node.ended = performance.now();
       }
     }
@@ -107,28 +126,47 @@ export class RunTree {
     });
   }
 
+  /**
+   * Brings the tree up to date. Elements are made once per run and updated in place, so a step the person
+   * opened, focused, scrolled or selected text in stays as it is while the run streams on.
+   */
   render(): void {
-    clear(this.element);
-    const list = h('ul', { class: 'runs' });
-    for (const root of this.roots) list.append(this.item(root));
-    this.element.append(list);
+    this.place(this.roots, this.list);
   }
 
-  private item(node: Node): HTMLLIElement {
-    const duration = node.ended === undefined ? 'running…' : `${Math.max(0, Math.round(node.ended - node.started))} ms`;
-    const details = h(
-      'details',
-      { class: `run status-${node.status}`, open: this.open.has(node.id) },
-      h('summary', {}, h('span', { class: 'run-name', text: node.name }), h('span', { class: 'run-type', text: node.type }), h('span', { class: 'run-time', text: duration })),
-      h('div', { class: 'run-io' }, h('div', { class: 'io-label', text: 'Input' }), h('pre', { text: pretty(node.input) }), h('div', { class: 'io-label', text: 'Output' }), h('pre', { text: pretty(node.output) })),
-    );
-    details.addEventListener('toggle', () => (details.open ? this.open.add(node.id) : this.open.delete(node.id)));
-    const li = h('li', { attrs: { 'data-run-name': node.name, 'data-run-type': node.type } }, details);
-    if (node.children.length > 0) {
-      const children = h('ul');
-      for (const child of node.children) children.append(this.item(child));
-      li.append(children);
+  private place(nodes: Node[], into: HTMLUListElement): void {
+    nodes.forEach((node, i) => {
+      const view = this.view(node);
+      if (into.children[i] !== view.li) into.insertBefore(view.li, into.children[i] ?? null);
+      if (node.children.length > 0) {
+        view.children ??= view.li.appendChild(h('ul'));
+        this.place(node.children, view.children);
+      }
+    });
+  }
+
+  private view(node: Node): View {
+    let view = this.views.get(node.id);
+    if (view === undefined) {
+      const time = h('span', { class: 'run-time' });
+      const input = h('pre');
+      const output = h('pre');
+      const details = h(
+        'details',
+        {},
+        h('summary', {}, h('span', { class: 'run-name', text: node.name }), h('span', { class: 'run-type', text: node.type }), time),
+        h('div', { class: 'run-io' }, h('div', { class: 'io-label', text: 'Input' }), input, h('div', { class: 'io-label', text: 'Output' }), output),
+      );
+      const li = h('li', { attrs: { 'data-run-name': node.name, 'data-run-type': node.type } }, details);
+      view = { li, details, time, input, output, children: undefined };
+      this.views.set(node.id, view);
     }
-    return li;
+    const duration = node.ended === undefined ? 'running…' : `${Math.max(0, Math.round(node.ended - node.started))} ms`;
+    const status = `run status-${node.status}`;
+    if (view.details.className !== status) view.details.className = status;
+    setText(view.time, node.status === 'stopped' ? `stopped after ${duration}` : duration);
+    setText(view.input, pretty(node.input));
+    setText(view.output, pretty(node.output));
+    return view;
   }
 }

@@ -15,7 +15,9 @@ export type Schema = {
   properties?: Record<string, Schema>;
   required?: string[];
   additionalProperties?: boolean | Schema;
-  items?: Schema;
+  /** One schema for every item, or (draft 7's tuples: `[role, content]`) one per position. */
+  items?: Schema | Schema[];
+  additionalItems?: boolean | Schema;
   anyOf?: Schema[];
   oneOf?: Schema[];
   allOf?: Schema[];
@@ -73,7 +75,9 @@ export function kindOf(schema: Schema, root: Schema): Kind {
   if (s.enum !== undefined) return 'enum';
   if (s.const !== undefined) return 'enum';
   const t = types(s)[0];
-  if (t === 'array' && s.items !== undefined && isMessageSchema(s.items, root)) return 'messages';
+  // A tuple (one schema per position) is edited as JSON.
+  if (t === 'array' && Array.isArray(s.items)) return 'json';
+  if (t === 'array' && s.items !== undefined && isMessageSchema(s.items as Schema, root)) return 'messages';
   if (t === 'string' || t === 'number' || t === 'integer' || t === 'boolean' || t === 'object' || t === 'array') {
     if (t === 'object' && s.properties === undefined) return 'json';
     return t;
@@ -138,6 +142,15 @@ function typeMatches(value: unknown, type: string): boolean {
   }
 }
 
+/** Whether `schema` (or one of its alternatives) is of `value`'s JSON type, whatever else it asks. */
+function admitsTypeOf(value: unknown, schema: Schema, root: Schema, depth = 0): boolean {
+  const s = resolve(schema, root);
+  const alternatives = s.anyOf ?? s.oneOf;
+  if (alternatives !== undefined && depth < 8) return alternatives.some((a) => admitsTypeOf(value, a, root, depth + 1));
+  const t = types(s);
+  return t.length === 0 || t.some((type) => typeMatches(value, type));
+}
+
 /** Validates `value`; an empty list means valid. */
 export function validate(value: unknown, schema: Schema, root: Schema, path: (string | number)[] = []): Issue[] {
   const s = resolve(schema, root);
@@ -148,8 +161,16 @@ export function validate(value: unknown, schema: Schema, root: Schema, path: (st
   if (alternatives !== undefined) {
     const results = alternatives.map((a) => validate(value, a, root, path));
     if (!results.some((r) => r.length === 0)) {
-      // Report the closest alternative's issues (fewest), which names the field that is wrong.
-      const best = results.reduce((a, b) => (b.length < a.length ? b : a));
+      // Report the closest alternative's issues, which names the field that is wrong: one of the value's own
+      // type first (an array's, for a list: its item that is wrong, not "must be object"), then the fewest.
+      const ofItsType = (i: number): boolean => admitsTypeOf(value, alternatives[i] as Schema, root);
+      let closest = 0;
+      for (let i = 1; i < results.length; i++) {
+        if (ofItsType(i) !== ofItsType(closest)) {
+          if (ofItsType(i)) closest = i;
+        } else if ((results[i] as Issue[]).length < (results[closest] as Issue[]).length) closest = i;
+      }
+      const best = results[closest] as Issue[];
       issues.push(...(best.length > 0 ? best : [{ path, message: 'matches none of the allowed forms' }]));
     }
     return issues;
@@ -175,7 +196,18 @@ export function validate(value: unknown, schema: Schema, root: Schema, path: (st
   if (Array.isArray(value)) {
     if (s.minItems !== undefined && value.length < s.minItems) fail(`at least ${s.minItems} items`);
     if (s.maxItems !== undefined && value.length > s.maxItems) fail(`at most ${s.maxItems} items`);
-    if (s.items !== undefined) value.forEach((item, i) => issues.push(...validate(item, s.items as Schema, root, [...path, i])));
+    if (Array.isArray(s.items)) {
+      const positions = s.items;
+      value.forEach((item, i) => {
+        const at = positions[i];
+        if (at !== undefined) issues.push(...validate(item, at, root, [...path, i]));
+        else if (s.additionalItems === false) issues.push({ path: [...path, i], message: 'is not allowed here' });
+        else if (typeof s.additionalItems === 'object') issues.push(...validate(item, s.additionalItems, root, [...path, i]));
+      });
+    } else if (s.items !== undefined) {
+      const each = s.items;
+      value.forEach((item, i) => issues.push(...validate(item, each, root, [...path, i])));
+    }
   }
   if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
     const record = value as Record<string, unknown>;
@@ -201,7 +233,14 @@ export function inSchemaOrder(value: unknown, schema: Schema, root: Schema): unk
     const fits = alternatives.find((a) => validate(value, a, root).length === 0);
     return fits === undefined ? value : inSchemaOrder(value, fits, root);
   }
-  if (Array.isArray(value)) return s.items === undefined ? value : value.map((item) => inSchemaOrder(item, s.items as Schema, root));
+  if (Array.isArray(value)) {
+    const items = s.items;
+    if (items === undefined) return value;
+    return value.map((item, i) => {
+      const at = Array.isArray(items) ? items[i] : items;
+      return at === undefined ? item : inSchemaOrder(item, at, root);
+    });
+  }
   if (value === null || typeof value !== 'object') return value;
   const record = value as Record<string, unknown>;
   const properties = s.properties ?? {};

@@ -1,0 +1,246 @@
+/**
+ * The playground as a person trying chains uses it, in Chromium: what a
+ * trial of it found, each checked from the page. A second Enter while an
+ * answer streams sends nothing; a stopped turn says it is not kept; Run waits
+ * for JSON being fixed; a message list the server would refuse is caught in
+ * the browser and shown on its row; a narrow screen never scrolls sideways;
+ * a share link that cannot be read says so; Stop while offline says
+ * "Stopping…" until the cancel reaches the server; a step opened while the
+ * run streams stays open; an object output reads as text by its fields.
+ *
+ * The chains wait at gates the test opens, so every step waits on an event,
+ * never on the clock.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Browser, Page, Request } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { buildApp, defineChain, lambda, MemoryHistoryStore, messagesSchema, withMessageHistory } from '../../src/index.js';
+import { ARTIFACTS, openWatched, serveToBrowser } from './browser.js';
+
+/** A promise the test resolves. */
+class Gate {
+  open!: () => void;
+  readonly opened = new Promise<void>((resolve) => (this.open = resolve));
+}
+
+/** `/held`'s run: five words, then it waits for `more` (or its cancel), then five more. */
+let more = new Gate();
+/** Opens when a `/held` run's signal aborts on the server. */
+let aborted = new Gate();
+
+async function* heldWords(signal: AbortSignal | undefined): AsyncGenerator<string> {
+  for (let i = 0; i < 5; i++) yield `w${i} `;
+  const cancelled = new Promise<'cancelled'>((resolve) => signal?.addEventListener('abort', () => resolve('cancelled'), { once: true }));
+  if ((await Promise.race([more.opened, cancelled])) === 'cancelled') {
+    aborted.open();
+    return;
+  }
+  for (let i = 5; i < 10; i++) yield `w${i} `;
+}
+
+const histories = new MemoryHistoryStore();
+const LONG = `${'unbroken'.repeat(40)} and a long line of an answer that goes on.`;
+
+const chains = [
+  defineChain({ path: '/held', description: 'Streams five words, then waits', runnable: lambda((_input: { topic: string }, config) => heldWords(config.signal), { input: z.object({ topic: z.string() }) }) }),
+  defineChain({
+    path: '/held-chat',
+    description: 'A chat whose answers wait',
+    runnable: withMessageHistory<{ message: string }, string>(lambda((_input: { message: string }, config) => heldWords(config.signal)) as never, {
+      getHistory: (sessionId: string) => histories.history(sessionId),
+      inputMessagesKey: 'message',
+      historyMessagesKey: 'history',
+    }),
+    inputSchema: z.object({ message: z.string().min(1) }),
+    playground: 'chat',
+    history: (sessionId: string) => histories.history(sessionId),
+  }),
+  defineChain({
+    path: '/echo',
+    description: 'Echoes its input',
+    runnable: lambda((input: { topic: string; chat_history?: unknown[] }) => ({ topic: input.topic }), { input: z.object({ topic: z.string(), chat_history: messagesSchema.optional() }) }),
+  }),
+  defineChain({
+    path: '/answer',
+    description: 'Answers with an object: a long text and its sources',
+    runnable: lambda((_input: { question: string }) => ({ answer: `# Found\n\n${LONG}`, sources: [{ source: `docs/${'nested/'.repeat(12)}file.md`, lines: '1-20' }] }), {
+      input: z.object({ question: z.string() }),
+    }),
+  }),
+];
+
+let app: FastifyInstance;
+let browser: Browser;
+let base = '';
+
+beforeAll(async () => {
+  app = await buildApp({ chains: chains as never });
+  ({ base, browser } = await serveToBrowser(app));
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await app?.close();
+});
+
+async function open(path: string, viewport?: { width: number; height: number }): Promise<{ page: Page; problems: string[]; requests: Request[] }> {
+  const { page, problems } = await openWatched(browser, 'about:blank');
+  if (viewport !== undefined) await page.setViewportSize(viewport);
+  const requests: Request[] = [];
+  page.on('request', (request) => void requests.push(request));
+  await page.goto(`${base}${path}`);
+  return { page, problems, requests };
+}
+
+/** Cuts and restores the page's network through the DevTools protocol. */
+async function network(page: Page): Promise<(offline: boolean) => Promise<void>> {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  return async (offline) => void (await cdp.send('Network.emulateNetworkConditions', { offline, latency: 0, downloadThroughput: -1, uploadThroughput: -1 }));
+}
+
+const posts = (requests: Request[], path: string): Request[] => requests.filter((r) => r.method() === 'POST' && new URL(r.url()).pathname === path);
+
+describe('the playground, as a trial found it', () => {
+  it('chat: a second Enter while an answer streams sends nothing; a stopped turn says it is not kept, and its message comes back', async () => {
+    more = new Gate();
+    aborted = new Gate();
+    const { page, requests } = await open('/held-chat/playground/');
+    const message = page.getByLabel('Message');
+    await message.fill('first question');
+    await message.press('Enter');
+    await page.locator('.bubble.ai').getByText('w4', { exact: false }).waitFor();
+    // Sending again while the answer streams: nothing is sent, and the text stays in the composer.
+    await message.fill('second question');
+    await message.press('Enter');
+    expect(await page.locator('.bubble.human').allInnerTexts()).toEqual(['first question']);
+    expect(await message.inputValue()).toBe('second question');
+
+    await message.fill('');
+    await page.getByRole('button', { name: 'Stop' }).click();
+    await aborted.opened;
+    await page.locator('.status', { hasText: 'Stopped' }).waitFor();
+    expect(await page.locator('.turn-note').innerText()).toBe('Stopped: this turn is not kept in the conversation.');
+    expect(await page.locator('.bubble.not-kept').count()).toBe(2);
+    // The message is back, ready to send again.
+    expect(await message.inputValue()).toBe('first question');
+    // And the server kept nothing of it: the session's history is empty.
+    const session = await page.locator('.session-id').innerText();
+    const history = (await (await fetch(`${base}/held-chat/history/${session}`)).json()) as { messages: unknown[] };
+    expect(history.messages).toEqual([]);
+    expect(posts(requests, '/held-chat/stream_events')).toHaveLength(1);
+    await page.close();
+  });
+
+  it('waits for JSON being fixed before it runs, and keeps that text across the tabs', async () => {
+    const { page, requests } = await open('/echo/playground/');
+    await page.locator('#f-topic').fill('dogs');
+    await page.getByRole('button', { name: 'JSON' }).click();
+    const json = page.getByLabel('Input as JSON');
+    await json.fill('{"topic": "penguins"');
+    await page.getByRole('button', { name: 'Run' }).click();
+    expect(await page.locator('.status').innerText()).toContain('not valid JSON');
+    // The text being fixed survives a look at the form.
+    await page.getByRole('button', { name: 'Form' }).click();
+    await page.getByRole('button', { name: 'JSON' }).click();
+    expect(await json.inputValue()).toBe('{"topic": "penguins"');
+    await json.fill('{"topic": "penguins"}');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: 'Done' }).waitFor();
+    // One run, with the fixed input (the click on the broken JSON sent nothing).
+    const sent = posts(requests, '/echo/stream_events');
+    expect(sent).toHaveLength(1);
+    expect(JSON.parse(sent[0]?.postData() ?? '{}')).toMatchObject({ input: { topic: 'penguins' } });
+    await page.close();
+  });
+
+  it('catches a message the server would refuse in the browser, and shows it on its row without breaking the row', async () => {
+    const { page, requests } = await open('/echo/playground/');
+    await page.getByRole('button', { name: 'JSON' }).click();
+    await page.getByLabel('Input as JSON').fill('{"topic": "t", "chat_history": [["robot", "beep"]]}');
+    await page.getByRole('button', { name: 'Form' }).click();
+    // The row shows the message as it is: its role, its text.
+    const row = page.locator('.message-row').first();
+    expect(await row.getByLabel('Role').inputValue()).toBe('robot');
+    expect(await row.getByLabel('Content').inputValue()).toBe('beep');
+    await page.getByRole('button', { name: 'Run' }).click();
+    expect(await page.locator('.status').innerText()).toBe('Fix the highlighted fields');
+    const errors = await row.locator('.field-error').allInnerTexts();
+    expect(errors.length).toBeGreaterThan(0);
+    expect(errors.length).toBeLessThanOrEqual(4);
+    expect(new Set(errors).size).toBe(errors.length);
+    // It names what is wrong: the role, not "must be object" (the closest alternative is the one of the value's type).
+    expect(errors.join(' ')).toContain('chat_history.0.0: must be one of "human"');
+    // The errors go under the role and text, which keep their width.
+    const content = await row.getByLabel('Content').boundingBox();
+    expect(content?.width ?? 0).toBeGreaterThan(100);
+    await page.screenshot({ path: `${ARTIFACTS}playground-message-row-error.png` });
+    // Fixing the role clears the row's errors and runs.
+    await row.getByLabel('Role').selectOption('human');
+    expect(await row.locator('.field-error').count()).toBe(0);
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: 'Done' }).waitFor();
+    expect(posts(requests, '/echo/stream_events')).toHaveLength(1);
+    expect(JSON.parse(posts(requests, '/echo/stream_events')[0]?.postData() ?? '{}')).toMatchObject({ input: { chat_history: [{ type: 'human', content: 'beep' }] } });
+    await page.close();
+  });
+
+  it('on a 375-pixel screen, never scrolls sideways after a run; text and markdown show an object by its fields', async () => {
+    const { page } = await open('/answer/playground/', { width: 375, height: 740 });
+    await page.locator('#f-question').fill('where?');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: 'Done' }).waitFor();
+    await page.locator('li[data-run-name="/answer"] summary').first().click();
+    expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(375);
+    await page.screenshot({ path: `${ARTIFACTS}playground-narrow.png`, fullPage: true });
+    // Markdown: the answer rendered (a heading), under its name; the sources as JSON under theirs.
+    await page.getByLabel('Render output as').selectOption('markdown');
+    expect(await page.locator('.output .io-label').allTextContents()).toEqual(['answer', 'sources']);
+    expect(await page.locator('.output h3').innerText()).toBe('Found');
+    expect(await page.locator('.output').innerText()).not.toContain('\\n');
+    await page.close();
+  });
+
+  it('says when a share link cannot be read, instead of showing the defaults as if they were the link', async () => {
+    const { page } = await open('/echo/c/garbage!!/playground/#input=AAAA');
+    await page.locator('.notice').waitFor();
+    expect(await page.locator('.notice').innerText()).toContain('configuration and input could not be read');
+    await page.close();
+  });
+
+  it('Stop while offline says "Stopping…" until the cancel reaches the server, then "Stopped"', async () => {
+    more = new Gate();
+    aborted = new Gate();
+    const { page } = await open('/held/playground/');
+    await page.locator('#f-topic').fill('x');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.output').getByText('w4', { exact: false }).waitFor();
+    const setOffline = await network(page);
+    await setOffline(true);
+    await page.getByRole('button', { name: 'Stop' }).click();
+    await page.locator('.status', { hasText: 'waiting for the connection' }).waitFor();
+    expect(await page.locator('.status').innerText()).not.toBe('Stopped');
+    await setOffline(false);
+    await aborted.opened;
+    await page.locator('.status', { hasText: /^Stopped$/ }).waitFor();
+    await page.close();
+  });
+
+  it('keeps a step the person opened open, the same element, while the run streams on', async () => {
+    more = new Gate();
+    aborted = new Gate();
+    const { page } = await open('/held/playground/');
+    await page.locator('#f-topic').fill('x');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.output').getByText('w4', { exact: false }).waitFor();
+    const step = page.locator('li[data-run-name="/held"] > details').first();
+    await step.locator('summary').click();
+    const opened = await step.elementHandle();
+    more.open();
+    await page.locator('.status', { hasText: 'Done' }).waitFor();
+    expect(await opened?.evaluate((el) => el.isConnected && (el as unknown as { open: boolean }).open)).toBe(true);
+    expect(await step.locator('pre').nth(1).innerText()).toContain('w9');
+    await page.close();
+  });
+});
