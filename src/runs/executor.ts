@@ -6,6 +6,7 @@
  * so. A run is executed at most once: its log is what its clients read.
  */
 import { addUsage, type UsageMetadata } from '../messages/index.js';
+import { providerFailure } from '../models/errors.js';
 import { CancelToken, concat, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
 import { isLastFrame, RunEnded, type RunFrame, type RunRecord, type RunStore } from './store.js';
 
@@ -191,6 +192,8 @@ export async function executeRun(options: {
   store: RunStore;
   signal: Cancellation;
   log?: (error: unknown) => void;
+  /** Hears a model provider's failure under the run: its safe fields (`providerFailure`) and the run id. */
+  warn?: (fields: Record<string, unknown>, message: string) => void;
   /** A reader in this process (the durable stream's own client): frames as they are made, before they are written. */
   reader?: RunReader;
   /**
@@ -276,6 +279,10 @@ export async function executeRun(options: {
     const cancelled = isRunnelError(reason, 'RUNNEL_ERR_RUN_CANCELLED');
     const failure = runError(cancelled ? reason : reason instanceof RunnelError ? reason : error);
     if (failure.code === 'RUNNEL_ERR_INTERNAL') options.log?.(error);
+    else if (!signal.aborted) {
+      const provider = providerFailure(error);
+      if (provider !== undefined) options.warn?.({ ...provider, runId }, 'model provider failed');
+    }
     const frame = writer.push('error', failure);
     const ended = await writer.end({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }, base, local);
     await writer.deliver(frame);

@@ -44,6 +44,11 @@ export interface RunQueueOptions {
   concurrency: number;
   /** Hears errors that are bugs (for the log). */
   log?: (error: unknown, message: string) => void;
+  /**
+   * Hears what an operator should see that is no bug: a model provider's failure under a run, as the fields
+   * of `providerFailure` with the run id (never the provider's message, which can quote a key).
+   */
+  warn?: (fields: Record<string, unknown>, message: string) => void;
   /** Who webhooks may call; without it no run has one. */
   webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number };
   /** Tracing: the run-event callback that makes a run's spans under the trace it was submitted in. */
@@ -194,7 +199,8 @@ class RunWorkerCore {
         return false;
       }
       try {
-        notify(await executeRun({ record, runnable, store, signal: controller, reader, local, trace: this.options.trace, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+        const { trace, warn } = this.options;
+        notify(await executeRun({ record, runnable, store, signal: controller, reader, local, trace, warn, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
         return true;
       } catch (error) {
         if (error instanceof RunNotStored) throw error;

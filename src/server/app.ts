@@ -117,17 +117,19 @@ export function createRunQueue(options: {
   chains: readonly (PreparedChain | ChainSpec<never, unknown>)[];
   redis: Redis | undefined;
   log: (error: unknown, message: string) => void;
+  /** A model provider's failure under a run (see `RunQueueOptions.warn`). */
+  warn?: (fields: Record<string, unknown>, message: string) => void;
   tracing?: Tracing | undefined;
 }): RunQueue {
-  const { config, redis, log, tracing } = options;
+  const { config, redis, log, warn, tracing } = options;
   const trace = tracing === undefined ? undefined : (traceparent: string | undefined, tracestate: string | undefined) => tracing.runCallback(traceparent, tracestate);
   const chains = new Map(options.chains.map((chain) => ('spec' in chain ? chain.spec : chain)).map((spec) => [spec.path, spec.runnable]));
   const webhooks = { hosts: config.webhookHosts, secret: config.webhookSecret, allowHttp: config.webhookAllowHttp };
   if (redis === undefined) {
-    return new MemoryRunQueue({ store: new MemoryRunStore(), chains, concurrency: Math.max(1, config.workerConcurrency), webhooks, log, trace });
+    return new MemoryRunQueue({ store: new MemoryRunStore(), chains, concurrency: Math.max(1, config.workerConcurrency), webhooks, log, warn, trace });
   }
   const store = new RedisRunStore({ client: redis, ttlSeconds: config.runTtlSeconds, namespace: `${config.runNamespace}:runs` });
-  return new BullRunQueue({ connection: redis, prefix: `${config.runNamespace}:bull`, store, chains, concurrency: config.workerConcurrency, lockMs: config.runLockMs, webhooks, log, trace });
+  return new BullRunQueue({ connection: redis, prefix: `${config.runNamespace}:bull`, store, chains, concurrency: config.workerConcurrency, lockMs: config.runLockMs, webhooks, log, warn, trace });
 }
 
 /** This package's root: the folder above this file that holds package.json (from src/server/ and dist/src/server/ alike). */
@@ -227,7 +229,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     runQueue(): RunQueue {
       // A draining replica starts no workers it would stop at once.
       if (this.runs === undefined && this.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
-      return (this.runs ??= createRunQueue({ config, chains, redis: options.services?.redis, tracing, log: (error, message) => app.log.error({ err: error }, message) }));
+      return (this.runs ??= createRunQueue({ config, chains, redis: options.services?.redis, tracing, log: (error, message) => app.log.error({ err: error }, message), warn: (fields, message) => app.log.warn(fields, message) }));
     },
   } satisfies RunnelState);
   app.addHook('onClose', async () => app.runnel.runs?.close(0));

@@ -22,7 +22,7 @@ export function startRunWorkers(options: {
   config: ServerConfig;
   chains: readonly ChainSpec<never, unknown>[];
   services: Services;
-  log: { info(message: string): void; error(message: string, error?: unknown): void };
+  log: { info(message: string): void; error(message: string, error?: unknown): void; warn?(fields: Record<string, unknown>, message: string): void };
 }): { queue: RunQueue; stop(): Promise<void> } {
   const { config, services, log } = options;
   if (services.redis === undefined) {
@@ -36,6 +36,7 @@ export function startRunWorkers(options: {
     redis: services.redis,
     tracing,
     log: (error, message) => log.error(message, error),
+    warn: (fields, message) => log.warn?.(fields, message),
   });
   let stopping: Promise<void> | undefined;
   return {

@@ -18,6 +18,7 @@ try {
   const log = {
     info: (message: string) => logger.info(message),
     error: (message: string, error?: unknown) => logger.error({ err: error instanceof Error ? error.message : undefined }, message),
+    warn: (fields: Record<string, unknown>, message: string) => logger.warn(fields, message),
   };
   if (config.redisUrl === undefined) throw new Error('runnel worker: REDIS_URL is required (the run queue lives in Redis)');
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, role: 'worker' });

@@ -170,7 +170,7 @@ describe('a streamed chat completion opens with its first piece', () => {
 });
 
 describe('a provider failure in the log', () => {
-  it("says what failed (class, status, provider code, network error) at warn, and never the provider's message or the key", async () => {
+  it("says what failed (class, status, provider code, network error) at warn, in a request or a background run, and never the provider's message or the key", async () => {
     const server = await startProviderServer('openai');
     const closed = await new Promise<number>((resolve) => {
       const probe = createServer().listen(0, '127.0.0.1', () => {
@@ -209,6 +209,18 @@ describe('a provider failure in the log', () => {
       // The provider's message quoted the key: neither the log nor the answer repeats it.
       expect(JSON.stringify(lines)).not.toContain(KEY);
       expect(refused.body).not.toContain(KEY);
+
+      // Under a background run (no request to log it with), the same line, with the run's id.
+      lines.length = 0;
+      const submitted = await app.inject({ method: 'POST', url: '/refused/runs', headers: { 'content-type': 'application/json' }, payload: { input: 'hi' } });
+      expect(submitted.statusCode).toBe(202);
+      const runId = (submitted.json() as { run_id: string }).run_id;
+      const ended = await app.inject({ method: 'GET', url: `/refused/runs/${runId}/wait?timeout_s=30` });
+      expect(ended.json()).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_PROVIDER_REJECTED' } });
+      expect(lines.filter((line) => line.msg === 'model provider failed')).toEqual([
+        expect.objectContaining({ level: 40, runId, code: 'RUNNEL_ERR_PROVIDER_REJECTED', provider_error: 'AuthenticationError', provider_status: 401, provider_code: 'invalid_api_key' }),
+      ]);
+      expect(JSON.stringify(lines)).not.toContain(KEY);
     } finally {
       await app.close();
       await server.close();
