@@ -72,6 +72,32 @@ function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
   void delivery.finally(() => deliveries.delete(delivery));
 }
 
+/**
+ * A log that passes the first error of each kind (its message) and then at most one a minute, saying how
+ * many like it were held back since; a kind heard again after a quiet minute is passed at once.
+ *
+ * @example
+ * worker.on('error', repeatsHeldBack((error, message) => log.error({ err: error }, message)));
+ */
+export function repeatsHeldBack(log: (error: unknown, message: string) => void, options: { everyMs?: number; now?: () => number } = {}): (error: unknown, message: string) => void {
+  const everyMs = options.everyMs ?? 60_000;
+  const now = options.now ?? Date.now;
+  const kinds = new Map<string, { at: number; held: number }>();
+  return (error, message) => {
+    const kind = `${message}\u0000${error instanceof Error ? error.message : String(error)}`;
+    const at = now();
+    const last = kinds.get(kind);
+    if (last !== undefined && at - last.at < everyMs) {
+      last.held++;
+      return;
+    }
+    // Bounded: kinds are few (an outage's errors), but their texts are not this code's to bound.
+    if (kinds.size >= 100) kinds.clear();
+    kinds.set(kind, { at, held: 0 });
+    log(error, last === undefined || last.held === 0 ? message : `${message} (and ${last.held} more like it since the last line)`);
+  };
+}
+
 /** Marks a run that will never run again as ended, unless it already has. */
 async function endRun(store: RunStore, runId: string, status: 'cancelled' | 'error', error: RunnelError): Promise<RunRecord | undefined> {
   const record = await store.get(runId);
@@ -328,7 +354,11 @@ export class BullRunQueue implements RunQueue {
         stalledInterval: Math.max(500, Math.floor(lockDuration / 2)),
         maxStalledCount: 1,
       });
-      this.worker.on('error', (error) => options.log?.(error, 'run worker error'));
+      // Redis away, the worker fails at every try (a line a second for as long as the outage lasts): the log
+      // gets the first of each kind, then a line a minute with how many were held back.
+      const log = options.log;
+      const heard = log === undefined ? undefined : repeatsHeldBack(log);
+      this.worker.on('error', (error) => heard?.(error, 'run worker error'));
       // This worker lost a run's lock (it was too slow to renew it): another worker may take the run as lost, so stop it here.
       this.worker.on('lockRenewalFailed', (jobIds: string[]) => {
         for (const jobId of jobIds) this.core.abortOne(jobId, new RunnelError('RUNNEL_ERR_RUN_LOST', 'This worker lost its lock on the run'));
