@@ -187,6 +187,8 @@ export interface RunCallbacks {
   onReconnected?(): void;
   /** Stopped, and the cancel cannot reach the server yet (offline): it is being retried. */
   onCancelWaiting?(): void;
+  /** The run's id, once the server has named it (the `metadata` frame). */
+  onRunId?(runId: string): void;
 }
 
 /**
@@ -207,7 +209,20 @@ export interface RunCallbacks {
  * Throws ApiError for an HTTP error or an `error` frame.
  */
 export function durableStream(chain: string, endpoint: 'stream' | 'stream_events', body: Record<string, unknown>, signal: AbortSignal, on: RunCallbacks): Promise<void> {
-  let runId: string | undefined;
+  return durableRun(chain, { endpoint, body }, signal, on);
+}
+
+/**
+ * Follows a run this page started before (a reload mid-run): its frames from the first, as
+ * {@link durableStream} reads a run it started — rejoined after a drop, stopped by `signal`. An ended run
+ * replays to its end; one the server no longer knows is an ApiError 404.
+ */
+export function joinRun(chain: string, runId: string, signal: AbortSignal, on: RunCallbacks): Promise<void> {
+  return durableRun(chain, { runId }, signal, on);
+}
+
+function durableRun(chain: string, start: { endpoint: 'stream' | 'stream_events'; body: Record<string, unknown> } | { runId: string }, signal: AbortSignal, on: RunCallbacks): Promise<void> {
+  let runId: string | undefined = 'runId' in start ? start.runId : undefined;
   let lastId: string | undefined;
   /** Aborted by Stop: gates the callbacks and wakes a waiting reconnect. */
   const halt = new AbortController();
@@ -227,23 +242,30 @@ export function durableStream(chain: string, endpoint: 'stream' | 'stream_events
     if (frame.id !== undefined) lastId = frame.id;
     if (frame.event === 'metadata') {
       const id = (frame.data as { run_id?: unknown } | undefined)?.run_id;
-      if (runId === undefined && typeof id === 'string') runId = id;
+      if (runId === undefined && typeof id === 'string') {
+        runId = id;
+        on.onRunId?.(id);
+      }
       if (halt.signal.aborted) stop();
       return;
     }
     if (!halt.signal.aborted) on.onFrame(frame);
   };
 
-  /** Rejoins the run after a cut and reads on: `'end'`, or `'cut'` when stopped. */
-  const rejoin = async (id: string): Promise<'end' | 'cut'> => {
+  /** Rejoins the run after a cut (or, `atOnce`, joins it) and reads on: `'end'`, or `'cut'` when stopped. */
+  const rejoin = async (id: string, atOnce = false): Promise<'end' | 'cut'> => {
     let deadline = Date.now() + RECONNECT.giveUpMs;
     let delay = RECONNECT.firstMs;
+    let first = atOnce;
     for (;;) {
       if (halt.signal.aborted) return 'cut';
       if (Date.now() >= deadline) throw new Error(`Lost the connection to the server; the run may go on there (run ${id})`);
-      on.onReconnecting?.();
-      await pause(delay, halt.signal);
-      delay = Math.min(delay * 2, RECONNECT.maxMs);
+      if (!first) {
+        on.onReconnecting?.();
+        await pause(delay, halt.signal);
+        delay = Math.min(delay * 2, RECONNECT.maxMs);
+      }
+      first = false;
       if (halt.signal.aborted) return 'cut';
       connection = new AbortController();
       let res: Response;
@@ -258,7 +280,8 @@ export function durableStream(chain: string, endpoint: 'stream' | 'stream_events
         continue;
       }
       if (!res.ok) throw await failure(res);
-      if (!halt.signal.aborted) on.onReconnected?.();
+      if (!halt.signal.aborted && !atOnce) on.onReconnected?.();
+      atOnce = false;
       const before = lastId;
       if ((await readFrames(res, onFrame)) === 'end') return 'end';
       if (lastId !== before) {
@@ -275,14 +298,20 @@ export function durableStream(chain: string, endpoint: 'stream' | 'stream_events
   };
 
   const work = (async (): Promise<void> => {
-    const res = await fetch(`${chain}${endpoint}`, {
-      method: 'POST',
-      headers: { ...headers(true), accept: 'text/event-stream' },
-      body: JSON.stringify({ ...body, on_disconnect: 'continue' }),
-      signal: connection.signal,
-    });
-    if (!res.ok || res.body === null) throw await failure(res);
-    let outcome = await readFrames(res, onFrame);
+    if ('runId' in start) {
+      if ((await rejoin(start.runId, true)) === 'end') return;
+    }
+    let outcome: 'end' | 'cut' = 'cut';
+    if ('endpoint' in start) {
+      const res = await fetch(`${chain}${start.endpoint}`, {
+        method: 'POST',
+        headers: { ...headers(true), accept: 'text/event-stream' },
+        body: JSON.stringify({ ...start.body, on_disconnect: 'continue' }),
+        signal: connection.signal,
+      });
+      if (!res.ok || res.body === null) throw await failure(res);
+      outcome = await readFrames(res, onFrame);
+    }
     while (outcome === 'cut' && !halt.signal.aborted) {
       // Without its id the run cannot be rejoined (it comes in the first frame).
       if (runId === undefined) throw new Error('The connection was lost before the run started');

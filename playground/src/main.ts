@@ -8,7 +8,7 @@
  * and a share link holding the input and the config.
  */
 import LZString from 'lz-string';
-import { ApiError, apiKey, durableStream, getJson, RunStopped, setApiKey } from './api.js';
+import { ApiError, apiKey, durableStream, getJson, joinRun, RunStopped, setApiKey, type RunCallbacks, type RunView } from './api.js';
 import { clear, h } from './dom.js';
 import { SchemaForm } from './form.js';
 import { markdown } from './markdown.js';
@@ -414,6 +414,22 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
       return;
     }
     text.value = '';
+    const config = { configurable: { ...((configPanel?.value as Record<string, unknown>) ?? {}), session_id: session } };
+    const of = session;
+    await turn(message, (signal, on) =>
+      durableStream(CHAIN, 'stream_events', { input, config }, signal, {
+        ...on,
+        // A reload while the answer streams follows this run again (see resumeTurn).
+        onRunId: (runId) => sessionStorage.setItem(TURN_KEY, JSON.stringify({ session: of, runId, message })),
+      }),
+    );
+  };
+
+  /** Where this tab keeps the turn under way: its session, its run and its message. */
+  const TURN_KEY = `runnel:turn:${info.path}`;
+
+  /** One turn: the message's bubble, the answer streaming into the next, Stop; `follow` runs or joins it. */
+  const turn = async (message: string, follow: (signal: AbortSignal, on: RunCallbacks) => Promise<void>): Promise<boolean> => {
     const asked = bubble('human', message);
     const answer = bubble('ai', '');
     answer.classList.add('streaming');
@@ -422,9 +438,9 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     sendButton.disabled = true;
     stopButton.disabled = false;
     tree.reset();
+    let answered = false;
     try {
-      const config = { configurable: { ...((configPanel?.value as Record<string, unknown>) ?? {}), session_id: session } };
-      await durableStream(CHAIN, 'stream_events', { input, config }, controller.signal, {
+      await follow(controller.signal, {
         onFrame: ({ event, data }) => {
           if (event !== 'data') return;
           const e = data as StreamEvent;
@@ -441,6 +457,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
         onCancelWaiting: () => (status.textContent = 'Stopping… (waiting for the connection to send the cancel)'),
       });
       status.textContent = '';
+      answered = true;
     } catch (error) {
       tree.stopAll();
       const stopped = controller.signal.aborted;
@@ -457,12 +474,42 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
         if (text.value === '') text.value = message;
       }
     } finally {
+      sessionStorage.removeItem(TURN_KEY);
       answer.classList.remove('streaming');
       tree.render();
       sendButton.disabled = false;
       stopButton.disabled = true;
       controller = undefined;
     }
+    return answered;
+  };
+
+  /**
+   * After a reload: the turn this tab had under way, if its run still goes on, is followed again from its
+   * first frame; once it is answered, the conversation is shown as the server now has it.
+   */
+  const resumeTurn = async (): Promise<void> => {
+    const pending = ((): { session?: unknown; runId?: unknown; message?: unknown } | null => {
+      try {
+        return JSON.parse(sessionStorage.getItem(TURN_KEY) ?? 'null') as { session?: unknown; runId?: unknown; message?: unknown } | null;
+      } catch {
+        return null;
+      }
+    })();
+    const runId = pending?.runId;
+    const message = pending?.message;
+    if (pending?.session !== session || typeof runId !== 'string' || typeof message !== 'string') {
+      sessionStorage.removeItem(TURN_KEY);
+      return;
+    }
+    const run = await getJson<RunView>(url(`runs/${encodeURIComponent(runId)}`)).catch(() => undefined);
+    // Ended: its answer is in the history already (or it was not kept). Unknown: nothing to follow.
+    if (run === undefined || (run.status !== 'running' && run.status !== 'pending')) {
+      sessionStorage.removeItem(TURN_KEY);
+      return;
+    }
+    if (controller !== undefined) return;
+    if (await turn(message, (signal, on) => joinRun(CHAIN, runId, signal, on))) await loadHistory();
   };
 
   const composer = h('form', { class: 'composer' }, text, sendButton, stopButton);
@@ -502,7 +549,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
       h('section', { class: 'card result' }, h('h2', { text: 'Steps of the last turn' }), tree.element),
     ),
   );
-  void loadHistory();
+  void loadHistory().then(resumeTurn);
 }
 
 void boot();

@@ -133,6 +133,32 @@ describe('the playground, as a trial found it', () => {
     await page.close();
   });
 
+  it('chat: a reload while an answer streams follows that answer again, then shows the conversation as the server keeps it', async () => {
+    more = new Gate();
+    aborted = new Gate();
+    const { page, requests } = await open('/held-chat/playground/');
+    await page.getByRole('button', { name: 'New session' }).click();
+    await page.getByLabel('Message').fill('tell me');
+    await page.getByLabel('Message').press('Enter');
+    await page.locator('.bubble.ai').getByText('w4', { exact: false }).waitFor();
+    await page.reload();
+    // The turn is back, its answer so far replayed from the run's log, still streaming.
+    await page.locator('.bubble.ai.streaming').getByText('w4', { exact: false }).waitFor();
+    expect(await page.locator('.bubble.human').allInnerTexts()).toEqual(['tell me']);
+    more.open();
+    await page.locator('.bubble.streaming').waitFor({ state: 'detached' });
+    await page.locator('.bubble.ai').getByText('w9', { exact: false }).waitFor();
+    expect((await page.locator('.bubble').allInnerTexts()).map((text) => text.trim())).toEqual(['tell me', 'w0 w1 w2 w3 w4 w5 w6 w7 w8 w9']);
+    // One run, followed again by its id: never sent twice.
+    expect(posts(requests, '/held-chat/stream_events')).toHaveLength(1);
+    expect(requests.some((r) => /^\/held-chat\/runs\/[^/]+\/stream$/.test(new URL(r.url()).pathname))).toBe(true);
+    // A reload after it ended shows the conversation once, from the history.
+    await page.reload();
+    await page.locator('.bubble').nth(1).waitFor();
+    expect((await page.locator('.bubble').allInnerTexts()).map((text) => text.trim())).toEqual(['tell me', 'w0 w1 w2 w3 w4 w5 w6 w7 w8 w9']);
+    await page.close();
+  });
+
   it('waits for JSON being fixed before it runs, and keeps that text across the tabs', async () => {
     const { page, requests } = await open('/echo/playground/');
     await page.locator('#f-topic').fill('dogs');
