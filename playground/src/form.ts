@@ -142,7 +142,8 @@ export class SchemaForm {
       case 'string': {
         const long = (s.maxLength ?? 1000) > 200;
         const input = long ? h('textarea', { id, rows: 2 }) : h('input', { id, type: 'text' });
-        input.value = typeof value === 'string' ? value : '';
+        // A value of another type (typed into the JSON tab) shows as it is, with its error, not as an empty field.
+        input.value = typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value);
         input.addEventListener('input', () => this.update(path, input.value === '' && (nullable || !required) ? (nullable ? null : undefined) : input.value));
         wrap.append(input);
         break;

@@ -103,6 +103,8 @@ function keyPanel(onSaved: () => void): HTMLElement {
     setApiKey(input.value.trim());
     onSaved();
   });
+  // Once it is on the page: the key is what the person has to type next.
+  requestAnimationFrame(() => input.focus());
   return form;
 }
 

@@ -171,6 +171,11 @@ describe('the playground, as a trial found it', () => {
     await page.getByRole('button', { name: 'Form' }).click();
     await page.getByRole('button', { name: 'JSON' }).click();
     expect(await json.inputValue()).toBe('{"topic": "penguins"');
+    // A value of the wrong type shows on the form as it is, not as an empty field.
+    await json.fill('{"topic": 5}');
+    await page.getByRole('button', { name: 'Form' }).click();
+    expect(await page.locator('#f-topic').inputValue()).toBe('5');
+    await page.getByRole('button', { name: 'JSON' }).click();
     await json.fill('{"topic": "penguins"}');
     await page.getByRole('button', { name: 'Run' }).click();
     await page.locator('.status', { hasText: 'Done' }).waitFor();
