@@ -51,8 +51,10 @@ class FrameWriter {
   private held: RunFrame[] | undefined;
   /** Why the write that carried the record failed: then nothing more is written. */
   private notStored: unknown;
-  /** The run was ended elsewhere while it ran (a sweep took it for lost): nothing more is written. */
+  /** The run was ended elsewhere while it ran (a sweep took it for lost): nothing more is written, or heard. */
   private endedElsewhere = false;
+  /** The id of the last frame written to the log. */
+  private lastWritten: string | undefined;
 
   constructor(
     private readonly store: RunStore,
@@ -75,7 +77,8 @@ class FrameWriter {
     // Serialised once here: the log and the local reader both take this JSON.
     const frame: RunFrame = { id: this.nextId(), event, data, json: data === undefined ? undefined : JSON.stringify(data) };
     this.pending.push(frame);
-    if (!isLastFrame(frame)) {
+    // Once the run has ended elsewhere, its reader hears no more of this execution: only the log's end.
+    if (!isLastFrame(frame) && !this.endedElsewhere) {
       if (this.held !== undefined) this.held.push(frame);
       else this.reader?.frame(frame);
     }
@@ -92,6 +95,7 @@ class FrameWriter {
         if (this.notStored !== undefined || this.endedElsewhere) return undefined;
         return this.store.append(this.runId, batch, { create }).then(
           () => {
+            this.lastWritten = batch[batch.length - 1]?.id;
             if (create !== undefined) this.stored();
           },
           (error: unknown) => {
@@ -114,8 +118,14 @@ class FrameWriter {
     if (this.reader === undefined) return;
     if (this.endedElsewhere) {
       try {
-        const logged = (await this.store.frames(this.runId)).findLast(isLastFrame);
-        if (logged !== undefined) frame = logged;
+        // The log's end follows the last frame this execution wrote; a read gives a page of the log at a time.
+        let cursor = this.lastWritten;
+        for (let pages = 0; pages < 1_000; pages++) {
+          const page = await this.store.frames(this.runId, cursor);
+          if (page.length === 0) break;
+          frame = page.findLast(isLastFrame) ?? frame;
+          cursor = page[page.length - 1]?.id;
+        }
       } catch {
         // The store is unavailable again: the reader gets this execution's own last frame.
       }

@@ -247,6 +247,10 @@ export class MemoryRunStore implements RunStore {
   }
 
   async update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
+    return this.updateNow(runId, patch);
+  }
+
+  private updateNow(runId: string, patch: Partial<RunRecord>): RunRecord | undefined {
     const run = this.runs.get(runId);
     if (run === undefined) return undefined;
     if (TERMINAL.has(run.record.status)) return { ...run.record };
@@ -263,15 +267,19 @@ export class MemoryRunStore implements RunStore {
   }
 
   async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, _base?: RunRecord, options: WriteOptions = {}): Promise<RunRecord | undefined> {
-    // Ended meanwhile: its log keeps its one end, and the record says how it ended.
-    const run = this.runs.get(runId);
-    if (run !== undefined && TERMINAL.has(run.record.status)) throw new RunEnded(runId);
-    await this.append(runId, frames, options);
-    return this.update(runId, patch);
+    if (options.create !== undefined) await this.create(options.create);
+    // The check, the frames and the end in one step (no await between): two ends at once write one.
+    this.appendNow(runId, frames);
+    return this.updateNow(runId, patch);
   }
 
   async append(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], options: WriteOptions = {}): Promise<string[]> {
     if (options.create !== undefined) await this.create(options.create);
+    return this.appendNow(runId, frames);
+  }
+
+  /** Frames appended, unless the run has ended (RunEnded: a log has one end, and nothing after it). */
+  private appendNow(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): string[] {
     const run = this.runs.get(runId);
     if (run === undefined) return [];
     if (TERMINAL.has(run.record.status)) throw new RunEnded(runId);

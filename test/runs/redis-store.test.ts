@@ -323,15 +323,16 @@ describe('a run executed here (a durable stream’s)', () => {
     const run = { ...record(), input: 'go' };
     let swept!: () => void;
     const sweptMeanwhile = new Promise<void>((resolve) => (swept = resolve));
-    // The sweep of another process ends the run just after its first write (which stored it).
-    let writes = 0;
+    // The sweep of another process ends the run once its first 30 words are written, a write each: more
+    // entries than one read of the log returns.
+    const WORDS = Array.from({ length: 30 }, (_, i) => `w${i}`);
     const sweptStore = new Proxy(store, {
       get(target, key, receiver) {
         const value = Reflect.get(target, key, receiver) as unknown;
         if (key !== 'append' || typeof value !== 'function') return typeof value === 'function' ? value.bind(target) : value;
         return async (...args: unknown[]) => {
           const ids = (await (value as (...a: unknown[]) => Promise<string[]>).apply(target, args)) as string[];
-          if (++writes === 1) {
+          if ((args[1] as { data?: unknown }[]).some((frame) => frame.data === WORDS.at(-1))) {
             const lost = new RunnelError('RUNNEL_ERR_RUN_LOST', 'The process running this run stopped before it ended');
             const record = await store.get(run.run_id);
             await store.end(run.run_id, [{ event: 'error', data: { status_code: lost.statusCode, code: lost.code, message: lost.message } }], { status: 'error', error: { code: lost.code, message: lost.message } }, record);
@@ -343,7 +344,10 @@ describe('a run executed here (a durable stream’s)', () => {
     });
     let stoppedBy: unknown;
     const chain = generator(async function* (_inputs: AsyncIterable<string>, config) {
-      yield 'first';
+      for (const word of WORDS) {
+        yield word;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
       await sweptMeanwhile;
       // Its write is refused, and the run is stopped: a model call here would be aborted.
       yield 'second';
@@ -360,9 +364,13 @@ describe('a run executed here (a durable stream’s)', () => {
     expect(await store.get(run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST', message: 'The process running this run stopped before it ended' } });
     // The log: what was written before the sweep, then the sweep's end — nothing after it.
     const log = await readAll(run.run_id);
-    expect(log.map((frame) => frame.data ?? frame.event)).toEqual([{ run_id: run.run_id }, 'first', { status_code: 500, code: 'RUNNEL_ERR_RUN_LOST', message: 'The process running this run stopped before it ended' }]);
-    // The reader's last frame is the log's end, as a client joining the run reads it.
+    expect(log.map((frame) => frame.data ?? frame.event)).toEqual([{ run_id: run.run_id }, ...WORDS, { status_code: 500, code: 'RUNNEL_ERR_RUN_LOST', message: 'The process running this run stopped before it ended' }]);
+    expect(log.length).toBeGreaterThan(20);
+    // The reader's last frame is the log's end, as a client joining the run reads it (found past a page of
+    // the log). Before it, the frame made before the refusal came back ('second': frames go out as they are
+    // made, before they are written), and nothing after.
     expect(heard.at(-1)).toMatchObject({ id: log.at(-1)?.id, event: 'error', data: log.at(-1)?.data });
+    expect(heard.map((frame) => frame.data ?? frame.event).slice(-3, -1)).toEqual([WORDS.at(-1), 'second']);
     expect(heard.filter((frame) => frame.event === 'error' || frame.event === 'end')).toHaveLength(1);
     expect(await store.stale(-60_000)).not.toContain(run.run_id);
   });
@@ -399,6 +407,22 @@ describe('a run executed here (a durable stream’s)', () => {
     }
     // The model was called: the run was under way when its first write failed.
     expect(model.calls).toHaveLength(1);
+  });
+});
+
+describe('MemoryRunStore ends', () => {
+  it('two ends at once: one is written, the other is refused (RunEnded), and the log has one end', async () => {
+    const memory = new MemoryRunStore();
+    const run = record();
+    await memory.create(run);
+    const outcomes = await Promise.allSettled([
+      memory.end(run.run_id, [{ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } }], { status: 'error' }),
+      memory.end(run.run_id, [{ event: 'end' }], { status: 'success', output: 'late' }),
+    ]);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'rejected']);
+    expect((outcomes[1] as PromiseRejectedResult).reason).toBeInstanceOf(RunEnded);
+    expect((await memory.frames(run.run_id)).map((frame) => frame.event)).toEqual(['error']);
+    expect(await memory.get(run.run_id)).toMatchObject({ status: 'error' });
   });
 });
 
