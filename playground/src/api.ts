@@ -156,12 +156,14 @@ export class RunStopped extends Error {
  * {@link RECONNECT}.giveUpMs; `onWaiting` hears each wait.
  */
 export async function cancelRun(chain: string, runId: string, onWaiting?: () => void): Promise<{ reached: boolean; run?: RunView }> {
-  const attempt = async (): Promise<{ done: boolean; run?: RunView }> => {
+  const attempt = async (): Promise<{ done: boolean; reached?: boolean; run?: RunView }> => {
     try {
       const res = await fetch(`${chain}runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST', headers: headers(false) });
       if (retryable(res.status)) return { done: false };
+      // Answered: cancelled (the run as it ended), or gone (404: nothing runs). Any other refusal (a key no
+      // longer good) is an answer too, but not a cancel: the run may go on.
       const run = res.ok ? ((await res.json().catch(() => undefined)) as RunView | undefined) : undefined;
-      return { done: true, run };
+      return { done: true, reached: res.ok || res.status === 404, run };
     } catch {
       return { done: false };
     }
@@ -170,7 +172,7 @@ export async function cancelRun(chain: string, runId: string, onWaiting?: () => 
   const deadline = Date.now() + RECONNECT.giveUpMs;
   for (let delay = RECONNECT.firstMs; ; delay = Math.min(delay * 2, RECONNECT.maxMs)) {
     const result = await attempt();
-    if (result.done) return { reached: true, run: result.run };
+    if (result.done) return { reached: result.reached === true, run: result.run };
     if (Date.now() >= deadline) return { reached: false };
     onWaiting?.();
     await pause(delay, never);

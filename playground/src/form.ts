@@ -14,13 +14,35 @@ const ROLE_NAMES: Record<string, string> = { user: 'human', assistant: 'ai', dev
 const MOST_ISSUES_PER_FIELD = 3;
 
 /**
+ * `message` with its role or text changed, in the form it came in: a tuple stays a tuple, `{role}` keeps
+ * `role`, every other field (`tool_calls`, `name`, `id`…) stays, and an untouched text stays as it was (list
+ * content included). A plain string (a human message) stays one unless its role changes.
+ */
+function rewrite(message: unknown, next: { role?: string; content?: string }): unknown {
+  if (typeof message === 'string') {
+    if (next.role === undefined || next.role === 'human') return next.content ?? message;
+    return { type: next.role, content: next.content ?? message };
+  }
+  if (Array.isArray(message)) return [next.role ?? message[0], next.content ?? message[1]];
+  if (message !== null && typeof message === 'object') {
+    const m = message as Record<string, unknown>;
+    const key = typeof m.type !== 'string' && typeof m.role === 'string' ? 'role' : 'type';
+    return { ...m, ...(next.role === undefined ? {} : { [key]: next.role }), ...(next.content === undefined ? {} : { content: next.content }) };
+  }
+  return { type: next.role ?? 'human', content: next.content ?? '' };
+}
+
+/**
  * A message in any form the server takes — `{type, content}`, `{role, content}`, `[role, content]` or a plain
  * string (a human message) — as the role and text its row shows.
  */
 function messageParts(message: unknown): { role: string; content: string } {
   const text = (content: unknown): string => (typeof content === 'string' ? content : JSON.stringify(content ?? ''));
   if (typeof message === 'string') return { role: 'human', content: message };
-  if (Array.isArray(message)) return { role: String(message[0] ?? 'human'), content: text(message[1]) };
+  if (Array.isArray(message)) {
+    const role = String(message[0] ?? 'human');
+    return { role: ROLE_NAMES[role] ?? role, content: text(message[1]) };
+  }
   if (message !== null && typeof message === 'object') {
     const m = message as { type?: unknown; role?: unknown; content?: unknown };
     const role = typeof m.type === 'string' ? m.type : typeof m.role === 'string' ? (ROLE_NAMES[m.role] ?? m.role) : 'human';
@@ -203,10 +225,9 @@ export class SchemaForm {
           const roles: string[] = ROLES.includes(parts.role as (typeof ROLES)[number]) ? [...ROLES] : [...ROLES, parts.role];
           const role = h('select', { attrs: { 'aria-label': 'Role' } }, ...roles.map((r) => h('option', { value: r, text: r, selected: parts.role === r })));
           const content = h('textarea', { rows: 2, value: parts.content, attrs: { 'aria-label': 'Content' } });
-          // An edit writes the message in the form the rows edit: `{type, content}`.
-          const write = (): void => this.update([...path, i], { type: role.value, content: content.value });
-          role.addEventListener('change', write);
-          content.addEventListener('input', write);
+          // An edit changes what was edited, in the message's own form.
+          role.addEventListener('change', () => this.update([...path, i], rewrite(getAt(this.current, [...path, i]), { role: role.value })));
+          content.addEventListener('input', () => this.update([...path, i], rewrite(getAt(this.current, [...path, i]), { content: content.value })));
           const row = h('div', { class: 'array-row message-row', attrs: { 'data-path': pathKey([...path, i]) } }, role, content);
           row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, items.filter((__, j) => j !== i), true) } }));
           list.append(row);

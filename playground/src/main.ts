@@ -256,12 +256,12 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
       status.textContent = 'Fix the highlighted fields';
       return;
     }
-    controller = new AbortController();
+    const mine = (controller = new AbortController());
     // Run is disabled while the run goes: the keyboard's place moves to Stop, and comes back after.
-    const focusWasOnRun = document.activeElement === runButton;
+    focusBack = document.activeElement === runButton;
     runButton.disabled = true;
     stopButton.disabled = false;
-    if (focusWasOnRun) stopButton.focus();
+    if (focusBack) stopButton.focus();
     status.textContent = 'Running…';
     current = undefined;
     renderOutput();
@@ -281,7 +281,10 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
         },
         onReconnecting: () => (status.textContent = RECONNECTING),
         onReconnected: () => (status.textContent = 'Running…'),
-        onCancelWaiting: () => (status.textContent = 'Stopping… (waiting for the connection to send the cancel)'),
+        // (Heard late when Stop came before the run's id: only while this run is the page's.)
+        onCancelWaiting: () => {
+          if (controller === mine) status.textContent = 'Stopping… (waiting for the connection to send the cancel)';
+        },
       });
       status.textContent = `Done in ${Math.round(performance.now() - started)} ms`;
     } catch (error) {
@@ -302,16 +305,21 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
       }
     } finally {
       tree.render();
-      const focusWasOnStop = document.activeElement === stopButton || document.activeElement === document.body;
+      // Back to Run only when the keyboard was on Run or Stop (Stop, disabled once clicked, leaves it nowhere),
+      // never pulling the page away from what the person went on to read.
+      const back = document.activeElement === stopButton || (focusBack && document.activeElement === document.body);
       runButton.disabled = false;
       stopButton.disabled = true;
       controller = undefined;
-      if (focusWasOnStop) runButton.focus();
+      if (back) runButton.focus({ preventScroll: true });
     }
   };
+  /** The keyboard was on Run or Stop when the run started or was stopped: it goes back to Run at the end. */
+  let focusBack = false;
   runButton.addEventListener('click', () => void run());
   stopButton.addEventListener('click', () => {
     if (controller === undefined) return;
+    focusBack ||= document.activeElement === stopButton;
     // The run lives on the server until it is cancelled there: say so until the server has answered.
     stopButton.disabled = true;
     status.textContent = 'Stopping…';
@@ -320,6 +328,7 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   // A link pasted over this one with only its input changed (`#input=…`) loads that input.
   window.addEventListener('hashchange', () => {
     const next = decodeShared(new URLSearchParams(location.hash.slice(1)).get('input'));
+    if (next.broken) errors.append(notice("This link's input could not be read (the link may be cut short): the input is unchanged."));
     if (next.value === undefined) return;
     form.setValue(next.value);
     jsonArea.value = JSON.stringify(form.value, null, 2);
@@ -436,9 +445,16 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     const answer = bubble('ai', '');
     answer.classList.add('streaming');
     let content: unknown;
-    controller = new AbortController();
+    const show = (): void => {
+      clear(answer);
+      answer.append(typeof content === 'string' ? markdown(content) : h('pre', { text: JSON.stringify(content, null, 2) }));
+      log.scrollTop = log.scrollHeight;
+    };
+    const mine = (controller = new AbortController());
     sendButton.disabled = true;
     stopButton.disabled = false;
+    // A new session starts once this turn has ended (or been stopped).
+    fresh.disabled = true;
     tree.reset();
     let answered = false;
     try {
@@ -449,31 +465,42 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
           tree.add(e);
           if (e.run_id === tree.rootId && e.event === 'on_chain_stream') {
             content = mergeChunk(content, e.data?.chunk);
-            clear(answer);
-            answer.append(typeof content === 'string' ? markdown(content) : h('pre', { text: JSON.stringify(content, null, 2) }));
-            log.scrollTop = log.scrollHeight;
+            show();
           }
         },
         onReconnecting: () => (status.textContent = RECONNECTING),
         onReconnected: () => (status.textContent = ''),
-        onCancelWaiting: () => (status.textContent = 'Stopping… (waiting for the connection to send the cancel)'),
+        onCancelWaiting: () => {
+          if (controller === mine) status.textContent = 'Stopping… (waiting for the connection to send the cancel)';
+        },
       });
       status.textContent = '';
       answered = true;
     } catch (error) {
       tree.stopAll();
-      const stopped = controller.signal.aborted;
-      const finished = stopped && error instanceof RunStopped && error.run?.status === 'success';
-      if (finished) status.textContent = 'The answer was finished before the stop reached the server';
-      else {
+      const stopped = mine.signal.aborted;
+      const run = error instanceof RunStopped ? error.run : undefined;
+      if (stopped && run?.status === 'success') {
+        // It finished before the cancel reached it: the whole answer is in the conversation, and shown here.
+        content = run.output;
+        show();
+        status.textContent = 'The answer was finished before the stop reached the server';
+        answered = true;
+      } else {
         if (!stopped) errors.append(errorBox(error));
         status.textContent = stopped ? (error instanceof RunStopped && error.unreachable ? 'Stopped here; the cancel could not reach the server' : STOPPED) : '';
-        // Only answered turns are kept: this one is not in the session's history, and the next turn will not see it.
         answer.classList.add('failed');
-        asked.classList.add('not-kept');
-        answer.classList.add('not-kept');
-        answer.after(h('div', { class: 'turn-note', text: `${stopped ? 'Stopped' : 'Failed'}: this turn is not kept in the conversation.` }));
-        if (text.value === '') text.value = message;
+        // Only answered turns are kept. Said when the server said so — the run failed, or its cancel was
+        // answered — not when the page lost sight of it (offline, a cancel that never got through).
+        const notKept = stopped ? run?.status === 'cancelled' || run?.status === 'error' : error instanceof ApiError;
+        if (notKept) {
+          asked.classList.add('not-kept');
+          answer.classList.add('not-kept');
+          answer.after(h('div', { class: 'turn-note', text: `${stopped ? 'Stopped' : 'Failed'}: this turn is not kept in the conversation.` }));
+          if (text.value === '') text.value = message;
+        } else {
+          answer.after(h('div', { class: 'turn-note', text: 'This turn may still be answered on the server: reload to see the conversation as the server keeps it.' }));
+        }
       }
     } finally {
       sessionStorage.removeItem(TURN_KEY);
@@ -481,6 +508,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
       tree.render();
       sendButton.disabled = false;
       stopButton.disabled = true;
+      fresh.disabled = false;
       controller = undefined;
     }
     return answered;

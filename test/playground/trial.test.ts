@@ -116,6 +116,8 @@ describe('the playground, as a trial found it', () => {
     await message.press('Enter');
     expect(await page.locator('.bubble.human').allInnerTexts()).toEqual(['first question']);
     expect(await message.inputValue()).toBe('second question');
+    // Nor does a new session start under it.
+    expect(await page.getByRole('button', { name: 'New session' }).isDisabled()).toBe(true);
 
     await message.fill('');
     await page.getByRole('button', { name: 'Stop' }).click();
@@ -213,7 +215,27 @@ describe('the playground, as a trial found it', () => {
     await page.getByRole('button', { name: 'Run' }).click();
     await page.locator('.status', { hasText: 'Done' }).waitFor();
     expect(posts(requests, '/echo/stream_events')).toHaveLength(1);
-    expect(JSON.parse(posts(requests, '/echo/stream_events')[0]?.postData() ?? '{}')).toMatchObject({ input: { chat_history: [{ type: 'human', content: 'beep' }] } });
+    expect(JSON.parse(posts(requests, '/echo/stream_events')[0]?.postData() ?? '{}')).toMatchObject({ input: { chat_history: [['human', 'beep']] } });
+    await page.close();
+  });
+
+  it('edits a message in its own form: a tuple stays a tuple, and fields the row does not show are kept', async () => {
+    const { page } = await open('/echo/playground/');
+    await page.getByRole('button', { name: 'JSON' }).click();
+    const history = [{ type: 'ai', content: 'x', name: 'bot', id: 'm1' }, ['user', 'hi'], 'plain'];
+    await page.getByLabel('Input as JSON').fill(JSON.stringify({ topic: 't', chat_history: history }));
+    await page.getByRole('button', { name: 'Form' }).click();
+    const rows = page.locator('.message-row');
+    // OpenAI's role names show as the rows' own.
+    expect(await rows.nth(1).getByLabel('Role').inputValue()).toBe('human');
+    await rows.nth(0).getByLabel('Content').fill('y');
+    await rows.nth(1).getByLabel('Content').fill('hey');
+    await rows.nth(2).getByLabel('Role').selectOption('system');
+    await page.getByRole('button', { name: 'JSON' }).click();
+    expect(JSON.parse(await page.getByLabel('Input as JSON').inputValue())).toEqual({
+      topic: 't',
+      chat_history: [{ type: 'ai', content: 'y', name: 'bot', id: 'm1' }, ['user', 'hey'], { type: 'system', content: 'plain' }],
+    });
     await page.close();
   });
 
