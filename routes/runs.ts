@@ -30,11 +30,12 @@ const runSchema = {
 const runParams = { params: { type: 'object', properties: { run_id: { type: 'string' } } } };
 
 /** Integer query parameter in [min, max], or the default. */
-function intParam(value: unknown, name: string, min: number, max: number, fallback: number): number {
+function numberParam(value: unknown, name: string, min: number, max: number, fallback: number, whole = false): number {
   if (value === undefined || value === '') return fallback;
   const n = Number(value);
-  if (!Number.isFinite(n) || n < min || n > max) {
-    throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', `${name} must be a number from ${min} to ${max}`, { detail: [{ type: 'value_error', loc: ['query', name], msg: `must be from ${min} to ${max}` }] });
+  if (!Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
+    const what = whole ? 'a whole number' : 'a number';
+    throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', `${name} must be ${what} from ${min} to ${max}`, { detail: [{ type: 'value_error', loc: ['query', name], msg: `must be ${what} from ${min} to ${max}` }] });
   }
   return n;
 }
@@ -67,7 +68,7 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
       if (status !== undefined && !STATUSES.includes(status as RunStatus)) {
         throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', `status must be one of ${STATUSES.join(', ')}`, { detail: [{ type: 'enum', loc: ['query', 'status'], msg: `Input should be ${STATUSES.join(', ')}` }] });
       }
-      const limit = intParam(request.query.limit, 'limit', 1, 100, 20);
+      const limit = numberParam(request.query.limit, 'limit', 1, 100, 20, true);
       const all = await runQueue(request).store.list(request.identity, 1000);
       const runs = all.filter((record) => record.chain === path && (status === undefined || record.status === status)).slice(0, limit);
       return { runs: runs.map(publicRun) };
@@ -82,7 +83,7 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
     '/runs/:run_id/wait',
     { schema: { tags, summary: 'Waits until the run ends (from any replica)', ...runParams, querystring: { type: 'object', properties: { timeout_s: { type: 'number', minimum: 0, maximum: 300 } } }, response: { 200: { description: 'The ended run', ...runSchema }, 408: { description: 'Still running after timeout_s: the record as it is now', ...runSchema }, ...errors } } },
     async (request, reply) => {
-      const timeoutMs = intParam(request.query.timeout_s, 'timeout_s', 0, 300, 30) * 1000;
+      const timeoutMs = numberParam(request.query.timeout_s, 'timeout_s', 0, 300, 30) * 1000;
       const deadline = performance.now() + timeoutMs;
       let record = await ownRun(request, chain, request.params.run_id);
       // Ended already: one read answers (no subscription to open and close).
@@ -107,7 +108,7 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
 
   app.get<{ Params: { run_id: string } }>(
     '/runs/:run_id/stream',
-    { schema: { tags, summary: 'The run\'s stream (SSE), framed as /stream, every frame with an id; Last-Event-ID resumes after it', ...runParams, response: { 200: { description: 'Server-sent events: metadata, data..., end (or error); a finished run replays' }, ...errors } } },
+    { schema: { tags, summary: 'The run\'s stream (SSE), framed as /stream, every frame with an id; Last-Event-ID resumes after it', ...runParams, response: { 200: { description: 'Server-sent events: metadata, data..., end (or error); a finished run replays' }, 204: { description: 'The run has ended and nothing follows Last-Event-ID (it was the last frame): stop reconnecting', type: 'null' }, ...errors } } },
     async (request, reply) => {
       const record = await ownRun(request, chain, request.params.run_id);
       const after = lastEventId(request, runQueue(request));

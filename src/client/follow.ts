@@ -64,6 +64,8 @@ export interface FollowOptions {
   failure: (error: unknown) => RunnelError;
   /** The stream's URL, for messages. */
   where: string;
+  /** Hears the run's id once the server names it (a durable stream's `metadata` frame). */
+  onRunId?: (runId: string) => void;
 }
 
 function runIdOf(data: string): string | undefined {
@@ -113,7 +115,12 @@ export async function* followRun(cursor: RunCursor, options: FollowOptions): Asy
             failures = 0;
           }
           // Only a durable stream's metadata (it has an id) names a run that can be rejoined.
-          if (message.event === 'metadata' && message.id !== undefined) cursor.runId ??= runIdOf(message.data);
+          if (message.event === 'metadata' && message.id !== undefined) {
+            if (cursor.runId === undefined) {
+              cursor.runId = runIdOf(message.data);
+              if (cursor.runId !== undefined) options.onRunId?.(cursor.runId);
+            }
+          }
           else if (message.event === 'error') throw errorFromFrame(message.data);
           else if (message.event === 'end') return;
           else if (message.event === 'data' && message.data !== '') yield revive(JSON.parse(message.data));

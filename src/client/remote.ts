@@ -51,6 +51,11 @@ export interface RemoteCallOptions extends RunnableConfig {
    * connection only: `cancel(runId)` stops the run.
    */
   onDisconnect?: 'cancel' | 'continue';
+  /**
+   * With `onDisconnect: 'continue'`: hears the run's id as soon as the server names it (the `metadata`
+   * frame) — to `cancel` it, or `join` it later, after breaking out of the loop.
+   */
+  onRunId?: (runId: string) => void;
 }
 
 /** The state of a background run. */
@@ -208,11 +213,23 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
   /** A run's frames from `/runs/{run_id}/stream`, after the cursor's last frame. */
   private async runFrames(cursor: Readonly<RunCursor>, call: Call): Promise<AsyncIterable<SseMessage>> {
     const headers: Record<string, string> = cursor.lastEventId === undefined ? {} : { 'last-event-id': cursor.lastEventId };
-    return this.messages(await this.request(`${this.runPath(cursor.runId as string)}/stream`, { method: 'GET', headers }, call));
+    const response = await this.request(`${this.runPath(cursor.runId as string)}/stream`, { method: 'GET', headers, alsoOk: [204] }, call);
+    if (response.status !== 204) return this.messages(response);
+    // 204: the run has ended, and nothing of its log follows that id (it was its last). Its record says how
+    // it ended: that, as the frame a stream ends with.
+    await response.body?.cancel().catch(() => undefined);
+    const record = (await (await this.request(this.runPath(cursor.runId as string), { method: 'GET' }, call)).json()) as { status?: string; error?: { code?: string; message?: string } };
+    const last: SseMessage =
+      record.status === 'success'
+        ? { event: 'end', data: '' }
+        : { event: 'error', data: JSON.stringify(record.error ?? { code: 'RUNNEL_ERR_INTERNAL', message: `The run ended ${record.status ?? 'without a status'}` }) };
+    return (async function* () {
+      yield last;
+    })();
   }
 
   /** Follows a run from the cursor on, rejoining it when the connection drops. */
-  private follow(cursor: RunCursor, first: ((call: Call) => Promise<AsyncIterable<SseMessage>>) | undefined, where: string, caller: AbortSignal | undefined): AsyncGenerator<unknown> {
+  private follow(cursor: RunCursor, first: ((call: Call) => Promise<AsyncIterable<SseMessage>>) | undefined, where: string, caller: AbortSignal | undefined, onRunId?: (runId: string) => void): AsyncGenerator<unknown> {
     const call = this.call(caller);
     return followRun(cursor, {
       connect: (at, rejoin) => (rejoin || first === undefined ? this.runFrames(at, call) : first(call)),
@@ -220,22 +237,23 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
       signal: call.signal,
       failure: (error) => this.failure(error, call, `${where} broke off the stream`),
       where,
+      onRunId,
     });
   }
 
   /** `/stream` or `/stream_events` with `on_disconnect: "continue"`: a background run, followed and rejoined. */
-  private durable(path: '/stream' | '/stream_events', body: Record<string, unknown>, caller: Cancellation | undefined): AsyncGenerator<unknown> {
+  private durable(path: '/stream' | '/stream_events', body: Record<string, unknown>, caller: Cancellation | undefined, onRunId: ((runId: string) => void) | undefined): AsyncGenerator<unknown> {
     const first = async (call: Call) => this.messages(await this.request(path, { method: 'POST', body: { ...body, on_disconnect: 'continue' } }, call));
-    return this.follow({}, first, `${this.url}${path}`, toAbortSignal(caller));
+    return this.follow({}, first, `${this.url}${path}`, toAbortSignal(caller), onRunId);
   }
 
-  private streamFrames(path: '/stream' | '/stream_events', body: Record<string, unknown>, onDisconnect: unknown, caller: Cancellation | undefined): AsyncGenerator<unknown> {
-    return (onDisconnect ?? this.onDisconnect) === 'continue' ? this.durable(path, body, caller) : this.frames(path, body, caller);
+  private streamFrames(path: '/stream' | '/stream_events', body: Record<string, unknown>, options: RemoteCallOptions | undefined, caller: Cancellation | undefined): AsyncGenerator<unknown> {
+    return (options?.onDisconnect ?? this.onDisconnect) === 'continue' ? this.durable(path, body, caller, options?.onRunId) : this.frames(path, body, caller);
   }
 
   protected override _stream(input: I, run: Run): AsyncGenerator<O> {
     const body = { input, config: this.wireConfig(run.scope), kwargs: {} };
-    return this.streamFrames('/stream', body, (run.options as RemoteCallOptions).onDisconnect, run.signal) as AsyncGenerator<O>;
+    return this.streamFrames('/stream', body, run.options as RemoteCallOptions, run.signal) as AsyncGenerator<O>;
   }
 
   /** One request to `/batch` for all inputs. */
@@ -270,7 +288,7 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
   override streamEvents(input: I, config?: RemoteCallOptions, filters?: EventFilters): AsyncGenerator<StreamEvent> {
     const scope = scopeFor(config);
     const body = { input, config: this.wireConfig(config), kwargs: {}, ...this.filterBody(filters) };
-    return this.streamFrames('/stream_events', body, config?.onDisconnect, scope.signal) as AsyncGenerator<StreamEvent>;
+    return this.streamFrames('/stream_events', body, config, scope.signal) as AsyncGenerator<StreamEvent>;
   }
 
   /** The remote chain's run log (from its `/stream_log`). */

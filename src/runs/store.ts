@@ -286,7 +286,8 @@ export class MemoryRunStore implements RunStore {
     const ids = frames.map((frame) => {
       const given = frame.id === undefined ? undefined : Number(frame.id);
       if (given !== undefined && given <= run.seq) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'A frame id must follow the last one');
-      run.seq = given ?? run.seq + 1;
+      // A frame without an id (a run ended from outside its execution) takes the process's next one too.
+      run.seq = given ?? (this.idCounter = Math.max(this.idCounter, run.seq) + 1);
       const id = String(run.seq);
       run.frames.push({ ...frame, id });
       return id;

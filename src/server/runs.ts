@@ -210,6 +210,13 @@ export function lastEventId(request: FastifyRequest, queue: RunQueue): string | 
 export async function sendRunStream(request: FastifyRequest, reply: FastifyReply, record: RunRecord, afterId: string | undefined, format: RunStreamFormat = langServeFormat): Promise<void> {
   const state = request.server.runnel;
   const queue = runQueue(request);
+  // Ended, and nothing of its log follows that id (it was the last frame, an EventSource reconnecting after
+  // `end`): 204, SSE's answer that tells a client to stop reconnecting — not an empty stream, which reads as
+  // a dropped connection.
+  if (afterId !== undefined && TERMINAL.has(record.status) && (await queue.store.frames(record.run_id, afterId)).length === 0) {
+    await reply.code(204).send();
+    return;
+  }
   checkStreamSlot(request);
   const sse = takeOverForEvents(request, reply);
   const gone = new AbortController();

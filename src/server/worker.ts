@@ -25,6 +25,11 @@ try {
   const { chains } = createChains({ services });
   const worker = startRunWorkers({ config, chains, services, log });
   stopWorkersOnSignals(worker, shutdownDeadlineMs(config.shutdownGraceMs), log);
+  // Without the server's database, a worker's chains read an embedded one of its own, which holds none of
+  // what was ingested for the server (/rag finds nothing).
+  if (config.databaseUrl === undefined) {
+    logger.warn(`runnel worker: no DATABASE_URL, so its chains use an embedded database of their own (in ${config.dataDir}), not the server's: give it the server's DATABASE_URL`);
+  }
   // Said once SIGTERM is handled: whoever waits for this line to stop the worker finds it draining, not killed.
   log.info(`runnel worker: ${Math.max(1, config.workerConcurrency)} runs at a time, chains ${chains.map((chain) => chain.path).join(', ')}`);
 } catch (error) {

@@ -58,6 +58,38 @@ for (const backend of ['memory', 'redis'] as const) {
       expect(await toArray(story.join(runId, { lastEventId: all.lastEventId }))).toEqual([]);
     });
 
+    it('rejoined after its last frame, an ended run answers 204 (SSE: stop reconnecting), and join ends as the run did', async () => {
+      /** The id of a run's last frame, read from its log as a client reads it. */
+      const lastFrameId = async (path: string, runId: string): Promise<string> => {
+        const log = await (await fetch(`${app.url}${path}/runs/${runId}/stream`, { headers: auth('ada') })).text();
+        return [...log.matchAll(/^id: (.+)$/gm)].at(-1)?.[1]?.trim() as string;
+      };
+      const { run_id: runId } = await story.submit({ topic: 'f' });
+      await story.wait(runId, { timeoutS: 60 });
+      const endId = await lastFrameId('/story', runId);
+      const after = await fetch(`${app.url}/story/runs/${runId}/stream`, { headers: { ...auth('ada'), 'last-event-id': endId } });
+      expect(after.status).toBe(204);
+      expect(await after.text()).toBe('');
+      // The client takes it as the end of a run that succeeded: nothing more, no rejoins.
+      expect(await settleWithin(toArray(story.join(runId, { lastEventId: endId })), 5_000)).toEqual([]);
+      // ... and as the error of one that did not.
+      const { run_id: cancelledId } = await long.submit({ topic: 'g' });
+      await long.cancel(cancelledId);
+      const errorId = await lastFrameId('/long', cancelledId);
+      await expect(settleWithin(toArray(long.join(cancelledId, { lastEventId: errorId })), 5_000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_RUN_CANCELLED' });
+    });
+
+    it("a durable stream names its run (onRunId): broken out of, it is cancelled by that id", async () => {
+      const named: string[] = [];
+      for await (const chunk of long.stream({ topic: 'h' }, { onDisconnect: 'continue', onRunId: (runId) => named.push(runId) })) {
+        expect(chunk).toEqual(expect.any(String));
+        break;
+      }
+      expect(named).toEqual([expect.any(String)]);
+      const runId = named[0] as string;
+      expect(await long.cancel(runId)).toMatchObject({ run_id: runId, status: 'cancelled' });
+    });
+
     it('follows a run as it goes, and resumes it after a frame (most likely mid-run)', async () => {
       const { run_id: runId } = await story.submit({ topic: 'c' });
       const first = story.join(runId);

@@ -439,6 +439,13 @@ describe('MemoryRunStore frame ids', () => {
     expect(ids.map(Number)).toEqual([...ids.map(Number)].sort((x, y) => x - y));
     expect(ids.every((id) => memory.validFrameId(id))).toBe(true);
     expect((await memory.frames(b.run_id, ids[1])).map((frame) => frame.data)).toEqual([3]);
+    // A frame without an id (a run ended from outside its execution: cancelled while waiting) takes the
+    // process's next id too, after every id handed out so far — not its run's own 1.
+    const waiting = record();
+    await memory.create(waiting);
+    const [lone] = await memory.append(waiting.run_id, [{ event: 'error', data: { code: 'RUNNEL_ERR_RUN_CANCELLED' } }]);
+    expect(Number(lone)).toBeGreaterThan(Number(ids[2]));
+    expect(Number(next())).toBeGreaterThan(Number(lone));
   });
 });
 

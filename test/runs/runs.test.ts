@@ -124,6 +124,15 @@ for (const backend of ['memory', 'redis'] as const) {
       expect(((await (await fetch(`${url}/noop/runs/${bob.run_id}/wait`, { headers: as('bob') })).json()) as { output: number }).output).toBe(2);
     });
 
+    it('refuses query values out of their range or shape: 400 naming the parameter', async () => {
+      for (const query of ['limit=0', 'limit=abc', 'limit=1.5', 'limit=101']) {
+        const res = await fetch(`${url}/story/runs?${query}`, { headers: as('ada') });
+        expect(res.status, query).toBe(400);
+        expect(((await res.json()) as { detail: { loc: unknown[] }[] }).detail[0]?.loc, query).toEqual(['query', 'limit']);
+      }
+      expect((await fetch(`${url}/story/runs?limit=3`, { headers: as('ada') })).status).toBe(200);
+    });
+
     it('wait is bounded: 408 with the record as it is', async () => {
       const run = (await (await submit('/long', { input: { topic: 'w' } })).json()) as { run_id: string };
       const res = await fetch(`${url}/long/runs/${run.run_id}/wait?timeout_s=0`, { headers: as('ada') });

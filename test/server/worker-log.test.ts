@@ -4,6 +4,9 @@
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const root = new URL('../..', import.meta.url).pathname;
@@ -30,5 +33,32 @@ describe('npm run worker', () => {
     const lines = stdout.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(lines.find((line) => String(line.msg).includes('runs at a time'))).toMatchObject({ level: 30, pid: child.pid, hostname: expect.any(String) });
     expect(lines.every((line) => typeof line.level === 'number' && (line.level as number) >= 30)).toBe(true);
+    // With the server's database, nothing to warn about.
+    expect(lines.filter((line) => line.level === 40)).toEqual([]);
+  }, 60_000);
+
+  it("warns at start when it has no DATABASE_URL: its chains would read an embedded database of their own, not the server's", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'runnel-worker-'));
+    try {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/worker.ts'], {
+        cwd: root,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL, RUNNEL_DATA_DIR: dataDir, RUNNEL_RUN_NAMESPACE: `test-worker-${randomUUID()}`, LOG_LEVEL: 'info' },
+      });
+      let stdout = '';
+      const started = new Promise<void>((resolve) =>
+        child.stdout.on('data', (chunk: Buffer) => {
+          stdout += chunk.toString();
+          if (stdout.includes('runs at a time')) resolve();
+        }),
+      );
+      const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+      await Promise.race([started, closed]);
+      child.kill('SIGTERM');
+      expect(await closed).toBe(0);
+      const lines = stdout.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([expect.stringContaining('no DATABASE_URL')]);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   }, 60_000);
 });
