@@ -15,6 +15,7 @@ import type { PreparedChain } from '../src/server/prepared.js';
 import type { Endpoint } from '../src/server/registry.js';
 import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordClientGone, decodeConfigHash, eventFilters, required, replyHeaders, requestContext, takeOverForEvents } from '../src/server/request.js';
 import { prepareRun, streamRunHere } from '../src/server/runs.js';
+import { publicErrors } from '../src/runs/index.js';
 import type { SseWriter } from '../src/server/sse.js';
 import { usageMeter } from '../src/server/usage.js';
 
@@ -23,7 +24,8 @@ type Kind = 'stream' | 'stream_log' | 'stream_events';
 /** The frames of `stream_log` and `stream_events`: each item one `data` frame. */
 function eventFrames(kind: 'stream_log' | 'stream_events', runnable: Runnable<never, unknown>, input: never, config: RunnableConfig, body: Record<string, unknown>): AsyncIterable<unknown> {
   const filters = eventFilters(body);
-  return kind === 'stream_log' ? runnable.streamLog(input, config, filters) : runnable.streamEvents(input, config, filters);
+  // What an event says of an error: as the error frame says it (a non-Runnel error's message is not sent).
+  return kind === 'stream_log' ? publicErrors(kind, runnable.streamLog(input, config, filters)) : publicErrors(kind, runnable.streamEvents(input, config, filters));
 }
 
 /** Sends one frame, waiting only when the socket pushes back; false once the client is gone. */

@@ -8,6 +8,7 @@
 import { addUsage, type UsageMetadata } from '../messages/index.js';
 import { providerFailure } from '../models/errors.js';
 import { CancelToken, concat, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
+import { publicErrors } from './public-errors.js';
 import { isLastFrame, RunEnded, type RunFrame, type RunRecord, type RunStore } from './store.js';
 
 /** What a chain failure looks like in a run's record and its `error` frame. */
@@ -264,7 +265,7 @@ export async function executeRun(options: {
     writer.push('metadata', { run_id: runId });
     let first = true;
     if (record.kind === 'stream_events') {
-      for await (const event of runnable.streamEvents(record.input as never, config, (record.filters ?? {}) as EventFilters)) {
+      for await (const event of publicErrors('stream_events', runnable.streamEvents(record.input as never, config, (record.filters ?? {}) as EventFilters))) {
         writer.push('data', event);
         if (event.parent_ids.length === 0 && event.event.endsWith('_end')) output = (event.data as { output?: unknown }).output;
       }

@@ -2,4 +2,5 @@
 export { MemoryRunStore, RedisRunStore, publicRun, isLastFrame, RunEnded, TERMINAL, type RunFrame, type RunKind, type RunRecord, type RunStart, type RunStatus, type RunStore, type RunStoreOptions, type RunWatch } from './store.js';
 export { BullRunQueue, MemoryRunQueue, type RunQueue, type RunQueueOptions } from './queue.js';
 export { executeRun, runError, RunNotStored, type RunReader } from './executor.js';
+export { publicErrors } from './public-errors.js';
 export { checkWebhookUrl, deliverWebhook, signWebhook, type WebhookDelivery, type WebhookPolicy } from './webhook.js';

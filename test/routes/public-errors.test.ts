@@ -1,0 +1,59 @@
+/**
+ * What a client reads of an error in a run's events: the error frame of a
+ * stream says "Internal Server Error" for an error that is not Runnel's,
+ * and so must the `on_*_error` events of `/stream_events` and the `error`
+ * entries of `/stream_log` — on a live stream and in a background run's log
+ * — while a Runnel error keeps its code and message everywhere. In process,
+ * `streamEvents` keeps the real message for the developer.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineChain, lambda, RunnelError, sequence, type ChainSpec } from '../../src/index.js';
+import { frames } from '../support/sse-frames.js';
+import { post, startServer, text, type TestServer } from '../support/server.js';
+
+const SECRET = 'postgres://app:hunter2@db.internal:5432/prod';
+const leaky = sequence(
+  lambda((input: { why: string }) => input, { input: z.object({ why: z.string() }) }),
+  lambda((input: { why: string }) => {
+    if (input.why === 'ours') throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'Could not parse the answer');
+    throw new Error(`could not connect to ${SECRET}`);
+  }),
+);
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startServer({}, [defineChain({ path: '/leaky', runnable: leaky })] as ChainSpec<never, unknown>[]);
+});
+afterAll(async () => server.close());
+
+describe("a run's errors in its events, as a client reads them", () => {
+  it('an error that is not Runnel’s: masked in /stream_events and /stream_log, live and durable; the error frame says the same', async () => {
+    for (const [path, body] of [
+      ['/leaky/stream_events', { input: { why: 'theirs' } }],
+      ['/leaky/stream_log', { input: { why: 'theirs' } }],
+      ['/leaky/stream_events', { input: { why: 'theirs' }, on_disconnect: 'continue' }],
+    ] as const) {
+      const answer = await text(await post(`${server.url}${path}`, body));
+      expect(answer, path).not.toContain('hunter2');
+      const all = frames(answer);
+      expect(all.at(-1), path).toMatchObject({ event: 'error', data: { code: 'RUNNEL_ERR_INTERNAL', message: 'Internal Server Error' } });
+      const said = JSON.stringify(all.filter((frame) => frame.event === 'data').map((frame) => frame.data));
+      expect(said, path).toContain('Internal Server Error');
+    }
+  });
+
+  it("a Runnel error keeps its code and message in the events; in process, streamEvents keeps every message", async () => {
+    const answer = frames(await text(await post(`${server.url}/leaky/stream_events`, { input: { why: 'ours' } })));
+    const errors = answer.filter((frame) => frame.event === 'data' && String((frame.data as { event?: string }).event).endsWith('_error'));
+    expect(errors.length).toBeGreaterThan(0);
+    for (const frame of errors) expect((frame.data as { data: { error: string } }).data.error).toBe('RUNNEL_ERR_OUTPUT_PARSE: Could not parse the answer');
+    const events = [];
+    try {
+      for await (const event of leaky.streamEvents({ why: 'theirs' })) events.push(event);
+    } catch {
+      // the run's own error, after its events
+    }
+    expect(JSON.stringify(events)).toContain('hunter2');
+  });
+});
