@@ -87,6 +87,12 @@ export class SchemaForm {
     return this.current;
   }
 
+  /** The list at `path` as it is now (a row's buttons must not use the list of the last render: typing edits it). */
+  private listAt(path: (string | number)[]): unknown[] {
+    const list = getAt(this.current, path);
+    return Array.isArray(list) ? list : [];
+  }
+
   setValue(value: unknown): void {
     this.current = value;
     this.render();
@@ -190,6 +196,10 @@ export class SchemaForm {
         const select = h('select', { id });
         if (nullable || !required) select.append(h('option', { value: '', text: '—' }));
         options.forEach((option, i) => select.append(h('option', { value: String(i), text: String(option), selected: JSON.stringify(option) === JSON.stringify(value) })));
+        // A value the schema does not list (a shared link's, typed into the JSON tab) shows as it is, with its error.
+        if (value !== undefined && value !== null && !options.some((option) => JSON.stringify(option) === JSON.stringify(value))) {
+          select.append(h('option', { value: 'other', text: `${typeof value === 'string' ? value : JSON.stringify(value)} (not allowed)`, selected: true, disabled: true }));
+        }
         select.addEventListener('change', () => this.update(path, select.value === '' ? (nullable ? null : undefined) : options[Number(select.value)]));
         wrap.append(select);
         break;
@@ -200,6 +210,13 @@ export class SchemaForm {
           if (path.length === 0 && this.options.skip?.includes(key)) continue;
           group.append(this.field(prop, [...path, key], key, s.required?.includes(key) ?? false));
         }
+        // An optional object, once filled in, can be left out again (its own fields may be required).
+        if (path.length > 0 && (nullable || !required)) {
+          const label = wrap.querySelector(':scope > label');
+          const clearButton = h('button', { type: 'button', class: 'clear', text: 'Leave out', attrs: { 'aria-label': `Leave out ${title || pathKey(path)}` }, on: { click: () => this.update(path, nullable ? null : undefined, true) } });
+          if (label === null) wrap.prepend(clearButton);
+          else label.after(clearButton);
+        }
         wrap.append(group);
         break;
       }
@@ -209,10 +226,10 @@ export class SchemaForm {
         const list = h('div', { class: 'array' });
         items.forEach((_, i) => {
           const row = h('div', { class: 'array-row' }, this.field(itemSchema, [...path, i], `#${i + 1}`, true));
-          row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, items.filter((__, j) => j !== i), true) } }));
+          row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, this.listAt(path).filter((__, j) => j !== i), true) } }));
           list.append(row);
         });
-        list.append(h('button', { type: 'button', class: 'add', text: 'Add item', on: { click: () => this.update(path, [...items, defaultValue(itemSchema, root)], true) } }));
+        list.append(h('button', { type: 'button', class: 'add', text: 'Add item', on: { click: () => this.update(path, [...this.listAt(path), defaultValue(itemSchema, root)], true) } }));
         wrap.append(list);
         break;
       }
@@ -229,10 +246,10 @@ export class SchemaForm {
           role.addEventListener('change', () => this.update([...path, i], rewrite(getAt(this.current, [...path, i]), { role: role.value })));
           content.addEventListener('input', () => this.update([...path, i], rewrite(getAt(this.current, [...path, i]), { content: content.value })));
           const row = h('div', { class: 'array-row message-row', attrs: { 'data-path': pathKey([...path, i]) } }, role, content);
-          row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, items.filter((__, j) => j !== i), true) } }));
+          row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, this.listAt(path).filter((__, j) => j !== i), true) } }));
           list.append(row);
         });
-        list.append(h('button', { type: 'button', class: 'add', text: 'Add message', on: { click: () => this.update(path, [...items, { type: 'human', content: '' }], true) } }));
+        list.append(h('button', { type: 'button', class: 'add', text: 'Add message', on: { click: () => this.update(path, [...this.listAt(path), { type: 'human', content: '' }], true) } }));
         wrap.append(list);
         break;
       }

@@ -218,6 +218,8 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   const mode = h('select', { attrs: { 'aria-label': 'Render output as' } }, ...['auto', 'text', 'markdown', 'json'].map((m) => h('option', { value: m, text: m })));
   const output = h('div', { class: 'output', attrs: { 'data-testid': 'output' } });
   const errors = h('div', { class: 'errors' });
+  /** What the address's share link could not give (shown until another link, or a run, replaces it). */
+  const linkNotice = h('div', { class: 'link-notice' });
   const tree = new RunTree();
   let current: unknown;
   let controller: AbortController | undefined;
@@ -249,6 +251,7 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     const issues = validate(input, inputSchema, inputSchema);
     form.showIssues(issues);
     clear(errors);
+    clear(linkNotice);
     const config = configPanel === undefined ? {} : { configurable: configPanel.value };
     const badConfig = configPanel === undefined ? [] : configIssues(config);
     configPanel?.showIssues(badConfig);
@@ -288,10 +291,10 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
       });
       status.textContent = `Done in ${Math.round(performance.now() - started)} ms`;
     } catch (error) {
-      tree.stopAll();
+      // The cancel's answer says how the run ended: it may have finished before the cancel reached it.
+      const finished = controller.signal.aborted && error instanceof RunStopped && error.run?.status === 'success';
+      tree.stopAll(finished ? 'finished' : 'stopped');
       if (controller.signal.aborted) {
-        // The cancel's answer says how the run ended: it may have finished before the cancel reached it.
-        const finished = error instanceof RunStopped && error.run?.status === 'success';
         if (finished) {
           current = error.run?.output;
           renderOutput();
@@ -328,7 +331,9 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   // A link pasted over this one with only its input changed (`#input=…`) loads that input.
   window.addEventListener('hashchange', () => {
     const next = decodeShared(new URLSearchParams(location.hash.slice(1)).get('input'));
-    if (next.broken) errors.append(notice("This link's input could not be read (the link may be cut short): the input is unchanged."));
+    // The notice is about the link in the address: a good one (or none) replaces it.
+    clear(linkNotice);
+    if (next.broken) linkNotice.append(notice("This link's input could not be read (the link may be cut short): the input is unchanged."));
     if (next.value === undefined) return;
     form.setValue(next.value);
     jsonArea.value = JSON.stringify(form.value, null, 2);
@@ -336,10 +341,12 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     clear(jsonIssues);
   });
   if (sharedConfigPart.broken || sharedInputPart.broken) {
-    errors.append(notice(`This link's ${sharedConfigPart.broken ? (sharedInputPart.broken ? 'configuration and input' : 'configuration') : 'input'} could not be read (the link may be cut short): the defaults are shown instead.`));
+    linkNotice.append(notice(`This link's ${sharedConfigPart.broken ? (sharedInputPart.broken ? 'configuration and input' : 'configuration') : 'input'} could not be read (the link may be cut short): the defaults are shown instead.`));
   }
   // A shared configuration the chain would refuse shows on its fields now, not as an error after Run.
   if (configPanel !== undefined && sharedConfig !== undefined) configPanel.showIssues(configIssues({ configurable: configPanel.value }));
+  // The address holds the setup from the start (a link that could not be read stays as it was, to be looked at).
+  if (!sharedConfigPart.broken && !sharedInputPart.broken) syncUrl();
 
   const inputCard = h(
     'section',
@@ -359,7 +366,7 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     }
   });
   runButton.title = 'Run (Ctrl+Enter)';
-  app.append(h('main', { class: 'layout' }, inputCard, h('section', { class: 'card result' }, h('h2', {}, 'Output ', mode), errors, output, h('h2', { text: 'Steps' }), tree.element)));
+  app.append(h('main', { class: 'layout' }, inputCard, h('section', { class: 'card result' }, h('h2', {}, 'Output ', mode), linkNotice, errors, output, h('h2', { text: 'Steps' }), tree.element)));
 }
 
 function chatPage(inputSchema: Schema, configSchema: Schema): void {
@@ -477,9 +484,9 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
       status.textContent = '';
       answered = true;
     } catch (error) {
-      tree.stopAll();
       const stopped = mine.signal.aborted;
       const run = error instanceof RunStopped ? error.run : undefined;
+      tree.stopAll(stopped && run?.status === 'success' ? 'finished' : 'stopped');
       if (stopped && run?.status === 'success') {
         // It finished before the cancel reached it: the whole answer is in the conversation, and shown here.
         content = run.output;

@@ -106,12 +106,16 @@ export class RunTree {
     this.schedule();
   }
 
-  /** Marks runs still open as stopped (after Stop or an error elsewhere): not failed, just not finished. */
-  stopAll(): void {
+  /**
+   * Marks runs still open as stopped (after Stop or an error elsewhere): not failed, just not finished — or,
+   * `finished`, as done: the run ended on the server after the page stopped following it (its Stop came too
+   * late), so their durations are not known here.
+   */
+  stopAll(how: 'stopped' | 'finished' = 'stopped'): void {
     for (const node of this.nodes.values()) {
       if (node.status === 'running') {
-        node.status = 'stopped';
-        node.ended = performance.now();
+        node.status = how === 'finished' ? 'done' : 'stopped';
+        if (how === 'stopped') node.ended = performance.now();
       }
     }
     this.render();
@@ -161,7 +165,7 @@ export class RunTree {
       view = { li, details, time, input, output, children: undefined };
       this.views.set(node.id, view);
     }
-    const duration = node.ended === undefined ? 'running…' : `${Math.max(0, Math.round(node.ended - node.started))} ms`;
+    const duration = node.ended !== undefined ? `${Math.max(0, Math.round(node.ended - node.started))} ms` : node.status === 'done' ? 'done' : 'running…';
     const status = `run status-${node.status}`;
     if (view.details.className !== status) view.details.className = status;
     setText(view.time, node.status === 'stopped' ? `stopped after ${duration}` : duration);

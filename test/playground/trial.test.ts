@@ -12,6 +12,7 @@
  * never on the clock.
  */
 import type { FastifyInstance } from 'fastify';
+import LZString from 'lz-string';
 import type { Browser, Page, Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -60,6 +61,13 @@ const chains = [
     path: '/echo',
     description: 'Echoes its input',
     runnable: lambda((input: { topic: string; chat_history?: unknown[] }) => ({ topic: input.topic }), { input: z.object({ topic: z.string(), chat_history: messagesSchema.optional() }) }),
+  }),
+  defineChain({
+    path: '/address',
+    description: 'Takes a name and, maybe, an address',
+    runnable: lambda((input: { name: string; address?: { street: string; city: string } }) => input, {
+      input: z.object({ name: z.string(), address: z.object({ street: z.string(), city: z.string() }).optional() }),
+    }),
   }),
   defineChain({
     path: '/answer',
@@ -239,6 +247,42 @@ describe('the playground, as a trial found it', () => {
     await page.close();
   });
 
+  it('adding or removing a row keeps what was typed in the others', async () => {
+    const { page } = await open('/echo/playground/');
+    await page.locator('#f-topic').fill('t');
+    await page.getByRole('button', { name: 'Add message' }).click();
+    await page.locator('.message-row').nth(0).getByLabel('Content').fill('first');
+    await page.getByRole('button', { name: 'Add message' }).click();
+    await page.locator('.message-row').nth(1).getByLabel('Content').fill('second');
+    expect(await page.locator('.message-row').nth(0).getByLabel('Content').inputValue()).toBe('first');
+    await page.locator('.message-row').nth(0).getByRole('button', { name: 'Remove' }).click();
+    await page.getByRole('button', { name: 'JSON' }).click();
+    expect(JSON.parse(await page.getByLabel('Input as JSON').inputValue())).toEqual({ topic: 't', chat_history: [{ type: 'human', content: 'second' }] });
+    await page.close();
+  });
+
+  it('an optional object, once filled in, can be left out again', async () => {
+    const { page } = await open('/address/playground/');
+    await page.locator('#f-name').fill('Ada');
+    await page.locator('#f-address_street').fill('x');
+    await page.getByRole('button', { name: 'Leave out address' }).click();
+    await page.getByRole('button', { name: 'JSON' }).click();
+    expect(JSON.parse(await page.getByLabel('Input as JSON').inputValue())).toEqual({ name: 'Ada' });
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: 'Done' }).waitFor();
+    await page.close();
+  });
+
+  it('a notice about an unreadable link goes when a good link replaces it', async () => {
+    const { page } = await open('/echo/playground/#input=AAAA');
+    await page.locator('.notice').waitFor();
+    const good = await page.evaluate(`(async () => { location.hash = 'input=' + ${JSON.stringify(LZString.compressToEncodedURIComponent(JSON.stringify({ topic: 'from the link' })))}; })()`);
+    expect(good).toBeUndefined();
+    await page.locator('.notice').waitFor({ state: 'detached' });
+    expect(await page.locator('#f-topic').inputValue()).toBe('from the link');
+    await page.close();
+  });
+
   it('on a 375-pixel screen, never scrolls sideways after a run; text and markdown show an object by its fields', async () => {
     const { page } = await open('/answer/playground/', { width: 375, height: 740 });
     await page.locator('#f-question').fill('where?');
@@ -259,7 +303,15 @@ describe('the playground, as a trial found it', () => {
     const { page } = await open('/echo/c/garbage!!/playground/#input=AAAA');
     await page.locator('.notice').waitFor();
     expect(await page.locator('.notice').innerText()).toContain('configuration and input could not be read');
+    // The unreadable link stays in the address, to be looked at.
+    expect(page.url()).toContain('/echo/c/garbage!!/playground/');
     await page.close();
+    // A page opened without a link holds its setup in the address from the start, not only after an edit.
+    const { page: plain } = await open('/echo/playground/');
+    await plain.locator('#f-topic').waitFor();
+    expect(new URL(plain.url()).pathname).toMatch(/^\/echo\/c\/[^/]+\/playground\/$/);
+    expect(new URL(plain.url()).hash).toMatch(/^#input=/);
+    await plain.close();
   });
 
   it('Stop while offline says "Stopping…" until the cancel reaches the server, then "Stopped"', async () => {
