@@ -39,7 +39,8 @@ function secure(reply: FastifyReply): FastifyReply {
 
 export const playgroundRoutes: FastifyPluginAsync<PlaygroundOptions> = async (app, { chain, template }) => {
   const spec = chain.spec;
-  const meta = JSON.stringify({ path: spec.path, description: spec.description ?? '', playground: spec.playground });
+  // configHashes: whether `{path}/c/{hash}/playground/` exists, so the page keeps its setup in the address only then.
+  const meta = JSON.stringify({ path: spec.path, description: spec.description ?? '', playground: spec.playground, configHashes: spec.enabledEndpoints.includes('config_hashes') });
   // The icon is the server's /favicon.svg, reached relatively (up from {prefix}/playground/) so the page works under any prefix.
   const root = '../'.repeat(app.prefix.split('/').filter(Boolean).length + 1);
   const page = template?.replace(

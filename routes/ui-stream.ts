@@ -12,7 +12,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RunnelError, type RunnableConfig } from '../src/core/index.js';
-import { TERMINAL, type RunFrame, type RunKind } from '../src/runs/index.js';
+import { publicErrors, TERMINAL, type RunFrame, type RunKind } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import type { MessagesAdapter } from '../src/server/registry.js';
 import { prepareConversationRun } from '../src/server/conversation-run.js';
@@ -83,7 +83,8 @@ export function uiStreamHandler(chain: PreparedChain) {
       endpoint: 'ui_stream',
       runId,
       config,
-      items: (runConfig) => (events ? runnable.streamEvents(input, runConfig) : runnable.stream(input, runConfig)),
+      // Events' errors as the error frame says them (a tool's failure in `tool-output-error` included).
+      items: (runConfig) => (events ? publicErrors('stream_events', runnable.streamEvents(input, runConfig)) : runnable.stream(input, runConfig)),
       format: {
         item: (sse, item) => {
           const head = started ? '' : ui.start();

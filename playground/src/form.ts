@@ -137,8 +137,18 @@ export class SchemaForm {
     this.current = setAt(this.current, path, value);
     this.onChange(this.current);
     if (rerender) this.render();
-    else this.clearIssuesAt(path);
+    else {
+      this.clearIssuesAt(path);
+      // An optional object the edit brought into the input can be left out again.
+      for (let n = 1; n < path.length; n++) {
+        const button = this.leaveOut.get(pathKey(path.slice(0, n)));
+        if (button !== undefined) button.hidden = getAt(this.current, path.slice(0, n)) == null;
+      }
+    }
   }
+
+  /** The "Leave out" button of each optional object, by its path. */
+  private readonly leaveOut = new Map<string, HTMLButtonElement>();
 
   /** An edited field's issues go: they were about the value it had. */
   private clearIssuesAt(path: (string | number)[]): void {
@@ -152,6 +162,7 @@ export class SchemaForm {
   }
 
   private render(): void {
+    this.leaveOut.clear();
     clear(this.element);
     this.element.append(this.field(this.schema, [], '', true));
   }
@@ -210,10 +221,12 @@ export class SchemaForm {
           if (path.length === 0 && this.options.skip?.includes(key)) continue;
           group.append(this.field(prop, [...path, key], key, s.required?.includes(key) ?? false));
         }
-        // An optional object, once filled in, can be left out again (its own fields may be required).
+        // An optional object, once filled in, can be left out again (its own fields may be required); shown
+        // while it is in the input (see `update`).
         if (path.length > 0 && (nullable || !required)) {
           const label = wrap.querySelector(':scope > label');
-          const clearButton = h('button', { type: 'button', class: 'clear', text: 'Leave out', attrs: { 'aria-label': `Leave out ${title || pathKey(path)}` }, on: { click: () => this.update(path, nullable ? null : undefined, true) } });
+          const clearButton = h('button', { type: 'button', class: 'clear', text: 'Leave out', hidden: value === undefined || value === null, attrs: { 'aria-label': `Leave out ${title || pathKey(path)}` }, on: { click: () => this.update(path, nullable ? null : undefined, true) } });
+          this.leaveOut.set(pathKey(path), clearButton);
           if (label === null) wrap.prepend(clearButton);
           else label.after(clearButton);
         }

@@ -19,6 +19,8 @@ interface ChainInfo {
   path: string;
   description: string;
   playground: 'default' | 'chat';
+  /** The chain serves `{path}/c/{hash}/playground/` (its config can live in the address). */
+  configHashes?: boolean;
 }
 
 const info = JSON.parse(document.querySelector('meta[name="runnel-chain"]')?.getAttribute('content') || '{}') as ChainInfo;
@@ -156,9 +158,16 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   const sharedInput = sharedInputPart.value;
   const syncUrl = (): void => {
     const config = configPanel === undefined ? {} : { configurable: configPanel.value };
-    const target = new URL(`${CHAIN}c/${encode(config)}/playground/#input=${encode(form.value)}`, location.href);
+    // Without config hashes the chain has no `/c/…/playground/`: the address keeps the input only.
+    const page = info.configHashes === false ? 'playground/' : `c/${encode(config)}/playground/`;
+    const target = new URL(`${CHAIN}${page}#input=${encode(form.value)}`, location.href);
     history.replaceState(null, '', target.href);
+    // The address now holds a link that reads: a notice about the one before is out of date.
+    configUnread = false;
+    clear(linkNotice);
   };
+  /** The address's config part could not be read (until the address is rewritten). */
+  let configUnread = false;
   const jsonArea = h('textarea', { class: 'json', rows: 8, attrs: { 'aria-label': 'Input as JSON' } });
   const jsonIssues = h('div', { class: 'json-issues' });
   /** The JSON tab holds text that is not JSON: the form keeps the last value that was, and Run waits for a fix. */
@@ -334,12 +343,14 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     // The notice is about the link in the address: a good one (or none) replaces it.
     clear(linkNotice);
     if (next.broken) linkNotice.append(notice("This link's input could not be read (the link may be cut short): the input is unchanged."));
+    if (configUnread) linkNotice.append(notice("This link's configuration could not be read (the link may be cut short): the defaults are shown instead."));
     if (next.value === undefined) return;
     form.setValue(next.value);
     jsonArea.value = JSON.stringify(form.value, null, 2);
     jsonBroken = false;
     clear(jsonIssues);
   });
+  configUnread = sharedConfigPart.broken;
   if (sharedConfigPart.broken || sharedInputPart.broken) {
     linkNotice.append(notice(`This link's ${sharedConfigPart.broken ? (sharedInputPart.broken ? 'configuration and input' : 'configuration') : 'input'} could not be read (the link may be cut short): the defaults are shown instead.`));
   }

@@ -9,7 +9,8 @@
  */
 import type { RunLogPatch, StreamEvent } from '../core/index.js';
 
-const INTERNAL = 'Internal Server Error';
+/** As a Runnel error reads in an event (`CODE: message`), so a client that reads the code finds one. */
+const INTERNAL = 'RUNNEL_ERR_INTERNAL: Internal Server Error';
 
 /** An event's error text as a client may read it: a Runnel error's (`RUNNEL_ERR_…: message`), else masked. */
 function publicText(text: unknown): unknown {

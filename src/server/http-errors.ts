@@ -75,7 +75,8 @@ const STATUS_CODES: Partial<Record<number, ErrorCode>> = {
 /** The status and body for `error`; `internal` is true when it was not an error Runnel raised on purpose. */
 export function toHttpError(error: unknown): { status: number; body: ErrorBody; internal: boolean } {
   if (isRunnelError(error)) {
-    if (error.code === 'RUNNEL_ERR_INTERNAL') return { status: 500, body: errorBody(500, error.code, error.message), internal: true };
+    // Internal by its code: its message is for the log (as a background run's error frame already had it).
+    if (error.code === 'RUNNEL_ERR_INTERNAL') return { status: 500, body: errorBody(500, error.code, 'Internal Server Error'), internal: true };
     return { status: error.statusCode, body: errorBody(error.statusCode, error.code, error.message, error.detail), internal: false };
   }
   const fastifyCode = (error as { code?: unknown }).code;

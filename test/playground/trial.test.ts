@@ -63,6 +63,12 @@ const chains = [
     runnable: lambda((input: { topic: string; chat_history?: unknown[] }) => ({ topic: input.topic }), { input: z.object({ topic: z.string(), chat_history: messagesSchema.optional() }) }),
   }),
   defineChain({
+    path: '/nohash',
+    description: 'Echoes its input, without config hashes',
+    enabledEndpoints: ['invoke', 'stream', 'stream_events', 'input_schema', 'output_schema', 'config_schema', 'playground', 'runs'],
+    runnable: lambda((input: { topic: string }) => ({ topic: input.topic }), { input: z.object({ topic: z.string() }) }),
+  }),
+  defineChain({
     path: '/address',
     description: 'Takes a name and, maybe, an address',
     runnable: lambda((input: { name: string; address?: { street: string; city: string } }) => input, {
@@ -312,6 +318,14 @@ describe('the playground, as a trial found it', () => {
     expect(new URL(plain.url()).pathname).toMatch(/^\/echo\/c\/[^/]+\/playground\/$/);
     expect(new URL(plain.url()).hash).toMatch(/^#input=/);
     await plain.close();
+    // A chain without config hashes has no /c/…/playground/: its address keeps the input only, and reloads.
+    const { page: nohash } = await open('/nohash/playground/');
+    await nohash.locator('#f-topic').fill('kept');
+    expect(new URL(nohash.url()).pathname).toBe('/nohash/playground/');
+    const reloaded = await nohash.reload();
+    expect(reloaded?.status()).toBe(200);
+    expect(await nohash.locator('#f-topic').inputValue()).toBe('kept');
+    await nohash.close();
   });
 
   it('Stop while offline says "Stopping…" until the cancel reaches the server, then "Stopped"', async () => {

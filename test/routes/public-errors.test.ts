@@ -17,6 +17,7 @@ const leaky = sequence(
   lambda((input: { why: string }) => input, { input: z.object({ why: z.string() }) }),
   lambda((input: { why: string }) => {
     if (input.why === 'ours') throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'Could not parse the answer');
+    if (input.why === 'internal') throw new RunnelError('RUNNEL_ERR_INTERNAL', `lost ${SECRET}`);
     throw new Error(`could not connect to ${SECRET}`);
   }),
 );
@@ -39,8 +40,14 @@ describe("a run's errors in its events, as a client reads them", () => {
       const all = frames(answer);
       expect(all.at(-1), path).toMatchObject({ event: 'error', data: { code: 'RUNNEL_ERR_INTERNAL', message: 'Internal Server Error' } });
       const said = JSON.stringify(all.filter((frame) => frame.event === 'data').map((frame) => frame.data));
-      expect(said, path).toContain('Internal Server Error');
+      expect(said, path).toContain('RUNNEL_ERR_INTERNAL: Internal Server Error');
     }
+  });
+
+  it('a RUNNEL_ERR_INTERNAL thrown on purpose: its message stays in the log, the answer says Internal Server Error', async () => {
+    const answer = await post(`${server.url}/leaky/invoke`, { input: { why: 'internal' } });
+    expect(answer.status).toBe(500);
+    expect(await answer.json()).toMatchObject({ code: 'RUNNEL_ERR_INTERNAL', message: 'Internal Server Error' });
   });
 
   it("a Runnel error keeps its code and message in the events; in process, streamEvents keeps every message", async () => {
