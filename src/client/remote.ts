@@ -213,7 +213,7 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
   /** A run's frames from `/runs/{run_id}/stream`, after the cursor's last frame. */
   private async runFrames(cursor: Readonly<RunCursor>, call: Call): Promise<AsyncIterable<SseMessage>> {
     const headers: Record<string, string> = cursor.lastEventId === undefined ? {} : { 'last-event-id': cursor.lastEventId };
-    const response = await this.request(`${this.runPath(cursor.runId as string)}/stream`, { method: 'GET', headers, alsoOk: [204] }, call);
+    const response = await this.request(`${this.runPath(cursor.runId as string)}/stream`, { method: 'GET', headers }, call);
     if (response.status !== 204) return this.messages(response);
     // 204: the run has ended, and nothing of its log follows that id (it was its last). Its record says how
     // it ended: that, as the frame a stream ends with.

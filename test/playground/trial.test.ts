@@ -114,6 +114,17 @@ async function network(page: Page): Promise<(offline: boolean) => Promise<void>>
   return async (offline) => void (await cdp.send('Network.emulateNetworkConditions', { offline, latency: 0, downloadThroughput: -1, uploadThroughput: -1 }));
 }
 
+/** A `/held` run on its page, started and waiting at its gate with five words shown. */
+async function heldRun(): Promise<Page> {
+  more = new Gate();
+  aborted = new Gate();
+  const { page } = await open('/held/playground/');
+  await page.locator('#f-topic').fill('x');
+  await page.getByRole('button', { name: 'Run' }).click();
+  await page.locator('.output').getByText('w4', { exact: false }).waitFor();
+  return page;
+}
+
 const posts = (requests: Request[], path: string): Request[] => requests.filter((r) => r.method() === 'POST' && new URL(r.url()).pathname === path);
 
 describe('the playground, as a trial found it', () => {
@@ -329,12 +340,7 @@ describe('the playground, as a trial found it', () => {
   });
 
   it('Stop while offline says "Stopping…" until the cancel reaches the server, then "Stopped"', async () => {
-    more = new Gate();
-    aborted = new Gate();
-    const { page } = await open('/held/playground/');
-    await page.locator('#f-topic').fill('x');
-    await page.getByRole('button', { name: 'Run' }).click();
-    await page.locator('.output').getByText('w4', { exact: false }).waitFor();
+    const page = await heldRun();
     const setOffline = await network(page);
     await setOffline(true);
     await page.getByRole('button', { name: 'Stop' }).click();
@@ -347,12 +353,7 @@ describe('the playground, as a trial found it', () => {
   });
 
   it('keeps a step the person opened open, the same element, while the run streams on', async () => {
-    more = new Gate();
-    aborted = new Gate();
-    const { page } = await open('/held/playground/');
-    await page.locator('#f-topic').fill('x');
-    await page.getByRole('button', { name: 'Run' }).click();
-    await page.locator('.output').getByText('w4', { exact: false }).waitFor();
+    const page = await heldRun();
     const step = page.locator('li[data-run-name="/held"] > details').first();
     await step.locator('summary').click();
     const opened = await step.elementHandle();

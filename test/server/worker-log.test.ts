@@ -13,25 +13,32 @@ const root = new URL('../..', import.meta.url).pathname;
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 const REDIS_URL = process.env.RUNNEL_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
+/** Starts `npm run worker`'s entry with `env`, stops it with SIGTERM once it says it runs: its exit code and log lines. */
+async function runWorker(env: Record<string, string>): Promise<{ pid: number | undefined; code: number | null; lines: Record<string, unknown>[] }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/worker.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL, RUNNEL_RUN_NAMESPACE: `test-worker-${randomUUID()}`, LOG_LEVEL: 'info', ...env },
+  });
+  let stdout = '';
+  const started = new Promise<void>((resolve) =>
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (stdout.includes('runs at a time')) resolve();
+    }),
+  );
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  await Promise.race([started, closed]);
+  child.kill('SIGTERM');
+  const code = await closed;
+  const lines = stdout.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>);
+  return { pid: child.pid, code, lines };
+}
+
 describe('npm run worker', () => {
   it("logs pino's JSON lines (the server's format), and once it says it runs, SIGTERM drains it (exit 0)", async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/worker.ts'], {
-      cwd: root,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL, DATABASE_URL, RUNNEL_RUN_NAMESPACE: `test-worker-${randomUUID()}`, LOG_LEVEL: 'info' },
-    });
-    let stdout = '';
-    const started = new Promise<void>((resolve) =>
-      child.stdout.on('data', (chunk: Buffer) => {
-        stdout += chunk.toString();
-        if (stdout.includes('runs at a time')) resolve();
-      }),
-    );
-    const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
-    await Promise.race([started, closed]);
-    child.kill('SIGTERM');
-    expect(await closed).toBe(0);
-    const lines = stdout.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>);
-    expect(lines.find((line) => String(line.msg).includes('runs at a time'))).toMatchObject({ level: 30, pid: child.pid, hostname: expect.any(String) });
+    const { pid, code, lines } = await runWorker({ DATABASE_URL });
+    expect(code).toBe(0);
+    expect(lines.find((line) => String(line.msg).includes('runs at a time'))).toMatchObject({ level: 30, pid, hostname: expect.any(String) });
     expect(lines.every((line) => typeof line.level === 'number' && (line.level as number) >= 30)).toBe(true);
     // With the server's database, nothing to warn about.
     expect(lines.filter((line) => line.level === 40)).toEqual([]);
@@ -40,22 +47,8 @@ describe('npm run worker', () => {
   it("warns at start when it has no DATABASE_URL: its chains would read an embedded database of their own, not the server's", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'runnel-worker-'));
     try {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/worker.ts'], {
-        cwd: root,
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL, RUNNEL_DATA_DIR: dataDir, RUNNEL_RUN_NAMESPACE: `test-worker-${randomUUID()}`, LOG_LEVEL: 'info' },
-      });
-      let stdout = '';
-      const started = new Promise<void>((resolve) =>
-        child.stdout.on('data', (chunk: Buffer) => {
-          stdout += chunk.toString();
-          if (stdout.includes('runs at a time')) resolve();
-        }),
-      );
-      const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
-      await Promise.race([started, closed]);
-      child.kill('SIGTERM');
-      expect(await closed).toBe(0);
-      const lines = stdout.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>);
+      const { code, lines } = await runWorker({ RUNNEL_DATA_DIR: dataDir });
+      expect(code).toBe(0);
       expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([expect.stringContaining('no DATABASE_URL')]);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
