@@ -3,12 +3,15 @@
  * stream says "Internal Server Error" for an error that is not Runnel's,
  * and so must the `on_*_error` events of `/stream_events` and the `error`
  * entries of `/stream_log` — on a live stream and in a background run's log
- * — while a Runnel error keeps its code and message everywhere. In process,
- * `streamEvents` keeps the real message for the developer.
+ * — while a Runnel error keeps its code and message everywhere; the AI
+ * SDK's UI message stream too, read by the SDK's own transport and reader.
+ * In process, `streamEvents` keeps the real message for the developer.
  */
+import { randomUUID } from 'node:crypto';
+import { DefaultChatTransport, readUIMessageStream, type UIMessage } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineChain, lambda, RunnelError, sequence, type ChainSpec } from '../../src/index.js';
+import { defineChain, lambda, RunnelError, sequence, tool, type ChainSpec } from '../../src/index.js';
 import { frames } from '../support/sse-frames.js';
 import { post, startServer, text, type TestServer } from '../support/server.js';
 
@@ -22,9 +25,25 @@ const leaky = sequence(
   }),
 );
 
+/** A tool that fails with a message no client may read, on a chain the AI SDK's `useChat` reads as events. */
+const lookup = tool(
+  async ({ q }: { q: string }): Promise<string> => {
+    throw new Error(`could not connect to ${SECRET} for ${q}`);
+  },
+  { name: 'lookup', description: 'Looks a word up', schema: z.object({ q: z.string() }) },
+);
+const leakyTool = defineChain({
+  path: '/leaky_tool',
+  runnable: sequence(
+    lambda((input: { q: string }) => ({ q: input.q, id: 'call-1' }), { input: z.object({ q: z.string() }) }),
+    lambda((call: { q: string; id: string }) => lookup.invoke({ q: call.q })),
+  ),
+  messages: { stream: 'events', toInput: ({ turns }) => ({ input: { q: turns.at(-1)?.text ?? '' } }) },
+});
+
 let server: TestServer;
 beforeAll(async () => {
-  server = await startServer({}, [defineChain({ path: '/leaky', runnable: leaky })] as ChainSpec<never, unknown>[]);
+  server = await startServer({}, [defineChain({ path: '/leaky', runnable: leaky }), leakyTool] as ChainSpec<never, unknown>[]);
 });
 afterAll(async () => server.close());
 
@@ -64,3 +83,23 @@ describe("a run's errors in its events, as a client reads them", () => {
     expect(JSON.stringify(events)).toContain('hunter2');
   });
 });
+
+describe("a run's errors in the AI SDK's UI message stream, as useChat reads them", () => {
+  it('a tool that fails with an error not Runnel’s: its tool part and the stream’s error say Internal Server Error, never its message (live and durable)', async () => {
+    for (const extra of [{}, { on_disconnect: 'continue' }]) {
+      const raw = await text(await post(`${server.url}/leaky_tool/ui_stream`, { id: 'c', messages: [{ id: 'm', role: 'user', parts: [{ type: 'text', text: 'otter' }] }], ...extra }));
+      expect(raw).not.toContain('hunter2');
+
+      // The AI SDK's own transport and reader, which check every part against the SDK's schema.
+      const transport = new DefaultChatTransport<UIMessage>({ api: `${server.url}/leaky_tool/ui_stream`, body: extra });
+      const stream = await transport.sendMessages({ chatId: randomUUID(), messages: [{ id: randomUUID(), role: 'user', parts: [{ type: 'text', text: 'otter' }] }], trigger: 'submit-message', messageId: undefined, abortSignal: undefined });
+      const errors: unknown[] = [];
+      let last: UIMessage | undefined;
+      for await (const message of readUIMessageStream({ stream, onError: (error) => errors.push(error) })) last = message;
+      const part = last?.parts.find((p) => p.type === 'tool-lookup') as { state: string; errorText: string; input: unknown } | undefined;
+      expect(part, JSON.stringify(extra)).toMatchObject({ state: 'output-error', errorText: 'RUNNEL_ERR_INTERNAL: Internal Server Error', input: { q: 'otter' } });
+      expect(errors.map((error) => (error as Error).message)).toEqual(['RUNNEL_ERR_INTERNAL: Internal Server Error']);
+    }
+  });
+});
+
