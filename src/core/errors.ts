@@ -75,6 +75,12 @@ export const errorCodes = {
     retryable: false,
     description: 'The request body is larger than the limit (`RUNNEL_BODY_LIMIT`, default 1 MiB).',
   },
+  RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE: {
+    status: 415,
+    retryable: false,
+    description:
+      "A browser sent a body not declared `application/json` (a form or `text/plain` post, which a page on any site may send without CORS's consent); send `content-type: application/json`.",
+  },
   RUNNEL_ERR_BODY_TIMEOUT: {
     status: 408,
     retryable: true,

@@ -160,6 +160,13 @@ const CORS_EXPOSED = ['retry-after', 'x-request-id'];
  */
 const isDocsPath = (path: string): boolean => path === '/' || path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/');
 
+/** Whether a content-type header declares JSON (`application/json`, `application/…+json`, any parameters). */
+function isJsonType(header: string | undefined): boolean {
+  if (header === undefined) return false;
+  const type = header.split(';', 1)[0]?.trim().toLowerCase() ?? '';
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
 function isPreflight(method: string, headers: Readonly<Record<string, string | string[] | undefined>>): boolean {
   return method === 'OPTIONS' && typeof headers.origin === 'string' && typeof headers['access-control-request-method'] === 'string';
 }
@@ -261,12 +268,19 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     app.addHook('onClose', async () => tracing.shutdown());
   }
 
-  // Bodies are JSON whatever their content type (as LangServe reads them), parsed without prototype pollution.
+  // Bodies are JSON whatever their content type (as LangServe reads them, and curl -d sends them), parsed
+  // without prototype pollution — except a browser's (it says its Origin) not declared JSON: a form or a
+  // text/plain post is what a page on any site may send here without asking CORS, so a server without keys
+  // would run it for that site (spend tokens, write into a history).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
     // No body at all (a POST to /cancel with a content-type): routes that need one say so (422).
     if (body === '') {
       done(null, undefined);
+      return;
+    }
+    if (request.headers.origin !== undefined && !isJsonType(request.headers['content-type'])) {
+      done(new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', 'A browser must send its body as content-type: application/json'), undefined);
       return;
     }
     try {
