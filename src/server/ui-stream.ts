@@ -38,6 +38,11 @@ function toolOutput(output: unknown): unknown {
   return output ?? null;
 }
 
+/** A tool message (live, or as its JSON in a run's log) that says the tool failed. */
+function isFailedToolMessage(output: unknown): output is { content: unknown; status: 'error' } {
+  return output !== null && typeof output === 'object' && 'content' in output && (output as { status?: unknown }).status === 'error';
+}
+
 const frame = (part: Record<string, unknown>): string => `data: ${JSON.stringify(part)}\n\n`;
 
 /**
@@ -103,7 +108,11 @@ export class UiMessageEncoder {
       case 'on_tool_end': {
         const toolCallId = this.toolCalls.get(event.run_id ?? '');
         if (toolCallId === undefined) return '';
-        return frame({ type: 'tool-output-available', toolCallId, output: toolOutput(event.data?.output) });
+        const output = event.data?.output;
+        // A tool called by a model answers its failure as a tool message with status `error` (for the model to
+        // try again): the client shows it failed, as it would a thrown error.
+        if (isFailedToolMessage(output)) return frame({ type: 'tool-output-error', toolCallId, errorText: typeof output.content === 'string' ? output.content : JSON.stringify(output.content) });
+        return frame({ type: 'tool-output-available', toolCallId, output: toolOutput(output) });
       }
       case 'on_tool_error': {
         const toolCallId = this.toolCalls.get(event.run_id ?? '');

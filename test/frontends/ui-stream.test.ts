@@ -108,6 +108,15 @@ describe('/ui_stream through the AI SDK, offline', () => {
     expect(textOf(message)).toContain('84');
   });
 
+  it('shows a tool that failed under /agent as a failed tool part (output-error with its message), live and durable', async () => {
+    for (const body of [undefined, { on_disconnect: 'continue' }]) {
+      const stream = await transport('/agent', body).sendMessages({ chatId: randomUUID(), messages: [userMessage('What is 1 / 0?')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined });
+      const message = await lastMessage(stream);
+      const tools = (message?.parts ?? []).filter((part) => part.type.startsWith('tool-'));
+      expect(tools, JSON.stringify(body)).toEqual([expect.objectContaining({ type: 'tool-calculator', state: 'output-error', errorText: 'Error: calculator failed: Division by zero', input: { expression: '1 / 0' } })]);
+    }
+  });
+
   it('keeps a /chat conversation under the chat id, the caller’s own', async () => {
     const chatId = `chat-${randomUUID()}`;
     const first = userMessage('My name is Ada');
