@@ -15,7 +15,7 @@ import { RunnelError, type RunnableConfig } from '../src/core/index.js';
 import { publicErrors, TERMINAL, type RunFrame, type RunKind } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import type { MessagesAdapter } from '../src/server/registry.js';
-import { prepareConversationRun } from '../src/server/conversation-run.js';
+import { conversationConfigurable, prepareConversationRun } from '../src/server/conversation-run.js';
 import { bodyObject, decodeConfigHash } from '../src/server/request.js';
 import { prepareRun, runQueue, sendRunStream, streamRunHere, type RunStreamFormat } from '../src/server/runs.js';
 import { toHttpError } from '../src/server/http-errors.js';
@@ -62,7 +62,8 @@ export function uiStreamHandler(chain: PreparedChain) {
     const body = bodyObject(request.body);
     const conversation = conversationFromUiMessages(body);
     if (onDisconnect(body) === 'continue') {
-      const { input, configurable } = adapter.toInput(conversation);
+      const { input, configurable: adapted } = adapter.toInput(conversation);
+      const configurable = conversationConfigurable(conversation, adapted);
       const server: RunnableConfig | undefined = configurable === undefined ? undefined : { configurable };
       const record = await prepareRun(request, chain, events ? 'stream_events' : 'stream', { input, server, chatId: conversation.id });
       reply.headers(UI_STREAM_HEADERS);

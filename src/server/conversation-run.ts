@@ -40,11 +40,22 @@ export async function prepareConversationRun(
   const adapter = chain.spec.messages;
   if (adapter === undefined) throw new RunnelError('RUNNEL_ERR_NOT_FOUND', `${chain.spec.path} does not take conversations`);
   const { input, configurable } = adapter.toInput(options.conversation);
+  const server = conversationConfigurable(options.conversation, configurable);
   const { config, runId } = await chain.resolveConfig(
-    { ...options.client, server: configurable === undefined ? undefined : { configurable } },
+    { ...options.client, server: server === undefined ? undefined : { configurable: server } },
     requestContext(request, options.endpoint, chain.spec.path),
   );
   chain.checkInput(input);
   checkAcceptingRuns(request);
   return { input: input as never, config, runId };
+}
+
+/**
+ * The server's `configurable` for a conversation's run: the adapter's, and — when the client asks for another
+ * answer (`regenerate`) — no model cache, as `cache-control: no-cache` asks: the same answer again from the
+ * cache is not another one.
+ */
+export function conversationConfigurable(conversation: Conversation, configurable: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (conversation.trigger !== 'regenerate') return configurable;
+  return { ...configurable, cache: false };
 }

@@ -221,6 +221,22 @@ describe('/ui_stream on the real openai SDK', () => {
     expect(textOf(message)).toBe(WHOLE);
   });
 
+  it('regenerate asks the provider again (the cache would give the same answer back); submitting the same question is served by the cache', async () => {
+    const messages = [userMessage(`regen ${randomUUID()}`)];
+    const ask = async (trigger: 'submit-message' | 'regenerate-message', body?: Record<string, unknown>) =>
+      textOf(await lastMessage(await new DefaultChatTransport<UIMessage>({ api: `${url}/joke/ui_stream`, headers: auth, body }).sendMessages({ chatId: randomUUID(), messages, trigger, messageId: undefined, abortSignal: undefined })));
+    const before = provider.requests.length;
+    expect(await ask('submit-message')).toBe(WHOLE);
+    expect(provider.requests.length).toBe(before + 1);
+    expect(await ask('submit-message')).toBe(WHOLE);
+    expect(provider.requests.length).toBe(before + 1);
+    expect(await ask('regenerate-message')).toBe(WHOLE);
+    expect(provider.requests.length).toBe(before + 2);
+    // A durable stream's run too.
+    expect(await ask('regenerate-message', { on_disconnect: 'continue' })).toBe(WHOLE);
+    expect(provider.requests.length).toBe(before + 3);
+  });
+
   it('a client that stops mid-answer closes the model request; nothing partial is cached or saved', async () => {
     const topic = `stop ${randomUUID()}`;
     const held = provider.holdNext(4);
