@@ -9,7 +9,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { RunnelError } from '../src/core/index.js';
 import { publicRun, TERMINAL, type RunStatus } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { lastEventId, ownRun, runQueue, sendRunStream, submitRun } from '../src/server/runs.js';
+import { joinFormat, lastEventId, ownRun, runQueue, sendRunStream, submitRun } from '../src/server/runs.js';
 
 const STATUSES: readonly RunStatus[] = ['pending', 'running', 'success', 'error', 'cancelled'];
 const errors = { '4xx': { description: 'A request error (see RunnelError.code); 404 for a run that is not the caller\'s or has expired.', $ref: 'RunnelError#' }, '5xx': { description: 'Redis unavailable (503) or a bug (500).', $ref: 'RunnelError#' } };
@@ -112,7 +112,7 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
     async (request, reply) => {
       const record = await ownRun(request, chain, request.params.run_id);
       const after = lastEventId(request, runQueue(request));
-      await sendRunStream(request, reply, record, after);
+      await sendRunStream(request, reply, record, after, joinFormat);
     },
   );
 

@@ -94,6 +94,16 @@ export const langServeFormat: RunStreamFormat = {
 };
 
 /**
+ * LangServe's frames as a run's stream sends them to whoever joins it — except `end`, which carries
+ * `data: null`: an `EventSource` never dispatches an event without data, so a page listening for `end` would
+ * never hear it (and would reconnect to a 204 instead). LangServe's own `/stream` keeps its data-less `end`.
+ */
+export const joinFormat: RunStreamFormat = {
+  frame: (sse, frame) => (frame.event === 'end' && frame.data === undefined ? sse.send('end', null, frame.id) : sse.send(frame.event, frame.data, frame.id, frame.json)),
+  failure: langServeFormat.failure,
+};
+
+/**
  * A durable stream: the run executes in this process now (as a plain stream would), outliving the request,
  * and its frames — each with the id it has in the run's log — go to this client as they are made; a client
  * that drops rejoins through the log with `Last-Event-ID`, on any replica.
