@@ -32,9 +32,19 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
     lazyConnect: true,
   });
   // Errors surface on the commands that fail; without a listener ioredis would log every reconnect attempt.
-  client.on('error', () => {});
+  // One is kept: the URL's database refused on connect (ioredis then goes on in database 0).
+  client.on('error', (error: { command?: { name?: string } } & Error) => {
+    if (error.command?.name === 'select') selectRefusals.set(client, error.message);
+  });
   coalesceWrites(client);
   return client;
+}
+
+const selectRefusals = new WeakMap<Redis, string>();
+
+/** Redis's refusal of the database `client`'s URL names (`ERR DB index is out of range`), if it refused it. */
+export function selectRefusal(client: Redis): string | undefined {
+  return selectRefusals.get(client);
 }
 
 const coalescing = new WeakSet<Socket>();

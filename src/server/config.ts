@@ -24,6 +24,15 @@ const integer = (name: string, min: number, fallback: number, max = Number.MAX_S
       return n;
     });
 
+/** The path of a redis:// URL (its database), or '' when it has none or the URL does not parse. */
+function redisUrlPath(url: string): string {
+  try {
+    return new URL(url).pathname;
+  } catch {
+    return '';
+  }
+}
+
 const list = z
   .string()
   .optional()
@@ -105,7 +114,12 @@ const envSchema = z.object({
   RUNNEL_RUN_NAMESPACE: z.string().regex(/^[\w:-]{1,64}$/, 'letters, digits, _, - and : only').optional().transform((value) => value || 'runnel'),
   RUNNEL_WEBHOOK_SECRET: z.string().optional().transform((value) => (value === undefined || value === '' ? undefined : value)),
   RUNNEL_WEBHOOK_ALLOW_HTTP: z.enum(['true', 'false', '']).optional().transform((value) => value === 'true'),
-  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'REDIS_URL must start with redis:// or rediss://').optional(),
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\//, 'REDIS_URL must start with redis:// or rediss://')
+    // Its path is the database number (ioredis would send SELECT NaN for anything else, and fail at start).
+    .refine((url) => /^\/?(\d{1,5})?$/.test(redisUrlPath(url)), 'the database (the path of REDIS_URL) must be a number, as in redis://host:6379/0')
+    .optional(),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must start with postgres:// or postgresql://').optional(),
   RUNNEL_DATA_DIR: z.string().optional().transform((value) => value || './.runnel'),
 });

@@ -68,6 +68,9 @@ async function serve(config: ServerConfig): Promise<void> {
     app.log.info(`chain ${chain.spec.path}: ${base}${chain.spec.path}/invoke${playground}`);
   }
   for (const line of startupWarnings(config, process.env)) app.log.warn(line);
+  if (services.redis !== undefined && services.redis.status !== 'ready') {
+    app.log.warn('redis: not reachable at start (REDIS_URL): chat history and runs answer 503 and the cache is skipped until it is; /readyz says not ready');
+  }
   if (config.apiKeys.length > 0) app.log.info(`API keys: on, ${config.apiKeys.length} (${config.apiKeys.map((k) => k.name).join(', ')})`);
 
   // The docs collection of /rag and /agent fills itself on first start, and /readyz says not ready until it

@@ -11,6 +11,8 @@ import { mkdirSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { createRedisClient, RedisCache } from '../cache/index.js';
+import { selectRefusal } from '../cache/redis-client.js';
+import { RunnelError } from '../core/index.js';
 import { InMemoryCache, type ModelCache } from '../models/index.js';
 import { MemoryHistoryStore, RedisChatMessageHistory, type ChatMessageHistory } from '../history/index.js';
 import { pgExecutor, pgliteExecutor, type SqlExecutor } from '../vectorstores/index.js';
@@ -66,6 +68,13 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     redis = createRedisClient(config.redisUrl, { commandTimeoutMs: config.redisCommandTimeoutMs ?? 500 });
     // Start even when Redis is down: features that need it answer 503 until it is back.
     await redis.connect().catch(() => undefined);
+    // A database this Redis does not have (SELECT refused): ioredis would go on in database 0, mixing this
+    // deployment's keys with whatever is there — a wrong setting, refused at start.
+    const refused = selectRefusal(redis);
+    if (refused !== undefined) {
+      redis.disconnect();
+      throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `REDIS_URL names a database this Redis does not have (${refused}); see its "databases" setting`);
+    }
     const client = redis;
     checks.set('redis', async () => (await client.ping().catch(() => '')) === 'PONG');
   }

@@ -21,7 +21,11 @@ try {
     warn: (fields: Record<string, unknown>, message: string) => logger.warn(fields, message),
   };
   if (config.redisUrl === undefined) throw new Error('runnel worker: REDIS_URL is required (the run queue lives in Redis)');
+  // 0 is an HTTP-only server's setting (no workers in it); a worker process with none would run nothing.
+  if (config.workerConcurrency < 1) throw new Error('runnel worker: RUNNEL_WORKER_CONCURRENCY must be at least 1 in a worker process (0 is for a server without workers)');
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, role: 'worker' });
+  if (services.redis?.status !== 'ready') logger.warn('runnel worker: Redis is not reachable (REDIS_URL); runs are taken once it is');
+  if (config.processes > 1) logger.warn('runnel worker: RUNNEL_PROCESSES is for the HTTP server; a worker runs RUNNEL_WORKER_CONCURRENCY runs at once in one process (start more workers for more)');
   const { chains } = createChains({ services });
   const worker = startRunWorkers({ config, chains, services, log });
   stopWorkersOnSignals(worker, shutdownDeadlineMs(config.shutdownGraceMs), log);
@@ -31,7 +35,7 @@ try {
     logger.warn(`runnel worker: no DATABASE_URL, so its chains use an embedded database of their own (in ${config.dataDir}), not the server's: give it the server's DATABASE_URL`);
   }
   // Said once SIGTERM is handled: whoever waits for this line to stop the worker finds it draining, not killed.
-  log.info(`runnel worker: ${Math.max(1, config.workerConcurrency)} runs at a time, chains ${chains.map((chain) => chain.path).join(', ')}`);
+  log.info(`runnel worker: ${config.workerConcurrency} runs at a time, chains ${chains.map((chain) => chain.path).join(', ')}`);
 } catch (error) {
   console.error(isRunnelError(error) || error instanceof Error ? error.message : error);
   process.exit(1);

@@ -40,7 +40,10 @@ describe('npm start', () => {
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.stdout.resume();
+    // A server that started would serve until stopped: a bounded wait, then it is stopped and the test fails.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    clearTimeout(timer);
     return { code, stderr };
   }
 
@@ -48,8 +51,32 @@ describe('npm start', () => {
     ['a port past 65535', { PORT: '99999' }, 'PORT must be a whole number from 0 to 65535, got "99999"'],
     ['an unknown RUNNEL_MODEL', { RUNNEL_MODEL: 'foo:bar' }, 'RUNNEL_MODEL must be openai:<model>, anthropic:<model> or fake'],
     ['a host name that does not resolve', { HOST: 'no-such-host.invalid' }, 'runnel: cannot listen: host no-such-host.invalid'],
+    // ioredis sent SELECT NaN and the start died of its ReplyError's stack.
+    ['a REDIS_URL whose database is not a number', { REDIS_URL: 'redis://127.0.0.1:6379/abc' }, 'the database (the path of REDIS_URL) must be a number'],
+    // ioredis went on in database 0, among another deployment's keys, and /readyz said ready.
+    ['a REDIS_URL naming a database Redis does not have', { REDIS_URL: 'redis://127.0.0.1:6379/99999' }, 'REDIS_URL names a database this Redis does not have (ERR DB index is out of range)'],
   ])('on %s: says so in a line, exit 1, no stack trace', async (_case, env, says) => {
     const { code, stderr } = await start(env);
+    expect(code).toBe(1);
+    expect(stderr).toContain(says);
+    expect(stderr).not.toMatch(/\n\s+at /);
+  }, 60_000);
+
+  it.each([
+    ['no runs at a time', { RUNNEL_WORKER_CONCURRENCY: '0' }, 'RUNNEL_WORKER_CONCURRENCY must be at least 1 in a worker process'],
+    ['a REDIS_URL naming a database Redis does not have', { RUNNEL_WORKER_CONCURRENCY: '2', REDIS_URL: 'redis://127.0.0.1:6379/99999' }, 'REDIS_URL names a database this Redis does not have'],
+  ])('npm run worker with %s: says so in a line, exit 1, no stack trace', async (_case, env, says) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/worker.ts'], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL: 'redis://127.0.0.1:6379', DATABASE_URL, LOG_LEVEL: 'warn', RUNNEL_RUN_NAMESPACE: 'runnel-test-worker-start', ...env },
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout.resume();
+    // A worker that started would run until stopped: a bounded wait, then it is stopped and the test fails.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    clearTimeout(timer);
     expect(code).toBe(1);
     expect(stderr).toContain(says);
     expect(stderr).not.toMatch(/\n\s+at /);
