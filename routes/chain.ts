@@ -3,7 +3,7 @@
  * `/{path}/c/{config_hash}/` when config hashes are on). Only enabled
  * endpoints exist; the others answer 404.
  */
-import type { FastifyPluginAsync, onResponseHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, onResponseHookHandler } from 'fastify';
 import { errorBody } from '../src/server/http-errors.js';
 import { decodeConfigHash } from '../src/server/request.js';
 import { streamResponses } from '../src/server/openapi.js';
@@ -58,24 +58,7 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
         },
       }
     : {};
-  // Every route of the chain counts itself in `/metrics` when it answers, under its endpoint (its path's last
-  // part), decided once here rather than per request. Streams that started count themselves when they end,
-  // and requests whose client went away count a 499; Fastify runs this hook for those too, so it skips them.
-  // A stream refused before it started is counted here.
-  const metrics = app.runnel.metrics;
-  app.addHook('onRoute', (route) => {
-    // The last fixed part of the path: `invoke` (also under /c/:config_hash/), `stream` of /ui_stream/:chat_id/stream, `playground` for its pages and assets.
-    const endpoint = route.url.split('/').filter((part) => part !== '' && part !== '*' && !part.startsWith(':')).pop() ?? 'unknown';
-    const labels = { chain: path, endpoint };
-    const count: onResponseHookHandler = (request, reply, done) => {
-      if (!request.countedByHandler) {
-        metrics.requests.inc({ chain: path, endpoint, status: String(reply.statusCode) });
-        metrics.duration.observe(labels, reply.elapsedTime / 1000);
-      }
-      done();
-    };
-    route.onResponse = route.onResponse === undefined ? [count] : [...[route.onResponse].flat(), count];
-  });
+  countRequests(app, path);
   if (hashed) {
     // The GET routes under the hash check it too (the schemas): one that does not decode is a 400 there as on
     // POST, whose handlers decode it themselves. After authentication and the rate limit (a pre-handler), and
@@ -95,7 +78,10 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
       url,
       schema: { hide: true },
       config: { refusesMethod: true },
-      handler: async (_request, reply) => reply.code(405).header('allow', allow).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed')),
+      handler: async (_request, reply) => {
+        app.runnel.metrics.error('RUNNEL_ERR_METHOD_NOT_ALLOWED');
+        return reply.code(405).header('allow', allow).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed'));
+      },
     });
   };
 
@@ -186,3 +172,27 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
   }
   if (enabled.has('playground')) await app.register(playgroundRoutes, { chain, template: playgroundTemplate });
 };
+
+/**
+ * Every route `app` registers from now on counts itself in `/metrics` when it answers, under the chain's
+ * `path` and an endpoint decided once here rather than per request: by `endpointOf(url)`, else the URL's last
+ * fixed part (`invoke`, also under /c/:config_hash/; `stream` of /ui_stream/:chat_id/stream; `playground` for
+ * its pages and assets). Streams that started count themselves when they end, and requests whose client went
+ * away count a 499; Fastify runs this hook for those too, so it skips them. A stream refused before it
+ * started is counted here.
+ */
+export function countRequests(app: FastifyInstance, path: string, endpointOf?: (url: string) => string): void {
+  const metrics = app.runnel.metrics;
+  app.addHook('onRoute', (route) => {
+    const endpoint = endpointOf?.(route.url) ?? route.url.split('/').filter((part) => part !== '' && part !== '*' && !part.startsWith(':')).pop() ?? 'unknown';
+    const labels = { chain: path, endpoint };
+    const count: onResponseHookHandler = (request, reply, done) => {
+      if (!request.countedByHandler) {
+        metrics.requests.inc({ chain: path, endpoint, status: String(reply.statusCode) });
+        metrics.duration.observe(labels, reply.elapsedTime / 1000);
+      }
+      done();
+    };
+    route.onResponse = route.onResponse === undefined ? [count] : [...[route.onResponse].flat(), count];
+  });
+}

@@ -6,10 +6,12 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { checkSessionId } from '../src/history/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
+import { countRequests } from './chain.js';
 
 export const historyRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (app, { chain }) => {
   const access = chain.spec.history;
   if (access === undefined) return;
+  countRequests(app, chain.spec.path);
   const tags = [chain.spec.path];
   const params = { type: 'object', required: ['sessionId'], properties: { sessionId: { type: 'string' } } };
   const errors = { '4xx': { $ref: 'RunnelError#' }, '5xx': { $ref: 'RunnelError#' } };

@@ -25,7 +25,8 @@ const modelOf = (chain: PreparedChain, created: number) => ({ id: chain.spec.pat
 
 /** A method a route does not take: 405 with `allow`, in OpenAI's shape. */
 function refuse(allow: string) {
-  return async (_request: FastifyRequest, reply: FastifyReply) => {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    request.server.runnel.metrics.error('RUNNEL_ERR_METHOD_NOT_ALLOWED');
     const message = `Method Not Allowed: this route takes ${allow}`;
     return reply.code(405).header('allow', allow).send({ error: { message, type: 'invalid_request_error', param: null, code: 'RUNNEL_ERR_METHOD_NOT_ALLOWED' } });
   };

@@ -9,6 +9,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { RunnelError } from '../src/core/index.js';
 import { publicRun, TERMINAL, type RunStatus } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
+import { countRequests } from './chain.js';
 import { joinFormat, lastEventId, ownRun, runQueue, sendRunStream, submitRun } from '../src/server/runs.js';
 
 const STATUSES: readonly RunStatus[] = ['pending', 'running', 'success', 'error', 'cancelled'];
@@ -40,9 +41,17 @@ function numberParam(value: unknown, name: string, min: number, max: number, fal
   return n;
 }
 
+/** The `/metrics` endpoint of a run route: `runs` (submit, list), `runs_record`, `runs_wait`, `runs_stream`, `runs_cancel`. */
+function runEndpoint(url: string): string {
+  const last = url.split('/').pop() ?? '';
+  if (last === 'runs') return 'runs';
+  return last === ':run_id' ? 'runs_record' : `runs_${last}`;
+}
+
 export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (app, { chain }) => {
   const path = chain.spec.path;
   const tags = [path];
+  countRequests(app, path, runEndpoint);
 
   app.post<{ Params: { config_hash?: string } }>(
     '/runs',

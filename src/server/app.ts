@@ -310,6 +310,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const allow = routes.allowed(request.url.split('?')[0] ?? '');
     // A route of this very method that found nothing (a static file that is not there) is a 404 too.
     if (allow !== undefined && !allow.split(', ').includes(request.method)) {
+      app.runnel.metrics.error('RUNNEL_ERR_METHOD_NOT_ALLOWED');
       void reply.code(405).header('allow', allow).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed'));
       return;
     }

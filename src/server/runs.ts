@@ -140,6 +140,8 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
   };
   const deliver = (frame: RunFrame): void => {
     open();
+    // The run's own error frame counts in `/metrics` as a live stream's does (a join's replay of it does not).
+    if (frame.event === 'error') state.metrics.error(String((frame.data as { code?: unknown } | undefined)?.code ?? 'RUNNEL_ERR_INTERNAL'));
     const sent = format.frame(sse, frame);
     if (isLastFrame(frame)) last = true;
     if (sent === false) return stop();
@@ -178,7 +180,9 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
     // The run could not start (its record not stored): say so in the stream's own terms.
     if (failed !== undefined && !last && !gone && !sse.closed) {
       open();
-      format.failure(sse, failed instanceof RunnelError ? failed : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error'));
+      const failure = failed instanceof RunnelError ? failed : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error');
+      state.metrics.error(failure.code);
+      format.failure(sse, failure);
     }
   } finally {
     pending.length = 0;

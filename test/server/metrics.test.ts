@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import type * as PerfHooks from 'node:perf_hooks';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { buildApp, defineChain, generator, lambda, sequence, type ChainSpec } from '../../src/index.js';
+import { buildApp, defineChain, generator, lambda, RunnelError, sequence, type ChainSpec } from '../../src/index.js';
 import { deferred } from '../helpers.js';
 import { metricNames, parseMetrics, sampleValue } from '../support/prometheus.js';
 import { echo, post } from '../support/server.js';
@@ -47,7 +47,15 @@ const blocking = defineChain({
   }),
 });
 
-const chains = [echo, gated, blocking] as ChainSpec<never, unknown>[];
+const broken = defineChain({
+  path: '/broken',
+  description: 'Fails with a Runnel error',
+  runnable: lambda((_input: unknown): string => {
+    throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'Could not parse the answer');
+  }),
+});
+
+const chains = [echo, gated, blocking, broken] as ChainSpec<never, unknown>[];
 let app: Awaited<ReturnType<typeof buildApp>>;
 let url: string;
 beforeAll(async () => {
@@ -88,6 +96,15 @@ describe('/metrics', () => {
     const before = sampleValue(await scrape(), 'runnel_errors_total', { code: 'RUNNEL_ERR_INPUT_INVALID' }) ?? 0;
     expect((await post(`${url}/echo/invoke`, { input: { name: 42 } })).status).toBe(422);
     expect(sampleValue(await scrape(), 'runnel_errors_total', { code: 'RUNNEL_ERR_INPUT_INVALID' })).toBe(before + 1);
+  });
+
+  it('counts 405s as errors too: a chain route, a path another part of the server takes, /v1', async () => {
+    const count = async () => sampleValue(await scrape(), 'runnel_errors_total', { code: 'RUNNEL_ERR_METHOD_NOT_ALLOWED' }) ?? 0;
+    const before = await count();
+    for (const [method, path] of [['GET', '/echo/invoke'], ['DELETE', '/echo/runs'], ['POST', '/healthz'], ['GET', '/v1/chat/completions']]) {
+      expect((await fetch(`${url}${path}`, { method })).status, `${method} ${path}`).toBe(405);
+    }
+    expect(await count()).toBe(before + 4);
   });
 });
 
@@ -140,6 +157,34 @@ describe('background runs', () => {
     const idle = await scrape();
     expect(sampleValue(idle, 'runnel_runs', { status: 'running' })).toBe(0);
     expect(sampleValue(idle, 'runnel_runs', { status: 'pending' })).toBe(0);
+  });
+
+  it('counts a durable stream’s error frame as a live stream’s (once: a join that replays it does not)', async () => {
+    const count = async () => sampleValue(await scrape(), 'runnel_errors_total', { code: 'RUNNEL_ERR_OUTPUT_PARSE' }) ?? 0;
+    const before = await count();
+    const answer = await (await post(`${url}/broken/stream`, { input: 'x', on_disconnect: 'continue' })).text();
+    expect(answer).toContain('RUNNEL_ERR_OUTPUT_PARSE');
+    expect(await count()).toBe(before + 1);
+    const runId = /"run_id":"([^"]+)"/.exec(answer)?.[1];
+    expect((await (await fetch(`${url}/broken/runs/${runId}/stream`)).text())).toContain('RUNNEL_ERR_OUTPUT_PARSE');
+    expect(await count()).toBe(before + 1);
+  });
+
+  it('counts the run routes under their own endpoints (they were not counted at all)', async () => {
+    const run = (await (await post(`${url}/echo/runs`, { input: { name: 'runs' } })).json()) as { run_id: string };
+    for (const path of [`/echo/runs/${run.run_id}/wait`, `/echo/runs/${run.run_id}`, `/echo/runs/${run.run_id}/stream`, '/echo/runs']) expect((await fetch(`${url}${path}`)).status, path).toBe(200);
+    expect((await fetch(`${url}/echo/runs/${run.run_id}/cancel`, { method: 'POST' })).status).toBe(200);
+    expect((await fetch(`${url}/echo/runs/not-a-run`)).status).toBe(404);
+    const body = await scrape();
+    const counted = (endpoint: string, status = '200') => sampleValue(body, 'runnel_requests_total', { chain: '/echo', endpoint, status });
+    expect(counted('runs', '202')).toBe(1);
+    expect(counted('runs')).toBe(1);
+    expect(counted('runs_wait')).toBe(1);
+    expect(counted('runs_record')).toBe(1);
+    expect(counted('runs_record', '404')).toBe(1);
+    expect(counted('runs_stream')).toBe(1);
+    expect(counted('runs_cancel')).toBe(1);
+    expect(sampleValue(body, 'runnel_request_duration_seconds_count', { chain: '/echo', endpoint: 'runs_wait' })).toBe(1);
   });
 });
 
