@@ -66,6 +66,11 @@ export function loadTracingConfig(env: Record<string, string | undefined>): Trac
   if (set('OTEL_SDK_DISABLED')?.toLowerCase() === 'true' || set('OTEL_TRACES_EXPORTER')?.toLowerCase() === 'none') return undefined;
   const traces = set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
   const base = set('OTEL_EXPORTER_OTLP_ENDPOINT');
+  // OTLP is the one exporter here (and the default): another (jaeger, zipkin, console) is refused, not taken for OTLP.
+  const exporter = set('OTEL_TRACES_EXPORTER')?.toLowerCase();
+  if (exporter !== undefined && exporter !== 'otlp') {
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n- OTEL_TRACES_EXPORTER: '${exporter}' is not supported; use otlp (the default) or none`);
+  }
   if (traces === undefined && base === undefined) return undefined;
   const problems: string[] = [];
   // The signal's own endpoint is used as given; the base one gets the signal's path (the OTLP spec's rule).

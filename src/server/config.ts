@@ -38,6 +38,21 @@ const list = z
   .optional()
   .transform((value) => (value ?? '').split(',').map((item) => item.trim()).filter((item) => item !== ''));
 
+/** A host name label: letters, digits and inner hyphens, 1 to 63 of them. */
+const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/i;
+
+/**
+ * An entry of RUNNEL_WEBHOOK_HOSTS as a webhook URL's host is matched against it: a host name, an IPv4 address,
+ * a bracketed IPv6 one (as a URL writes it), or `*.` and a name of at least two labels (`*.com` would allow a
+ * whole top-level domain). A scheme, a port or a path can never match a host, so they are refused.
+ */
+function isWebhookHost(entry: string): boolean {
+  if (/^\[[0-9a-f:.]+\]$/i.test(entry)) return true;
+  const wildcard = entry.startsWith('*.');
+  const labels = (wildcard ? entry.slice(2) : entry).split('.');
+  return labels.every((label) => LABEL.test(label)) && (!wildcard || labels.length >= 2);
+}
+
 /** proxy-addr's named ranges, which Fastify's trustProxy accepts besides addresses and CIDR ranges. */
 const PROXY_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
@@ -110,7 +125,10 @@ const envSchema = z.object({
     }),
   RUNNEL_RUN_TTL: integer('RUNNEL_RUN_TTL', 60, 86_400),
   RUNNEL_RUN_LOCK_MS: integer('RUNNEL_RUN_LOCK_MS', 1_000, 30_000),
-  RUNNEL_WEBHOOK_HOSTS: list,
+  RUNNEL_WEBHOOK_HOSTS: list.refine(
+    (hosts) => hosts.every(isWebhookHost),
+    'each entry a host name (hooks.example.com), an IP address, or *. and a name of two labels or more (*.example.com) — no scheme, port or path',
+  ),
   RUNNEL_RUN_NAMESPACE: z.string().regex(/^[\w:-]{1,64}$/, 'letters, digits, _, - and : only').optional().transform((value) => value || 'runnel'),
   RUNNEL_WEBHOOK_SECRET: z.string().optional().transform((value) => (value === undefined || value === '' ? undefined : value)),
   RUNNEL_WEBHOOK_ALLOW_HTTP: z.enum(['true', 'false', '']).optional().transform((value) => value === 'true'),

@@ -10,8 +10,14 @@ import type { ServerConfig } from './config.js';
  * @example
  * for (const line of startupWarnings(config)) app.log.warn(line);
  */
-export function startupWarnings(config: Pick<ServerConfig, 'apiKeys'>, env: Readonly<Record<string, string | undefined>> = {}): string[] {
+export function startupWarnings(config: Pick<ServerConfig, 'apiKeys'> & Partial<Pick<ServerConfig, 'webhookHosts' | 'webhookSecret'>>, env: Readonly<Record<string, string | undefined>> = {}): string[] {
   const warnings: string[] = [];
+  // Webhooks need both: one without the other leaves them off, and every run that asks for one is refused (422).
+  const hosts = (config.webhookHosts ?? []).length > 0;
+  const secret = config.webhookSecret !== undefined && config.webhookSecret !== '';
+  if (hosts !== secret) {
+    warnings.push(`${hosts ? 'RUNNEL_WEBHOOK_HOSTS is set but RUNNEL_WEBHOOK_SECRET is not' : 'RUNNEL_WEBHOOK_SECRET is set but RUNNEL_WEBHOOK_HOSTS is not'}: webhooks are off, and a run that asks for one is refused (422 RUNNEL_ERR_WEBHOOK_NOT_ALLOWED). Set both.`);
+  }
   // A provider chosen without its key: every model call would be refused (502) while the server looks healthy.
   const provider = /^(openai|anthropic)(:|$)/.exec((env.RUNNEL_MODEL ?? '').trim())?.[1];
   const prefix = provider === 'openai' ? 'OPENAI' : 'ANTHROPIC';

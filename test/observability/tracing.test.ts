@@ -257,6 +257,10 @@ describe('tracing settings', () => {
   it('is off without an endpoint, and reads the standard variables', () => {
     expect(loadTracingConfig({})).toBeUndefined();
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBeUndefined();
+    expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' })).toBeUndefined();
+    expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'otlp' })?.url).toBe('http://c:4318/v1/traces');
+    // Another exporter was taken for OTLP without a word.
+    for (const exporter of ['jaeger', 'zipkin', 'console']) expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: exporter }), exporter).toThrow(/OTEL_TRACES_EXPORTER: '.*' is not supported/);
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/' })).toMatchObject({ url: 'http://c:4318/v1/traces', protocol: 'http/protobuf', serviceName: 'runnel', sampler: 'parentbased_always_on', content: false });
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/custom', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://ignored' })?.url).toBe('http://c:4318/custom');
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' })).toMatchObject({ sampler: 'traceidratio', ratio: 0.25 });

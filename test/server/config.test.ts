@@ -67,6 +67,13 @@ describe('loadServerConfig', () => {
     ]);
   });
 
+  it('takes webhook hosts as a webhook URL’s host is matched: names, addresses, *. and two labels or more; nothing that can never match', () => {
+    expect(loadServerConfig({ RUNNEL_WEBHOOK_HOSTS: 'hooks.example.com, *.example.com, 10.0.0.5, [::1], localhost, Hooks.Example.COM' }).webhookHosts).toEqual(['hooks.example.com', '*.example.com', '10.0.0.5', '[::1]', 'localhost', 'hooks.example.com']);
+    for (const bad of ['https://hooks.example.com', 'hooks.example.com:443', 'hooks.example.com/path', '*', '*.com', 'a b', 'hooks..example.com', '-bad-.example.com', 'ok.example.com,*.']) {
+      expect(() => loadServerConfig({ RUNNEL_WEBHOOK_HOSTS: bad }), bad).toThrow(/RUNNEL_WEBHOOK_HOSTS/);
+    }
+  });
+
   it('trusts X-Forwarded-For only from listed proxy addresses, refusing true and hop counts', () => {
     expect(loadServerConfig({}).trustProxy).toEqual([]);
     expect(loadServerConfig({ RUNNEL_TRUST_PROXY: 'false' }).trustProxy).toEqual([]);

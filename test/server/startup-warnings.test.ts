@@ -22,4 +22,11 @@ describe('startup warnings', () => {
     expect(startupWarnings(keyed, { RUNNEL_MODEL: 'openai:gpt-4o', OPENAI_API_KEY: 'sk-x' })).toEqual([]);
     expect(startupWarnings(keyed, { RUNNEL_MODEL: 'fake' })).toEqual([]);
   });
+
+  it('warns when webhooks are half configured (hosts without a secret, or a secret without hosts): they are off', () => {
+    const keys = { RUNNEL_API_KEYS: 'ops:0123456789abcdef0' };
+    expect(startupWarnings(loadServerConfig({ ...keys, RUNNEL_WEBHOOK_HOSTS: 'hooks.example.com' }))).toEqual([expect.stringMatching(/^RUNNEL_WEBHOOK_HOSTS is set but RUNNEL_WEBHOOK_SECRET is not: webhooks are off/)]);
+    expect(startupWarnings(loadServerConfig({ ...keys, RUNNEL_WEBHOOK_SECRET: '0123456789abcdef' }))).toEqual([expect.stringMatching(/^RUNNEL_WEBHOOK_SECRET is set but RUNNEL_WEBHOOK_HOSTS is not/)]);
+    expect(startupWarnings(loadServerConfig({ ...keys, RUNNEL_WEBHOOK_HOSTS: 'hooks.example.com', RUNNEL_WEBHOOK_SECRET: '0123456789abcdef' }))).toEqual([]);
+  });
 });
