@@ -44,7 +44,11 @@ class FrameWriter {
   private pending: RunFrame[] = [];
   private flushing: Promise<void> = Promise.resolve();
   private scheduled = false;
-  /** The first write that failed (Redis down): the run then fails, and later writes still try. */
+  /**
+   * The first write that failed (Redis down): the run then fails, and the writes queued behind it are not
+   * made — each would wait out its own timeout (a token a tick, Redis frozen: seconds before the client heard
+   * why), and the log would have a gap where the failed write was.
+   */
   private failure: unknown;
   /** The record, until a write takes it to the store. */
   private unstored: RunRecord | undefined;
@@ -93,7 +97,7 @@ class FrameWriter {
       this.pending = [];
       const create = this.takeRecord();
       this.flushing = this.flushing.then(() => {
-        if (this.notStored !== undefined || this.endedElsewhere) return undefined;
+        if (this.notStored !== undefined || this.endedElsewhere || this.failure !== undefined) return undefined;
         return this.store.append(this.runId, batch, { create }).then(
           () => {
             this.lastWritten = batch[batch.length - 1]?.id;

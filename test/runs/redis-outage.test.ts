@@ -84,6 +84,53 @@ describe('Redis stops answering under a run', () => {
     expect(unhandled).toEqual([]);
   }, 90_000);
 
+  it('a durable stream of a token a tick whose log stops taking writes: no write is made after the first that failed, so its client hears why after one timeout', async () => {
+    const store = app.runnel.runQueue().store;
+    const append = store.append.bind(store);
+    let runId: string | undefined;
+    let failed = false;
+    let afterFailure = 0;
+    store.append = async (...args: Parameters<typeof append>) => {
+      if (args[0] === runId && failed) afterFailure += 1;
+      try {
+        return await append(...args);
+      } catch (error) {
+        if (args[0] === runId) failed = true;
+        throw error;
+      }
+    };
+    try {
+      const res = await fetch(`${url}/story/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'ticks' }, on_disconnect: 'continue' }) });
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      let text = '';
+      while (!text.includes('event: data')) text += new TextDecoder().decode((await reader.read()).value);
+      runId = /"run_id":"([\w-]+)"/.exec(text)?.[1] as string;
+      redis.signal('SIGSTOP');
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          text += new TextDecoder().decode(value);
+        }
+        expect(text).toMatch(/"code":"RUNNEL_ERR_REDIS_UNAVAILABLE"[^\n]*\}\r\n\r\n$/);
+        // Before, each batch the chain had made meanwhile waited out its own timeout, one after another.
+        expect(failed).toBe(true);
+        expect(afterFailure).toBe(0);
+      } finally {
+        redis.signal('SIGCONT');
+      }
+      let record: { status: string } = { status: 'running' };
+      for (let i = 0; i < 600 && !['success', 'error', 'cancelled'].includes(record.status); i++) {
+        const got = await fetch(`${url}/story/runs/${runId}/wait?timeout_s=1`);
+        if (got.status === 200 || got.status === 408) record = (await got.json()) as typeof record;
+      }
+      expect(record).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
+    } finally {
+      store.append = append;
+    }
+    expect(unhandled).toEqual([]);
+  }, 90_000);
+
   it('a durable stream whose first write times out: an error frame and no frame of the run; the run, stored late, does not stay running', async () => {
     // An app of its own (its runs alone in its namespace), sweeping lost runs within a few seconds.
     const services = await connectServices({ redisUrl: redis.url, redisCommandTimeoutMs: 300 });
