@@ -37,7 +37,7 @@ export function chatChain(context: ChainContext) {
     messages: {
       toInput: ({ id, turns, trigger }) => {
         if (id === undefined) {
-          throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'chat keeps each conversation on the server: name it with metadata.session_id (any string of yours)', {
+          throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'chat keeps each conversation on the server: name it with metadata.session_id (1-128 letters, digits or _ . : - of your choosing)', {
             detail: [{ type: 'missing', loc: ['metadata', 'session_id'], msg: 'Field required' }],
           });
         }

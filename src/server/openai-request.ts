@@ -43,6 +43,12 @@ const functionTool = z.object({
   }),
 });
 
+/** A number from `min` to `max`, said so when it is not. */
+const range = (min: number, max: number) => {
+  const error = `expected a number from ${min} to ${max}`;
+  return z.number({ error }).min(min, error).max(max, error);
+};
+
 const ignored = (schema: z.ZodType) => schema.nullish().describe('Accepted and ignored: the chain decides how its model is called.');
 
 /**
@@ -66,13 +72,14 @@ export const chatCompletionRequestSchema = z.object({
     .nullish()
     .describe("`auto` (default) or `none` (the chain gets no tools); `required` and a named function are refused: the chain decides whether it calls a tool"),
   n: z.number().int().min(1).max(1).nullish().describe('Only 1'),
-  temperature: ignored(z.number()),
-  top_p: ignored(z.number()),
-  max_tokens: ignored(z.number().int()),
-  max_completion_tokens: ignored(z.number().int()),
-  presence_penalty: ignored(z.number()),
-  frequency_penalty: ignored(z.number()),
-  stop: ignored(z.union([z.string(), z.array(z.string())])),
+  // Ignored, but held to OpenAI's ranges: a value OpenAI would refuse is a client's mistake, said as OpenAI says it.
+  temperature: ignored(range(0, 2)),
+  top_p: ignored(range(0, 1)),
+  max_tokens: ignored(z.number({ error: 'expected an integer of at least 1' }).int('expected an integer of at least 1').min(1, 'expected an integer of at least 1')),
+  max_completion_tokens: ignored(z.number({ error: 'expected an integer of at least 1' }).int('expected an integer of at least 1').min(1, 'expected an integer of at least 1')),
+  presence_penalty: ignored(range(-2, 2)),
+  frequency_penalty: ignored(range(-2, 2)),
+  stop: ignored(z.union([z.string(), z.array(z.string()).max(4)], { error: 'expected a string or an array of at most 4 strings' })),
   seed: ignored(z.number().int()),
   user: ignored(z.string()),
   parallel_tool_calls: ignored(z.boolean()),

@@ -85,6 +85,23 @@ describe('errors on /v1 in OpenAI\'s shape', () => {
       expect(res.status, JSON.stringify(payload)).toBe(400);
       expect(res.json.error).toMatchObject({ type: 'invalid_request_error', param, code });
     }
+    // Parameters Runnel ignores are still held to OpenAI's ranges (they were taken silently), each said plainly.
+    const ranges: [Record<string, unknown>, string][] = [
+      [{ temperature: 9 }, "Invalid 'temperature': expected a number from 0 to 2"],
+      [{ top_p: -1 }, "Invalid 'top_p': expected a number from 0 to 1"],
+      [{ max_tokens: -5 }, "Invalid 'max_tokens': expected an integer of at least 1"],
+      [{ max_completion_tokens: 1.5 }, "Invalid 'max_completion_tokens': expected an integer of at least 1"],
+      [{ presence_penalty: 3 }, "Invalid 'presence_penalty': expected a number from -2 to 2"],
+      [{ frequency_penalty: '1' }, "Invalid 'frequency_penalty': expected a number from -2 to 2"],
+      [{ stop: 5 }, "Invalid 'stop': expected a string or an array of at most 4 strings"],
+      [{ stop: ['a', 'b', 'c', 'd', 'e'] }, "Invalid 'stop': expected a string or an array of at most 4 strings"],
+    ];
+    for (const [extra, message] of ranges) {
+      const res = await complete(a, ask('hi', extra));
+      expect(res.status, JSON.stringify(extra)).toBe(400);
+      expect(res.json.error, JSON.stringify(extra)).toMatchObject({ type: 'invalid_request_error', param: Object.keys(extra)[0], message });
+    }
+    expect((await complete(a, ask('hi', { temperature: 0.7, top_p: 1, max_tokens: 100, presence_penalty: -2, stop: ['a', 'b'] }))).status).toBe(200);
     const notJson = await a.inject({ method: 'POST', url: '/v1/chat/completions', payload: '{not json', headers: { 'content-type': 'application/json' } });
     expect(notJson.statusCode).toBe(400);
     expect(notJson.json().error).toMatchObject({ type: 'invalid_request_error', code: 'RUNNEL_ERR_BODY_INVALID' });
