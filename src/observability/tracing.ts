@@ -143,6 +143,15 @@ function spanName(event: StreamEvent, type: string, root: boolean): string {
   return root ? event.name : `${type} ${event.name}`;
 }
 
+/**
+ * A chat model run's messages, as GenAI's `gen_ai.input.messages` lists them: one conversation, not
+ * LangServe's batch of them (the start event's `{messages: [[...]]}`).
+ */
+function inputMessages(input: unknown): unknown {
+  const messages = (input as { messages?: unknown } | null)?.messages ?? input;
+  return Array.isArray(messages) && messages.length === 1 && Array.isArray(messages[0]) ? messages[0] : messages;
+}
+
 /** The attributes a run's span opens with. */
 function startAttributes(event: StreamEvent, type: string, content: boolean): Record<string, AttributeValue> {
   const metadata = event.metadata as Record<string, unknown>;
@@ -156,7 +165,7 @@ function startAttributes(event: StreamEvent, type: string, content: boolean): Re
     if (typeof metadata.ls_model_name === 'string') attributes['gen_ai.request.model'] = metadata.ls_model_name;
     if (typeof metadata.ls_temperature === 'number') attributes['gen_ai.request.temperature'] = metadata.ls_temperature;
     if (typeof metadata.ls_max_tokens === 'number') attributes['gen_ai.request.max_tokens'] = metadata.ls_max_tokens;
-    if (content && event.data.input !== undefined) attributes['gen_ai.input.messages'] = json((event.data.input as { messages?: unknown })?.messages ?? event.data.input);
+    if (content && event.data.input !== undefined) attributes['gen_ai.input.messages'] = json(inputMessages(event.data.input));
   } else if (type === 'tool') {
     attributes['gen_ai.operation.name'] = 'execute_tool';
     attributes['gen_ai.tool.name'] = event.name;

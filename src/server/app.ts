@@ -140,7 +140,7 @@ export function packageRoot(): string {
 }
 
 /** This package's version (the traces' `service.version`). */
-function packageVersion(): string | undefined {
+export function packageVersion(): string | undefined {
   try {
     return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version?: string }).version;
   } catch {
@@ -149,6 +149,8 @@ function packageVersion(): string | undefined {
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
+/** Paths whose requests get no trace: health probes and metrics scrapes. */
+const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 
 /** What a page's client may read of an answer from another origin: when to retry, and the id to quote. */
 const CORS_EXPOSED = ['retry-after', 'x-request-id'];
@@ -199,7 +201,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       : {
           childLoggerFactory: (logger, bindings, childOptions, raw) => {
             const request = raw as SpannedRequest;
-            const span = tracing.startRequest(request.method ?? 'GET', undefined, (request.url ?? '/').split('?')[0] ?? '/', request.headers);
+            const path = (request.url ?? '/').split('?')[0] ?? '/';
+            // A balancer's probes and Prometheus's scrapes, every few seconds from every replica, are not traced:
+            // they would bury the traces of requests.
+            if (UNTRACED_PATHS.has(path)) return logger.child(bindings, childOptions);
+            const span = tracing.startRequest(request.method ?? 'GET', undefined, path, request.headers);
             request[REQUEST_SPAN] = span;
             return logger.child({ ...bindings, trace_id: span.traceId, span_id: span.spanId }, childOptions);
           },

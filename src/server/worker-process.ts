@@ -7,7 +7,7 @@
 import { RunnelError } from '../core/index.js';
 import { Tracing } from '../observability/index.js';
 import type { RunQueue } from '../runs/index.js';
-import { createRunQueue } from './app.js';
+import { createRunQueue, packageVersion } from './app.js';
 import type { ServerConfig } from './config.js';
 import type { ChainSpec } from './registry.js';
 import type { Services } from './services.js';
@@ -29,7 +29,7 @@ export function startRunWorkers(options: {
     throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'runnel worker: REDIS_URL is required (the run queue lives in Redis)');
   }
   // Runs continue the traces of the requests that submitted them, when tracing is on.
-  const tracing = config.tracing === undefined ? undefined : new Tracing(config.tracing);
+  const tracing = config.tracing === undefined ? undefined : new Tracing(config.tracing, { version: packageVersion() });
   const queue = createRunQueue({
     config: { ...config, workerConcurrency: Math.max(1, config.workerConcurrency) },
     chains: options.chains,

@@ -76,6 +76,16 @@ describe('traces of /rag over OTLP/protobuf', () => {
     await receiver.close();
   });
 
+  it('traces no health probe or metrics scrape (they would bury the requests’ traces); the request after them is traced', async () => {
+    const probes = callerTrace();
+    for (const path of ['/healthz', '/readyz', '/metrics']) await (await fetch(`${served.url}${path}`, { headers: { traceparent: probes.traceparent } })).text();
+    const caller = callerTrace();
+    expect((await fetch(`${served.url}/rag/input_schema`, { headers: { traceparent: caller.traceparent } })).status).toBe(200);
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId));
+    expect(ofTrace(receiver, probes.traceId)).toEqual([]);
+    expect(receiver.spans.filter((span) => /\/(healthz|readyz|metrics)$/.test(span.name))).toEqual([]);
+  });
+
   it('makes one trace under the caller’s, nested as the runs nest, with no content recorded', async () => {
     const caller = callerTrace();
     const res = await fetch(`${served.url}/rag/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { question: 'How is chat history stored?' } }) });
@@ -198,6 +208,10 @@ describe('traces of a model call through the real openai SDK, over OTLP/JSON, wi
     });
     // Content is on here: the prompt and the completion are on the span.
     expect(String(model.attributes['gen_ai.input.messages'])).toContain('Tell me a joke about cats');
+    // One conversation, a list of messages (it was LangServe's batch of one: a list in a list).
+    const messages = JSON.parse(String(model.attributes['gen_ai.input.messages'])) as unknown[];
+    expect(messages.length).toBeGreaterThan(0);
+    expect(messages.every((message) => message !== null && typeof message === 'object' && !Array.isArray(message))).toBe(true);
     expect(String(model.attributes['gen_ai.output.messages'])).toContain('Why did the cat sit?');
 
     const sent = provider.requests.at(-1)?.headers;
