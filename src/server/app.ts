@@ -47,6 +47,11 @@ export interface OpenStream {
   stop(reason: RunnelError): void;
   /** Resolves when the stream has ended. */
   done: Promise<void>;
+  /**
+   * A reader of a run's log (a join): stopping it ends nothing but this connection, and its client rejoins on
+   * another replica with Last-Event-ID — so a stopping server closes it at once rather than after the grace.
+   */
+  reader?: boolean;
 }
 
 /** What the app shares with its routes. */
@@ -434,6 +439,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     // Draining: the listener stays up, so /readyz answers 503 and new runs 503 RUNNEL_ERR_SHUTTING_DOWN (a
     // balancer sees "not ready", not "connection refused"), while open streams run on for up to the grace.
     state.shuttingDown = true;
+    // Readers of runs' logs go at once: their clients rejoin elsewhere, and the drain does not wait for them.
+    for (const stream of state.streams) if (stream.reader === true) stream.stop(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down'));
     const streams = [...state.streams];
     let graceTimer: NodeJS.Timeout | undefined;
     const grace = new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, config.shutdownGraceMs).unref()));

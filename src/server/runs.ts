@@ -237,7 +237,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   reply.raw.on('close', () => gone.abort());
   // Shutdown ends this reader (the run goes on; the client rejoins on another replica with Last-Event-ID).
   let finish!: () => void;
-  const entry = { stop: () => gone.abort(), done: new Promise<void>((resolve) => (finish = resolve)) };
+  const entry = { stop: () => gone.abort(), done: new Promise<void>((resolve) => (finish = resolve)), reader: true };
   state.streams.add(entry);
   sse.open();
   let after = afterId;

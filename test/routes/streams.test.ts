@@ -182,6 +182,32 @@ describe('graceful shutdown', () => {
     expect(received).toMatch(/event: error\r\ndata: \{"status_code":503,"message":"The server is shutting down","code":"RUNNEL_ERR_SHUTTING_DOWN"\}\r\n\r\n$/);
     await settleWithin(closing, 5000);
   });
+
+  it('closes readers of runs’ logs at once (their clients rejoin elsewhere), while the runs under way get the grace', async () => {
+    const own = await startServer({ shutdownGraceMs: 60_000 });
+    const run = (await (await post(`${own.url}/slow/runs`, { input: { count: 150 } })).json()) as { run_id: string };
+    const frames: string[] = [];
+    const reading = new Promise<string>((resolve) => {
+      httpRequest(`${own.url}/slow/runs/${run.run_id}/stream`, (res) => {
+        let received = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          received += chunk;
+          frames.push(chunk);
+        });
+        res.on('end', () => resolve(received));
+      }).end();
+    });
+    while (!frames.join('').includes('event: data')) await new Promise((r) => setTimeout(r, 10));
+    const closing = own.app.shutdown();
+    const received = await reading;
+    // Closed while its run was still under way (before, it was held open until the run ended or the grace was over).
+    const record = (await own.app.inject(`/slow/runs/${run.run_id}`)).json() as { status: string };
+    expect(record.status).toBe('running');
+    expect(received).not.toMatch(/event: (end|error)/);
+    await closing;
+    expect(((await own.app.runnel.runQueue().store.get(run.run_id)) as { status: string }).status).toBe('success');
+  }, 60_000);
 });
 
 describe('streams in /metrics', () => {
