@@ -1,5 +1,6 @@
 /** `/healthz` (alive), `/readyz` (ready to take work; false while shutting down or a service is down), `/metrics`. */
 import type { FastifyPluginAsync } from 'fastify';
+import { clusterMetrics } from '../src/server/cluster.js';
 
 export const healthRoutes: FastifyPluginAsync = async (app) => {
   app.get('/healthz', { schema: { tags: ['operations'], summary: 'Alive', security: [], response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } }, async () => ({
@@ -16,6 +17,7 @@ export const healthRoutes: FastifyPluginAsync = async (app) => {
 
   app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (_request, reply) => {
     const { metrics } = app.runnel;
-    return reply.type(metrics.contentType).send(await metrics.render());
+    // One of a cluster's processes (RUNNEL_PROCESSES): the whole server's series, whichever process answers.
+    return reply.type(metrics.contentType).send((await clusterMetrics()) ?? (await metrics.render()));
   });
 };

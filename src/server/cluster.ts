@@ -14,9 +14,76 @@
  * (1 if any failed, or at the hard deadline).
  */
 import cluster, { type Worker } from 'node:cluster';
+import { aggregateMetrics } from './metrics.js';
 
 /** What a server process sends the first process once it listens. */
 const READY = 'runnel:ready';
+
+/**
+ * `/metrics` of a cluster: the server process a scrape reaches asks the first process (ASK), which asks every
+ * server process for its series (COLLECT, answered with PART) and answers the sum (RESULT). Without it a
+ * scrape read whichever process took the connection, and Prometheus saw counters jump between them.
+ */
+const ASK = 'runnel:metrics?';
+const COLLECT = 'runnel:metrics-collect';
+const PART = 'runnel:metrics-part';
+const RESULT = 'runnel:metrics';
+/** How long the first process waits for a server process's series, and a server process for the sum. */
+const METRICS_WAIT_MS = 1_000;
+
+interface MetricsMessage {
+  type: string;
+  id: number;
+  values?: unknown;
+  text?: string;
+}
+
+const isMetricsMessage = (message: unknown, type: string): message is MetricsMessage =>
+  typeof message === 'object' && message !== null && (message as MetricsMessage).type === type && typeof (message as MetricsMessage).id === 'number';
+
+/** This server process's series, once {@link offerClusterMetrics} was called. */
+let ownMetrics: (() => Promise<unknown>) | undefined;
+const asked = new Map<number, (text: string | undefined) => void>();
+let lastAsk = 0;
+
+/**
+ * In a server process of a cluster, lets the first process read this process's series (`source`), so a
+ * scrape on any process reads the whole server ({@link clusterMetrics}). Outside a cluster it does nothing.
+ *
+ * @example
+ * offerClusterMetrics(() => app.runnel.metrics.values());
+ */
+export function offerClusterMetrics(source: () => Promise<unknown>): void {
+  if (!cluster.isWorker || ownMetrics !== undefined) return;
+  ownMetrics = source;
+  process.on('message', (message: unknown) => {
+    if (isMetricsMessage(message, COLLECT)) {
+      void source().then(
+        (values) => process.send?.({ type: PART, id: message.id, values }),
+        () => process.send?.({ type: PART, id: message.id }),
+      );
+    } else if (isMetricsMessage(message, RESULT)) {
+      asked.get(message.id)?.(message.text);
+      asked.delete(message.id);
+    }
+  });
+}
+
+/**
+ * The whole cluster's metrics as one exposition, from the first process; undefined outside a cluster, or when
+ * it did not answer in time (the caller then serves this process's own).
+ */
+export async function clusterMetrics(): Promise<string | undefined> {
+  if (ownMetrics === undefined || process.send === undefined) return undefined;
+  const id = ++lastAsk;
+  return new Promise((resolve) => {
+    asked.set(id, resolve);
+    setTimeout(() => {
+      if (asked.delete(id)) resolve(undefined);
+    }, METRICS_WAIT_MS * 2).unref();
+    process.send?.({ type: ASK, id });
+  });
+}
 
 /** Options of {@link serveOnProcesses}. */
 export interface ProcessesOptions {
@@ -61,6 +128,38 @@ function superviseProcesses(options: ProcessesOptions): void {
   let served = false;
   let lastRestart = 0;
 
+  /** Series asked of the server processes, by round and process. */
+  const parts = new Map<string, (values: unknown) => void>();
+  let round = 0;
+  const send = (worker: Worker, message: MetricsMessage): void => {
+    try {
+      worker.send(message);
+    } catch {
+      // Its channel closed (it is stopping): it answers nothing, and the wait ends on its own.
+    }
+  };
+  /** Every serving process's series, added up; undefined when none answered. */
+  const collectMetrics = async (): Promise<string | undefined> => {
+    const id = ++round;
+    const answers = await Promise.all(
+      [...live]
+        .filter((worker) => ready.has(worker))
+        .map(
+          (worker) =>
+            new Promise<unknown>((resolve) => {
+              const key = `${id}:${worker.id}`;
+              parts.set(key, resolve);
+              setTimeout(() => {
+                if (parts.delete(key)) resolve(undefined);
+              }, METRICS_WAIT_MS).unref();
+              send(worker, { type: COLLECT, id });
+            }),
+        ),
+    );
+    const values = answers.filter((answer): answer is Parameters<typeof aggregateMetrics>[0][number] => Array.isArray(answer));
+    return values.length === 0 ? undefined : aggregateMetrics(values).catch(() => undefined);
+  };
+
   const fork = (): void => {
     const worker = cluster.fork();
     live.add(worker);
@@ -69,6 +168,12 @@ function superviseProcesses(options: ProcessesOptions): void {
         ready.add(worker);
         served = true;
         failedInARow = 0;
+      } else if (isMetricsMessage(message, ASK)) {
+        void collectMetrics().then((text) => send(worker, { type: RESULT, id: message.id, ...(text === undefined ? {} : { text }) }));
+      } else if (isMetricsMessage(message, PART)) {
+        const key = `${message.id}:${worker.id}`;
+        parts.get(key)?.(message.values);
+        parts.delete(key);
       }
     });
   };

@@ -11,7 +11,7 @@ import { buildApp } from './app.js';
 import { loadServerConfig, type ServerConfig } from './config.js';
 import { serverLoggerOptions } from './log-options.js';
 import { connectServices } from './services.js';
-import { serveOnProcesses } from './cluster.js';
+import { offerClusterMetrics, serveOnProcesses } from './cluster.js';
 import { exitOnSignals, shutdownDeadlineMs } from './signals.js';
 import { startupWarnings } from './startup-warnings.js';
 
@@ -39,6 +39,8 @@ async function serve(config: ServerConfig): Promise<void> {
     runWorkers: 'start',
     logger: serverLoggerOptions(config.logLevel),
   });
+  // In a cluster, the first process reads this process's series for a scrape on any process.
+  offerClusterMetrics(() => app.runnel.metrics.values());
   // A deep accept queue: a burst of connections (1,000 streams opening at once) must not wait for SYN retries.
   try {
     await app.listen({ port: config.port, host: config.host, backlog: 4096 });

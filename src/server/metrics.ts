@@ -12,7 +12,7 @@
  * the code registry's, statuses HTTP's, and provider/model pairs are capped
  * at {@link MAX_MODEL_SERIES}.
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { errorCodes, type ModelCall } from '../core/index.js';
 
 /** At most this many provider/model pairs get series of their own; calls of later ones count under model `other`. */
@@ -133,6 +133,8 @@ export class Metrics {
       help: 'Background runs by status, as the run queue counts them: pending (the queue depth) and running.',
       labelNames: ['status'],
       registers,
+      // Every process of one deployment counts the same queue: across processes, the count is one of theirs.
+      aggregator: 'max',
       async collect() {
         const counts = await within(sources.runCounts(), 1_000);
         this.reset();
@@ -163,6 +165,12 @@ export class Metrics {
   async render(): Promise<string> {
     const [own, node] = await Promise.all([this.registry.metrics(), processRegistry().metrics()]);
     return own + node;
+  }
+
+  /** The same series as values, for the first process of a cluster to add up ({@link aggregateMetrics}). */
+  async values(): Promise<MetricObjectWithValues<MetricValue<string>>[]> {
+    const [own, node] = await Promise.all([this.registry.getMetricsAsJSON(), processRegistry().getMetricsAsJSON()]);
+    return [...own, ...node];
   }
 
   /** The labels of a provider/model pair: its own while fewer than {@link MAX_MODEL_SERIES} pairs were seen, else model `other`. */
@@ -216,4 +224,14 @@ export function firstTokenTimer(metrics: Metrics, labels: { chain: string; endpo
       metrics.firstToken.observe(labels, elapsedSeconds());
     }
   };
+}
+
+/**
+ * The series of a cluster's server processes as one exposition: counters and histograms added up, the queue's
+ * gauge the largest, Node's process metrics as prom-client aggregates them (memory added up, event-loop lag
+ * averaged, ...). A scrape of `/metrics` on the cluster's port then reads the whole server, whichever
+ * process answers it.
+ */
+export async function aggregateMetrics(parts: MetricObjectWithValues<MetricValue<string>>[][]): Promise<string> {
+  return AggregatorRegistry.aggregate(parts).metrics();
 }
