@@ -84,6 +84,12 @@ export function uiStreamHandler(chain: PreparedChain) {
       endpoint: 'ui_stream',
       runId,
       config,
+      // A run that fails before its first part (a provider's 429, a bad key) is a plain HTTP error: the AI SDK
+      // raises it with its body, and the chat shows no empty answer beside the error.
+      errorBeforeOpen: (error) => {
+        const { status, body: failure } = toHttpError(error);
+        return { status, code: failure.code, body: failure };
+      },
       // Events' errors as the error frame says them (a tool's failure in `tool-output-error` included).
       items: (runConfig) => (events ? publicErrors('stream_events', runnable.streamEvents(input, runConfig)) : runnable.stream(input, runConfig)),
       format: {

@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { chatChain } from '../../chains/chat.js';
 import { createChains } from '../../chains/index.js';
 import { jokeChain } from '../../chains/joke.js';
-import { buildApp, connectServices, defineChain, generator, type ChainSpec, type Services } from '../../src/index.js';
+import { buildApp, connectServices, defineChain, generator, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
 import { deferred, settleWithin } from '../helpers.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 
@@ -38,6 +38,19 @@ const story = defineChain({
     yield* WORDS.slice(1);
   }).withTypes({ input: z.object({ topic: z.string() }), output: z.string() }),
   messages: { toInput: ({ turns }) => ({ input: { topic: turns.at(-1)?.text ?? '' } }) },
+});
+
+/** Fails before its first part (`before`: a provider's 429) or after it (`after`). */
+const broken = defineChain({
+  path: '/broken',
+  runnable: generator(async function* (inputs: AsyncIterable<{ when: string }>) {
+    let when = 'before';
+    for await (const input of inputs) when = input.when;
+    if (when === 'before') throw new RunnelError('RUNNEL_ERR_PROVIDER_RATE_LIMITED', 'provider rate-limited the request (429)');
+    yield 'partial ';
+    throw new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'provider broke off (502)');
+  }).withTypes({ input: z.object({ when: z.string() }), output: z.string() }),
+  messages: { toInput: ({ turns }) => ({ input: { when: turns.at(-1)?.text ?? '' } }) },
 });
 
 async function listen(chains: ChainSpec<never, unknown>[], services: Services): Promise<{ app: FastifyInstance; url: string }> {
@@ -78,7 +91,7 @@ describe('/ui_stream through the AI SDK, offline', () => {
     services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', databaseUrl: DATABASE_URL, cacheNamespace: `runnel-test-ui:${randomUUID()}` });
     const { chains, docs } = createChains({ services, env: {} });
     await docs.seed();
-    ({ app, url } = await listen([...chains, story] as ChainSpec<never, unknown>[], services));
+    ({ app, url } = await listen([...chains, story, broken] as ChainSpec<never, unknown>[], services));
   });
   afterAll(async () => {
     await app.close();
@@ -115,6 +128,20 @@ describe('/ui_stream through the AI SDK, offline', () => {
       const tools = (message?.parts ?? []).filter((part) => part.type.startsWith('tool-'));
       expect(tools, JSON.stringify(body)).toEqual([expect.objectContaining({ type: 'tool-calculator', state: 'output-error', errorText: 'Error: calculator failed: Division by zero', input: { expression: '1 / 0' } })]);
     }
+  });
+
+  it('a run that fails before its first part is an HTTP error the transport raises (no empty answer); after it, an error part', async () => {
+    const before = await fetch(`${url}/broken/ui_stream`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ id: 'c', messages: [userMessage('before')] }) });
+    expect(before.status).toBe(429);
+    expect(before.headers.get('retry-after')).toBe('1');
+    expect(await before.json()).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_RATE_LIMITED' });
+    const send = (text: string) => transport('/broken').sendMessages({ chatId: randomUUID(), messages: [userMessage(text)], trigger: 'submit-message', messageId: undefined, abortSignal: undefined });
+    await expect(send('before')).rejects.toThrow(/RUNNEL_ERR_PROVIDER_RATE_LIMITED/);
+    const errors: string[] = [];
+    let last: UIMessage | undefined;
+    for await (const message of readUIMessageStream({ stream: await send('after'), onError: (error) => errors.push((error as Error).message) })) last = message;
+    expect(textOf(last)).toBe('partial ');
+    expect(errors).toEqual(['RUNNEL_ERR_PROVIDER_UNAVAILABLE: provider broke off (502)']);
   });
 
   it('keeps a /chat conversation under the chat id, the caller’s own', async () => {
