@@ -1,6 +1,7 @@
 /** `/healthz` (alive), `/readyz` (ready to take work; false while shutting down or a service is down), `/metrics`. */
 import type { FastifyPluginAsync } from 'fastify';
 import { clusterMetrics } from '../src/server/cluster.js';
+import { errorBody } from '../src/server/http-errors.js';
 
 export const healthRoutes: FastifyPluginAsync = async (app) => {
   app.get('/healthz', { schema: { tags: ['operations'], summary: 'Alive', security: [], response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } }, async () => ({
@@ -17,7 +18,12 @@ export const healthRoutes: FastifyPluginAsync = async (app) => {
 
   app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (_request, reply) => {
     const { metrics } = app.runnel;
-    // One of a cluster's processes (RUNNEL_PROCESSES): the whole server's series, whichever process answers.
-    return reply.type(metrics.contentType).send((await clusterMetrics()) ?? (await metrics.render()));
+    // One of a cluster's processes (RUNNEL_PROCESSES): the whole server's series, whichever process answers —
+    // or none, when a process did not hand its in: a failed scrape, not a sum that looks like a counter reset.
+    const cluster = await clusterMetrics();
+    if (cluster === 'incomplete') {
+      return reply.code(503).send(errorBody(503, 'RUNNEL_ERR_METRICS_INCOMPLETE', 'A server process did not hand in its metrics in time'));
+    }
+    return reply.type(metrics.contentType).send(cluster ?? (await metrics.render()));
   });
 };

@@ -141,6 +141,11 @@ export const errorCodes = {
     retryable: true,
     description: 'All stream slots are taken (`RUNNEL_MAX_STREAMS`); see `retry-after`.',
   },
+  RUNNEL_ERR_METRICS_INCOMPLETE: {
+    status: 503,
+    retryable: true,
+    description: 'With `RUNNEL_PROCESSES`, a server process did not hand in its metrics within 2 s: the scrape fails rather than show a sum short of it (which would read as a counter reset).',
+  },
   RUNNEL_ERR_SHUTTING_DOWN: {
     status: 503,
     retryable: true,

@@ -24,12 +24,18 @@ const READY = 'runnel:ready';
  * server process for its series (COLLECT, answered with PART) and answers the sum (RESULT). Without it a
  * scrape read whichever process took the connection, and Prometheus saw counters jump between them.
  */
+const OFFER = 'runnel:metrics-offer';
 const ASK = 'runnel:metrics?';
 const COLLECT = 'runnel:metrics-collect';
 const PART = 'runnel:metrics-part';
 const RESULT = 'runnel:metrics';
-/** How long the first process waits for a server process's series, and a server process for the sum. */
-const METRICS_WAIT_MS = 1_000;
+/**
+ * How long the first process waits for a server process's series, and a server process for the sum (twice
+ * that). Longer than a process's own slowest series (the run queue's counts wait at most a second for Redis).
+ */
+const METRICS_WAIT_MS = 2_000;
+/** In a server process's environment: forked by {@link serveOnProcesses}, whose first process sums the metrics. */
+const CLUSTER_FLAG = 'RUNNEL_CLUSTER_PROCESS';
 
 interface MetricsMessage {
   type: string;
@@ -54,8 +60,10 @@ let lastAsk = 0;
  * offerClusterMetrics(() => app.runnel.metrics.values());
  */
 export function offerClusterMetrics(source: () => Promise<unknown>): void {
-  if (!cluster.isWorker || ownMetrics !== undefined) return;
+  if (!cluster.isWorker || process.env[CLUSTER_FLAG] !== '1' || ownMetrics !== undefined) return;
   ownMetrics = source;
+  // From now on the first process counts this one in every sum.
+  process.send?.({ type: OFFER, id: 0 });
   process.on('message', (message: unknown) => {
     if (isMetricsMessage(message, COLLECT)) {
       void source().then(
@@ -70,16 +78,16 @@ export function offerClusterMetrics(source: () => Promise<unknown>): void {
 }
 
 /**
- * The whole cluster's metrics as one exposition, from the first process; undefined outside a cluster, or when
- * it did not answer in time (the caller then serves this process's own).
+ * The whole cluster's metrics as one exposition, from the first process; `'incomplete'` when a process did
+ * not hand in its series in time (a short sum would read as a counter reset); undefined outside a cluster.
  */
-export async function clusterMetrics(): Promise<string | undefined> {
+export async function clusterMetrics(): Promise<string | 'incomplete' | undefined> {
   if (ownMetrics === undefined || process.send === undefined) return undefined;
   const id = ++lastAsk;
   return new Promise((resolve) => {
-    asked.set(id, resolve);
+    asked.set(id, (text) => resolve(text ?? 'incomplete'));
     setTimeout(() => {
-      if (asked.delete(id)) resolve(undefined);
+      if (asked.delete(id)) resolve('incomplete');
     }, METRICS_WAIT_MS * 2).unref();
     process.send?.({ type: ASK, id });
   });
@@ -128,22 +136,23 @@ function superviseProcesses(options: ProcessesOptions): void {
   let served = false;
   let lastRestart = 0;
 
+  /** The processes whose series are in a sum: they said so once their app was built. */
+  const offering = new WeakSet<Worker>();
   /** Series asked of the server processes, by round and process. */
   const parts = new Map<string, (values: unknown) => void>();
   let round = 0;
   const send = (worker: Worker, message: MetricsMessage): void => {
-    try {
-      worker.send(message);
-    } catch {
-      // Its channel closed (it is stopping): it answers nothing, and the wait ends on its own.
-    }
+    // A closed channel (the process died or is stopping) is reported to the callback, not thrown, and without
+    // one it would be an 'error' event that ends this process: it answers nothing, and the wait ends on its own.
+    if (!worker.isConnected()) return;
+    worker.send(message, undefined, () => undefined);
   };
   /** Every serving process's series, added up; undefined when none answered. */
   const collectMetrics = async (): Promise<string | undefined> => {
     const id = ++round;
     const answers = await Promise.all(
       [...live]
-        .filter((worker) => ready.has(worker))
+        .filter((worker) => offering.has(worker))
         .map(
           (worker) =>
             new Promise<unknown>((resolve) => {
@@ -157,17 +166,25 @@ function superviseProcesses(options: ProcessesOptions): void {
         ),
     );
     const values = answers.filter((answer): answer is Parameters<typeof aggregateMetrics>[0][number] => Array.isArray(answer));
-    return values.length === 0 ? undefined : aggregateMetrics(values).catch(() => undefined);
+    // A process left out would read as a counter reset (Prometheus's rate() jumps): no sum rather than a short one.
+    if (values.length === 0 || values.length < answers.length) return undefined;
+    return aggregateMetrics(values).catch(() => undefined);
   };
 
   const fork = (): void => {
-    const worker = cluster.fork();
+    // The flag tells a server process that this supervisor answers its metrics requests (another cluster
+    // manager, such as PM2's, would not).
+    const worker = cluster.fork({ [CLUSTER_FLAG]: '1' });
     live.add(worker);
+    // A message to a process that is going away fails as an 'error' event: the exit handler deals with it.
+    worker.on('error', () => undefined);
     worker.on('message', (message: unknown) => {
       if (message === READY) {
         ready.add(worker);
         served = true;
         failedInARow = 0;
+      } else if (isMetricsMessage(message, OFFER)) {
+        offering.add(worker);
       } else if (isMetricsMessage(message, ASK)) {
         void collectMetrics().then((text) => send(worker, { type: RESULT, id: message.id, ...(text === undefined ? {} : { text }) }));
       } else if (isMetricsMessage(message, PART)) {
