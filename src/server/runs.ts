@@ -85,6 +85,12 @@ export interface RunStreamFormat {
   failure(sse: SseWriter, error: RunnelError): void;
   /** The endpoint `/metrics` counts the stream under (default: the run's kind, or `runs_stream` for a join). */
   endpoint?: string;
+  /**
+   * A join in this format whose connection ends is rejoined by its client (an `EventSource`, `RemoteRunnable`):
+   * a stopping server closes it at once, and a join that starts while it stops gets what the log holds, then
+   * closes. Not the AI SDK's: its client takes a stream that ends without `finish` for a whole answer.
+   */
+  rejoins?: boolean;
 }
 
 /** LangServe's frames, each with the id a client resumes after. */
@@ -101,6 +107,7 @@ export const langServeFormat: RunStreamFormat = {
 export const joinFormat: RunStreamFormat = {
   frame: (sse, frame) => (frame.event === 'end' && frame.data === undefined ? sse.send('end', null, frame.id) : sse.send(frame.event, frame.data, frame.id, frame.json)),
   failure: langServeFormat.failure,
+  rejoins: true,
 };
 
 /**
@@ -237,7 +244,12 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   reply.raw.on('close', () => gone.abort());
   // Shutdown ends this reader (the run goes on; the client rejoins on another replica with Last-Event-ID).
   let finish!: () => void;
-  const entry = { stop: () => gone.abort(), done: new Promise<void>((resolve) => (finish = resolve)), reader: true };
+  let closedByServer = false;
+  const stop = (): void => {
+    closedByServer = true;
+    gone.abort();
+  };
+  const entry = { stop, done: new Promise<void>((resolve) => (finish = resolve)), reader: format.rejoins === true };
   state.streams.add(entry);
   sse.open();
   let after = afterId;
@@ -259,6 +271,9 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
         if (isLastFrame(frame)) return;
       }
       if (gone.signal.aborted || sse.closed) return;
+      // A join that started while this server stops: what the log holds, then closed — its client rejoins on
+      // a replica that is not going away, rather than wait here for the grace.
+      if (frames.length === 0 && format.rejoins === true && state.shuttingDown) return;
       if (frames.length === 0) {
         // Nothing new: the run may have ended with its last frame already read before a reconnect, or been lost.
         const now = await queue.store.get(record.run_id);
@@ -278,6 +293,6 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     state.streams.delete(entry);
     finish();
     const { metrics } = state;
-    metrics.requests.inc({ chain: record.chain, endpoint: format.endpoint ?? 'runs_stream', status: gone.signal.aborted ? '499' : '200' });
+    metrics.requests.inc({ chain: record.chain, endpoint: format.endpoint ?? 'runs_stream', status: gone.signal.aborted && !closedByServer ? '499' : '200' });
   }
 }

@@ -213,6 +213,30 @@ describe('/ui_stream through the AI SDK, offline', () => {
     expect(await durable.reconnectToStream({ chatId })).toBeNull();
   });
 
+  it('a resumed stream is not cut when the server starts to stop: the AI SDK would take the cut for the whole answer', async () => {
+    const own = await buildApp({ chains: [story] as ChainSpec<never, unknown>[], config: { apiKeys: [{ name: 'ui', key: KEY }], shutdownGraceMs: 60_000 } });
+    await own.listen({ port: 0, host: '127.0.0.1' });
+    const ownUrl = `http://127.0.0.1:${(own.server.address() as AddressInfo).port}`;
+    try {
+      gate = deferred();
+      const chatId = `story-${randomUUID()}`;
+      const ownTransport = new DefaultChatTransport<UIMessage>({ api: `${ownUrl}/story/ui_stream`, headers: auth, body: { on_disconnect: 'continue' } });
+      const abort = new AbortController();
+      const first = (await ownTransport.sendMessages({ chatId, messages: [userMessage('a story')], trigger: 'submit-message', messageId: undefined, abortSignal: abort.signal })).getReader();
+      while ((await first.read()).value?.type !== 'text-delta');
+      abort.abort();
+      await first.cancel().catch(() => undefined);
+      const resumed = await ownTransport.reconnectToStream({ chatId });
+      const closing = own.shutdown();
+      gate.resolve();
+      expect(textOf(await lastMessage(resumed as ReadableStream<UIMessageChunk>))).toBe(STORY);
+      await closing;
+    } finally {
+      gate.resolve();
+      await own.close();
+    }
+  });
+
   it('another caller resumes nothing of someone else’s chat', async () => {
     const chatId = `story-${randomUUID()}`;
     await startAndDrop(chatId);

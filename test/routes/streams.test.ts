@@ -205,6 +205,11 @@ describe('graceful shutdown', () => {
     const record = (await own.app.inject(`/slow/runs/${run.run_id}`)).json() as { status: string };
     expect(record.status).toBe('running');
     expect(received).not.toMatch(/event: (end|error)/);
+    // A join that starts while the server stops gets what the log holds and is closed (it was held for the grace).
+    const late = await (await fetch(`${own.url}/slow/runs/${run.run_id}/stream`)).text();
+    expect(late).toContain('event: data');
+    expect(late).not.toMatch(/event: (end|error)/);
+    expect(((await own.app.inject(`/slow/runs/${run.run_id}`)).json() as { status: string }).status).toBe('running');
     await closing;
     expect(((await own.app.runnel.runQueue().store.get(run.run_id)) as { status: string }).status).toBe('success');
   }, 60_000);
