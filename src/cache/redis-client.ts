@@ -32,9 +32,13 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
     lazyConnect: true,
   });
   // Errors surface on the commands that fail; without a listener ioredis would log every reconnect attempt.
-  // One is kept: the URL's database refused on connect (ioredis then goes on in database 0).
+  // One is kept: the URL's database refused on connect. ioredis would go on in database 0, among whatever is
+  // there, so the client stops instead (at start that stops the server; later — Redis down at start, then up
+  // without that database — every command fails as Redis unavailable, and /readyz says not ready).
   client.on('error', (error: { command?: { name?: string } } & Error) => {
-    if (error.command?.name === 'select') selectRefusals.set(client, error.message);
+    if (error.command?.name !== 'select') return;
+    selectRefusals.set(client, error.message);
+    client.disconnect();
   });
   coalesceWrites(client);
   return client;

@@ -67,9 +67,14 @@ export function loadTracingConfig(env: Record<string, string | undefined>): Trac
   const traces = set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
   const base = set('OTEL_EXPORTER_OTLP_ENDPOINT');
   // OTLP is the one exporter here (and the default): another (jaeger, zipkin, console) is refused, not taken for OTLP.
-  const exporter = set('OTEL_TRACES_EXPORTER')?.toLowerCase();
-  if (exporter !== undefined && exporter !== 'otlp') {
-    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n- OTEL_TRACES_EXPORTER: '${exporter}' is not supported; use otlp (the default) or none`);
+  // The variable is a list (the spec's): every entry must be one Runnel has.
+  const unsupported = (set('OTEL_TRACES_EXPORTER') ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '' && entry !== 'otlp');
+  if (unsupported.length > 0) {
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n- OTEL_TRACES_EXPORTER: ${unsupported.map((entry) => `'${entry}'`).join(', ')} is not supported; use otlp (the default) or none`);
   }
   if (traces === undefined && base === undefined) return undefined;
   const problems: string[] = [];

@@ -38,8 +38,8 @@ const list = z
   .optional()
   .transform((value) => (value ?? '').split(',').map((item) => item.trim()).filter((item) => item !== ''));
 
-/** A host name label: letters, digits and inner hyphens, 1 to 63 of them. */
-const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/i;
+/** A host name label: letters, digits, inner hyphens and underscores (Docker's service names have them), 1 to 63. */
+const LABEL = /^(?!-)[a-z0-9_-]{1,63}(?<!-)$/i;
 
 /**
  * An entry of RUNNEL_WEBHOOK_HOSTS as a webhook URL's host is matched against it: a host name, an IPv4 address,
@@ -127,7 +127,7 @@ const envSchema = z.object({
   RUNNEL_RUN_LOCK_MS: integer('RUNNEL_RUN_LOCK_MS', 1_000, 30_000),
   RUNNEL_WEBHOOK_HOSTS: list.refine(
     (hosts) => hosts.every(isWebhookHost),
-    'each entry a host name (hooks.example.com), an IP address, or *. and a name of two labels or more (*.example.com) — no scheme, port or path',
+    'each entry a host name (hooks.example.com), an IP address (IPv6 in brackets, as a URL writes it: [::1]), or *. and a name of two labels or more (*.example.com) — no scheme, port or path',
   ),
   RUNNEL_RUN_NAMESPACE: z.string().regex(/^[\w:-]{1,64}$/, 'letters, digits, _, - and : only').optional().transform((value) => value || 'runnel'),
   RUNNEL_WEBHOOK_SECRET: z.string().optional().transform((value) => (value === undefined || value === '' ? undefined : value)),

@@ -7,6 +7,9 @@
 import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisClient } from '../../src/index.js';
+import { selectRefusal } from '../../src/cache/redis-client.js';
+import { freePort, settleWithin } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
@@ -70,4 +73,30 @@ describe('createRedisClient', () => {
     expect(client.status).toBe('ready');
     expect(await socketWrites(() => burst('b'))).toBe(2);
   });
+});
+
+describe('a database the Redis does not have', () => {
+  it('reached after the start (Redis was down): the client stops rather than write into database 0', async () => {
+    const later = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no', '--databases', '2']);
+    const doomed = createRedisClient(`redis://127.0.0.1:${later.port}/5`);
+    await doomed.connect().catch(() => undefined);
+    await later.start();
+    try {
+      // It connects by its own retries, and Redis refuses the database.
+      await settleWithin(
+        (async () => {
+          while (selectRefusal(doomed) === undefined) await new Promise((resolve) => setTimeout(resolve, 20));
+        })(),
+        30_000,
+      );
+      expect(selectRefusal(doomed)).toMatch(/DB index is out of range/);
+      await expect(doomed.set('written', 'into database 0')).rejects.toThrow();
+      const probe = await later.client();
+      expect(await probe.dbsize()).toBe(0);
+      probe.disconnect();
+    } finally {
+      doomed.disconnect();
+      await later.kill();
+    }
+  }, 60_000);
 });

@@ -273,6 +273,8 @@ describe('tracing settings', () => {
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBeUndefined();
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' })).toBeUndefined();
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'otlp' })?.url).toBe('http://c:4318/v1/traces');
+    expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'otlp, OTLP' })?.url).toBe('http://c:4318/v1/traces');
+    expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'otlp,console' })).toThrow(/OTEL_TRACES_EXPORTER: 'console' is not supported/);
     // Another exporter was taken for OTLP without a word.
     for (const exporter of ['jaeger', 'zipkin', 'console']) expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: exporter }), exporter).toThrow(/OTEL_TRACES_EXPORTER: '.*' is not supported/);
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/' })).toMatchObject({ url: 'http://c:4318/v1/traces', protocol: 'http/protobuf', serviceName: 'runnel', sampler: 'parentbased_always_on', content: false });

@@ -68,8 +68,17 @@ describe('loadServerConfig', () => {
   });
 
   it('takes webhook hosts as a webhook URL’s host is matched: names, addresses, *. and two labels or more; nothing that can never match', () => {
-    expect(loadServerConfig({ RUNNEL_WEBHOOK_HOSTS: 'hooks.example.com, *.example.com, 10.0.0.5, [::1], localhost, Hooks.Example.COM' }).webhookHosts).toEqual(['hooks.example.com', '*.example.com', '10.0.0.5', '[::1]', 'localhost', 'hooks.example.com']);
-    for (const bad of ['https://hooks.example.com', 'hooks.example.com:443', 'hooks.example.com/path', '*', '*.com', 'a b', 'hooks..example.com', '-bad-.example.com', 'ok.example.com,*.']) {
+    expect(loadServerConfig({ RUNNEL_WEBHOOK_HOSTS: 'hooks.example.com, *.example.com, 10.0.0.5, [::1], localhost, Hooks.Example.COM, webhook_receiver, my_host.internal' }).webhookHosts).toEqual([
+      'hooks.example.com',
+      '*.example.com',
+      '10.0.0.5',
+      '[::1]',
+      'localhost',
+      'hooks.example.com',
+      'webhook_receiver',
+      'my_host.internal',
+    ]);
+    for (const bad of ['https://hooks.example.com', 'hooks.example.com:443', 'hooks.example.com/path', '*', '*.com', 'a b', 'hooks..example.com', '-bad-.example.com', 'ok.example.com,*.', '::1']) {
       expect(() => loadServerConfig({ RUNNEL_WEBHOOK_HOSTS: bad }), bad).toThrow(/RUNNEL_WEBHOOK_HOSTS/);
     }
   });
