@@ -159,22 +159,27 @@ describe('/stream_log and /stream_events', () => {
   });
 });
 
+/** Reads a whole answer (a POST of `body`, else a GET), each chunk also pushed to `chunks` as it comes. */
+function readAll(url: string, chunks: string[], body?: string): Promise<string> {
+  return new Promise<string>((resolve) => {
+    const options = body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' } };
+    httpRequest(url, options, (res) => {
+      let received = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        received += chunk;
+        chunks.push(chunk);
+      });
+      res.on('end', () => resolve(received));
+    }).end(body);
+  });
+}
+
 describe('graceful shutdown', () => {
   it('turns readiness off, lets invokes finish, gives open streams a final frame', async () => {
     const own = await startServer({ shutdownGraceMs: 100 });
     const frames: string[] = [];
-    const streaming = new Promise<string>((resolve) => {
-      const req = httpRequest(`${own.url}/slow/stream`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-        let received = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          received += chunk;
-          frames.push(chunk);
-        });
-        res.on('end', () => resolve(received));
-      });
-      req.end(JSON.stringify({ input: {} }));
-    });
+    const streaming = readAll(`${own.url}/slow/stream`, frames, JSON.stringify({ input: {} }));
     while (frames.length < 2) await new Promise((r) => setTimeout(r, 10));
     const closing = own.app.shutdown();
     expect((await own.app.inject('/readyz')).statusCode).toBe(503);
@@ -187,17 +192,7 @@ describe('graceful shutdown', () => {
     const own = await startServer({ shutdownGraceMs: 60_000 });
     const run = (await (await post(`${own.url}/slow/runs`, { input: { count: 150 } })).json()) as { run_id: string };
     const frames: string[] = [];
-    const reading = new Promise<string>((resolve) => {
-      httpRequest(`${own.url}/slow/runs/${run.run_id}/stream`, (res) => {
-        let received = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          received += chunk;
-          frames.push(chunk);
-        });
-        res.on('end', () => resolve(received));
-      }).end();
-    });
+    const reading = readAll(`${own.url}/slow/runs/${run.run_id}/stream`, frames);
     while (!frames.join('').includes('event: data')) await new Promise((r) => setTimeout(r, 10));
     const closing = own.app.shutdown();
     const received = await reading;

@@ -32,6 +32,35 @@ afterAll(async () => {
   await redis.kill();
 });
 
+/** A durable stream of `path`, read up to its first data frame: its reader, what it read, and its run id. */
+async function openDurable(path: string, topic: string): Promise<{ reader: ReadableStreamDefaultReader<Uint8Array>; text: string; runId: string }> {
+  const res = await fetch(`${url}${path}/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic }, on_disconnect: 'continue' }) });
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  let text = '';
+  while (!text.includes('event: data')) text += new TextDecoder().decode((await reader.read()).value);
+  return { reader, text, runId: /"run_id":"([\w-]+)"/.exec(text)?.[1] as string };
+}
+
+/** The rest of a stream, to its end. */
+async function rest(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
+  let text = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return text;
+    text += new TextDecoder().decode(value);
+  }
+}
+
+/** The run's record once it has ended (each wait a second, up to 600). */
+async function endedRecord(path: string, runId: string): Promise<{ status: string; error?: { code: string } }> {
+  let record: { status: string; error?: { code: string } } = { status: 'running' };
+  for (let i = 0; i < 600 && !['success', 'error', 'cancelled'].includes(record.status); i++) {
+    const got = await fetch(`${url}${path}/runs/${runId}/wait?timeout_s=1`);
+    if (got.status === 200 || got.status === 408) record = (await got.json()) as typeof record;
+  }
+  return record;
+}
+
 describe('Redis stops answering under a run', () => {
   it('no crash, and the run ends once Redis is back', async () => {
     const res = await fetch(`${url}/long/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'outage' } }) });
@@ -46,41 +75,23 @@ describe('Redis stops answering under a run', () => {
     // Frames fail to be written now; the executor fails the run and retries ending it.
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     redis.signal('SIGCONT');
-    let record: { status: string; error?: { code: string } } = { status: 'running' };
-    for (let i = 0; i < 600 && !['success', 'error', 'cancelled'].includes(record.status); i++) {
-      const got = await fetch(`${url}/long/runs/${run.run_id}/wait?timeout_s=1`);
-      if (got.status === 200 || got.status === 408) record = (await got.json()) as typeof record;
-    }
-    expect(record).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
+    expect(await endedRecord('/long', run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
     expect(unhandled).toEqual([]);
   }, 90_000);
 
   it('a durable stream whose log stops taking writes mid-run: its client gets the error frame at once, and the run ends once Redis is back', async () => {
-    const res = await fetch(`${url}/long/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'mid-run' }, on_disconnect: 'continue' }) });
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    let text = '';
-    while (!text.includes('event: data')) text += new TextDecoder().decode((await reader.read()).value);
-    const runId = /"run_id":"([\w-]+)"/.exec(text)?.[1] as string;
+    const { reader, text: head, runId } = await openDurable('/long', 'mid-run');
     redis.signal('SIGSTOP');
     try {
       // The stream ends while Redis is still stopped: its last frame says why (before, the client heard only
       // pings until the run could be ended in Redis, and then no error frame at all).
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        text += new TextDecoder().decode(value);
-      }
+      const text = head + (await rest(reader));
       expect(text).toMatch(/event: error\r\ndata: \{[^\n]*"code":"RUNNEL_ERR_REDIS_UNAVAILABLE"[^\n]*\}\r\n\r\n$/);
       expect(text.match(/event: (end|error)/g)).toEqual(['event: error']);
     } finally {
       redis.signal('SIGCONT');
     }
-    let record: { status: string; error?: { code: string } } = { status: 'running' };
-    for (let i = 0; i < 600 && !['success', 'error', 'cancelled'].includes(record.status); i++) {
-      const got = await fetch(`${url}/long/runs/${runId}/wait?timeout_s=1`);
-      if (got.status === 200 || got.status === 408) record = (await got.json()) as typeof record;
-    }
-    expect(record).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
+    expect(await endedRecord('/long', runId)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
     expect(unhandled).toEqual([]);
   }, 90_000);
 
@@ -100,18 +111,13 @@ describe('Redis stops answering under a run', () => {
       }
     };
     try {
-      const res = await fetch(`${url}/story/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'ticks' }, on_disconnect: 'continue' }) });
-      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-      let text = '';
-      while (!text.includes('event: data')) text += new TextDecoder().decode((await reader.read()).value);
-      runId = /"run_id":"([\w-]+)"/.exec(text)?.[1] as string;
+      // The run's id is known once its first frame is read; its writes are counted from then on.
+      const opened = await openDurable('/story', 'ticks');
+      const reader = opened.reader;
+      runId = opened.runId;
       redis.signal('SIGSTOP');
       try {
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          text += new TextDecoder().decode(value);
-        }
+        const text = await rest(reader);
         expect(text).toMatch(/"code":"RUNNEL_ERR_REDIS_UNAVAILABLE"[^\n]*\}\r\n\r\n$/);
         // Before, each batch the chain had made meanwhile waited out its own timeout, one after another.
         expect(failed).toBe(true);
@@ -119,12 +125,7 @@ describe('Redis stops answering under a run', () => {
       } finally {
         redis.signal('SIGCONT');
       }
-      let record: { status: string } = { status: 'running' };
-      for (let i = 0; i < 600 && !['success', 'error', 'cancelled'].includes(record.status); i++) {
-        const got = await fetch(`${url}/story/runs/${runId}/wait?timeout_s=1`);
-        if (got.status === 200 || got.status === 408) record = (await got.json()) as typeof record;
-      }
-      expect(record).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
+      expect(await endedRecord('/story', runId)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
     } finally {
       store.append = append;
     }

@@ -32,15 +32,17 @@ describe('npm start', () => {
   }, 60_000);
 
   /** Starts `npm start`'s entry with `env`; its exit code and stderr. */
-  async function start(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
-      cwd: root,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: '0', DATABASE_URL, LOG_LEVEL: 'warn', ...env },
-    });
+  function start(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+    return run('src/server/main.ts', { HOST: '127.0.0.1', PORT: '0', DATABASE_URL, LOG_LEVEL: 'warn', ...env });
+  }
+
+  /** Runs `entry` (a server's or a worker's) with `env` until it exits; its exit code and stderr. */
+  async function run(entry: string, env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+    const child = spawn(process.execPath, ['--import', 'tsx', entry], { cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env } });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.stdout.resume();
-    // A server that started would serve until stopped: a bounded wait, then it is stopped and the test fails.
+    // One that started would run until stopped: a bounded wait, then it is stopped and the test fails.
     const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     clearTimeout(timer);
@@ -66,17 +68,7 @@ describe('npm start', () => {
     ['no runs at a time', { RUNNEL_WORKER_CONCURRENCY: '0' }, 'RUNNEL_WORKER_CONCURRENCY must be at least 1 in a worker process'],
     ['a REDIS_URL naming a database Redis does not have', { RUNNEL_WORKER_CONCURRENCY: '2', REDIS_URL: 'redis://127.0.0.1:6379/99999' }, 'REDIS_URL names a database this Redis does not have'],
   ])('npm run worker with %s: says so in a line, exit 1, no stack trace', async (_case, env, says) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/worker.ts'], {
-      cwd: root,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', REDIS_URL: 'redis://127.0.0.1:6379', DATABASE_URL, LOG_LEVEL: 'warn', RUNNEL_RUN_NAMESPACE: 'runnel-test-worker-start', ...env },
-    });
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.stdout.resume();
-    // A worker that started would run until stopped: a bounded wait, then it is stopped and the test fails.
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-    clearTimeout(timer);
+    const { code, stderr } = await run('src/server/worker.ts', { REDIS_URL: 'redis://127.0.0.1:6379', DATABASE_URL, LOG_LEVEL: 'warn', RUNNEL_RUN_NAMESPACE: 'runnel-test-worker-start', ...env });
     expect(code).toBe(1);
     expect(stderr).toContain(says);
     expect(stderr).not.toMatch(/\n\s+at /);
