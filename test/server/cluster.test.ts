@@ -155,17 +155,44 @@ describe('RUNNEL_PROCESSES', () => {
     }
   }, 60_000);
 
-  it('keeps the first process up when a process dies while its metrics are being summed', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/cluster-metrics.ts'], { cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp' } });
+  /** test/support/cluster-metrics.ts in `mode`, and what it prints. */
+  function metricsCluster(mode: string): { child: ChildProcess; output: () => string } {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/cluster-metrics.ts'], { cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', CLUSTER_MODE: mode } });
     let output = '';
     child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    return { child, output: () => output };
+  }
+
+  it('sums no short total: a process that does not hand in its series makes the scrape incomplete', async () => {
+    const { child, output } = metricsCluster('slow');
     try {
-      await until(() => (output.includes('stopped (SIGKILL); starting another') ? true : undefined));
+      expect(await until(() => /sum: (.*)/.exec(output())?.[1])).toBe('incomplete');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+
+  it('asks nobody under another cluster manager (processes node:cluster forked directly)', async () => {
+    const { child, output } = metricsCluster('foreign');
+    try {
+      expect(await until(() => /sum: (.*)/.exec(output())?.[1])).toBe('undefined');
+      await until(() => (child.exitCode === null ? undefined : true));
+      // It asked nothing (before, it asked, and waited 2 s on every scrape for an answer that never came).
+      expect(output()).not.toContain('heard');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+
+  it('keeps the first process up when a process dies while its metrics are being summed', async () => {
+    const { child, output } = metricsCluster('dies');
+    try {
+      await until(() => (output().includes('stopped (SIGKILL); starting another') ? true : undefined));
       // The sum's wait for the dead process's series ends (2 s) and its answer goes nowhere: the first process
       // stays up (a message to the closed channel was an unhandled 'error' event, and it exited).
       await new Promise((resolve) => setTimeout(resolve, 3_000));
-      expect(child.exitCode, output).toBeNull();
+      expect(child.exitCode, output()).toBeNull();
       const code = new Promise<number | null>((resolve) => child.on('exit', resolve));
       child.kill('SIGTERM');
       expect(await settleWithin(code, 30_000)).toBe(0);
