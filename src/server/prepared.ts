@@ -186,8 +186,8 @@ export class PreparedChain {
       };
     };
     // The caller's identity rides in internal metadata (clients cannot set `__` keys): histories scope by it, and
-    // so do model caches of chains with `cacheScope: 'caller'`.
-    const internal = this.spec.cacheScope === 'caller' ? { __identity: context.identity, __cache_partition: context.identity } : { __identity: context.identity };
+    // so do model caches, unless the chain shares its entries between callers (`cacheScope: 'shared'`).
+    const internal = this.spec.cacheScope !== 'shared' ? { __identity: context.identity, __cache_partition: context.identity } : { __identity: context.identity };
     let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody), sources.server, { metadata: internal });
     // `cache-control: no-cache` asks for a fresh answer: the model caches bypass themselves.
     const cacheControl = context.headers['cache-control'];

@@ -110,10 +110,11 @@ export interface ChainDefinition<I = unknown, O = unknown> {
   /** Adjusts each request's config, e.g. to put the caller's identity into `configurable`. */
   perRequestConfigModifier?: (config: RunnableConfig, request: RequestContext) => RunnableConfig | Promise<RunnableConfig>;
   /**
-   * Who shares the model response cache's entries: `'shared'` (default) lets
-   * every caller get an answer cached for the same request, `'caller'` keys
+   * Who shares the model response cache's entries: `'caller'` (default) keys
    * entries by the caller's identity too, so one caller never receives an
-   * answer computed for another (see docs/persistence.md).
+   * answer computed for another, nor learns from a fast answer what another
+   * asked; `'shared'` lets every caller get an answer cached for the same
+   * request (see docs/persistence.md).
    */
   cacheScope?: 'shared' | 'caller';
   /** The playground to serve (default `'default'`). */

@@ -157,9 +157,9 @@ for (const sdk of ['openai', 'anthropic'] as const) {
       provider = await startProviderServer(sdk);
       services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', cacheNamespace: `runnel-test:scope:${randomUUID()}` });
       const env = sdk === 'openai' ? { OPENAI_API_KEY: 'sk-test-0000', OPENAI_BASE_URL: provider.url } : { ANTHROPIC_API_KEY: 'sk-ant-test-0000', ANTHROPIC_BASE_URL: provider.url };
-      const shared = jokeChain({ services, env });
-      const mine = { ...jokeChain({ services, env }), path: '/joke-mine', cacheScope: 'caller' as const };
-      server = await startServer({ apiKeys: Object.entries(keys).map(([name, key]) => ({ name, key })) }, [shared, mine] as ChainSpec<never, unknown>[]);
+      const mine = jokeChain({ services, env });
+      const shared = { ...jokeChain({ services, env }), path: '/joke-shared', cacheScope: 'shared' as const };
+      server = await startServer({ apiKeys: Object.entries(keys).map(([name, key]) => ({ name, key })) }, [mine, shared] as ChainSpec<never, unknown>[]);
     });
     afterAll(async () => {
       await server.close();
@@ -178,13 +178,13 @@ for (const sdk of ['openai', 'anthropic'] as const) {
       return provider.requests.length - before;
     };
 
-    it("shares entries between callers by default; cacheScope: 'caller' keeps each caller's own", async () => {
+    it("keeps each caller's own entries by default (a hit would tell bob what ada asked); cacheScope: 'shared' shares them", async () => {
       const topic = `scope ${randomUUID()}`;
       expect(await ask('/joke', 'ada', topic)).toBe(1);
-      expect(await ask('/joke', 'bob', topic)).toBe(0);
-      expect(await ask('/joke-mine', 'ada', topic)).toBe(1);
-      expect(await ask('/joke-mine', 'ada', topic)).toBe(0);
-      expect(await ask('/joke-mine', 'bob', topic)).toBe(1);
+      expect(await ask('/joke', 'ada', topic)).toBe(0);
+      expect(await ask('/joke', 'bob', topic)).toBe(1);
+      expect(await ask('/joke-shared', 'ada', topic)).toBe(1);
+      expect(await ask('/joke-shared', 'bob', topic)).toBe(0);
     });
   });
 }

@@ -57,7 +57,7 @@ describe('POST /invoke', () => {
     expect(res.statusCode).toBe(200);
     const config = observed.configs[0] as Record<string, unknown>;
     expect(config.tags).toEqual(['t1']);
-    expect(config.metadata).toEqual({ user: 'u', __identity: 'anonymous' });
+    expect(config.metadata).toEqual({ user: 'u', __identity: 'anonymous', __cache_partition: 'anonymous' });
     expect(config.recursionLimit).toBe(25);
     expect(config.configurable).toEqual({});
   });
@@ -80,7 +80,7 @@ describe('POST /invoke', () => {
     expect(res.statusCode).toBe(200);
     const config = observed.configs[0] as Record<string, unknown>;
     expect(config.tags).toEqual(['body', 'from-hash']);
-    expect(config.metadata).toEqual({ a: 'body', b: 'hash', __identity: 'anonymous' });
+    expect(config.metadata).toEqual({ a: 'body', b: 'hash', __identity: 'anonymous', __cache_partition: 'anonymous' });
     const bad = await invoke({ input: { name: 'a' } }, { url: '/echo/c/not-a-hash/invoke' });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().code).toBe('RUNNEL_ERR_CONFIG_HASH_INVALID');
