@@ -116,6 +116,12 @@ export const errorCodes = {
     retryable: false,
     description: 'API keys are on (`RUNNEL_API_KEYS`) and the request has none, or a wrong one.',
   },
+  RUNNEL_ERR_HOST_NOT_ALLOWED: {
+    status: 403,
+    retryable: false,
+    description:
+      'API keys are off and the request names a host this server does not answer under: only IP addresses, `localhost` and the names in `RUNNEL_ALLOWED_HOSTS` (a page could otherwise reach a keyless server on your machine by pointing its own name at it).',
+  },
   RUNNEL_ERR_FORBIDDEN: {
     status: 403,
     retryable: false,

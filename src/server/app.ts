@@ -33,7 +33,8 @@ import { Metrics } from './metrics.js';
 import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
 import { openAIComponents } from './openai-schemas.js';
 import { PreparedChain } from './prepared.js';
-import { REQUEST_SPAN, type SpannedRequest } from './request.js';
+import { hostCheck, hostName } from './allowed-hosts.js';
+import { nestedDeeperThan, REQUEST_SPAN, tooDeep, type SpannedRequest } from './request.js';
 import { RouteTable } from './route-table.js';
 import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
 import { Tracing } from '../observability/index.js';
@@ -294,6 +295,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       done(new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', 'A browser must send its body as content-type: application/json'), undefined);
       return;
     }
+    if (nestedDeeperThan(body as string)) {
+      done(tooDeep([]), undefined);
+      return;
+    }
     try {
       done(null, sjson.parse(body as string, undefined, { protoAction: 'remove', constructorAction: 'remove' }));
     } catch {
@@ -327,6 +332,25 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     }
     void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
   });
+
+  // Without keys, a request is answered only under a name that cannot be rebound to this machine, or a listed
+  // one (allowed-hosts.ts); health probes, which hold nothing, under any.
+  if (config.apiKeys.length === 0 && !config.allowedHosts.includes('*')) {
+    const allowed = hostCheck(config.allowedHosts);
+    app.addHook('onRequest', (request, _reply, done) => {
+      if (allowed(request.headers.host) || PUBLIC_PATHS.has(request.url.split('?')[0] ?? '')) {
+        done();
+        return;
+      }
+      done(
+        new RunnelError(
+          'RUNNEL_ERR_HOST_NOT_ALLOWED',
+          `This server has no API keys and does not answer under the name ${JSON.stringify(hostName(request.headers.host ?? ''))}: ` +
+            'add it to RUNNEL_ALLOWED_HOSTS, or set RUNNEL_API_KEYS',
+        ),
+      );
+    });
+  }
 
   // Authentication runs first, so every route but health answers 401 without a key, whatever the method.
   // Registered only when keys are on: a hook costs every request something.

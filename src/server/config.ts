@@ -42,15 +42,27 @@ const list = z
 const LABEL = /^(?!-)[a-z0-9_-]{1,63}(?<!-)$/i;
 
 /**
- * An entry of RUNNEL_WEBHOOK_HOSTS as a webhook URL's host is matched against it: a host name, an IPv4 address,
+ * A host pattern as a request's or a webhook URL's host is matched against it: a host name, an IPv4 address,
  * a bracketed IPv6 one (as a URL writes it), or `*.` and a name of at least two labels (`*.com` would allow a
- * whole top-level domain). A scheme, a port or a path can never match a host, so they are refused.
+ * whole top-level domain) whose last is not all digits (`*.0.0.1` names IP addresses, which a URL's numeric
+ * forms reach: `http://2130706433/` is 127.0.0.1). A scheme or a path can never match a host, so they are refused.
  */
-function isWebhookHost(entry: string): boolean {
+function isHostPattern(entry: string): boolean {
   if (/^\[[0-9a-f:.]+\]$/i.test(entry)) return true;
   const wildcard = entry.startsWith('*.');
   const labels = (wildcard ? entry.slice(2) : entry).split('.');
-  return labels.every((label) => LABEL.test(label)) && (!wildcard || labels.length >= 2);
+  return labels.every((label) => LABEL.test(label)) && (!wildcard || (labels.length >= 2 && !/^\d+$/.test(labels.at(-1) as string)));
+}
+
+/**
+ * An entry of RUNNEL_WEBHOOK_HOSTS: a host pattern, alone (the scheme's default port) or with the one port it
+ * may be called on (`hooks.example.com:8443`).
+ */
+function isWebhookHost(entry: string): boolean {
+  const port = /^(.+):(\d{1,5})$/.exec(entry);
+  if (port === null) return isHostPattern(entry);
+  const n = Number(port[2]);
+  return n >= 1 && n <= 65_535 && !port[2]?.startsWith('0') && isHostPattern(port[1] as string);
 }
 
 /** proxy-addr's named ranges, which Fastify's trustProxy accepts besides addresses and CIDR ranges. */
@@ -125,9 +137,13 @@ const envSchema = z.object({
     }),
   RUNNEL_RUN_TTL: integer('RUNNEL_RUN_TTL', 60, 86_400),
   RUNNEL_RUN_LOCK_MS: integer('RUNNEL_RUN_LOCK_MS', 1_000, 30_000),
+  RUNNEL_ALLOWED_HOSTS: list.refine(
+    (hosts) => hosts.every((host) => host === '*' || isHostPattern(host)),
+    'each entry a host name (runnel.internal), *. and a name of two labels or more (*.example.com), or * for any — no scheme, port or path',
+  ),
   RUNNEL_WEBHOOK_HOSTS: list.refine(
     (hosts) => hosts.every(isWebhookHost),
-    'each entry a host name (hooks.example.com), an IP address (IPv6 in brackets, as a URL writes it: [::1]), or *. and a name of two labels or more (*.example.com) — no scheme, port or path',
+    'each entry a host name (hooks.example.com), an IP address (IPv6 in brackets, as a URL writes it: [::1]), or *. and a name of two labels or more (*.example.com), with a port only for a receiver off the scheme\'s default (hooks.example.com:8443) — no scheme or path',
   ),
   RUNNEL_RUN_NAMESPACE: z.string().regex(/^[\w:-]{1,64}$/, 'letters, digits, _, - and : only').optional().transform((value) => value || 'runnel'),
   RUNNEL_WEBHOOK_SECRET: z.string().optional().transform((value) => (value === undefined || value === '' ? undefined : value)),
@@ -184,6 +200,11 @@ export interface ServerConfig {
   runLockMs: number;
   /** The Redis key prefix of run records and the BullMQ queue: one per deployment (default `runnel`). */
   runNamespace: string;
+  /**
+   * Names a server without API keys answers under, besides IP addresses and `localhost` (exact names,
+   * `*.example.com`, or `*` for any); with keys, every name is answered.
+   */
+  allowedHosts: string[];
   /** Hosts run webhooks may call (exact names or `*.example.com`); empty: webhooks off. */
   webhookHosts: string[];
   /** The key webhook deliveries are signed with; unset: webhooks off. */
@@ -221,6 +242,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   runTtlSeconds: 86_400,
   runLockMs: 30_000,
   runNamespace: 'runnel',
+  allowedHosts: [],
   webhookHosts: [],
   webhookAllowHttp: false,
   dataDir: './.runnel',
@@ -310,6 +332,7 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     runTtlSeconds: e.RUNNEL_RUN_TTL,
     runLockMs: e.RUNNEL_RUN_LOCK_MS,
     runNamespace: e.RUNNEL_RUN_NAMESPACE,
+    allowedHosts: e.RUNNEL_ALLOWED_HOSTS.map((host) => host.toLowerCase()),
     webhookHosts: e.RUNNEL_WEBHOOK_HOSTS.map((host) => host.toLowerCase()),
     webhookSecret: e.RUNNEL_WEBHOOK_SECRET,
     webhookAllowHttp: e.RUNNEL_WEBHOOK_ALLOW_HTTP,

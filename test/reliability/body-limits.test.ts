@@ -139,7 +139,7 @@ describe('a body that trickles in', () => {
       socket.on('error', () => {}); // a byte sent after the server closed may be answered with a reset
       const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
       // Announces 1 MB and sends one byte at a time: the body would take far longer than any test.
-      socket.write('POST /echo/invoke HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{');
+      socket.write('POST /echo/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{');
       const trickle = setInterval(() => {
         if (received === '' && !socket.destroyed) socket.write(' ');
       }, 50);

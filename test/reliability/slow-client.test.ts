@@ -44,7 +44,7 @@ describe('a client that reads nothing', () => {
     const client = connect(port, '127.0.0.1');
     client.pause();
     const body = JSON.stringify({ input: null });
-    client.write(`POST /flood/stream HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    client.write(`POST /flood/stream HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
     client.on('error', () => {});
     // The server's side of the connection closes when the stall timer cuts the stream (a paused client may not notice).
     await new Promise<void>((resolve) => {

@@ -59,7 +59,7 @@ describe('/stream', () => {
     const { port } = new URL(server.url);
     const raw = await new Promise<string>((resolve, reject) => {
       const socket = connect({ host: '127.0.0.1', port: Number(port) }, () =>
-        socket.write(`POST /echo/stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`),
+        socket.write(`POST /echo/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`),
       );
       let received = '';
       socket.setEncoding('utf8');

@@ -1,0 +1,61 @@
+/**
+ * DNS rebinding. A server without API keys trusts whoever reaches it, and a
+ * page on any site can reach one on the developer's machine: it points its
+ * own name at 127.0.0.1, and its requests are then same-origin to the
+ * browser, JSON bodies and read answers included. What gives it away is the
+ * `Host` header, which carries the page's name. So a server without keys
+ * answers only under names that cannot be rebound — IP addresses,
+ * `localhost` and `*.localhost` — and those the operator lists in
+ * `RUNNEL_ALLOWED_HOSTS`, as development servers (Vite, webpack's) do.
+ */
+import { isIP } from 'node:net';
+
+/** Hosts checked and their verdicts, so a client's repeated Host costs one lookup; cleared when full. */
+const MAX_REMEMBERED = 256;
+
+/** The name in a Host header: lower case, without its port or one trailing dot; an IPv6 address keeps its brackets. */
+export function hostName(header: string): string {
+  const value = header.trim().toLowerCase();
+  if (value.startsWith('[')) {
+    const close = value.indexOf(']');
+    return close === -1 ? value : value.slice(0, close + 1);
+  }
+  const colon = value.lastIndexOf(':');
+  const name = colon === -1 ? value : value.slice(0, colon);
+  return name.endsWith('.') ? name.slice(0, -1) : name;
+}
+
+/** Whether a host name cannot be a rebound one: an IP address, `localhost` or a name under it (RFC 6761). */
+function unrebindable(name: string): boolean {
+  if (name.startsWith('[') && name.endsWith(']')) return isIP(name.slice(1, -1)) === 6;
+  return isIP(name) === 4 || name === 'localhost' || name.endsWith('.localhost');
+}
+
+/** Whether `name` matches an entry: the same name, or a name under `*.example.com`. */
+function listed(name: string, allowed: readonly string[]): boolean {
+  return allowed.some((entry) => (entry.startsWith('*.') ? name.endsWith(entry.slice(1)) && name.length > entry.length - 1 : name === entry));
+}
+
+/**
+ * A check of Host headers for a server without keys: true when the request may be served. A request
+ * without a Host (HTTP/1.0; a browser always sends one) is served.
+ *
+ * @example
+ * const allowed = hostCheck(['runnel.internal']);
+ * allowed('127.0.0.1:8000'); // true
+ * allowed('attacker.example:8000'); // false
+ */
+export function hostCheck(allowed: readonly string[]): (header: string | undefined) => boolean {
+  const remembered = new Map<string, boolean>();
+  return (header) => {
+    if (header === undefined) return true;
+    let verdict = remembered.get(header);
+    if (verdict === undefined) {
+      const name = hostName(header);
+      verdict = unrebindable(name) || listed(name, allowed);
+      if (remembered.size >= MAX_REMEMBERED) remembered.clear();
+      remembered.set(header, verdict);
+    }
+    return verdict;
+  };
+}
