@@ -13,15 +13,27 @@ import { RunnelError, sleep } from '../core/index.js';
 
 /** Who may be called, and how. */
 export interface WebhookPolicy {
-  /** Host names (exact, lower case) or `*.example.com` suffix patterns. Empty: webhooks are off. */
+  /** Host names (exact, lower case) or `*.example.com` suffix patterns, each maybe with its one port. Empty: webhooks are off. */
   hosts: string[];
   secret: string | undefined;
   /** `http:` allowed too (tests, a receiver on a private network you trust); default only `https:`. */
   allowHttp?: boolean;
 }
 
-const hostAllowed = (host: string, patterns: readonly string[]): boolean =>
-  patterns.some((pattern) => (pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1 : host === pattern));
+const hostMatches = (host: string, pattern: string): boolean =>
+  pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1 : host === pattern;
+
+/**
+ * Whether `host` on `port` ('' for the scheme's default) is allowed: an entry without a port allows the default
+ * port only, one with a port (`hooks.example.com:8443`) that port only — a listed host's other services (an
+ * admin API, a database) are not reachable by naming their port.
+ */
+function hostAllowed(host: string, port: string, patterns: readonly string[]): boolean {
+  return patterns.some((entry) => {
+    const at = /:(\d{1,5})$/.exec(entry);
+    return at === null ? port === '' && hostMatches(host, entry) : port === at[1] && hostMatches(host, entry.slice(0, at.index));
+  });
+}
 
 /**
  * The webhook URL, checked against the policy, or `RUNNEL_ERR_WEBHOOK_NOT_ALLOWED`.
@@ -42,7 +54,9 @@ export function checkWebhookUrl(value: unknown, policy: WebhookPolicy): URL {
   }
   if (url.protocol !== 'https:' && !(policy.allowHttp === true && url.protocol === 'http:')) throw refuse('must be an https URL');
   if (url.username !== '' || url.password !== '') throw refuse('must not carry credentials');
-  if (!hostAllowed(url.hostname.toLowerCase(), policy.hosts)) throw refuse(`host ${url.hostname} is not in RUNNEL_WEBHOOK_HOSTS`);
+  if (!hostAllowed(url.hostname.toLowerCase(), url.port, policy.hosts)) {
+    throw refuse(url.port === '' ? `host ${url.hostname} is not in RUNNEL_WEBHOOK_HOSTS` : `host ${url.hostname} on port ${url.port} is not in RUNNEL_WEBHOOK_HOSTS (an entry allows the scheme's default port, or the one it names: ${url.hostname}:${url.port})`);
+  }
   return url;
 }
 

@@ -79,7 +79,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   const env = {
     RUNNEL_RUN_NAMESPACE: namespace,
-    RUNNEL_WEBHOOK_HOSTS: '127.0.0.1',
+    RUNNEL_WEBHOOK_HOSTS: `127.0.0.1:${(receiver.address() as AddressInfo).port}`,
     RUNNEL_WEBHOOK_SECRET: SECRET,
     RUNNEL_WEBHOOK_ALLOW_HTTP: 'true',
     RUNNEL_WORKER_CONCURRENCY: '8',

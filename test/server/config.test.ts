@@ -78,7 +78,9 @@ describe('loadServerConfig', () => {
       'webhook_receiver',
       'my_host.internal',
     ]);
-    for (const bad of ['https://hooks.example.com', 'hooks.example.com:443', 'hooks.example.com/path', '*', '*.com', 'a b', 'hooks..example.com', '-bad-.example.com', 'ok.example.com,*.', '::1']) {
+    // A port names the one a receiver off the scheme's default listens on.
+    expect(loadServerConfig({ RUNNEL_WEBHOOK_HOSTS: 'hooks.example.com:8443, *.example.com:9000, [::1]:8080, 10.0.0.5:80' }).webhookHosts).toEqual(['hooks.example.com:8443', '*.example.com:9000', '[::1]:8080', '10.0.0.5:80']);
+    for (const bad of ['https://hooks.example.com', 'hooks.example.com:0', 'hooks.example.com:65536', 'hooks.example.com:080', 'hooks.example.com:', 'hooks.example.com/path', '*', '*.com', 'a b', 'hooks..example.com', '-bad-.example.com', 'ok.example.com,*.', '::1', '*.0.0.1']) {
       expect(() => loadServerConfig({ RUNNEL_WEBHOOK_HOSTS: bad }), bad).toThrow(/RUNNEL_WEBHOOK_HOSTS/);
     }
   });
