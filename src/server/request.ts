@@ -30,6 +30,46 @@ export function required(body: Record<string, unknown>, key: string): unknown {
   return body[key];
 }
 
+/**
+ * How deep a request's JSON may nest (Ruby's JSON parser has the same default). Deeper, the body is refused
+ * before it is parsed: a value thousands of levels deep overflows the stack of whatever walks it later (the
+ * cache key, a run record's serialisation) and would fail its run with an internal error.
+ */
+export const MAX_JSON_DEPTH = 100;
+
+/**
+ * True when the JSON text `text` nests arrays and objects deeper than `max`. A scan of the text, strings
+ * skipped; text too short to reach the depth is not scanned.
+ *
+ * @example
+ * nestedDeeperThan('{"a":[[1]]}', 2); // true
+ */
+export function nestedDeeperThan(text: string, max: number = MAX_JSON_DEPTH): boolean {
+  if (text.length <= 2 * max) return false;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (inString) {
+      if (code === 0x5c) i++; // a backslash: the next character is escaped
+      else if (code === 0x22) inString = false;
+    } else if (code === 0x22) {
+      inString = true;
+    } else if (code === 0x7b || code === 0x5b) {
+      if (++depth > max) return true;
+    } else if (code === 0x7d || code === 0x5d) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+/** A body or config nested past MAX_JSON_DEPTH. */
+export const tooDeep = (loc: string[]): RunnelError =>
+  new RunnelError('RUNNEL_ERR_BODY_INVALID', `JSON nested deeper than ${MAX_JSON_DEPTH} levels`, {
+    detail: [{ type: 'json_invalid', loc, msg: `JSON nested deeper than ${MAX_JSON_DEPTH} levels` }],
+  });
+
 /** The longest config hash taken, in characters: the router's own limit on a path parameter. */
 export const MAX_CONFIG_HASH = MAX_PARAM_LENGTH;
 /** The longest config a hash may hold once decoded, in characters (a larger config goes in the body). */
@@ -47,9 +87,11 @@ export function decodeConfigHash(hash: string | undefined): Record<string, unkno
   try {
     // Decoded with a bound: lz-string's own decoder can spend half a second on one URL's worth of hash.
     const json = decodeHashText(hash, MAX_CONFIG_JSON);
+    if (json !== null && nestedDeeperThan(json)) throw invalidHash(`its config is nested deeper than ${MAX_JSON_DEPTH} levels`);
     config = json === null || json === '' ? undefined : JSON.parse(json);
   } catch (error) {
     if (error instanceof DecodedTooLong) throw invalidHash(`its config is longer than ${MAX_CONFIG_JSON} characters; send it in the body`);
+    if (error instanceof RunnelError) throw error;
     config = undefined;
   }
   if (config === null || typeof config !== 'object' || Array.isArray(config)) throw invalidHash('Invalid config hash');
