@@ -169,7 +169,8 @@ const MAX_TURNS = 1_000;
 
 /**
  * The conversation in a `DefaultChatTransport` body — `{id, messages: UIMessage[], trigger, messageId}` —
- * with each message's text parts joined (other parts — files, tool parts, reasoning — carry no text for the chain).
+ * with each message's text parts joined (other parts — tool parts, reasoning, sources — carry no text for the
+ * chain); a user's file part is refused, since the chain would never see it.
  */
 export function conversationFromUiMessages(body: Record<string, unknown>): Conversation & { id: string } {
   const { id, messages } = body;
@@ -180,13 +181,19 @@ export function conversationFromUiMessages(body: Record<string, unknown>): Conve
     const { role, parts } = (message ?? {}) as { role?: unknown; parts?: unknown };
     if (role !== 'user' && role !== 'assistant' && role !== 'system') throw invalid("role must be 'user', 'assistant' or 'system'", ['messages', i, 'role']);
     if (!Array.isArray(parts)) throw invalid('parts must be a list', ['messages', i, 'parts']);
-    const text = parts
-      .filter((part: unknown): part is { type: 'text'; text: unknown } => (part as { type?: unknown } | null)?.type === 'text')
-      .map((part, j) => {
-        if (typeof part.text !== 'string') throw invalid('A text part needs its text', ['messages', i, 'parts', j, 'text']);
-        return part.text;
-      })
-      .join('');
+    let text = '';
+    parts.forEach((part: unknown, j) => {
+      const type = (part as { type?: unknown } | null)?.type;
+      if (type === 'text') {
+        const value = (part as { text?: unknown }).text;
+        if (typeof value !== 'string') throw invalid('A text part needs its text', ['messages', i, 'parts', j, 'text']);
+        text += value;
+      } else if (type === 'file' && role !== 'assistant') {
+        // An attachment the user meant the model to see: refused, as /v1/chat/completions refuses an image,
+        // rather than dropped while the answer reads as if the model had seen it.
+        throw invalid(`Only text parts are supported: messages[${i}].parts[${j}] is a file. Send its contents as text, or use a chain that takes files.`, ['messages', i, 'parts', j, 'type']);
+      }
+    });
     return { role, text };
   });
   const { trigger } = body;

@@ -183,6 +183,25 @@ describe('/ui_stream through the AI SDK, offline', () => {
     await expect(transport('/joke').sendMessages({ chatId: 'c', messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }], trigger: 'submit-message', messageId: undefined, abortSignal: undefined })).rejects.toThrow(/last message/);
   });
 
+  it('refuses an attachment the chain would never see (it was dropped, and the answer read as if the model had seen it)', async () => {
+    // What useChat's sendMessage({text, files}) sends: the file as a data URL part beside the text.
+    const withFile: UIMessage = {
+      id: randomUUID(),
+      role: 'user',
+      parts: [
+        { type: 'text', text: 'What is in this picture?' },
+        { type: 'file', mediaType: 'image/png', filename: 'cat.png', url: 'data:image/png;base64,iVBORw0KGgo=' },
+      ],
+    };
+    await expect(transport('/joke').sendMessages({ chatId: randomUUID(), messages: [withFile], trigger: 'submit-message', messageId: undefined, abortSignal: undefined })).rejects.toThrow(
+      'Only text parts are supported: messages[0].parts[1] is a file.',
+    );
+    // An assistant's earlier parts that are not text (tools, reasoning, sources) are history, not input: kept out quietly.
+    const earlier: UIMessage = { id: randomUUID(), role: 'assistant', parts: [{ type: 'reasoning', text: 'thinking' }, { type: 'source-url', sourceId: 's1', url: 'https://example.com/' }, { type: 'text', text: 'Ask me.' }] };
+    const answer = await lastMessage(await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [userMessage('otters'), earlier, userMessage('otters again')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+    expect(answer?.role).toBe('assistant');
+  });
+
   /** Starts a durable `/story` answer and drops the connection after its first words (the run goes on, held at its gate). */
   async function startAndDrop(chatId: string): Promise<void> {
     gate = deferred();
