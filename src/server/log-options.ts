@@ -7,7 +7,7 @@
 import type { FastifyServerOptions } from 'fastify';
 
 /** Query parameters whose values are not logged. */
-const SECRET_PARAM = /key|token|secret|passw|auth|signature|credential|session/i;
+const SECRET_PARAM = /key|token|secret|passw|auth|bearer|signature|sig$|credential|session|cookie|jwt/i;
 
 /**
  * A request URL with the values of secret-looking query parameters replaced (the path is kept as sent).

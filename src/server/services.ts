@@ -73,7 +73,13 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     const refused = selectRefusal(redis);
     if (refused !== undefined) {
       redis.disconnect();
-      throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `REDIS_URL names a database this Redis does not have (${refused}); see its "databases" setting`);
+      // Its SELECT also fails when the password is wrong (NOAUTH, WRONGPASS): then that is what to fix.
+      throw new RunnelError(
+        'RUNNEL_ERR_INVALID_ARGUMENT',
+        /^(NOAUTH|WRONGPASS)\b/.test(refused)
+          ? `Redis refused the credentials of REDIS_URL (${refused})`
+          : `REDIS_URL names a database this Redis does not have (${refused}); see its "databases" setting`,
+      );
     }
     const client = redis;
     checks.set('redis', async () => (await client.ping().catch(() => '')) === 'PONG');

@@ -14,6 +14,8 @@ describe('the server logger', () => {
     expect(redactQuery('/joke/invoke?api_key=sk-1&x=2')).toBe('/joke/invoke?api_key=[redacted]&x=2');
     expect(redactQuery('/a?access_token=t&Authorization=b&client_secret=c&password=d&limit=10')).toBe('/a?access_token=[redacted]&Authorization=[redacted]&client_secret=[redacted]&password=[redacted]&limit=10');
     expect(redactQuery('/a?api%5Fkey=sk-2&flag')).toBe('/a?api%5Fkey=[redacted]&flag');
+    // A security review found `?bearer=` logged as sent.
+    expect(redactQuery('/a?bearer=b&sig=s&jwt=j&cookie=c&design=ok')).toBe('/a?bearer=[redacted]&sig=[redacted]&jwt=[redacted]&cookie=[redacted]&design=ok');
   });
 
   it("never writes a query string's key to the log, and still logs the request", async () => {

@@ -34,8 +34,11 @@ export class RedisServer {
     return this.child !== undefined;
   }
 
+  /** Its URL, with the password of a server started with `--requirepass`. */
   get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+    const at = this.args.indexOf('--requirepass');
+    const credentials = at === -1 ? '' : `:${encodeURIComponent(this.args[at + 1] ?? '')}@`;
+    return `redis://${credentials}127.0.0.1:${this.port}`;
   }
 
   /**
