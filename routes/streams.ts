@@ -94,7 +94,7 @@ export async function sendLiveStream(
   const controller = new CancelToken();
   let clientGone = false;
   let finish!: () => void;
-  const entry: OpenStream = { stop: (reason) => controller.abort(reason), done: new Promise<void>((resolve) => (finish = resolve)) };
+  const entry: OpenStream = { stop: (reason) => controller.abort(reason), done: new Promise<void>((resolve) => (finish = resolve)), identity: request.identity };
   state.streams.add(entry);
   const started = performance.now();
   let status = 200;

@@ -142,6 +142,11 @@ export const errorCodes = {
     retryable: true,
     description: 'The caller sent more requests than its rate limit allows (`RUNNEL_RATE_LIMIT`), or its address had too many failed authentications (`RUNNEL_AUTH_FAIL_LIMIT`); see `retry-after`.',
   },
+  RUNNEL_ERR_TOO_MANY_STREAMS: {
+    status: 429,
+    retryable: true,
+    description: 'The caller (its API key) already has as many streams open as `RUNNEL_MAX_STREAMS_PER_KEY` allows; close one first. Without keys every caller is one.',
+  },
   RUNNEL_ERR_OVERLOADED: {
     status: 503,
     retryable: true,

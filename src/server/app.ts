@@ -53,6 +53,8 @@ export interface OpenStream {
    * another replica with Last-Event-ID — so a stopping server closes it at once rather than after the grace.
    */
   reader?: boolean;
+  /** Whose stream it is (`RUNNEL_MAX_STREAMS_PER_KEY` counts them). */
+  identity: string;
 }
 
 /** What the app shares with its routes. */

@@ -212,10 +212,21 @@ export function replyHeaders(reply: FastifyReply): Record<string, string> {
   return Object.fromEntries(Object.entries(reply.getHeaders()).map(([k, v]) => [k, String(v)]));
 }
 
-/** 503 `RUNNEL_ERR_OVERLOADED` when every stream slot is taken. */
+/**
+ * 503 `RUNNEL_ERR_OVERLOADED` when every stream slot is taken; 429 `RUNNEL_ERR_TOO_MANY_STREAMS` when the caller
+ * holds its share already (`RUNNEL_MAX_STREAMS_PER_KEY`), so one key cannot take every slot.
+ */
 export function checkStreamSlot(request: FastifyRequest): void {
   const state = request.server.runnel;
-  if (state.streams.size >= state.config.maxStreams) {
-    throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${state.config.maxStreams} stream slots are taken; retry shortly`);
+  const { maxStreams, maxStreamsPerKey } = state.config;
+  if (state.streams.size >= maxStreams) {
+    throw new RunnelError('RUNNEL_ERR_OVERLOADED', `All ${maxStreams} stream slots are taken; retry shortly`);
+  }
+  if (maxStreamsPerKey > 0 && maxStreamsPerKey < maxStreams) {
+    let own = 0;
+    for (const stream of state.streams) if (stream.identity === request.identity) own++;
+    if (own >= maxStreamsPerKey) {
+      throw new RunnelError('RUNNEL_ERR_TOO_MANY_STREAMS', `This caller has ${own} streams open, its most (RUNNEL_MAX_STREAMS_PER_KEY); close one first`);
+    }
   }
 }

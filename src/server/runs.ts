@@ -135,7 +135,7 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
   };
   reply.raw.on('close', stop);
   let finish!: () => void;
-  const entry = { stop, done: new Promise<void>((resolve) => (finish = resolve)) };
+  const entry = { stop, done: new Promise<void>((resolve) => (finish = resolve)), identity: request.identity };
   state.streams.add(entry);
   // Opened with the first frame, once the run is stored: the headers, the `metadata` frame and whatever the
   // chain made in the same tick go out as one write, not the headers alone while the record is written.
@@ -249,7 +249,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     closedByServer = true;
     gone.abort();
   };
-  const entry = { stop, done: new Promise<void>((resolve) => (finish = resolve)), reader: format.rejoins === true };
+  const entry = { stop, done: new Promise<void>((resolve) => (finish = resolve)), reader: format.rejoins === true, identity: request.identity };
   state.streams.add(entry);
   sse.open();
   let after = afterId;
