@@ -34,6 +34,9 @@ export const sourceSchema = z.object({
 /** Passages a search fetches per passage kept: those sharing no word with the question are dropped when others do. */
 const CANDIDATES_PER_SOURCE = 3;
 
+/** A source the server seeds: its README and its `docs/` (relative to the package, as seeded). */
+const isPackageSource = (source: string): boolean => source === 'README.md' || source.startsWith('docs/');
+
 /** The `docs` collection, opened lazily. */
 export class DocsCollection {
   readonly name = 'docs';
@@ -76,17 +79,22 @@ export class DocsCollection {
   private seeded = false;
 
   /**
-   * Brings the collection in line with the package's `docs/` and README:
-   * embeds and indexes the passages it lacks, deletes every other passage
-   * (those of an earlier version's files, renamed or removed ones too), and
-   * does nothing more when it is up to date. Returns undefined when nothing
-   * changed.
+   * Brings the package's own passages in line with its `docs/` and README:
+   * embeds and indexes the passages it lacks, deletes the stale ones (an
+   * edited file's old passages, and those of an earlier version's files that
+   * are gone: sources `README.md` and `docs/…`), and does nothing more when
+   * it is up to date. What users added with `npm run ingest` (any other
+   * source) is left as it is. Returns undefined when nothing changed.
    */
   async seed(): Promise<IngestResult | undefined> {
     const store = await this.store();
     const root = packageRoot();
     const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));
-    const result = await ingestPaths(store, paths, { sourceRoot: root, sync: 'collection' });
+    const result = await ingestPaths(store, paths, { sourceRoot: root, sync: true });
+    if (result.failed.length === 0) {
+      const gone = (await store.sources()).filter((source) => isPackageSource(source) && !existsSync(join(root, source)));
+      if (gone.length > 0) result.removed += await store.delete({ filter: { source: { $in: gone } } });
+    }
     this.seeded = true;
     return result.added === 0 && result.removed === 0 && result.failed.length === 0 ? undefined : result;
   }

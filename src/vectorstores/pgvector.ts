@@ -361,6 +361,15 @@ export class PgVectorStore extends VectorStore {
     await this.executor.exec(`ANALYZE ${this.table}; ANALYZE runnel_lexical_postings; ANALYZE runnel_lexical_terms;`);
   }
 
+  /** The distinct `metadata.source` values of the collection's documents (those with a string source). */
+  async sources(): Promise<string[]> {
+    const { rows } = await this.executor.query<{ source: string }>(
+      `SELECT DISTINCT metadata->>'source' AS source FROM ${this.table} WHERE collection = $1 AND jsonb_typeof(metadata->'source') = 'string'`,
+      [this.collection],
+    );
+    return rows.map((row) => row.source);
+  }
+
   /** How many documents the collection holds. */
   async count(): Promise<number> {
     const { rows } = await this.executor.query<{ n: string | number }>(`SELECT count(*) AS n FROM ${this.table} WHERE collection = $1`, [this.collection]);
