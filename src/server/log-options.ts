@@ -5,6 +5,7 @@
  * server refuses, but a client may still send).
  */
 import type { FastifyServerOptions } from 'fastify';
+import { stdSerializers } from 'pino';
 
 /** Query parameters whose values are not logged. */
 const SECRET_PARAM = /key|token|secret|passw|auth|bearer|signature|sig$|credential|session|cookie|jwt/i;
@@ -36,6 +37,27 @@ export function redactQuery(url: string): string {
   return `${url.slice(0, at)}?${query}`;
 }
 
+/** The credentials of URLs in a text (`postgres://user:password@host` → `postgres://[redacted]@host`). */
+const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@]+@/gi;
+
+/**
+ * A text with the credentials of the URLs in it replaced: an error's message may quote a connection string.
+ *
+ * @example
+ * redactUrlCredentials('connect postgres://runnel:s3cret@db:5432/runnel'); // 'connect postgres://[redacted]@db:5432/runnel'
+ */
+export function redactUrlCredentials(text: string): string {
+  return text.replace(URL_CREDENTIALS, '$1[redacted]@');
+}
+
+/** pino's error serializer, with the credentials of URLs in the message and stack replaced. */
+function loggedError(error: Error): ReturnType<typeof stdSerializers.err> {
+  const out = stdSerializers.err(error);
+  if (typeof out.message === 'string') out.message = redactUrlCredentials(out.message);
+  if (typeof out.stack === 'string') out.stack = redactUrlCredentials(out.stack);
+  return out;
+}
+
 interface LoggedRequest {
   method: string;
   url: string;
@@ -51,6 +73,7 @@ export function serverLoggerOptions(level: string): NonNullable<Exclude<FastifyS
     redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', '*.apiKey', '*.api_key'], censor: '[redacted]' },
     serializers: {
       req: (req: LoggedRequest) => ({ method: req.method, url: redactQuery(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort }),
+      err: loggedError,
     },
   };
 }

@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
 import { loadServerConfig } from './config.js';
+import { redactUrlCredentials } from './log-options.js';
 import { connectServices } from './services.js';
 import { shutdownDeadlineMs } from './signals.js';
 import { startRunWorkers, stopWorkersOnSignals } from './worker-process.js';
@@ -17,7 +18,7 @@ try {
   const logger = pino({ level: config.logLevel });
   const log = {
     info: (message: string) => logger.info(message),
-    error: (message: string, error?: unknown) => logger.error({ err: error instanceof Error ? error.message : undefined }, message),
+    error: (message: string, error?: unknown) => logger.error({ err: error instanceof Error ? redactUrlCredentials(error.message) : undefined }, message),
     warn: (fields: Record<string, unknown>, message: string) => logger.warn(fields, message),
   };
   if (config.redisUrl === undefined) throw new Error('runnel worker: REDIS_URL is required (the run queue lives in Redis)');

@@ -36,4 +36,27 @@ describe('the server logger', () => {
       await app.close();
     }
   });
+
+  it('never writes the credentials of a URL an error message quotes (a chain that failed on a connection string)', async () => {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const failing = lambda(() => {
+      throw new Error('could not reach postgres://runnel:pg-canary-51f@db:5432/runnel nor redis://:redis-canary-77a@cache:6379/0');
+    });
+    const app = await buildApp({ chains: [defineChain({ path: '/fails', runnable: failing })] as ChainSpec<never, unknown>[], logger: { ...serverLoggerOptions('info'), stream } });
+    try {
+      expect((await app.inject({ method: 'POST', url: '/fails/invoke', payload: { input: 1 } })).statusCode).toBe(500);
+      const logged = lines.join('');
+      expect(logged).toContain('postgres://[redacted]@db:5432/runnel');
+      expect(logged).toContain('redis://[redacted]@cache:6379/0');
+      expect(logged).not.toMatch(/pg-canary-51f|redis-canary-77a/);
+    } finally {
+      await app.close();
+    }
+  });
 });
