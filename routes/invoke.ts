@@ -21,7 +21,8 @@ export function invokeHandler(chain: PreparedChain) {
         signal: connection.signal,
         ...usageMeter(request.server.runnel, chain),
       });
-      return { output, metadata: { run_id: runId, feedback_tokens: [] } };
+      // undefined is JSON's null (the key would be left out of the answer, whose contract is {output, metadata}).
+      return { output: output ?? null, metadata: { run_id: runId, feedback_tokens: [] } };
     } finally {
       connection.dispose();
     }

@@ -55,9 +55,11 @@ function langServeFrames(kind: Kind, runId: string): LiveFormat {
       if (first) {
         first = false;
         const sent = sse.send('metadata', { run_id: runId });
-        if (sent !== true) return typeof sent === 'boolean' ? sent : sent.then((open) => open && sendFrame(sse, 'data', item));
+        if (sent !== true) return typeof sent === 'boolean' ? sent : sent.then((open) => open && sendFrame(sse, 'data', item ?? null));
       }
-      return sse.send('data', item);
+      // A chunk that is undefined is JSON's null, as /invoke answers it: a data frame without data is dropped by
+      // SSE parsers (EventSource, RemoteRunnable), and the chunk with it.
+      return sse.send('data', item ?? null);
     },
     end: (sse) => sse.send('end'),
     error: (sse, error) => sse.send('error', errorFrame(error)),

@@ -78,8 +78,9 @@ export async function* streamLog<I>(
         streamed = true;
         yield {
           ops: [
-            { op: 'add', path: '/streamed_output/-', value: event.data.chunk },
-            { op: 'replace', path: '/final_output', value: final },
+            // JSON Patch needs a value: an undefined chunk is null, as /invoke answers it.
+            { op: 'add', path: '/streamed_output/-', value: event.data.chunk ?? null },
+            { op: 'replace', path: '/final_output', value: final ?? null },
           ],
         };
       } else if (phase === 'end' && !streamed) {
@@ -120,7 +121,7 @@ export async function* streamLog<I>(
     if (key === undefined) continue;
     const path = `/logs/${escapeKey(key)}`;
     if (phase === 'stream') {
-      const ops = [{ op: 'add', path: `${path}/streamed_output/-`, value: event.data.chunk }] as RunLogPatch['ops'];
+      const ops = [{ op: 'add', path: `${path}/streamed_output/-`, value: event.data.chunk ?? null }] as RunLogPatch['ops'];
       const text = textOf(event.data.chunk);
       if (text !== undefined) ops.unshift({ op: 'add', path: `${path}/streamed_output_str/-`, value: text });
       yield { ops };

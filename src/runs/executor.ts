@@ -277,7 +277,7 @@ export async function executeRun(options: {
       for await (const chunk of runnable.stream(record.input as never, config)) {
         output = first ? chunk : concat(output, chunk);
         first = false;
-        writer.push('data', chunk);
+        writer.push('data', chunk ?? null);
       }
     }
     // A step that ends "normally" when aborted (a model SDK) must not turn a cancelled run into a success.
