@@ -5,7 +5,7 @@
  * the first request.
  */
 import type { ZodType } from 'zod';
-import { RunnelError, type Runnable, type RunnableConfig } from '../core/index.js';
+import { isRunnable, RunnelError, type Runnable, type RunnableConfig } from '../core/index.js';
 import type { ChatMessageHistory } from '../history/index.js';
 
 /** The endpoints a chain may enable. */
@@ -146,7 +146,7 @@ export interface ChainSpec<I = unknown, O = unknown> extends Omit<ChainDefinitio
 }
 
 const PATH = /^(\/[a-z0-9][a-z0-9_-]*)+$/;
-const RESERVED = new Set(['docs', 'openapi.json', 'healthz', 'readyz', 'metrics', 'c']);
+const RESERVED = new Set(['docs', 'openapi.json', 'healthz', 'readyz', 'metrics', 'c', 'v1']);
 
 function invalid(message: string): RunnelError {
   return new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', message);
@@ -163,6 +163,14 @@ export function defineChain<I, O>(definition: ChainDefinition<I, O>): ChainSpec<
   const { path } = definition;
   if (!PATH.test(path)) throw invalid(`Chain path ${JSON.stringify(path)} must look like /name or /group/name (lower case, digits, - and _)`);
   if (RESERVED.has(path.split('/')[1] as string)) throw invalid(`Chain path ${path} collides with a built-in route`);
+  // A plain function pipes into a sequence, but a chain is served through its Runnable methods (schemas, streams).
+  if (!isRunnable(definition.runnable)) {
+    throw invalid(
+      typeof definition.runnable === 'function'
+        ? `${path}: runnable is a plain function; wrap it: lambda(fn)`
+        : `${path}: runnable must be a Runnable (lambda(fn), sequence(...), prompt.pipe(model)), got ${definition.runnable === null ? 'null' : typeof definition.runnable}`,
+    );
+  }
   // By default every endpoint the chain can serve: the chat ones only with a messages adapter (without one,
   // GET / and the OpenAPI document would list routes that answer 404).
   const chat = definition.messages !== undefined;

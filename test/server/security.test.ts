@@ -107,6 +107,11 @@ describe('health and metrics', () => {
     expect(() => defineChain({ path: '/x', runnable: echo.runnable, enabledEndpoints: ['invoke', 'stream_evnets' as never] })).toThrow(/unknown endpoint "stream_evnets"/);
     expect(() => defineChain({ path: '/x', runnable: echo.runnable, configKeys: ['callbacks' as never] })).toThrow(/cannot be set by clients/);
     expect(() => defineChain({ path: '/docs', runnable: echo.runnable })).toThrow(/built-in/);
+    // A trial: /v1 was taken (the OpenAI routes live there), and a plain function failed later in buildApp
+    // with "runnable.inputJsonSchema is not a function", no code and no path.
+    expect(() => defineChain({ path: '/v1/chat', runnable: echo.runnable })).toThrow(/built-in/);
+    expect(() => defineChain({ path: '/plain', runnable: ((x: unknown) => x) as never })).toThrow('/plain: runnable is a plain function; wrap it: lambda(fn)');
+    expect(() => defineChain({ path: '/none', runnable: undefined as never })).toThrow('/none: runnable must be a Runnable (lambda(fn), sequence(...), prompt.pipe(model)), got undefined');
     // The chat endpoints need a messages adapter: left out by default without one, refused when asked for.
     expect(defineChain({ path: '/x', runnable: echo.runnable }).enabledEndpoints).not.toContain('ui_stream');
     expect(defineChain({ path: '/x', runnable: echo.runnable }).enabledEndpoints).not.toContain('chat_completions');
