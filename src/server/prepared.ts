@@ -97,7 +97,15 @@ export class PreparedChain {
     if (allowed.has('run_id')) properties.run_id = { type: 'string', format: 'uuid' };
     if (allowed.has('recursion_limit')) properties.recursion_limit = { type: 'integer', minimum: 1, maximum: 1000 };
     if (allowed.has('max_concurrency')) properties.max_concurrency = { type: 'integer', minimum: 1, maximum: 1000 };
-    this.configSchema = { title: `${this.name}Config`, type: 'object', properties };
+    const validated: JsonSchema = { title: `${this.name}Config`, type: 'object', properties };
+    // Published with what each call must set (a chain with history: configurable.session_id), so a generated
+    // client or Swagger's form asks for it. Validated without: a request may take it from its /c/{hash} config,
+    // and a missing one gets its own message once the two are merged (resolveConfig).
+    const configurable = properties.configurable;
+    this.configSchema =
+      configurable !== undefined && this.requiredConfigurable.length > 0
+        ? { ...validated, properties: { ...properties, configurable: { ...configurable, required: this.requiredConfigurable } }, required: ['configurable'] }
+        : validated;
     this.hasModel = containsModel(runnable);
 
     const inputAjv = new Ajv({ strict: false, allErrors: true });
@@ -106,7 +114,7 @@ export class PreparedChain {
     // Unknown configurable sub-keys are dropped silently, as LangServe does; defaults are filled in.
     const configAjv = new Ajv({ strict: false, allErrors: true, removeAdditional: true, useDefaults: true });
     addFormats(configAjv);
-    this.validateConfigFn = configAjv.compile(this.configSchema);
+    this.validateConfigFn = configAjv.compile(validated);
   }
 
   /** Throws `RUNNEL_ERR_INPUT_INVALID` with located problems when `input` does not match the input schema. */
