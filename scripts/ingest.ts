@@ -24,6 +24,7 @@ import {
   ingestPaths,
   OpenAIEmbeddings,
   PgVectorStore,
+  RunnelError,
   type Embeddings,
   type IngestResult,
   type SearchMatch,
@@ -81,7 +82,11 @@ export async function query(options: {
 }): Promise<SearchMatch[]> {
   const services = await connectServices({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, role: 'ingest' });
   try {
-    const store = await PgVectorStore.create({ executor: await services.sql(), embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
+    const executor = await services.sql();
+    // A search reads: a mistyped name is said, not made into an empty collection that then answers nothing.
+    const { rows } = await executor.query<{ name: string }>('SELECT name FROM runnel_collections WHERE name = $1', [options.collection]).catch(() => ({ rows: [] as { name: string }[] }));
+    if (rows.length === 0) throw new RunnelError('RUNNEL_ERR_NOT_FOUND', `No collection named ${options.collection}: ingest into it first`);
+    const store = await PgVectorStore.create({ executor, embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
     return await store.search(options.query, { k: options.k ?? 4, search: options.search ?? 'hybrid' });
   } finally {
     await services.close();
@@ -97,6 +102,12 @@ function usage(problem?: string): never {
   if (problem !== undefined) console.error(`ingest: ${problem}`);
   console.error(USAGE);
   process.exit(2);
+}
+
+// Asked for, the usage is the answer: on stdout, exit 0.
+if (process.argv[1]?.endsWith('ingest.ts') && process.argv.slice(2).some((arg) => arg === '--help' || arg === '-h')) {
+  console.log(USAGE);
+  process.exit(0);
 }
 
 function embeddingsNamed(name: string): Embeddings {

@@ -69,6 +69,13 @@ describe('npm run ingest', () => {
     expect(JSON.parse(json.stdout)[0]).toMatchObject({ type: 'Document', metadata: { headings: ['# Operations', '## Alerts'] }, score: expect.any(Number) });
     const bad = await cli(['--query', 'x', '--collection', sections, '--search', 'fuzzy']);
     expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(/search must be one of dense, lexical, hybrid[\s\S]*usage:/)]);
+    // A trial: a mistyped collection answered "no passage found", exit 0, and was created empty; --help was an unknown option.
+    const typo = `${sections}_typo`;
+    const missing = await cli(['--query', 'x', '--collection', typo]);
+    expect([missing.code, missing.stderr]).toEqual([1, `ingest: No collection named ${typo}: ingest into it first\n`]);
+    await expect(query({ query: 'x', collection: typo, databaseUrl: DATABASE_URL })).rejects.toThrow(`No collection named ${typo}`);
+    const help = await cli(['--help']);
+    expect([help.code, help.stdout]).toEqual([0, expect.stringMatching(/^usage: npm run ingest/)]);
 
     // The alerts section is edited: its old passage goes with --sync, and only then.
     writeFileSync(file, '# Operations\n\n## Backups\n\nSnapshots run nightly at 02:00 and are kept for 30 days.\n\n## Alerts\n\nAlerts go to the #ops channel.\n');
