@@ -6,7 +6,7 @@
  * LangChain's `lc` constructor format is simply invalid.
  */
 import { z } from 'zod';
-import { RunnelError } from '../core/index.js';
+import { nestedDeeperThan, RunnelError } from '../core/index.js';
 import { AIMessage, AIMessageChunk } from './ai.js';
 import { BaseMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage } from './base.js';
 import type { MessageContent } from './types.js';
@@ -193,6 +193,9 @@ function fromRole(data: z.infer<typeof roleSchema>): BaseMessage {
           .object({ id: z.string().optional(), function: z.object({ name: z.string(), arguments: z.string() }) })
           .safeParse(call);
         if (!parsed.success) return [];
+        // Arguments nested past the limit are refused as unparseable ones are: a value thousands deep would
+        // overflow whatever walks it later (the model cache's key).
+        if (nestedDeeperThan(parsed.data.function.arguments)) return [];
         try {
           return [{ name: parsed.data.function.name, args: JSON.parse(parsed.data.function.arguments) as Record<string, unknown>, id: parsed.data.id }];
         } catch {

@@ -24,14 +24,16 @@ const hostMatches = (host: string, pattern: string): boolean =>
   pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1 : host === pattern;
 
 /**
- * Whether `host` on `port` ('' for the scheme's default) is allowed: an entry without a port allows the default
- * port only, one with a port (`hooks.example.com:8443`) that port only — a listed host's other services (an
- * admin API, a database) are not reachable by naming their port.
+ * Whether `url`'s host is allowed on its port: an entry without a port allows the scheme's default port only,
+ * one with a port (`hooks.example.com:8443`) the URLs that reach that port, written or by default — a listed
+ * host's other services (an admin API, a database) are not reachable by naming their port.
  */
-function hostAllowed(host: string, port: string, patterns: readonly string[]): boolean {
+function hostAllowed(url: URL, patterns: readonly string[]): boolean {
+  const host = url.hostname.toLowerCase();
+  const port = url.port === '' ? (url.protocol === 'https:' ? '443' : '80') : url.port;
   return patterns.some((entry) => {
     const at = /:(\d{1,5})$/.exec(entry);
-    return at === null ? port === '' && hostMatches(host, entry) : port === at[1] && hostMatches(host, entry.slice(0, at.index));
+    return at === null ? url.port === '' && hostMatches(host, entry) : port === at[1] && hostMatches(host, entry.slice(0, at.index));
   });
 }
 
@@ -54,7 +56,7 @@ export function checkWebhookUrl(value: unknown, policy: WebhookPolicy): URL {
   }
   if (url.protocol !== 'https:' && !(policy.allowHttp === true && url.protocol === 'http:')) throw refuse('must be an https URL');
   if (url.username !== '' || url.password !== '') throw refuse('must not carry credentials');
-  if (!hostAllowed(url.hostname.toLowerCase(), url.port, policy.hosts)) {
+  if (!hostAllowed(url, policy.hosts)) {
     throw refuse(url.port === '' ? `host ${url.hostname} is not in RUNNEL_WEBHOOK_HOSTS` : `host ${url.hostname} on port ${url.port} is not in RUNNEL_WEBHOOK_HOSTS (an entry allows the scheme's default port, or the one it names: ${url.hostname}:${url.port})`);
   }
   return url;

@@ -8,7 +8,7 @@ import type { FastifyServerOptions } from 'fastify';
 import { stdSerializers } from 'pino';
 
 /** Query parameters whose values are not logged. */
-const SECRET_PARAM = /key|token|secret|passw|auth|bearer|signature|sig$|credential|session|cookie|jwt/i;
+const SECRET_PARAM = /key|token|secret|pass|pwd|auth|bearer|signature|sig$|hmac|otp|private|credential|session|cookie|jwt|^code$/i;
 
 /**
  * A request URL with the values of secret-looking query parameters replaced (the path is kept as sent).
@@ -37,8 +37,12 @@ export function redactQuery(url: string): string {
   return `${url.slice(0, at)}?${query}`;
 }
 
-/** The credentials of URLs in a text (`postgres://user:password@host` → `postgres://[redacted]@host`). */
-const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@]+@/gi;
+/**
+ * The credentials of URLs in a text (`postgres://user:password@host` → `postgres://[redacted]@host`), up to the
+ * authority's last `@` (a password may hold one unencoded); and libpq's `password=…` form.
+ */
+const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#]*@/gi;
+const KEYWORD_PASSWORD = /\b(password|passwd|pwd)=([^\s&;]+)/gi;
 
 /**
  * A text with the credentials of the URLs in it replaced: an error's message may quote a connection string.
@@ -47,7 +51,7 @@ const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@]+@/gi;
  * redactUrlCredentials('connect postgres://runnel:s3cret@db:5432/runnel'); // 'connect postgres://[redacted]@db:5432/runnel'
  */
 export function redactUrlCredentials(text: string): string {
-  return text.replace(URL_CREDENTIALS, '$1[redacted]@');
+  return text.replace(URL_CREDENTIALS, '$1[redacted]@').replace(KEYWORD_PASSWORD, '$1=[redacted]');
 }
 
 /** pino's error serializer, with the credentials of URLs in the message and stack replaced. */

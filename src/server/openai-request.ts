@@ -7,7 +7,7 @@
  * code fits (`missing_required_parameter`, `invalid_type`, `invalid_value`).
  */
 import { z } from 'zod';
-import { RunnelError, type ErrorDetailItem } from '../core/index.js';
+import { nestedDeeperThan, RunnelError, type ErrorDetailItem } from '../core/index.js';
 import { checkSessionId } from '../history/index.js';
 import type { ChatTurn, Conversation } from './registry.js';
 
@@ -155,7 +155,9 @@ function toolCallsOf(calls: z.infer<typeof toolCall>[], index: number): NonNulla
   return calls.map((call, j) => {
     let args: unknown;
     try {
-      args = JSON.parse(call.function.arguments);
+      // Nested past the limit: refused as an argument that is not JSON (a value thousands deep would overflow
+      // whatever walks it later).
+      args = nestedDeeperThan(call.function.arguments) ? undefined : JSON.parse(call.function.arguments);
     } catch {
       args = undefined;
     }

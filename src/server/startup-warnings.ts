@@ -10,7 +10,10 @@ import type { ServerConfig } from './config.js';
  * @example
  * for (const line of startupWarnings(config)) app.log.warn(line);
  */
-export function startupWarnings(config: Pick<ServerConfig, 'apiKeys'> & Partial<Pick<ServerConfig, 'webhookHosts' | 'webhookSecret'>>, env: Readonly<Record<string, string | undefined>> = {}): string[] {
+export function startupWarnings(
+  config: Pick<ServerConfig, 'apiKeys'> & Partial<Pick<ServerConfig, 'webhookHosts' | 'webhookSecret' | 'host' | 'allowedHosts'>>,
+  env: Readonly<Record<string, string | undefined>> = {},
+): string[] {
   const warnings: string[] = [];
   // Webhooks need both: one without the other leaves them off, and every run that asks for one is refused (422).
   const hosts = (config.webhookHosts ?? []).length > 0;
@@ -33,6 +36,16 @@ export function startupWarnings(config: Pick<ServerConfig, 'apiKeys'> & Partial<
         'server can call every chain, and read or delete any chat history whose session_id they know or guess. ' +
         'Set RUNNEL_API_KEYS before exposing it.',
     );
+    // Reached from other machines, it is reached by a name too (a LAN name, a service name), which it refuses.
+    const host = config.host ?? '127.0.0.1';
+    if (!['127.0.0.1', '::1', 'localhost'].includes(host) && !(config.allowedHosts ?? []).includes('*')) {
+      warnings.push(
+        `Listening on ${host} without RUNNEL_API_KEYS: requests are answered only under IP addresses, localhost` +
+          `${(config.allowedHosts ?? []).length > 0 ? ` and ${(config.allowedHosts ?? []).join(', ')}` : ''} ` +
+          '(a web page could otherwise reach this server through a name it points here); any other host name gets 403 ' +
+          'RUNNEL_ERR_HOST_NOT_ALLOWED. List the names clients use in RUNNEL_ALLOWED_HOSTS, or set keys.',
+      );
+    }
   }
   return warnings;
 }

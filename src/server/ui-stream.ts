@@ -170,7 +170,7 @@ const MAX_TURNS = 1_000;
 /**
  * The conversation in a `DefaultChatTransport` body — `{id, messages: UIMessage[], trigger, messageId}` —
  * with each message's text parts joined (other parts — tool parts, reasoning, sources — carry no text for the
- * chain); a user's file part is refused, since the chain would never see it.
+ * chain); a file part in the new message is refused, since the chain would never see it.
  */
 export function conversationFromUiMessages(body: Record<string, unknown>): Conversation & { id: string } {
   const { id, messages } = body;
@@ -188,9 +188,11 @@ export function conversationFromUiMessages(body: Record<string, unknown>): Conve
         const value = (part as { text?: unknown }).text;
         if (typeof value !== 'string') throw invalid('A text part needs its text', ['messages', i, 'parts', j, 'text']);
         text += value;
-      } else if (type === 'file' && role !== 'assistant') {
-        // An attachment the user meant the model to see: refused, as /v1/chat/completions refuses an image,
-        // rather than dropped while the answer reads as if the model had seen it.
+      } else if (type === 'file' && role !== 'assistant' && i === messages.length - 1) {
+        // An attachment the user means the model to see now: refused, as /v1/chat/completions refuses an image,
+        // rather than dropped while the answer reads as if the model had seen it. One in an earlier message
+        // (refused then: the AI SDK keeps it in the chat it sends back) is left out, or every later turn would
+        // be refused too.
         throw invalid(`Only text parts are supported: messages[${i}].parts[${j}] is a file. Send its contents as text, or use a chain that takes files.`, ['messages', i, 'parts', j, 'type']);
       }
     });

@@ -196,6 +196,9 @@ describe('/ui_stream through the AI SDK, offline', () => {
     await expect(transport('/joke').sendMessages({ chatId: randomUUID(), messages: [withFile], trigger: 'submit-message', messageId: undefined, abortSignal: undefined })).rejects.toThrow(
       'Only text parts are supported: messages[0].parts[1] is a file.',
     );
+    // The AI SDK keeps the refused message in the chat and sends it again with the next one: that turn is answered.
+    const next = await lastMessage(await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [withFile, userMessage('otters, then')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+    expect(next?.role).toBe('assistant');
     // An assistant's earlier parts that are not text (tools, reasoning, sources) are history, not input: kept out quietly.
     const earlier: UIMessage = { id: randomUUID(), role: 'assistant', parts: [{ type: 'reasoning', text: 'thinking' }, { type: 'source-url', sourceId: 's1', url: 'https://example.com/' }, { type: 'text', text: 'Ask me.' }] };
     const answer = await lastMessage(await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [userMessage('otters'), earlier, userMessage('otters again')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));

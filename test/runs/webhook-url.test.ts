@@ -23,6 +23,10 @@ describe('checkWebhookUrl', () => {
     for (const url of ['https://hooks.example.com/runs', 'https://hooks.example.com:443/runs', 'http://hooks.example.com:80/', 'https://a.corp.example:8443/x', 'http://10.0.0.5:8080/hook', 'http://[::1]:9000/']) {
       expect(allowed(url), url).toBe(true);
     }
+    // An entry naming a default port allows the URLs that reach it, with the port written or not (a review).
+    const defaults = { ...policy, hosts: ['a.example.com:443', 'b.example.com:80'] };
+    for (const url of ['https://a.example.com/', 'https://a.example.com:443/', 'http://b.example.com/']) expect(() => checkWebhookUrl(url, defaults), url).not.toThrow();
+    for (const url of ['http://a.example.com/', 'https://b.example.com/']) expect(() => checkWebhookUrl(url, defaults), url).toThrow();
   });
 
   it('calls no other port of a listed host, and no port of another', () => {

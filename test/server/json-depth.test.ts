@@ -57,6 +57,21 @@ describe('a request nested deeper than 100 levels', () => {
     expect(res.status).toBe(200);
   });
 
+  it('in a tool call’s arguments too, JSON inside a JSON string that is parsed later (a review: 500 at 6,000 levels)', async () => {
+    const turn = (args: string) => ({
+      input: {
+        input: 'what is 2+2?',
+        chat_history: [
+          { role: 'assistant', content: '', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'calculator', arguments: args } }] },
+          { role: 'tool', tool_call_id: 'c1', content: '4' },
+        ],
+      },
+    });
+    // Past the limit, the call is refused as one whose arguments are not JSON: left out of the turn.
+    expect((await post(`${server.url}/agent/invoke`, turn(nested(6_000)))).status).toBe(200);
+    expect((await post(`${server.url}/agent/invoke`, turn(nested(50)))).status).toBe(200);
+  });
+
   it('in a /c/{hash} config too: the hash is refused', async () => {
     const hash = LZString.compressToEncodedURIComponent(`{"configurable":${nested(3_000)}}`);
     const res = await post(`${server.url}/agent/c/${hash}/invoke`, { input: { input: 'hi' } });

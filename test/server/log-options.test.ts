@@ -6,7 +6,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { buildApp, defineChain, lambda, type ChainSpec } from '../../src/index.js';
-import { redactQuery, serverLoggerOptions } from '../../src/server/log-options.js';
+import { redactQuery, redactUrlCredentials, serverLoggerOptions } from '../../src/server/log-options.js';
 
 describe('the server logger', () => {
   it('redacts the values of secret-looking query parameters, and only those', () => {
@@ -16,6 +16,7 @@ describe('the server logger', () => {
     expect(redactQuery('/a?api%5Fkey=sk-2&flag')).toBe('/a?api%5Fkey=[redacted]&flag');
     // A security review found `?bearer=` logged as sent.
     expect(redactQuery('/a?bearer=b&sig=s&jwt=j&cookie=c&design=ok')).toBe('/a?bearer=[redacted]&sig=[redacted]&jwt=[redacted]&cookie=[redacted]&design=ok');
+    expect(redactQuery('/a?pass=p&pwd=w&code=c&hmac=h&otp=o&private=x&zipcode=1')).toBe('/a?pass=[redacted]&pwd=[redacted]&code=[redacted]&hmac=[redacted]&otp=[redacted]&private=[redacted]&zipcode=1');
   });
 
   it("never writes a query string's key to the log, and still logs the request", async () => {
@@ -55,6 +56,8 @@ describe('the server logger', () => {
       expect(logged).toContain('postgres://[redacted]@db:5432/runnel');
       expect(logged).toContain('redis://[redacted]@cache:6379/0');
       expect(logged).not.toMatch(/pg-canary-51f|redis-canary-77a/);
+      // A password with an unencoded @, and libpq's keyword form (a review).
+      expect(redactUrlCredentials('postgres://runnel:p@ss-canary@db:5432/x and host=db password=kw-canary user=runnel')).toBe('postgres://[redacted]@db:5432/x and host=db password=[redacted] user=runnel');
     } finally {
       await app.close();
     }

@@ -11,6 +11,14 @@ describe('startup warnings', () => {
     expect(warning).toMatch(/read or delete any chat history whose session_id they know or guess/);
   });
 
+  it('says, when keys are off and it listens beyond this machine, which host names it answers under (a review)', () => {
+    const warnings = startupWarnings(loadServerConfig({ HOST: '0.0.0.0', RUNNEL_ALLOWED_HOSTS: 'runnel.internal' }));
+    expect(warnings).toHaveLength(2);
+    expect(warnings[1]).toMatch(/^Listening on 0\.0\.0\.0 without RUNNEL_API_KEYS: requests are answered only under IP addresses, localhost and runnel\.internal /);
+    expect(startupWarnings(loadServerConfig({ HOST: '0.0.0.0', RUNNEL_ALLOWED_HOSTS: '*' }))).toHaveLength(1);
+    expect(startupWarnings(loadServerConfig({ HOST: '0.0.0.0', RUNNEL_API_KEYS: 'ops:0123456789abcdef0' }))).toEqual([]);
+  });
+
   it('has nothing to say when keys are on', () => {
     expect(startupWarnings(loadServerConfig({ RUNNEL_API_KEYS: 'ops:0123456789abcdef0' }))).toEqual([]);
   });
