@@ -4,6 +4,11 @@
  * bytes contain `marker` for the `nth` time it sends the client the bytes up
  * to the middle of that marker, closes the client's socket and destroys the
  * server side. Once; afterwards it forwards normally.
+ *
+ * With `hold`, it sends those bytes and keeps the connection open until
+ * `release()` ends it: a browser that reads many frames and the end of the
+ * connection in one read may drop them all (Chromium did, under load), while
+ * a test means to cut after the client has heard some frames.
  */
 import { createServer, connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -14,6 +19,8 @@ export interface CuttingProxy {
   readonly cuts: number;
   /** Every byte clients sent through the proxy (request lines and headers), as latin1 text. */
   readonly sent: string;
+  /** With `hold`: ends the held connection (the cut). */
+  release(): void;
   close(): Promise<void>;
 }
 
@@ -26,10 +33,11 @@ function nthIndex(text: string, marker: string, nth: number): number {
   return at;
 }
 
-export async function cuttingProxy(targetPort: number, cut: { marker: string; nth: number }): Promise<CuttingProxy> {
+export async function cuttingProxy(targetPort: number, cut: { marker: string; nth: number; hold?: boolean }): Promise<CuttingProxy> {
   const sockets = new Set<Socket>();
   let cuts = 0;
   let sent = '';
+  let held: Socket | undefined;
   const server = createServer((client) => {
     const upstream = connect(targetPort, '127.0.0.1');
     for (const socket of [client, upstream]) {
@@ -38,7 +46,9 @@ export async function cuttingProxy(targetPort: number, cut: { marker: string; nt
       socket.on('error', () => socket.destroy());
     }
     client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.end());
+    upstream.on('close', () => {
+      if (held !== client) client.end();
+    });
     client.on('data', (chunk: Buffer) => {
       sent += chunk.toString('latin1');
       upstream.write(chunk);
@@ -51,9 +61,15 @@ export async function cuttingProxy(targetPort: number, cut: { marker: string; nt
         const at = nthIndex(seen, cut.marker, cut.nth);
         if (at !== -1) {
           cuts += 1;
-          // end, not destroy: the client receives every byte up to the cut, then the connection is gone.
-          client.end(chunk.subarray(0, Math.max(0, at + Math.floor(cut.marker.length / 2) - before)));
+          const upToCut = chunk.subarray(0, Math.max(0, at + Math.floor(cut.marker.length / 2) - before));
           upstream.destroy();
+          if (cut.hold === true) {
+            client.write(upToCut);
+            held = client;
+            return;
+          }
+          // end, not destroy: the client receives every byte up to the cut, then the connection is gone.
+          client.end(upToCut);
           return;
         }
       }
@@ -69,6 +85,7 @@ export async function cuttingProxy(targetPort: number, cut: { marker: string; nt
     get sent() {
       return sent;
     },
+    release: () => held?.end(),
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -41,15 +41,19 @@ describe("a run's stream in Chromium's EventSource", () => {
     return { runId: submitted.run_id, output: record.output };
   }
 
-  /** Opens a page on `origin` and listens to the run's stream there until `end`. */
-  async function listen(origin: string, runId: string): Promise<Heard> {
+  /**
+   * Opens a page on `origin` and listens to the run's stream there until `end`; `whenHeard` runs once the page
+   * has heard that many data frames (the listening goes on meanwhile).
+   */
+  async function listen(origin: string, runId: string, whenHeard?: { data: number; then: () => void }): Promise<Heard> {
     const page = await browser.newPage();
     try {
       await page.goto(`${origin}/healthz`);
-      return await page.evaluate(
+      const listening = page.evaluate(
         (path) =>
           new Promise<Heard>((resolve) => {
             const heard: Heard = { events: [], drops: 0 };
+            (globalThis as unknown as { heard: Heard }).heard = heard;
             const source = new EventSource(path);
             const done = (): void => {
               source.close();
@@ -70,6 +74,15 @@ describe("a run's stream in Chromium's EventSource", () => {
           }),
         `/slow/runs/${runId}/stream`,
       );
+      if (whenHeard !== undefined) {
+        // Until the page has heard them, or has stopped listening (then the test's expectations say what it heard).
+        let stopped = false;
+        void listening.finally(() => (stopped = true));
+        const count = () => page.evaluate(() => (globalThis as unknown as { heard?: Heard }).heard?.events.filter((event) => event.type === 'data').length ?? 0);
+        while (!stopped && (await count()) < whenHeard.data) await new Promise((resolve) => setTimeout(resolve, 20));
+        whenHeard.then();
+      }
+      return await listening;
     } finally {
       await page.close();
     }
@@ -86,8 +99,10 @@ describe("a run's stream in Chromium's EventSource", () => {
 
   it('reconnects by itself after a dropped connection, with Last-Event-ID: every token once, then end', async () => {
     const { runId, output } = await finishedRun(8);
-    proxy = await cuttingProxy(Number(new URL(server.url).port), { marker: 'event: data', nth: 4 });
-    const heard = await listen(proxy.url, runId);
+    // The cut comes once the page has heard the three frames before it (they carry the id it resumes after).
+    const cutting = await cuttingProxy(Number(new URL(server.url).port), { marker: 'event: data', nth: 4, hold: true });
+    proxy = cutting;
+    const heard = await listen(cutting.url, runId, { data: 3, then: () => cutting.release() });
     expect(proxy.cuts).toBe(1);
     expect(heard.drops).toBe(1);
     expect(proxy.sent.toLowerCase()).toContain('last-event-id:');
