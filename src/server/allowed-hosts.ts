@@ -10,9 +10,6 @@
  */
 import { isIP } from 'node:net';
 
-/** Hosts checked and their verdicts, so a client's repeated Host costs one lookup; cleared when full. */
-const MAX_REMEMBERED = 256;
-
 /** The name in a Host header: lower case, without its port or one trailing dot; an IPv6 address keeps its brackets. */
 export function hostName(header: string): string {
   const value = header.trim().toLowerCase();
@@ -46,16 +43,9 @@ function listed(name: string, allowed: readonly string[]): boolean {
  * allowed('attacker.example:8000'); // false
  */
 export function hostCheck(allowed: readonly string[]): (header: string | undefined) => boolean {
-  const remembered = new Map<string, boolean>();
   return (header) => {
     if (header === undefined) return true;
-    let verdict = remembered.get(header);
-    if (verdict === undefined) {
-      const name = hostName(header);
-      verdict = unrebindable(name) || listed(name, allowed);
-      if (remembered.size >= MAX_REMEMBERED) remembered.clear();
-      remembered.set(header, verdict);
-    }
-    return verdict;
+    const name = hostName(header);
+    return unrebindable(name) || listed(name, allowed);
   };
 }

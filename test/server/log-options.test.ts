@@ -8,6 +8,18 @@ import { describe, expect, it } from 'vitest';
 import { buildApp, defineChain, lambda, type ChainSpec } from '../../src/index.js';
 import { redactQuery, redactUrlCredentials, serverLoggerOptions } from '../../src/server/log-options.js';
 
+/** A stream for the logger, and the lines written to it. */
+function logLines(): { lines: string[]; stream: Writable } {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  return { lines, stream };
+}
+
 describe('the server logger', () => {
   it('redacts the values of secret-looking query parameters, and only those', () => {
     expect(redactQuery('/joke/invoke')).toBe('/joke/invoke');
@@ -20,13 +32,7 @@ describe('the server logger', () => {
   });
 
   it("never writes a query string's key to the log, and still logs the request", async () => {
-    const lines: string[] = [];
-    const stream = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        lines.push(chunk.toString());
-        done();
-      },
-    });
+    const { lines, stream } = logLines();
     const app = await buildApp({ chains: [defineChain({ path: '/echo', runnable: lambda((x: unknown) => x) })] as ChainSpec<never, unknown>[], logger: { ...serverLoggerOptions('info'), stream } });
     try {
       await app.inject({ method: 'GET', url: '/healthz?api_key=sk-canary-9c1e&verbose=1' });
@@ -39,13 +45,7 @@ describe('the server logger', () => {
   });
 
   it('never writes the credentials of a URL an error message quotes (a chain that failed on a connection string)', async () => {
-    const lines: string[] = [];
-    const stream = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        lines.push(chunk.toString());
-        done();
-      },
-    });
+    const { lines, stream } = logLines();
     const failing = lambda(() => {
       throw new Error('could not reach postgres://runnel:pg-canary-51f@db:5432/runnel nor redis://:redis-canary-77a@cache:6379/0');
     });
