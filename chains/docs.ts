@@ -34,8 +34,11 @@ export const sourceSchema = z.object({
 /** Passages a search fetches per passage kept: those sharing no word with the question are dropped when others do. */
 const CANDIDATES_PER_SOURCE = 3;
 
-/** A source the server seeds: its README and its `docs/` (relative to the package, as seeded). */
-const isPackageSource = (source: string): boolean => source === 'README.md' || source.startsWith('docs/');
+/** What marks the server's own passages in the collection: the seed touches those alone. */
+const SEEDED = { origin: 'runnel' } as const;
+
+/** Sources the seed wrote before it marked its passages: its README and `docs/` (relative to the package). */
+const isUnmarkedPackageSource = (source: string): boolean => source === 'README.md' || source.startsWith('docs/');
 
 /** The `docs` collection, opened lazily. */
 export class DocsCollection {
@@ -82,18 +85,27 @@ export class DocsCollection {
    * Brings the package's own passages in line with its `docs/` and README:
    * embeds and indexes the passages it lacks, deletes the stale ones (an
    * edited file's old passages, and those of an earlier version's files that
-   * are gone: sources `README.md` and `docs/…`), and does nothing more when
-   * it is up to date. What users added with `npm run ingest` (any other
-   * source) is left as it is. Returns undefined when nothing changed.
+   * are gone), and does nothing more when it is up to date. Its passages
+   * carry `metadata.origin: "runnel"`, and it touches no other: what users
+   * added with `npm run ingest` is left as it is, whatever its source is
+   * named (a user's own `docs/runbook.md` too). Returns undefined when
+   * nothing changed.
    */
   async seed(): Promise<IngestResult | undefined> {
     const store = await this.store();
     const root = packageRoot();
     const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));
-    const result = await ingestPaths(store, paths, { sourceRoot: root, sync: true });
+    // A collection seeded before passages were marked: its unmarked README and docs/ passages were the seed's
+    // (that seed deleted any other of those names at each start). Once marked below, they are dropped.
+    const unmarked = (await store.sources(SEEDED)).length === 0;
+    const result = await ingestPaths(store, paths, { sourceRoot: root, sync: true, metadata: SEEDED });
     if (result.failed.length === 0) {
-      const gone = (await store.sources()).filter((source) => isPackageSource(source) && !existsSync(join(root, source)));
-      if (gone.length > 0) result.removed += await store.delete({ filter: { source: { $in: gone } } });
+      const gone = (await store.sources(SEEDED)).filter((source) => !existsSync(join(root, source)));
+      if (gone.length > 0) result.removed += await store.delete({ filter: { source: { $in: gone }, ...SEEDED } });
+      if (unmarked) {
+        const legacy = (await store.sources({ origin: { $ne: SEEDED.origin } })).filter(isUnmarkedPackageSource);
+        if (legacy.length > 0) result.removed += await store.delete({ filter: { source: { $in: legacy }, origin: { $ne: SEEDED.origin } } });
+      }
     }
     this.seeded = true;
     return result.added === 0 && result.removed === 0 && result.failed.length === 0 ? undefined : result;

@@ -46,6 +46,13 @@ export interface IngestOptions {
   onProgress?: (done: number, total: number) => void;
   /** Record sources relative to this folder (`docs/server.md`, not an absolute path of this machine). */
   sourceRoot?: string;
+  /**
+   * Entries every chunk's metadata gets (`{origin: 'runnel'}` marks the
+   * server's own passages). They scope the run: a chunk already stored
+   * without them is stored again with them, and `sync` deletes only chunks
+   * that have them, so passages ingested under other entries are left alone.
+   */
+  metadata?: Record<string, string | number | boolean>;
 }
 
 /** What {@link ingestPaths} did. */
@@ -95,9 +102,12 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
       if (typeof doc.metadata.source === 'string') doc.metadata.source = relative(root, doc.metadata.source).split(sep).join('/');
     }
   }
-  const chunks = (await splitForIngest(docs, options)).map((chunk) => new Document({ id: chunkId(chunk), pageContent: chunk.pageContent, metadata: chunk.metadata }));
+  const mark = options.metadata ?? {};
+  const chunks = (await splitForIngest(docs, options)).map(
+    (chunk) => new Document({ id: chunkId(chunk), pageContent: chunk.pageContent, metadata: { ...chunk.metadata, ...mark } }),
+  );
   const unique = [...new Map(chunks.map((chunk) => [chunk.id, chunk])).values()];
-  const existing = await store.existingIds(unique.map((chunk) => chunk.id as string));
+  const existing = await store.existingIds(unique.map((chunk) => chunk.id as string), mark);
   const fresh = unique.filter((chunk) => !existing.has(chunk.id as string));
   const batch = options.batchSize ?? 64;
   let added = 0;
@@ -116,11 +126,11 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   // Nothing is deleted for a source whose new chunks failed to store: it keeps its old ones until a run succeeds.
   const unstored = new Set(failed.map((failure) => failure.source));
   if (options.sync === 'collection' && failed.length === 0) {
-    removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), {});
+    removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { ...mark });
   } else if (options.sync === true) {
     // Only sources that loaded: a file that failed to read keeps its chunks.
     const sources = [...new Set(docs.map((doc) => doc.metadata.source).filter((source): source is string => typeof source === 'string' && !unstored.has(source)))];
-    if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources } });
+    if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources }, ...mark });
   }
   if (added > 0 || removed > 0) await store.analyze();
   return { added, skipped: unique.length - fresh.length + (chunks.length - unique.length), removed, failed };

@@ -345,10 +345,13 @@ export class PgVectorStore extends VectorStore {
     }));
   }
 
-  /** Which of `ids` the collection already holds. */
-  async existingIds(ids: string[]): Promise<Set<string>> {
+  /** Which of `ids` the collection already holds (with `having`, only those whose metadata includes those entries). */
+  async existingIds(ids: string[], having: Record<string, string | number | boolean> = {}): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
-    const { rows } = await this.executor.query<{ id: string }>(`SELECT id FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[])`, [this.collection, ids]);
+    const { rows } = await this.executor.query<{ id: string }>(
+      `SELECT id FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[]) AND metadata @> $3::jsonb`,
+      [this.collection, ids, JSON.stringify(having)],
+    );
     return new Set(rows.map((row) => row.id));
   }
 
@@ -361,12 +364,16 @@ export class PgVectorStore extends VectorStore {
     await this.executor.exec(`ANALYZE ${this.table}; ANALYZE runnel_lexical_postings; ANALYZE runnel_lexical_terms;`);
   }
 
-  /** The distinct `metadata.source` values of the collection's documents (those with a string source). */
-  async sources(): Promise<string[]> {
-    const { rows } = await this.executor.query<{ source: string }>(
-      `SELECT DISTINCT metadata->>'source' AS source FROM ${this.table} WHERE collection = $1 AND jsonb_typeof(metadata->'source') = 'string'`,
-      [this.collection],
-    );
+  /** The distinct `metadata.source` values of the collection's documents (those with a string source; with `filter`, of those passing it). */
+  async sources(filter?: Filter): Promise<string[]> {
+    const params: unknown[] = [this.collection];
+    let where = `collection = $1 AND jsonb_typeof(metadata->'source') = 'string'`;
+    if (filter !== undefined) {
+      const compiled = compileFilter(filter, 'metadata', 2);
+      params.push(...compiled.params);
+      where += ` AND (${compiled.sql})`;
+    }
+    const { rows } = await this.executor.query<{ source: string }>(`SELECT DISTINCT metadata->>'source' AS source FROM ${this.table} WHERE ${where}`, params);
     return rows.map((row) => row.source);
   }
 

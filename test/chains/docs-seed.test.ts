@@ -3,7 +3,10 @@
  * collection that /rag searches. A trial found them deleted at the next
  * start: the server's seed synced the whole collection to its own files.
  * It now keeps what users added, and still removes its own stale passages
- * (a docs file an earlier version had).
+ * (a docs file an earlier version had). A later trial ingested a folder of
+ * its own named `docs` (sources `docs/runbook.md`): the seed took every
+ * `docs/…` source for its own and deleted it. The seed now marks its
+ * passages (`metadata.origin: "runnel"`) and touches no other.
  */
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,21 +29,35 @@ describe('the docs collection at start', () => {
 
   it('keeps the passages users ingested, and drops its own of a file that is gone', async () => {
     const docs = new DocsCollection({ services, env: {} });
-    await docs.seed();
+    // A collection an earlier version seeded, before passages were marked: its README and docs/ passages were the seed's.
     const store = await docs.store();
+    await store.addDocuments([new Document({ id: 'legacy-1', pageContent: 'A section an earlier version had.', metadata: { source: 'docs/old-guide.md' } })]);
+    expect((await docs.seed())?.removed).toBe(1);
+    expect(await store.sources()).not.toContain('docs/old-guide.md');
     // What `npm run ingest -- mydocs --collection docs` does, from the user's own folder.
     mkdirSync(join(dir, 'mydocs'));
     writeFileSync(join(dir, 'mydocs', 'espresso.md'), '# Espresso\n\nCrema is the foam of emulsified oils on top of an espresso shot.\n');
     expect((await ingestPaths(store, [join(dir, 'mydocs')], { sourceRoot: dir })).added).toBe(1);
+    // A user's folder that happens to be named docs, and a README of their own: sources `docs/runbook.md`, `README.md`.
+    mkdirSync(join(dir, 'team', 'docs'), { recursive: true });
+    writeFileSync(join(dir, 'team', 'docs', 'runbook.md'), '# Runbook\n\nRestart the grinder service when the hopper sensor sticks.\n');
+    writeFileSync(join(dir, 'team', 'README.md'), '# Team\n\nThe roastery team owns the grinder service.\n');
+    expect((await ingestPaths(store, [join(dir, 'team', 'docs')], { sourceRoot: join(dir, 'team') })).added).toBe(1);
+    expect((await ingestPaths(store, [join(dir, 'team', 'README.md')], { sourceRoot: join(dir, 'team') })).added).toBe(1);
     // A passage of a docs file an earlier version shipped and this one does not.
-    await store.addDocuments([new Document({ id: 'stale-1', pageContent: 'The old guide to a removed feature.', metadata: { source: 'docs/removed-feature.md' } })]);
+    await store.addDocuments([
+      new Document({ id: 'stale-1', pageContent: 'The old guide to a removed feature.', metadata: { source: 'docs/removed-feature.md', origin: 'runnel' } }),
+    ]);
 
     const again = await docs.seed();
     expect(again?.removed).toBe(1);
     const sources = await store.sources();
     expect(sources).toContain('mydocs/espresso.md');
+    expect(sources).toContain('docs/runbook.md');
     expect(sources).not.toContain('docs/removed-feature.md');
     expect(sources).toContain('README.md');
+    expect((await docs.search('When do I restart the grinder service?', 4)).map((source) => source.metadata.source)).toContain('docs/runbook.md');
+    expect((await docs.search('Who owns the grinder service?', 4)).map((source) => source.content)).toContainEqual(expect.stringContaining('roastery team'));
     expect((await docs.search('What is crema on an espresso?', 4)).map((source) => source.metadata.source)).toContain('mydocs/espresso.md');
     // Up to date: a third start changes nothing.
     expect(await docs.seed()).toBeUndefined();
