@@ -13,7 +13,7 @@
  * database, a running server holds its data directory: ingest then refuses
  * (adding nothing) and says to stop the server or use DATABASE_URL.
  */
-import { dirname, resolve } from 'node:path';
+import { dirname, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   checkK,
@@ -50,15 +50,21 @@ export async function ingest(options: {
   dataDir?: string | undefined;
   batchSize?: number;
   sync?: boolean;
+  /** The folder relative paths start from, and sources are named from (default: the current one). */
+  cwd?: string;
 }): Promise<IngestResult> {
   const services = await connectServices({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, role: 'ingest' });
   try {
     const store = await PgVectorStore.create({ executor: await services.sql(), embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
-    // Each source is named from the folder (or file) given on down — `mydocs/zebra.md` — so /rag's sources
-    // show no more of this machine's paths than the user named.
+    // Sources are named relative to the folder the command runs in — `mydocs/zebra.md` whether the folder or the
+    // file was named — so one file has one name, and /rag's sources show no more of this machine's paths than
+    // that. A path outside it is named from the folder (or file) given on down.
+    const base = resolve(options.cwd ?? process.cwd());
     const total: IngestResult = { added: 0, skipped: 0, removed: 0, failed: [] };
-    for (const path of options.paths) {
-      const result = await ingestPaths(store, [path], { sourceRoot: dirname(resolve(path)), ...options, onProgress: progress });
+    for (const given of options.paths) {
+      const path = resolve(base, given);
+      const inside = path === base || path.startsWith(base.endsWith(sep) ? base : base + sep);
+      const result = await ingestPaths(store, [path], { sourceRoot: inside ? base : dirname(path), ...options, onProgress: progress });
       total.added += result.added;
       total.skipped += result.skipped;
       total.removed += result.removed;
@@ -84,7 +90,13 @@ export async function query(options: {
   try {
     const executor = await services.sql();
     // A search reads: a mistyped name is said, not made into an empty collection that then answers nothing.
-    const { rows } = await executor.query<{ name: string }>('SELECT name FROM runnel_collections WHERE name = $1', [options.collection]).catch(() => ({ rows: [] as { name: string }[] }));
+    // A database no ingest has written to yet has no runnel_collections table (42P01): no collection either.
+    const { rows } = await executor
+      .query<{ name: string }>('SELECT name FROM runnel_collections WHERE name = $1', [options.collection])
+      .catch((error: unknown) => {
+        if ((error as { code?: unknown }).code === '42P01') return { rows: [] as { name: string }[] };
+        throw error;
+      });
     if (rows.length === 0) throw new RunnelError('RUNNEL_ERR_NOT_FOUND', `No collection named ${options.collection}: ingest into it first`);
     const store = await PgVectorStore.create({ executor, embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
     return await store.search(options.query, { k: options.k ?? 4, search: options.search ?? 'hybrid' });
@@ -108,6 +120,25 @@ function usage(problem?: string): never {
 if (process.argv[1]?.endsWith('ingest.ts') && process.argv.slice(2).some((arg) => arg === '--help' || arg === '-h')) {
   console.log(USAGE);
   process.exit(0);
+}
+
+/**
+ * What went wrong, for the terminal: the error's message with its cause (the
+ * database's refusal, the address it could not reach) and, for a database
+ * out of reach, the DATABASE_URL tried, without its credentials.
+ */
+function explain(error: RunnelError): string {
+  const cause = error.cause instanceof Error && error.cause.message !== '' ? `: ${error.cause.message}` : '';
+  let target = '';
+  if (error.code === 'RUNNEL_ERR_DATABASE_UNAVAILABLE' && process.env.DATABASE_URL) {
+    try {
+      const url = new URL(process.env.DATABASE_URL);
+      target = ` (DATABASE_URL ${url.protocol}//${url.host}${url.pathname})`;
+    } catch {
+      target = ' (DATABASE_URL is not a URL)';
+    }
+  }
+  return `${error.message}${cause}${target}`;
 }
 
 function embeddingsNamed(name: string): Embeddings {
@@ -167,7 +198,7 @@ async function main(): Promise<void> {
       else printMatches(matches);
     } catch (error) {
       if (isRunnelError(error)) {
-        console.error(`ingest: ${error.message}`);
+        console.error(`ingest: ${explain(error)}`);
         process.exit(1);
       }
       throw error;
@@ -175,22 +206,32 @@ async function main(): Promise<void> {
     return;
   }
   if (positionals.length === 0) usage('name the files or folders to ingest, or --query');
+  // Sizes are checked before anything is opened: a mistyped one creates no collection.
+  const size = (name: string, value: string | undefined, least: number): number | undefined => {
+    if (value === undefined) return undefined;
+    if (!/^\d{1,7}$/.test(value) || Number(value) < least) usage(`--${name} must be a whole number of characters, at least ${least} (got ${JSON.stringify(value)})`);
+    return Number(value);
+  };
+  const chunkSize = size('chunk-size', values['chunk-size'], 1);
+  const overlap = size('overlap', values.overlap, 0);
   let result: IngestResult;
   try {
     result = await ingest({
       sync: values.sync,
       paths: positionals,
       collection: values.collection,
-      chunkSize: values['chunk-size'] === undefined ? undefined : Number(values['chunk-size']),
-      overlap: values.overlap === undefined ? undefined : Number(values.overlap),
+      chunkSize,
+      overlap,
       embeddings,
       databaseUrl: process.env.DATABASE_URL,
       dataDir: process.env.RUNNEL_DATA_DIR,
+      // npm runs scripts in the package's folder; paths are typed in the one npm was run from.
+      cwd: process.env.INIT_CWD,
     });
   } catch (error) {
     // The embedded database is open in a running server (or another ingest): say so, add nothing.
     if (isRunnelError(error)) {
-      console.error(`ingest: nothing added. ${error.message}`);
+      console.error(`ingest: nothing added. ${explain(error)}`);
       process.exit(1);
     }
     throw error;

@@ -175,7 +175,7 @@ export const errorCodes = {
   RUNNEL_ERR_DATABASE_UNAVAILABLE: {
     status: 503,
     retryable: true,
-    description: 'Postgres (or the embedded database) could not be reached, or a query ran past its statement timeout; features that need vectors are unavailable until it returns.',
+    description: 'Postgres (or the embedded database) could not be reached, refused the credentials, has no database of the configured name, or a query ran past its statement timeout; features that need vectors are unavailable until it returns.',
   },
   RUNNEL_ERR_VECTOR_EXTENSION_MISSING: {
     status: 503,

@@ -7,15 +7,32 @@ import { extname, join, relative, sep } from 'node:path';
 import { RunnelError } from '../core/index.js';
 import { Document } from './document.js';
 
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A file's text. A file that is not UTF-8 text — a PDF, an image, a
+ * Latin-1 export — is refused with its reason instead of being indexed as
+ * replacement characters (or failing the database's write of a NUL).
+ */
+export async function readTextFile(path: string): Promise<string> {
+  const bytes = await readFile(path);
+  if (bytes.includes(0)) throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${path} is not a text file (it holds NUL bytes, as PDFs and images do): convert it to text or Markdown first`);
+  try {
+    return utf8.decode(bytes);
+  } catch (error) {
+    throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${path} is not UTF-8 text: convert it first (e.g. iconv -f latin1 -t utf-8)`, { cause: error });
+  }
+}
+
 /** Loads a UTF-8 text file as one document. */
 export async function loadText(path: string, metadata: Record<string, unknown> = {}): Promise<Document[]> {
-  const text = await readFile(path, 'utf8');
+  const text = await readTextFile(path);
   return [new Document({ pageContent: text, metadata: { source: path, ...metadata } })];
 }
 
 /** Loads a Markdown file as one document, with its first heading as `title`. */
 export async function loadMarkdown(path: string, metadata: Record<string, unknown> = {}): Promise<Document[]> {
-  const text = await readFile(path, 'utf8');
+  const text = await readTextFile(path);
   const title = /^#\s+(.+)$/m.exec(text)?.[1]?.trim();
   return [new Document({ pageContent: text, metadata: { source: path, ...(title === undefined ? {} : { title }), ...metadata } })];
 }
@@ -27,7 +44,7 @@ export async function loadMarkdown(path: string, metadata: Record<string, unknow
  */
 export async function loadJsonLines(path: string, options: { contentKey?: string } = {}): Promise<Document[]> {
   const contentKey = options.contentKey ?? 'text';
-  const lines = (await readFile(path, 'utf8')).split(/\r?\n/);
+  const lines = (await readTextFile(path)).split(/\r?\n/);
   const docs: Document[] = [];
   lines.forEach((line, index) => {
     if (line.trim() === '') return;
@@ -89,14 +106,22 @@ async function walk(dir: string): Promise<string[]> {
  * await loadDirectory('docs', { glob: '**\/*.md' });
  */
 export async function loadDirectory(dir: string, options: { glob?: string } = {}): Promise<Document[]> {
-  const pattern = globToRegExp(options.glob ?? '**/*.{md,txt}');
-  const files = (await walk(dir)).filter((file) => pattern.test(relative(dir, file).split(sep).join('/'))).sort();
   const docs: Document[] = [];
-  for (const file of files) {
-    const ext = extname(file).toLowerCase();
+  for (const file of await listFiles(dir, options)) {
     // One at a time, not push(...): a JSON Lines file of 100,000 records would overflow the stack as arguments.
-    const loaded = ext === '.md' || ext === '.markdown' ? await loadMarkdown(file) : ext === '.jsonl' ? await loadJsonLines(file) : await loadText(file);
-    for (const doc of loaded) docs.push(doc);
+    for (const doc of await loadFile(file)) docs.push(doc);
   }
   return docs;
+}
+
+/** The files under `dir` that `loadDirectory` loads (default glob `**\/*.{md,txt}`), in path order. */
+export async function listFiles(dir: string, options: { glob?: string } = {}): Promise<string[]> {
+  const pattern = globToRegExp(options.glob ?? '**/*.{md,txt}');
+  return (await walk(dir)).filter((file) => pattern.test(relative(dir, file).split(sep).join('/'))).sort();
+}
+
+/** Loads one file by its extension: Markdown with `loadMarkdown`, `.jsonl` with `loadJsonLines`, others as text. */
+export function loadFile(file: string): Promise<Document[]> {
+  const ext = extname(file).toLowerCase();
+  return ext === '.md' || ext === '.markdown' ? loadMarkdown(file) : ext === '.jsonl' ? loadJsonLines(file) : loadText(file);
 }

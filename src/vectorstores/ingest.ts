@@ -4,13 +4,13 @@
  * paragraphs — and upserts the chunks that the store does not hold yet.
  * Chunk ids come from the source and the text, so ingesting again adds
  * nothing twice; with `sync`, chunks of the ingested sources that the files
- * no longer hold are deleted. `npm run ingest` and the `/rag` chain's
- * seeding both use it.
+ * no longer hold are deleted, and those of files gone from a folder given.
+ * `npm run ingest` and the `/rag` chain's seeding both use it.
  */
 import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { relative, sep } from 'node:path';
-import { Document, loadDirectory, loadJsonLines, loadMarkdown, loadText, MarkdownTextSplitter, RecursiveCharacterTextSplitter } from '../documents/index.js';
+import { Document, listFiles, loadFile, MarkdownTextSplitter, RecursiveCharacterTextSplitter } from '../documents/index.js';
 import type { PgVectorStore } from './pgvector.js';
 
 /** A chunk's id: the same source and text always give the same id. */
@@ -18,12 +18,14 @@ export function chunkId(doc: Document): string {
   return createHash('sha256').update(`${String(doc.metadata.source ?? '')}\u0000${doc.pageContent}`).digest('hex').slice(0, 32);
 }
 
-async function load(path: string): Promise<Document[]> {
-  if ((await stat(path)).isDirectory()) return loadDirectory(path, { glob: '**/*.{md,markdown,txt,jsonl}' });
-  if (/\.jsonl$/i.test(path)) return loadJsonLines(path);
-  if (/\.(md|markdown)$/i.test(path)) return loadMarkdown(path);
-  return loadText(path);
+/** The files a path names: itself, or a folder's Markdown, text and JSON Lines files. */
+async function filesOf(path: string): Promise<{ folder: boolean; files: string[] }> {
+  if (!(await stat(path)).isDirectory()) return { folder: false, files: [path] };
+  return { folder: true, files: await listFiles(path, { glob: '**/*.{md,markdown,txt,jsonl}' }) };
 }
+
+/** Text Postgres refuses to store (a NUL character, in the content or in JSON Lines metadata). */
+const holdsNul = (doc: Document): boolean => doc.pageContent.includes('\u0000') || JSON.stringify(doc.metadata).includes('\\u0000');
 
 /** Options of {@link ingestPaths}. */
 export interface IngestOptions {
@@ -36,7 +38,9 @@ export interface IngestOptions {
   overlap?: number;
   /**
    * Delete stale chunks: `true`, the chunks of the ingested sources that the
-   * files no longer produce (an edited file leaves no stale passage);
+   * files no longer produce (an edited file leaves no stale passage), and
+   * every chunk of a file gone from a folder in `paths` (sources under the
+   * folder's name that no file produced this time);
    * `'collection'`, every chunk the input did not produce (for a collection
    * derived from these paths alone, where a removed file's chunks go too).
    */
@@ -85,22 +89,44 @@ export async function splitForIngest(docs: readonly Document[], options: Pick<In
 
 const message = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
-/** Ingests `paths` into `store`; a file that fails is reported, the rest go in. */
+/**
+ * Ingests `paths` into `store`. A file that fails — unreadable, not text, a
+ * bad JSON Lines record, refused by the database — is reported once with its
+ * reason, and the other files go in.
+ */
 export async function ingestPaths(store: PgVectorStore, paths: readonly string[], options: IngestOptions = {}): Promise<IngestResult> {
-  const failed: IngestResult['failed'] = [];
+  const root = options.sourceRoot;
+  // A file is named as its passages' source is: relative to sourceRoot when given.
+  const sourceName = (file: string): string => (root === undefined ? file : relative(root, file).split(sep).join('/'));
+  const failures = new Map<string, string>();
+  const fail = (source: string, error: unknown): void => {
+    if (!failures.has(source)) failures.set(source, message(error));
+  };
   const docs: Document[] = [];
+  // The source-name prefixes of the folders given: with sync, a file gone from one takes its passages along.
+  const folders: string[] = [];
   for (const path of paths) {
+    let files: string[];
     try {
-      for (const doc of await load(path)) docs.push(doc);
+      const found = await filesOf(path);
+      files = found.files;
+      if (found.folder) folders.push(`${sourceName(path)}/`.replace(/^\.?\//, ''));
     } catch (error) {
-      failed.push({ source: path, error: message(error) });
+      fail(sourceName(path), error);
+      continue;
+    }
+    for (const file of files) {
+      try {
+        const loaded = await loadFile(file);
+        if (loaded.some(holdsNul)) throw new Error(`${file} holds a NUL character (\\u0000), which the database cannot store`);
+        for (const doc of loaded) docs.push(doc);
+      } catch (error) {
+        fail(sourceName(file), error);
+      }
     }
   }
-  if (options.sourceRoot !== undefined) {
-    const root = options.sourceRoot;
-    for (const doc of docs) {
-      if (typeof doc.metadata.source === 'string') doc.metadata.source = relative(root, doc.metadata.source).split(sep).join('/');
-    }
+  for (const doc of docs) {
+    if (typeof doc.metadata.source === 'string') doc.metadata.source = sourceName(doc.metadata.source);
   }
   const mark = options.metadata ?? {};
   const chunks = (await splitForIngest(docs, options)).map(
@@ -110,6 +136,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   const existing = await store.existingIds(unique.map((chunk) => chunk.id as string), mark);
   const fresh = unique.filter((chunk) => !existing.has(chunk.id as string));
   const batch = options.batchSize ?? 64;
+  const sourceOf = (chunk: Document): string => String(chunk.metadata.source ?? chunk.id);
   let added = 0;
   options.onProgress?.(0, fresh.length);
   for (let start = 0; start < fresh.length; start += batch) {
@@ -117,19 +144,33 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     try {
       await store.addDocuments(part);
       added += part.length;
-    } catch (error) {
-      for (const chunk of part) failed.push({ source: String(chunk.metadata.source ?? chunk.id), error: message(error) });
+    } catch {
+      // One file's chunks must not fail the others in its batch: each source is stored on its own, and only the
+      // one the database refuses is reported.
+      const bySource = new Map<string, Document[]>();
+      for (const chunk of part) bySource.set(sourceOf(chunk), [...(bySource.get(sourceOf(chunk)) ?? []), chunk]);
+      for (const [source, own] of bySource) {
+        try {
+          await store.addDocuments(own);
+          added += own.length;
+        } catch (error) {
+          fail(source, error);
+        }
+      }
     }
     options.onProgress?.(Math.min(start + batch, fresh.length), fresh.length);
   }
+  const failed = [...failures].map(([source, error]) => ({ source, error }));
   let removed = 0;
   // Nothing is deleted for a source whose new chunks failed to store: it keeps its old ones until a run succeeds.
   const unstored = new Set(failed.map((failure) => failure.source));
   if (options.sync === 'collection' && failed.length === 0) {
     removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { ...mark });
   } else if (options.sync === true) {
-    // Only sources that loaded: a file that failed to read keeps its chunks.
-    const sources = [...new Set(docs.map((doc) => doc.metadata.source).filter((source): source is string => typeof source === 'string' && !unstored.has(source)))];
+    // The sources that loaded, and those of files gone from a folder given; a file that failed to read keeps its chunks.
+    const named = docs.map((doc) => doc.metadata.source).filter((source): source is string => typeof source === 'string');
+    const gone = folders.length === 0 ? [] : (await store.sources(mark)).filter((source) => folders.some((folder) => source.startsWith(folder)));
+    const sources = [...new Set([...named, ...gone])].filter((source) => !unstored.has(source));
     if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources }, ...mark });
   }
   if (added > 0 || removed > 0) await store.analyze();

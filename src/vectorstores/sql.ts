@@ -21,8 +21,9 @@ export interface SqlExecutor extends SqlQueryable {
 }
 
 // SQLSTATE classes and codes that mean "the database is not there" rather than "this SQL is wrong":
-// connection exceptions (08), shutdowns and restarts (57P01-57P03), a statement timeout (57014).
-const UNAVAILABLE_STATES = /^(08|57P0[1-3]$|57014$)/;
+// connection exceptions (08), credentials refused (28), a database that does not exist (3D000), shutdowns and
+// restarts (57P01-57P03), a statement timeout (57014).
+const UNAVAILABLE_STATES = /^(08|28|3D000$|57P0[1-3]$|57014$)/;
 const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
 
 /**

@@ -79,4 +79,19 @@ describe('Postgres stopped', () => {
     expect(recovered).toBe(200);
     expect((await app.inject({ url: '/readyz' })).statusCode).toBe(200);
   }, 60_000);
+
+  // A trial: DATABASE_URL naming a database that does not exist answered 500 RUNNEL_ERR_INTERNAL, an unreachable
+  // port 503. Both are the database out of reach: 503 with its code, the database's name kept from the client.
+  it('a DATABASE_URL naming no database answers 503 with its code, as a stopped server does', async () => {
+    const services = await connectServices({ databaseUrl: `postgres://postgres@127.0.0.1:${port}/runnel_no_such_db` });
+    const { chains } = createChains({ services, env: {}, offlineDelayMs: 0 });
+    const wrong = await buildApp({ chains, services });
+    try {
+      const response = await wrong.inject({ method: 'POST', url: '/rag/invoke', payload: { input: { question: 'How is chat history stored?' } } });
+      expect([response.statusCode, response.json().code]).toEqual([503, 'RUNNEL_ERR_DATABASE_UNAVAILABLE']);
+      expect(response.body).not.toContain('runnel_no_such_db');
+    } finally {
+      await wrong.close();
+    }
+  }, 60_000);
 });

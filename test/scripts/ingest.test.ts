@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import pg from 'pg';
@@ -10,10 +10,10 @@ import { dropCollections } from '../vectorstores/databases.js';
 
 const root = new URL('../..', import.meta.url).pathname;
 
-/** The ingest CLI as a user runs it, in its own process. */
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** The ingest CLI as a user runs it, in its own process (`env` adds to the environment; npm sets INIT_CWD to the folder it was run in). */
+function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/ingest.ts', ...args], { cwd: root, env: { ...process.env, DATABASE_URL } });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/ingest.ts', ...args], { cwd: root, env: { ...process.env, DATABASE_URL, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -25,9 +25,10 @@ function cli(args: string[]): Promise<{ code: number | null; stdout: string; std
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 const collection = `ingest_${process.pid}_${Date.now()}`;
 const sections = `${collection}_md`;
+const mixed = `${collection}_mixed`;
 afterAll(async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL });
-  for (const name of [collection, sections]) await dropCollections(pgExecutor(pool), name);
+  for (const name of [collection, sections, mixed]) await dropCollections(pgExecutor(pool), name);
   await pool.end();
 });
 
@@ -38,7 +39,8 @@ describe('npm run ingest', () => {
     writeFileSync(join(dir, 'facts.jsonl'), '{"text": "Redis keeps chat history."}\n{"text": "Postgres keeps vectors."}\n');
     const first = await ingest({ paths: [dir, join(dir, 'missing.txt')], collection, chunkSize: 300, overlap: 50, databaseUrl: DATABASE_URL });
     expect(first.added).toBeGreaterThan(4);
-    expect(first.failed).toEqual([{ source: join(dir, 'missing.txt'), error: expect.stringMatching(/ENOENT/) }]);
+    // Named as its passages would be: from the folder given on down.
+    expect(first.failed).toEqual([{ source: 'missing.txt', error: expect.stringMatching(/ENOENT/) }]);
     const second = await ingest({ paths: [dir], collection, chunkSize: 300, overlap: 50, databaseUrl: DATABASE_URL });
     expect(second.added).toBe(0);
     // Chunks repeated within the input are skipped too: the second run skips everything the first saw.
@@ -86,4 +88,54 @@ describe('npm run ingest', () => {
     expect(left.map((m) => m.document.pageContent).join('\n')).not.toContain('on-call');
     expect(left).toHaveLength(2);
   });
+
+  // A trial's folder: one PDF among eight text files failed the whole batch (Postgres refused its NUL bytes, and
+  // the PDF was reported twice); a file deleted from the folder kept its passages under --sync; the same file was
+  // `oncall.md` or `notes/oncall.md` by how it was typed; a wrong database name ended in pg-pool's stack.
+  it('refuses only the file that is not text, names one file one way, and --sync drops a deleted file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runnel-mixed-'));
+    const notes = join(dir, 'notes');
+    mkdirSync(notes);
+    for (const name of ['alerts', 'backups', 'deploys', 'oncall']) writeFileSync(join(notes, `${name}.md`), `# ${name}\n\nThe ${name} runbook: page the owner of ${name} first.\n`);
+    writeFileSync(join(notes, 'scan.txt'), Buffer.concat([Buffer.from('%PDF-1.7\n'), Buffer.from([0, 1, 2, 0xff, 0]), Buffer.from('\nstream\n')]));
+    writeFileSync(join(notes, 'records.jsonl'), '{"text": "fine record"}\n{"text": "bad\\u0000record"}\n');
+    writeFileSync(join(notes, 'latin1.txt'), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
+
+    const first = await cli(['notes', '--collection', mixed], { INIT_CWD: dir });
+    expect(first.code).toBe(1);
+    expect(first.stdout).toMatch(/^added 4, skipped 0 \(already there\), failed 3\n/);
+    expect(first.stdout).toContain('failed: notes/scan.txt: ');
+    expect(first.stdout).toMatch(/notes\/scan\.txt is not a text file \(it holds NUL bytes/);
+    expect(first.stdout).toMatch(/failed: notes\/records\.jsonl: .*NUL character/);
+    expect(first.stdout).toMatch(/failed: notes\/latin1\.txt: .*is not UTF-8 text/);
+    expect(first.stdout.match(/failed: /g)).toHaveLength(3);
+
+    // The file named on its own, from the folder above: the same source, so nothing is added twice.
+    const again = await cli(['notes/oncall.md', '--collection', mixed], { INIT_CWD: dir });
+    expect(again.stdout).toMatch(/^added 0, skipped 1 \(already there\), failed 0\n/);
+    const pool = new pg.Pool({ connectionString: DATABASE_URL });
+    const store = await PgVectorStore.create({ executor: pgExecutor(pool), embeddings: new HashingEmbeddings(), collection: mixed });
+    expect((await store.sources()).sort()).toEqual(['notes/alerts.md', 'notes/backups.md', 'notes/deploys.md', 'notes/oncall.md']);
+
+    rmSync(join(notes, 'deploys.md'));
+    const synced = await cli(['notes', '--collection', mixed, '--sync'], { INIT_CWD: dir });
+    expect(synced.stdout).toMatch(/^added 0, skipped 3 \(already there\), removed 1 \(stale\), failed 3\n/);
+    expect((await store.sources()).sort()).toEqual(['notes/alerts.md', 'notes/backups.md', 'notes/oncall.md']);
+    await pool.end();
+
+    // A mistyped size is refused before anything is opened or created.
+    const size = await cli(['notes', '--collection', `${mixed}_never`, '--chunk-size', 'abc'], { INIT_CWD: dir });
+    expect([size.code, size.stderr]).toEqual([2, expect.stringMatching(/^ingest: --chunk-size must be a whole number/)]);
+    const check = new pg.Pool({ connectionString: DATABASE_URL });
+    expect((await check.query(`SELECT 1 FROM runnel_collections WHERE name = $1`, [`${mixed}_never`])).rows).toEqual([]);
+    await check.end();
+
+    // A database that does not exist: the reason and where, no stack, for ingest and for a search.
+    const nowhere = DATABASE_URL.replace(/\/[^/]*$/, '/runnel_no_such_db');
+    for (const args of [['notes', '--collection', mixed], ['--query', 'pager', '--collection', mixed]]) {
+      const wrong = await cli(args, { INIT_CWD: dir, DATABASE_URL: nowhere });
+      expect(wrong.code).toBe(1);
+      expect(wrong.stderr).toMatch(/^ingest: (nothing added\. )?The database is unavailable: database "runnel_no_such_db" does not exist \(DATABASE_URL postgres:\/\/127\.0\.0\.1:5432\/runnel_no_such_db\)\n$/);
+    }
+  }, 120_000);
 });
