@@ -191,6 +191,11 @@ export interface RunCallbacks {
   onCancelWaiting?(): void;
   /** The run's id, once the server has named it (the `metadata` frame). */
   onRunId?(runId: string): void;
+  /**
+   * The server cannot keep runs apart from their connection now (Redis is
+   * down): this one runs as a plain stream, and ends if the connection drops.
+   */
+  onNotDurable?(reason: string): void;
 }
 
 /**
@@ -203,6 +208,11 @@ export interface RunCallbacks {
  * {@link RECONNECT}.firstMs, doubling up to maxMs, for up to giveUpMs per
  * outage, and at once when the browser comes back online — and goes on
  * with the frames after the last one seen: none lost, none twice.
+ *
+ * When the server cannot keep the run (503 `RUNNEL_ERR_REDIS_UNAVAILABLE`:
+ * Redis is down), the run is asked for again as a plain stream, tied to this
+ * connection as LangServe's are: it still runs and streams, Stop closes the
+ * connection (which cancels it), and a drop ends it with an error saying so.
  *
  * Aborting `signal` stops it: the run is cancelled on the server (closing
  * the connection no longer does that), and the promise rejects with a
@@ -234,9 +244,11 @@ function durableRun(chain: string, start: { endpoint: 'stream' | 'stream_events'
   window.addEventListener('offline', cutConnection);
 
   let stopped: Promise<{ reached: boolean; run?: RunView }> | undefined;
+  /** A plain stream (the server could not keep the run): closing its connection is what cancels it. */
+  let plain = false;
   const stop = (): void => {
     halt.abort();
-    if (runId !== undefined) stopped ??= cancelRun(chain, runId, on.onCancelWaiting);
+    if (runId !== undefined && !plain) stopped ??= cancelRun(chain, runId, on.onCancelWaiting);
     cutConnection();
   };
 
@@ -305,14 +317,21 @@ function durableRun(chain: string, start: { endpoint: 'stream' | 'stream_events'
     }
     let outcome: 'end' | 'cut' = 'cut';
     if ('endpoint' in start) {
-      const res = await fetch(`${chain}${start.endpoint}`, {
-        method: 'POST',
-        headers: { ...headers(true), accept: 'text/event-stream' },
-        body: JSON.stringify({ ...start.body, on_disconnect: 'continue' }),
-        signal: connection.signal,
-      });
+      const post = (body: Record<string, unknown>): Promise<Response> =>
+        fetch(`${chain}${start.endpoint}`, { method: 'POST', headers: { ...headers(true), accept: 'text/event-stream' }, body: JSON.stringify(body), signal: connection.signal });
+      let res = await post({ ...start.body, on_disconnect: 'continue' });
+      if (res.status === 503) {
+        const refused = await failure(res);
+        if (refused.code !== 'RUNNEL_ERR_REDIS_UNAVAILABLE') throw refused;
+        plain = true;
+        on.onNotDurable?.(refused.message);
+        res = await post(start.body);
+      }
       if (!res.ok || res.body === null) throw await failure(res);
       outcome = await readFrames(res, onFrame);
+    }
+    if (plain && outcome === 'cut' && !halt.signal.aborted) {
+      throw new Error('The connection was lost, and the run with it: the server could not keep the run apart from its connection (Redis is unavailable)');
     }
     while (outcome === 'cut' && !halt.signal.aborted) {
       // Without its id the run cannot be rejoined (it comes in the first frame).

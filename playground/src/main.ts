@@ -37,6 +37,8 @@ const CHAIN = new URL(chainBase(), location.href).pathname;
 const url = (endpoint: string): string => `${CHAIN}${endpoint}`;
 /** What the status area says while a dropped connection is being rejoined. */
 const RECONNECTING = 'Connection lost — reconnecting…';
+/** The server could not keep the run apart from its connection (Redis is down): it runs as a plain stream. */
+const NOT_DURABLE = 'Running… (Redis is unavailable: this run ends if the connection drops)';
 // The server links its icon relative to this address; pin it before the share link rewrites the address (Chromium re-resolves it).
 const icon = document.querySelector<HTMLLinkElement>('link[rel="icon"]');
 if (icon !== null) icon.setAttribute('href', icon.href);
@@ -279,6 +281,7 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     renderOutput();
     tree.reset();
     const started = performance.now();
+    let plainRun = false;
     try {
       await durableStream(CHAIN, 'stream_events', { input, config }, controller.signal, {
         onFrame: ({ event, data }) => {
@@ -293,12 +296,16 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
         },
         onReconnecting: () => (status.textContent = RECONNECTING),
         onReconnected: () => (status.textContent = 'Running…'),
+        onNotDurable: () => {
+          status.textContent = NOT_DURABLE;
+          plainRun = true;
+        },
         // (Heard late when Stop came before the run's id: only while this run is the page's.)
         onCancelWaiting: () => {
           if (controller === mine) status.textContent = 'Stopping… (waiting for the connection to send the cancel)';
         },
       });
-      status.textContent = `Done in ${Math.round(performance.now() - started)} ms`;
+      status.textContent = `Done in ${Math.round(performance.now() - started)} ms${plainRun ? ' (as a plain stream: Redis is unavailable)' : ''}`;
     } catch (error) {
       // The cancel's answer says how the run ended: it may have finished before the cancel reached it.
       const finished = controller.signal.aborted && error instanceof RunStopped && error.run?.status === 'success';
@@ -488,6 +495,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
         },
         onReconnecting: () => (status.textContent = RECONNECTING),
         onReconnected: () => (status.textContent = ''),
+        onNotDurable: () => (status.textContent = NOT_DURABLE),
         onCancelWaiting: () => {
           if (controller === mine) status.textContent = 'Stopping… (waiting for the connection to send the cancel)';
         },

@@ -11,7 +11,9 @@ import { RunnelError, type RunnableConfig } from '../core/index.js';
 import { checkWebhookUrl, isLastFrame, TERMINAL, type RunFrame, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
 import type { PreparedChain } from './prepared.js';
 import type { SseWriter } from './sse.js';
-import { bodyObject, checkAcceptingRuns, checkStreamSlot, decodeConfigHash, eventFilters, required, requestContext, takeOverForEvents } from './request.js';
+import { errorAnswerHeaders } from './error-reply.js';
+import { toHttpError } from './http-errors.js';
+import { bodyObject, checkAcceptingRuns, checkStreamSlot, decodeConfigHash, eventFilters, replyHeaders, required, requestContext, takeOverForEvents } from './request.js';
 
 /** The server's run queue (started on first use). */
 export function runQueue(request: FastifyRequest): RunQueue {
@@ -119,6 +121,7 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
   const state = request.server.runnel;
   const queue = runQueue(request);
   checkStreamSlot(request);
+  const started = performance.now();
   const sse = takeOverForEvents(request, reply);
   // Frames go to the socket as they are made; only while it pushes back do they wait here, in order.
   const pending: RunFrame[] = [];
@@ -179,25 +182,37 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
       () => undefined,
       (error: unknown) => error,
     );
+  let status = 200;
   try {
     // The run has ended: what the socket has not taken yet goes out first (the drain settles then).
     ended = true;
     if (!blocked) settle();
     await delivered;
-    // The run could not start (its record not stored): say so in the stream's own terms.
     if (failed !== undefined && !last && !gone && !sse.closed) {
-      open();
       const failure = failed instanceof RunnelError ? failed : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error');
       state.metrics.error(failure.code);
-      format.failure(sse, failure);
+      if (opened) format.failure(sse, failure);
+      else {
+        // The run could not start (its record not stored) and nothing was sent: an HTTP error, as for any
+        // request refused (503 RUNNEL_ERR_REDIS_UNAVAILABLE with Redis down), which a client can tell from a
+        // stream and fall back on (the playground runs a plain stream then).
+        const { status: errorStatus, body } = toHttpError(failure);
+        status = errorStatus;
+        reply.raw.writeHead(status, { ...replyHeaders(reply), 'content-type': 'application/json; charset=utf-8', ...errorAnswerHeaders(request, { status, code: failure.code, error: failure }) });
+        reply.raw.end(JSON.stringify(body));
+      }
     }
   } finally {
     pending.length = 0;
-    if (!sse.closed) open();
-    sse.end();
+    if (status === 200) {
+      if (!sse.closed) open();
+      sse.end();
+    }
     state.streams.delete(entry);
     finish();
-    state.metrics.requests.inc({ chain: record.chain, endpoint: format.endpoint ?? record.kind, status: gone ? '499' : '200' });
+    const endpoint = format.endpoint ?? record.kind;
+    state.metrics.requests.inc({ chain: record.chain, endpoint, status: gone ? '499' : String(status) });
+    if (!gone) state.metrics.duration.observe({ chain: record.chain, endpoint }, (performance.now() - started) / 1000);
   }
 }
 
@@ -239,6 +254,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     return;
   }
   checkStreamSlot(request);
+  const started = performance.now();
   const sse = takeOverForEvents(request, reply);
   const gone = new AbortController();
   reply.raw.on('close', () => gone.abort());
@@ -293,6 +309,9 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     state.streams.delete(entry);
     finish();
     const { metrics } = state;
-    metrics.requests.inc({ chain: record.chain, endpoint: format.endpoint ?? 'runs_stream', status: gone.signal.aborted && !closedByServer ? '499' : '200' });
+    const endpoint = format.endpoint ?? 'runs_stream';
+    const clientGone = gone.signal.aborted && !closedByServer;
+    metrics.requests.inc({ chain: record.chain, endpoint, status: clientGone ? '499' : '200' });
+    if (!clientGone) metrics.duration.observe({ chain: record.chain, endpoint }, (performance.now() - started) / 1000);
   }
 }

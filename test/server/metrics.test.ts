@@ -161,13 +161,18 @@ describe('background runs', () => {
 
   it('counts a durable stream’s error frame as a live stream’s (once: a join that replays it does not)', async () => {
     const count = async () => sampleValue(await scrape(), 'runnel_errors_total', { code: 'RUNNEL_ERR_OUTPUT_PARSE' }) ?? 0;
+    // A trial: durable streams and joins were counted in requests_total but never timed.
+    const timed = async (endpoint: string) => sampleValue(await scrape(), 'runnel_request_duration_seconds_count', { chain: '/broken', endpoint }) ?? 0;
     const before = await count();
+    const [streamsTimed, joinsTimed] = [await timed('stream'), await timed('runs_stream')];
     const answer = await (await post(`${url}/broken/stream`, { input: 'x', on_disconnect: 'continue' })).text();
     expect(answer).toContain('RUNNEL_ERR_OUTPUT_PARSE');
     expect(await count()).toBe(before + 1);
+    expect(await timed('stream')).toBe(streamsTimed + 1);
     const runId = /"run_id":"([^"]+)"/.exec(answer)?.[1];
     expect((await (await fetch(`${url}/broken/runs/${runId}/stream`)).text())).toContain('RUNNEL_ERR_OUTPUT_PARSE');
     expect(await count()).toBe(before + 1);
+    expect(await timed('runs_stream')).toBe(joinsTimed + 1);
   });
 
   it('counts the run routes under their own endpoints (they were not counted at all)', async () => {
