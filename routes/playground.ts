@@ -51,9 +51,9 @@ export const playgroundRoutes: FastifyPluginAsync<PlaygroundOptions> = async (ap
   const schema = { hide: true };
 
   app.get('/playground', { config, schema }, (request, reply) => {
-    // Relative asset URLs need the trailing slash.
+    // Relative asset URLs need the trailing slash. 307, as LangServe answers (PROTOCOL.md).
     const [path, query] = request.url.split('?');
-    return reply.redirect(`${path}/${query === undefined ? '' : `?${query}`}`, 308);
+    return reply.redirect(`${path}/${query === undefined ? '' : `?${query}`}`, 307);
   });
   app.get('/playground/', { config, schema }, (_request, reply) => {
     if (page === undefined) {

@@ -30,11 +30,14 @@ const runSchema = {
 };
 const runParams = { params: { type: 'object', properties: { run_id: { type: 'string' } } } };
 
-/** Integer query parameter in [min, max], or the default. */
+/**
+ * A query parameter in [min, max] written in decimal digits (`5`, and `2.5` where not `whole`), or the
+ * default when absent. `Number()` alone took `0x10`, `1e1`, `+5`, `5.0`, `0b11` and an empty value.
+ */
 function numberParam(value: unknown, name: string, min: number, max: number, fallback: number, whole = false): number {
-  if (value === undefined || value === '') return fallback;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
+  if (value === undefined) return fallback;
+  const n = typeof value === 'string' && (whole ? /^\d{1,6}$/ : /^\d{1,6}(\.\d{1,6})?$/).test(value) ? Number(value) : Number.NaN;
+  if (!Number.isFinite(n) || n < min || n > max) {
     const what = whole ? 'a whole number' : 'a number';
     throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', `${name} must be ${what} from ${min} to ${max}`, { detail: [{ type: 'value_error', loc: ['query', name], msg: `must be ${what} from ${min} to ${max}` }] });
   }

@@ -47,12 +47,13 @@ export function errorAnswerHeaders(request: FastifyRequest, answer: { status: nu
 }
 
 /**
- * The `retry-after` an error answer carries, if any: 1 s on a 503; on a provider's rate limit (after the
- * model's own retries), the wait the provider asked for, or 1 s when it named none.
+ * The `retry-after` an error answer carries, if any: 1 s on a 503 and on a caller's stream limit (a stream of
+ * its own may end any moment); on a provider's rate limit (after the model's own retries), the wait the
+ * provider asked for, or 1 s when it named none.
  */
 export function retryAfter(answer: { status: number; code: ErrorCode; error?: unknown }): string | undefined {
   if (answer.code === 'RUNNEL_ERR_PROVIDER_RATE_LIMITED') return String(providerRetryAfter(answer.error) ?? 1);
-  return answer.status === 503 ? '1' : undefined;
+  return answer.status === 503 || answer.code === 'RUNNEL_ERR_TOO_MANY_STREAMS' ? '1' : undefined;
 }
 
 /**

@@ -207,7 +207,8 @@ export class PreparedChain {
       const value = config.configurable?.[id];
       if (value === undefined || value === null || value === '') {
         throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `This chain needs config.configurable.${id}`, {
-          detail: [{ type: 'missing', loc: ['config', 'configurable', id], msg: 'Field required' }],
+          // Where the client puts it: `["config", 1, …]` for the second item of a batch's list of configs.
+          detail: [{ type: 'missing', loc: [...(sources.bodyLoc ?? ['config']), 'configurable', id], msg: 'Field required' }],
         });
       }
     }

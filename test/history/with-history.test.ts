@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
+  buildApp,
   ChatPromptTemplate,
+  defineChain,
   FakeListChatModel,
   MemoryHistoryStore,
   MessagesPlaceholder,
@@ -72,5 +74,26 @@ describe('withMessageHistory', () => {
     await runnable.invoke({ question: 'bob asks' }, { configurable: { session_id: 'same' }, metadata: { __identity: 'bob' } });
     expect(texts(await store.history('alice:same').getMessages())).toEqual(['human:alice asks', 'ai:one']);
     expect(texts(await store.history('bob:same').getMessages())).toEqual(['human:bob asks', 'ai:two']);
+  });
+});
+
+describe('withMessageHistory over HTTP', () => {
+  // A trial: a batch whose second config lacked session_id was refused with loc ["config", "configurable",
+  // "session_id"], which names no item; the client's own place for it is ["config", 1, …].
+  it('a batch item without session_id is named by its index', async () => {
+    const app = await buildApp({ chains: [defineChain({ path: '/chat', runnable: chat().runnable as never })] });
+    try {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/chat/batch',
+        payload: { inputs: [{ question: 'a' }, { question: 'b' }], config: [{ configurable: { session_id: 's1' } }, { configurable: {} }] },
+      });
+      expect(res.statusCode).toBe(422);
+      expect(res.json().detail).toEqual([{ type: 'missing', loc: ['config', 1, 'configurable', 'session_id'], msg: 'Field required' }]);
+      const single = await app.inject({ method: 'POST', url: '/chat/invoke', payload: { input: { question: 'a' } } });
+      expect(single.json().detail[0].loc).toEqual(['config', 'configurable', 'session_id']);
+    } finally {
+      await app.close();
+    }
   });
 });

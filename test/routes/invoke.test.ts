@@ -231,6 +231,14 @@ describe('POST /batch', () => {
   });
 });
 
+describe('the playground address', () => {
+  // LangServe answers `/playground` with 307 to `/playground/` (PROTOCOL.md); a trial found 308.
+  it('redirects to the trailing slash with 307, keeping the query', async () => {
+    const res = await app.inject({ url: '/joke/playground?theme=dark' });
+    expect([res.statusCode, res.headers.location]).toEqual([307, '/joke/playground/?theme=dark']);
+  });
+});
+
 describe('schemas and index', () => {
   it('serves the derived input, output and config schemas', async () => {
     expect((await app.inject('/echo/input_schema')).json()).toMatchObject({ title: 'EchoInput', type: 'object', required: ['name'] });

@@ -125,12 +125,18 @@ for (const backend of ['memory', 'redis'] as const) {
     });
 
     it('refuses query values out of their range or shape: 400 naming the parameter', async () => {
-      for (const query of ['limit=0', 'limit=abc', 'limit=1.5', 'limit=101']) {
+      // A trial: 0x10, 1e1, +5, 5.0, 0b11 and an empty value were taken (Number() reads them all).
+      for (const query of ['limit=0', 'limit=abc', 'limit=1.5', 'limit=101', 'limit=0x10', 'limit=1e1', 'limit=%2B5', 'limit=5.0', 'limit=0b11', 'limit=', 'limit=1&limit=2']) {
         const res = await fetch(`${url}/story/runs?${query}`, { headers: as('ada') });
         expect(res.status, query).toBe(400);
         expect(((await res.json()) as { detail: { loc: unknown[] }[] }).detail[0]?.loc, query).toEqual(['query', 'limit']);
       }
       expect((await fetch(`${url}/story/runs?limit=3`, { headers: as('ada') })).status).toBe(200);
+      const run = (await (await submit('/story', { input: { topic: 'q' } })).json()) as { run_id: string };
+      for (const query of ['timeout_s=0x10', 'timeout_s=1e1', 'timeout_s=', 'timeout_s=-1']) {
+        const res = await fetch(`${url}/story/runs/${run.run_id}/wait?${query}`, { headers: as('ada') });
+        expect(res.status, query).toBe(400);
+      }
     });
 
     it('wait is bounded: 408 with the record as it is', async () => {
