@@ -157,6 +157,13 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   const sharedConfigPart = decodeShared(shared?.[1]);
   const sharedInputPart = decodeShared(new URLSearchParams(location.hash.slice(1)).get('input'));
   const sharedConfig = sharedConfigPart.value as { configurable?: Record<string, unknown> } | undefined;
+  // Settings the chain does not have would be refused at every Run with no field to clear them: left out, said.
+  const knownSettings = new Set(Object.keys(configSchema.properties?.configurable?.properties ?? {}));
+  const sharedSettings = sharedConfig?.configurable;
+  const unknownSettings = sharedSettings !== null && typeof sharedSettings === 'object' && !Array.isArray(sharedSettings) ? Object.keys(sharedSettings).filter((key) => !knownSettings.has(key)) : [];
+  if (unknownSettings.length > 0 && sharedConfig !== undefined) {
+    sharedConfig.configurable = Object.fromEntries(Object.entries(sharedSettings as Record<string, unknown>).filter(([key]) => knownSettings.has(key)));
+  }
   const sharedInput = sharedInputPart.value;
   const syncUrl = (): void => {
     const config = configPanel === undefined ? {} : { configurable: configPanel.value };
@@ -365,6 +372,9 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   if (configPanel !== undefined && sharedConfig !== undefined) configPanel.showIssues(configIssues({ configurable: configPanel.value }));
   // The address holds the setup from the start (a link that could not be read stays as it was, to be looked at).
   if (!sharedConfigPart.broken && !sharedInputPart.broken) syncUrl();
+  if (unknownSettings.length > 0) {
+    linkNotice.append(notice(`This link's configuration has settings this chain does not have (${unknownSettings.join(', ')}): they were left out.`));
+  }
 
   const inputCard = h(
     'section',

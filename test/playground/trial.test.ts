@@ -16,7 +16,7 @@ import LZString from 'lz-string';
 import type { Browser, Page, Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { buildApp, defineChain, lambda, MemoryHistoryStore, messagesSchema, withMessageHistory } from '../../src/index.js';
+import { buildApp, defineChain, FakeListChatModel, lambda, MemoryHistoryStore, messagesSchema, withMessageHistory } from '../../src/index.js';
 import { ARTIFACTS, openWatched, serveToBrowser } from './browser.js';
 
 /** A promise the test resolves. */
@@ -61,6 +61,13 @@ const chains = [
     path: '/echo',
     description: 'Echoes its input',
     runnable: lambda((input: { topic: string; chat_history?: unknown[] }) => ({ topic: input.topic }), { input: z.object({ topic: z.string(), chat_history: messagesSchema.optional() }) }),
+  }),
+  defineChain({
+    path: '/tuned',
+    description: 'A model with a setting',
+    runnable: lambda((input: { topic: string }) => input.topic, { input: z.object({ topic: z.string() }) }).pipe(
+      new FakeListChatModel({ responses: ['tuned answer'] }).configurableFields({ temperature: { id: 'temperature', name: 'Temperature', schema: z.number().min(0).max(2) } }),
+    ),
   }),
   defineChain({
     path: '/nohash',
@@ -337,6 +344,24 @@ describe('the playground, as a trial found it', () => {
     expect(reloaded?.status()).toBe(200);
     expect(await nohash.locator('#f-topic').inputValue()).toBe('kept');
     await nohash.close();
+  });
+
+  // A trial: a link whose configuration named a setting the chain does not have was refused at every Run, and
+  // the page had no field to clear it with.
+  it('leaves out, and names, settings of a link that the chain does not have; the run then goes through', async () => {
+    const config = LZString.compressToEncodedURIComponent(JSON.stringify({ configurable: { temperature: 1, temprature: 0.2 } }));
+    const input = LZString.compressToEncodedURIComponent(JSON.stringify({ topic: 'typos' }));
+    const { page, problems } = await open(`/tuned/c/${config}/playground/#input=${input}`);
+    await page.locator('.notice').waitFor();
+    expect(await page.locator('.notice').innerText()).toContain('has settings this chain does not have (temprature): they were left out');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: 'Done' }).waitFor();
+    expect(await page.locator('.output').innerText()).toContain('tuned answer');
+    // The setting the chain has was kept, and is in the address with the input.
+    const kept = JSON.parse(LZString.decompressFromEncodedURIComponent(/\/c\/([^/]+)\/playground/.exec(page.url())?.[1] ?? '') ?? '{}') as unknown;
+    expect(kept).toEqual({ configurable: { temperature: 1 } });
+    expect(problems).toEqual([]);
+    await page.close();
   });
 
   it('Stop while offline says "Stopping…" until the cancel reaches the server, then "Stopped"', async () => {
