@@ -144,8 +144,9 @@ export class Run {
   /** Emits one streamed chunk. */
   chunk(chunk: unknown): void {
     if (this.state === State.Created) this.start();
-    // A prompt's output is one value, not a stream: it reports start and end only.
-    if (this.sink?.streams === true && this.runType !== 'prompt') this.emit('stream', { chunk });
+    // A prompt's and a retriever's output is one value, not a stream: they report start and end only (LangChain
+    // has no on_prompt_stream or on_retriever_stream).
+    if (this.sink?.streams === true && this.runType !== 'prompt' && this.runType !== 'retriever') this.emit('stream', { chunk });
   }
 
   /** Emits the end event once. */

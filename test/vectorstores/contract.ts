@@ -82,7 +82,8 @@ export function vectorStoreContract(name: string, makeStore: (embeddings: Hashin
       expect(doc?.id).toBe('pg');
       const events: string[] = [];
       for await (const event of retriever.streamEvents('vectors')) events.push(event.event);
-      expect(events).toEqual(['on_retriever_start', 'on_retriever_stream', 'on_retriever_end']);
+      // LangServe's names: a retriever starts and ends (a trial found an on_retriever_stream, which it has not).
+      expect(events).toEqual(['on_retriever_start', 'on_retriever_end']);
       expect((await store.asRetriever({ k: 2, searchType: 'mmr' }).invoke('SSE')).length).toBe(2);
     });
   });
