@@ -81,6 +81,13 @@ export function chainComponents(chain: PreparedChain): JsonSchema[] {
   const filters = Object.fromEntries(
     ['include_names', 'include_types', 'include_tags', 'exclude_names', 'exclude_types', 'exclude_tags'].map((k) => [k, { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'null' }] }]),
   );
+  const onDisconnect = {
+    type: 'string',
+    enum: ['cancel', 'continue'],
+    default: 'cancel',
+    description:
+      '`continue` makes the run durable: it goes on if this connection drops, every frame carries an `id`, and a client rejoins through `runs/{run_id}/stream` with `Last-Event-ID` (503 `RUNNEL_ERR_REDIS_UNAVAILABLE` when it cannot be stored, before any frame)',
+  };
   const runMeta = { type: 'object', required: ['run_id', 'feedback_tokens'], properties: { run_id: { type: 'string', format: 'uuid' }, feedback_tokens: { type: 'array', maxItems: 0 } } };
   return [
     { $id: `${n}Input`, ...input },
@@ -107,9 +114,14 @@ export function chainComponents(chain: PreparedChain): JsonSchema[] {
         metadata: { type: 'object', properties: { run_ids: { type: 'array', items: { type: 'string' } }, responses: { type: 'array', items: runMeta } } },
       },
     },
-    { $id: `${n}StreamRequest`, type: 'object', required: ['input'], properties: { input: { $ref: `${n}Input#` }, config: { $ref: `${n}Config#` }, kwargs: { type: 'object' } } },
+    { $id: `${n}StreamRequest`, type: 'object', required: ['input'], properties: { input: { $ref: `${n}Input#` }, config: { $ref: `${n}Config#` }, kwargs: { type: 'object' }, on_disconnect: onDisconnect } },
     { $id: `${n}StreamLogRequest`, type: 'object', required: ['input'], properties: { input: { $ref: `${n}Input#` }, config: { $ref: `${n}Config#` }, kwargs: { type: 'object' }, ...filters } },
-    { $id: `${n}StreamEventsRequest`, type: 'object', required: ['input'], properties: { input: { $ref: `${n}Input#` }, config: { $ref: `${n}Config#` }, kwargs: { type: 'object' }, ...filters } },
+    {
+      $id: `${n}StreamEventsRequest`,
+      type: 'object',
+      required: ['input'],
+      properties: { input: { $ref: `${n}Input#` }, config: { $ref: `${n}Config#` }, kwargs: { type: 'object' }, ...filters, on_disconnect: onDisconnect },
+    },
   ];
 }
 

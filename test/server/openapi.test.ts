@@ -28,6 +28,9 @@ describe('openapi/openapi.json', () => {
     for (const route of ['stream', 'stream_log', 'stream_events']) {
       expect(Object.keys(doc.paths[`/joke/${route}`].post.responses['200'].content)).toEqual(['text/event-stream']);
     }
+    // Durable streams are asked for in the body: a trial found the field nowhere in the document.
+    for (const name of ['JokeStreamRequest', 'JokeStreamEventsRequest']) expect(doc.components.schemas[name].properties.on_disconnect.enum, name).toEqual(['cancel', 'continue']);
+    expect(doc.components.schemas.JokeStreamLogRequest.properties.on_disconnect).toBeUndefined();
   });
 
   it('lists every error code, as docs/errors.md does', () => {
