@@ -123,7 +123,15 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
     { schema: { tags, summary: 'The run\'s stream (SSE), framed as /stream, every frame with an id; Last-Event-ID resumes after it', ...runParams, response: { 200: { description: 'Server-sent events: metadata, data..., end (or error); a finished run replays' }, 204: { description: 'The run has ended and nothing follows Last-Event-ID (it was the last frame): stop reconnecting', type: 'null' }, ...errors } } },
     async (request, reply) => {
       const record = await ownRun(request, chain, request.params.run_id);
-      const after = lastEventId(request, runQueue(request));
+      const queue = runQueue(request);
+      const after = lastEventId(request, queue);
+      // An id of the right shape that is none of this run's frames (another run's, one past its end) would
+      // replay the whole run, or skip frames, as if it were: refused like a malformed one.
+      if (after !== undefined && !(await queue.store.hasFrame(record.run_id, after))) {
+        throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', "Last-Event-ID is not an event id of this run's stream", {
+          detail: [{ type: 'value_error', loc: ['header', 'last-event-id'], msg: 'Not an event id of this stream' }],
+        });
+      }
       await sendRunStream(request, reply, record, after, joinFormat);
     },
   );

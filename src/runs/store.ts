@@ -141,6 +141,11 @@ export interface RunStore {
   onCancel(listener: (runId: string) => void): () => void;
   /** True when `id` has the shape of this store's frame ids. */
   validFrameId(id: string): boolean;
+  /**
+   * False when the run's log shows that `id` is none of its frames (another run's, made up, or past its end);
+   * true when it is one, or precedes what a trimmed log still holds.
+   */
+  hasFrame(runId: string, id: string): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -351,6 +356,10 @@ export class MemoryRunStore implements RunStore {
 
   validFrameId(id: string): boolean {
     return /^\d{1,20}$/.test(id);
+  }
+
+  async hasFrame(runId: string, id: string): Promise<boolean> {
+    return this.runs.get(runId)?.frames.some((frame) => frame.id === id) === true;
   }
 
   async close(): Promise<void> {
@@ -842,6 +851,21 @@ export class RedisRunStore implements RunStore {
 
   validFrameId(id: string): boolean {
     return FRAME_ID.test(id);
+  }
+
+  async hasFrame(runId: string, id: string): Promise<boolean> {
+    const log = `${this.key(runId)}:log`;
+    const packed = (entry: [string, string[]] | undefined): [string | null, RunFrame['event'], unknown?][] => {
+      const fields = entry?.[1] ?? [];
+      const value = fields[fields.indexOf('f') + 1];
+      return value === undefined ? [] : (JSON.parse(value) as [string | null, RunFrame['event'], unknown?][]);
+    };
+    // The entry that would hold it: the last whose id is not past it.
+    const [holder] = (await redisCall(this.client.xrevrange(log, id, '-', 'COUNT', 1))) as [string, string[]][];
+    if (holder !== undefined) return packed(holder).some((frame) => (frame[0] ?? holder[0]) === id);
+    // Before every entry: one of the run's only if the log was trimmed (its first frame, `metadata`, is gone).
+    const [first] = (await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 1))) as [string, string[]][];
+    return first !== undefined && packed(first)[0]?.[1] !== 'metadata';
   }
 
   async close(): Promise<void> {

@@ -58,6 +58,21 @@ for (const backend of ['memory', 'redis'] as const) {
       // Resume after the 4th frame: exactly the frames after it, none twice, none missing.
       const resumed = frames(await (await fetch(`${url}/story/runs/${run.run_id}/stream`, { headers: { ...as('ada'), 'last-event-id': replay[3]?.id as string } })).text());
       expect(resumed).toEqual(replay.slice(4));
+
+      // A trial: any id of the right shape was taken — another run's replayed this whole run, one past the end
+      // answered 204. Neither is a frame of this run: 400, naming the header.
+      const other = (await (await submit('/story', { input: { topic: 'b' } })).json()) as { run_id: string };
+      await fetch(`${url}/story/runs/${other.run_id}/wait?timeout_s=60`, { headers: as('ada') });
+      const otherFrames = frames(await (await fetch(`${url}/story/runs/${other.run_id}/stream`, { headers: as('ada') })).text());
+      const lastId = replay.at(-1)?.id as string;
+      const past = lastId.includes('-') ? `${Number(lastId.split('-')[0]) + 1_000_000}-0` : String(Number(lastId) + 100_000);
+      for (const foreign of [otherFrames[3]?.id as string, past]) {
+        const res = await fetch(`${url}/story/runs/${run.run_id}/stream`, { headers: { ...as('ada'), 'last-event-id': foreign } });
+        expect(res.status, foreign).toBe(400);
+        expect(((await res.json()) as { detail: { loc: unknown[] }[] }).detail[0]?.loc).toEqual(['header', 'last-event-id']);
+      }
+      // The run's own last id still answers 204: nothing follows it.
+      expect((await fetch(`${url}/story/runs/${run.run_id}/stream`, { headers: { ...as('ada'), 'last-event-id': lastId } })).status).toBe(204);
     });
 
     it('answers a bad submission with the same 4xx as /invoke, queueing nothing', async () => {
