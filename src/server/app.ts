@@ -335,6 +335,15 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
   });
 
+  // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal is an empty 400, this one says what is missing.
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      done(new RunnelError('RUNNEL_ERR_BAD_REQUEST', 'An HTTP/1.1 request needs a Host header'));
+      return;
+    }
+    done();
+  });
+
   // Without keys, a request is answered only under a name that cannot be rebound to this machine, or a listed
   // one (allowed-hosts.ts); health probes, which hold nothing, under any.
   if (config.apiKeys.length === 0 && !config.allowedHosts.includes('*')) {

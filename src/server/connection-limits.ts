@@ -53,6 +53,9 @@ export function connectionOptions(config: Pick<ServerConfig, 'bodyTimeoutMs'>): 
       // Node looks for expired requests on this interval (30 s by default): often enough that a request is cut
       // close to its timeout, at most a quarter of it late.
       connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(timeout / 4))),
+      // Node answers an HTTP/1.1 request without Host with an empty 400 of its own; the app refuses it in
+      // Runnel's shape instead (app.ts).
+      requireHostHeader: false,
     },
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     clientErrorHandler: answerClientError,

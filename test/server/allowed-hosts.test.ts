@@ -110,15 +110,28 @@ describe('a page whose name is rebound to this machine', () => {
     expect((await fromPage(`http://rebind.test:${port}`, { authorization: 'Bearer ada-key-0123456789abcdef' })).invoke[0]).toBe(200);
   });
 
-  it('an HTTP/1.0 request without a Host is answered (a browser always sends one)', async () => {
-    const port = await serve({});
-    const answer = await new Promise<string>((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1', () => socket.end('GET /echo/input_schema HTTP/1.0\r\n\r\n'));
+  /** What the server answers `request`, written on a socket of its own. */
+  const raw = (port: number, request: string): Promise<string> =>
+    new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write(request));
       let data = '';
       socket.on('data', (chunk) => (data += chunk.toString()));
       socket.on('end', () => resolve(data));
+      socket.on('close', () => resolve(data));
       socket.on('error', reject);
     });
-    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+
+  it('an HTTP/1.0 request without a Host is answered (a browser always sends one)', async () => {
+    const port = await serve({});
+    expect(await raw(port, 'GET /echo/input_schema HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  // A trial: Node refused it with an empty 400 of its own, before any of the server's code ran.
+  it('an HTTP/1.1 request without a Host gets a 400 that says so, in the error shape', async () => {
+    const port = await serve({});
+    const answer = await raw(port, 'GET /echo/input_schema HTTP/1.1\r\nconnection: close\r\n\r\n');
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer).toMatch(/content-type: application\/json/i);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ code: 'RUNNEL_ERR_BAD_REQUEST', message: 'An HTTP/1.1 request needs a Host header' });
   });
 });
