@@ -4,7 +4,7 @@
  * bad item, a non-list `inputs` or `config: null` is a 422 (LangServe: 500).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { RunnelError } from '../src/core/index.js';
+import { batchItemOf, RunnelError } from '../src/core/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
 import { usageMeter } from '../src/server/usage.js';
@@ -62,6 +62,12 @@ export function batchHandler(chain: PreparedChain) {
       );
       const runIds = resolved.map(({ runId }) => runId);
       return { output, metadata: { run_ids: runIds, responses: runIds.map((run_id) => ({ run_id, feedback_tokens: [] })) } };
+    } catch (error) {
+      // One item's failure fails the batch, as LangServe's does: the answer says which item (an internal
+      // error's message stays in the log).
+      const index = batchItemOf(error);
+      if (index === undefined || !(error instanceof RunnelError) || error.code === 'RUNNEL_ERR_INTERNAL' || error.code === 'RUNNEL_ERR_ABORTED') throw error;
+      throw new RunnelError(error.code, `inputs[${index}]: ${error.message}`, { detail: error.detail, cause: error.cause });
     } finally {
       connection.dispose();
     }

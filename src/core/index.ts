@@ -2,7 +2,7 @@
  * The Runnable core: the protocol (`Runnable`), its composition, config,
  * events, schemas and errors. Loading this module wires every combinator.
  */
-export { Runnable, isRunnable, scopeFor } from './runnable.js';
+export { Runnable, batchItemOf, isRunnable, scopeFor } from './runnable.js';
 export { MAX_JSON_DEPTH, nestedDeeperThan } from './json-depth.js';
 export type { BatchOptions, GeneratorFunc, RunnableFunc, RunnableLike } from './runnable.js';
 export type { Run } from './run.js';

@@ -158,6 +158,14 @@ class CollectThenStream<I, O> implements AsyncIterableIterator<O> {
  * const chain = lambda((x: number) => x + 1).pipe((x: number) => x * 2);
  * await chain.invoke(1); // 4
  */
+/** The input index each failure of a `batch` came from (of the outermost batch it failed). */
+const failedItems = new WeakMap<object, number>();
+
+/** The index of the input whose run threw `error` in a `batch`, if it came from one: `/batch` names the item. */
+export function batchItemOf(error: unknown): number | undefined {
+  return error !== null && typeof error === 'object' ? failedItems.get(error) : undefined;
+}
+
 export abstract class Runnable<I = unknown, O = unknown, CallOptions extends RunnableConfig = RunnableConfig> {
   /** The name this runnable's runs report in events and logs. */
   abstract readonly name: string;
@@ -312,7 +320,11 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
     const first = scopes[0];
     if (first === undefined) return [];
     return mapConcurrently(inputs, first.maxConcurrency, first.signal, options.returnExceptions === true, (input, index) =>
-      this._invokeIn(input, scopes[index] as Scope),
+      this._invokeIn(input, scopes[index] as Scope).catch((error: unknown) => {
+        // Set again by each enclosing batch as the error passes through it: the outermost one's index stands.
+        if (error !== null && typeof error === 'object') failedItems.set(error, index);
+        throw error;
+      }),
     );
   }
 

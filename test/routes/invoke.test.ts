@@ -1,7 +1,8 @@
 import LZString from 'lz-string';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/index.js';
+import { z } from 'zod';
+import { buildApp, defineChain, lambda, RunnelError } from '../../src/index.js';
 import { allChains, observed } from '../support/server.js';
 
 let app: FastifyInstance;
@@ -228,6 +229,35 @@ describe('POST /batch', () => {
     expect(mismatch.json().message).toBe('Number of configs (1) must match number of inputs (2)');
     const many = await batch({ inputs: Array.from({ length: 101 }, () => ({ name: 'a' })) });
     expect(many.json().code).toBe('RUNNEL_ERR_BATCH_TOO_LARGE');
+  });
+});
+
+describe('POST /batch with an item that fails', () => {
+  // A trial: one item's provider failure failed the batch (as LangServe's does) with nothing saying which item.
+  it("keeps the item's code and status and names the item; an internal error stays hidden", async () => {
+    const picky = defineChain({
+      path: '/picky',
+      runnable: lambda(
+        (input: { n: number }) => {
+          if (input.n === 2) throw new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', 'The model provider rejected the request (400)');
+          if (input.n === 3) throw new Error('secret internals');
+          return input.n;
+        },
+        { input: z.object({ n: z.number() }) },
+      ),
+    });
+    const own = await buildApp({ chains: [picky] });
+    try {
+      const batch = (ns: number[]) => own.inject({ method: 'POST', url: '/picky/batch', payload: { inputs: ns.map((n) => ({ n })) } });
+      const rejected = await batch([0, 1, 2]);
+      expect(rejected.statusCode).toBe(502);
+      expect(rejected.json()).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_REJECTED', message: 'inputs[2]: The model provider rejected the request (400)' });
+      const internal = await batch([3, 0]);
+      expect([internal.statusCode, internal.json().message]).toEqual([500, 'Internal Server Error']);
+      expect((await batch([0, 1])).json().output).toEqual([0, 1]);
+    } finally {
+      await own.close();
+    }
   });
 });
 
