@@ -49,7 +49,8 @@ const invalidHash = (msg: string): RunnelError =>
 /** The config in a `/c/{hash}/` URL: lz-string `compressToEncodedURIComponent(JSON.stringify(config))`. */
 export function decodeConfigHash(hash: string | undefined): Record<string, unknown> | undefined {
   if (hash === undefined) return undefined;
-  if (hash === '') return {};
+  // `/c//invoke`: a link cut short or a template left unfilled, not a config; LangServe's router matches no route.
+  if (hash === '') throw invalidHash('it is empty; send the config in the body, or leave /c/{hash} out');
   if (hash.length > MAX_CONFIG_HASH) throw invalidHash(`longer than ${MAX_CONFIG_HASH} characters; send the config in the body`);
   let config: unknown;
   try {

@@ -85,6 +85,8 @@ describe('POST /invoke', () => {
     const bad = await invoke({ input: { name: 'a' } }, { url: '/echo/c/not-a-hash/invoke' });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().code).toBe('RUNNEL_ERR_CONFIG_HASH_INVALID');
+    const empty = await invoke({ input: { name: 'a' } }, { url: '/echo/c//invoke' });
+    expect([empty.statusCode, empty.json().code, empty.json().message]).toEqual([400, 'RUNNEL_ERR_CONFIG_HASH_INVALID', 'Invalid config hash: it is empty; send the config in the body, or leave /c/{hash} out']);
     const broken = await invoke({ input: { name: 'a' } }, { url: '/echo/c/%%%/invoke' });
     expect(broken.statusCode).toBe(400);
     expect(broken.json().code).toBe('RUNNEL_ERR_BAD_REQUEST');
@@ -175,7 +177,8 @@ describe('POST /invoke', () => {
   });
 
   it('refuses a config hash that does not decode on the GET routes under it too (the schemas)', async () => {
-    for (const url of ['/echo/c/!!!!/input_schema', '/echo/c/not-a-hash/config_schema']) {
+    // A trial: an empty hash (`/c//`) was taken as no config.
+    for (const url of ['/echo/c/!!!!/input_schema', '/echo/c/not-a-hash/config_schema', '/echo/c//input_schema']) {
       const res = await app.inject({ method: 'GET', url });
       expect(res.statusCode, url).toBe(400);
       expect(res.json().code, url).toBe('RUNNEL_ERR_CONFIG_HASH_INVALID');
