@@ -25,13 +25,78 @@ import { TRACE_SPAN, type TracedContext } from './request.js';
 const Ajv = AjvModule as unknown as typeof AjvModule.default;
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
 
+/** How far into the value an error is: the parts of its path, and the missing or extra key it names. */
+const errorDepth = (error: ErrorObject): number => error.instancePath.split('/').length + (error.keyword === 'required' || error.keyword === 'additionalProperties' ? 1 : 0);
+
+/**
+ * Ajv's errors with each failed union (`anyOf`, `oneOf`) reduced to the
+ * branch the value came closest to: the one whose errors reach deepest into
+ * it, then the one missing the fewest properties (a value that has `role`
+ * meant the branch with `role`), then the fewest errors. Without this, a
+ * message with a bad role got eleven errors, one per kind of message it was
+ * not, and the one that mattered among them. Innermost unions first; a union
+ * whose branches' errors it cannot tell apart (behind a `$ref`) is left whole.
+ */
+function closestBranches(errors: readonly ErrorObject[]): ErrorObject[] {
+  let list = [...errors];
+  const unions = list.filter((error) => error.keyword === 'anyOf' || error.keyword === 'oneOf').sort((a, b) => b.schemaPath.length - a.schemaPath.length);
+  for (const union of unions) {
+    const prefix = `${union.schemaPath}/`;
+    const branches = new Map<string, ErrorObject[]>();
+    for (const error of list) {
+      if (error.instancePath !== union.instancePath && !error.instancePath.startsWith(`${union.instancePath}/`)) continue;
+      if (!error.schemaPath.startsWith(prefix)) continue;
+      const branch = error.schemaPath.slice(prefix.length).split('/', 1)[0] as string;
+      branches.set(branch, [...(branches.get(branch) ?? []), error]);
+    }
+    if (branches.size === 0) continue;
+    const score = (branch: ErrorObject[]): [number, number, number] => [
+      Math.max(...branch.map(errorDepth)),
+      -branch.filter((error) => error.keyword === 'required').length,
+      -branch.length,
+    ];
+    let best: ErrorObject[] | undefined;
+    for (const branch of branches.values()) {
+      if (best === undefined) best = branch;
+      else {
+        const [a, b] = [score(branch), score(best)];
+        if (a[0] > b[0] || (a[0] === b[0] && (a[1] > b[1] || (a[1] === b[1] && a[2] > b[2])))) best = branch;
+      }
+    }
+    // Branches told apart by one value (each message kind by its `type`): a value none takes hears them all.
+    const [only] = best ?? [];
+    if (best?.length === 1 && only?.keyword === 'enum') {
+      const values = new Set<unknown>();
+      for (const branch of branches.values()) {
+        for (const error of branch) {
+          if (error.keyword !== 'enum' || error.instancePath !== only.instancePath) continue;
+          for (const value of (error.params as { allowedValues?: unknown[] }).allowedValues ?? []) values.add(value);
+        }
+      }
+      const merged: ErrorObject = { ...only, params: { allowedValues: [...values] } };
+      list = list.map((error) => (error === only ? merged : error));
+      best = [merged];
+    }
+    const kept = new Set(best);
+    list = list.filter((error) => error !== union && (kept.has(error) || !error.schemaPath.startsWith(prefix)));
+  }
+  return list;
+}
+
+/** An error's message, with the allowed values of an `enum` (a short list) named. */
+function messageOf(error: ErrorObject): string {
+  const allowed = error.keyword === 'enum' ? (error.params as { allowedValues?: unknown[] }).allowedValues : undefined;
+  if (allowed !== undefined && allowed.length > 0 && allowed.length <= 20) return `must be one of ${allowed.map((value) => JSON.stringify(value)).join(', ')}`;
+  return error.message ?? 'invalid';
+}
+
 /** Reads ajv's errors as LangServe-style detail items, `loc` relative to the checked value. */
 export function detailOf(errors: readonly ErrorObject[] | null | undefined, prefix: (string | number)[] = []): ErrorDetailItem[] {
-  return (errors ?? []).map((error) => {
+  return closestBranches(errors ?? []).map((error) => {
     const loc: (string | number)[] = [...prefix, ...error.instancePath.split('/').slice(1).map((part) => (/^\d+$/.test(part) ? Number(part) : part.replace(/~1/g, '/').replace(/~0/g, '~')))];
     if (error.keyword === 'required') loc.push((error.params as { missingProperty: string }).missingProperty);
     if (error.keyword === 'additionalProperties') loc.push((error.params as { additionalProperty: string }).additionalProperty);
-    return { type: error.keyword, loc, msg: error.message ?? 'invalid' };
+    return { type: error.keyword, loc, msg: messageOf(error) };
   });
 }
 

@@ -2,7 +2,7 @@ import LZString from 'lz-string';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { buildApp, defineChain, lambda, RunnelError } from '../../src/index.js';
+import { buildApp, defineChain, lambda, messagesSchema, RunnelError } from '../../src/index.js';
 import { allChains, observed } from '../support/server.js';
 
 let app: FastifyInstance;
@@ -258,6 +258,30 @@ describe('POST /batch with an item that fails', () => {
       const internal = await batch([3, 0]);
       expect([internal.statusCode, internal.json().message]).toEqual([500, 'Internal Server Error']);
       expect((await batch([0, 1])).json().output).toEqual([0, 1]);
+    } finally {
+      await own.close();
+    }
+  });
+});
+
+describe('a message that fits no kind of message', () => {
+  // A trial: a bad role gave eleven errors, one per kind of message the value was not, the useful one among them.
+  it('is refused with the error of the kind it came closest to, and the values allowed', async () => {
+    const chat = defineChain({ path: '/history', runnable: lambda((input: { chat_history: unknown[] }) => input.chat_history.length, { input: z.object({ chat_history: messagesSchema }) }) });
+    const own = await buildApp({ chains: [chat] });
+    try {
+      const detail = async (message: unknown) =>
+        (await own.inject({ method: 'POST', url: '/history/invoke', payload: { input: { chat_history: [message] } } })).json().detail as { loc: unknown[]; msg: string }[];
+      expect(await detail({ role: 'robot', content: 'hi' })).toEqual([
+        { type: 'enum', loc: ['chat_history', 0, 'role'], msg: 'must be one of "user", "human", "assistant", "ai", "system", "developer", "tool"' },
+      ]);
+      expect(await detail({ role: 'user', content: 5 })).toEqual([{ type: 'type', loc: ['chat_history', 0, 'content'], msg: 'must be string' }]);
+      const [byType, ...more] = await detail({ type: 'robot', content: 'hi' });
+      expect(more).toEqual([]);
+      expect(byType?.loc).toEqual(['chat_history', 0, 'type']);
+      for (const kind of ['human', 'ai', 'system', 'tool']) expect(byType?.msg).toContain(`"${kind}"`);
+      expect(await detail(['robot', 'hi'])).toEqual([{ type: 'enum', loc: ['chat_history', 0, 0], msg: 'must be one of "human", "user", "ai", "assistant", "system", "developer"' }]);
+      expect((await own.inject({ method: 'POST', url: '/history/invoke', payload: { input: { chat_history: [{ role: 'user', content: 'hi' }] } } })).json().output).toBe(1);
     } finally {
       await own.close();
     }
