@@ -297,6 +297,12 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       done(new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', 'A browser must send its body as content-type: application/json'), undefined);
       return;
     }
+    // A compressed body read as text is noise that fails as "Invalid JSON": say what is wrong instead.
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      done(new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', `A body with content-encoding ${JSON.stringify(encoding)} is not read: send it uncompressed`), undefined);
+      return;
+    }
     if (nestedDeeperThan(body as string)) {
       done(tooDeep([]), undefined);
       return;

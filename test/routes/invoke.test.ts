@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import LZString from 'lz-string';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
@@ -285,6 +286,17 @@ describe('a message that fits no kind of message', () => {
     } finally {
       await own.close();
     }
+  });
+});
+
+describe('a compressed body', () => {
+  // A trial: a gzip body (content-encoding: gzip) was read as text and refused as "Invalid JSON".
+  it('is refused with 415 naming its encoding; identity is read', async () => {
+    const payload = gzipSync(JSON.stringify({ input: { name: 'zip' } }));
+    const zipped = await app.inject({ method: 'POST', url: '/echo/invoke', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, payload });
+    expect([zipped.statusCode, zipped.json().code, zipped.json().message]).toEqual([415, 'RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', 'A body with content-encoding "gzip" is not read: send it uncompressed']);
+    const plain = await app.inject({ method: 'POST', url: '/echo/invoke', headers: { 'content-type': 'application/json', 'content-encoding': 'identity' }, payload: '{"input": {"name": "plain"}}' });
+    expect(plain.json().output).toBe('hello plain');
   });
 });
 
