@@ -161,11 +161,14 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
     refuseOtherMethods('/ui_stream', 'POST');
     app.get(
       '/ui_stream/:chat_id/stream',
-      doc(`Resume ${path}'s durable UI message stream of a chat`, {
+      {
+        config: { endpoint: 'ui_stream_resume' },
+        ...doc(`Resume ${path}'s durable UI message stream of a chat`, {
         description: "The AI SDK transport's reconnect (`resume: true`): the chat's durable stream from its start, or 204 when none is under way.",
         params: { type: 'object', properties: { chat_id: { type: 'string', description: 'The chat id' }, ...(hashed ? { config_hash: { type: 'string' } } : {}) } },
         response: { 200: { description: 'The UI message stream, as `POST /ui_stream` sends it', content: { 'text/event-stream': { schema: { type: 'string' } } } }, 204: { description: 'No stream of this chat is under way', type: 'null' }, ...errors },
-      }),
+        }),
+      },
       uiResumeHandler(chain),
     );
     refuseOtherMethods('/ui_stream/:chat_id/stream', 'GET');
@@ -175,16 +178,16 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
 
 /**
  * Every route `app` registers from now on counts itself in `/metrics` when it answers, under the chain's
- * `path` and an endpoint decided once here rather than per request: by `endpointOf(url)`, else the URL's last
- * fixed part (`invoke`, also under /c/:config_hash/; `stream` of /ui_stream/:chat_id/stream; `playground` for
- * its pages and assets). Streams that started count themselves when they end, and requests whose client went
+ * `path` and an endpoint decided once here rather than per request: the route's `config.endpoint`
+ * (`ui_stream_resume`), else `endpointOf(url)`, else the URL's last fixed part (`invoke`, also under
+ * /c/:config_hash/; `playground` for its pages and assets). Streams that started count themselves when they end, and requests whose client went
  * away count a 499; Fastify runs this hook for those too, so it skips them. A stream refused before it
  * started is counted here.
  */
 export function countRequests(app: FastifyInstance, path: string, endpointOf?: (url: string) => string): void {
   const metrics = app.runnel.metrics;
   app.addHook('onRoute', (route) => {
-    const endpoint = endpointOf?.(route.url) ?? route.url.split('/').filter((part) => part !== '' && part !== '*' && !part.startsWith(':')).pop() ?? 'unknown';
+    const endpoint = route.config?.endpoint ?? endpointOf?.(route.url) ?? route.url.split('/').filter((part) => part !== '' && part !== '*' && !part.startsWith(':')).pop() ?? 'unknown';
     const labels = { chain: path, endpoint };
     const count: onResponseHookHandler = (request, reply, done) => {
       if (!request.countedByHandler) {

@@ -116,6 +116,6 @@ export function uiResumeHandler(chain: PreparedChain) {
     const run = runs.find((record) => record.chain === chain.spec.path && record.chat_id === chatId);
     if (run === undefined || TERMINAL.has(run.status)) return reply.code(204).send();
     reply.headers(UI_STREAM_HEADERS);
-    await sendRunStream(request, reply, run, undefined, uiFormat(run.kind, run.run_id, 'ui_stream'));
+    await sendRunStream(request, reply, run, undefined, uiFormat(run.kind, run.run_id, 'ui_stream_resume'));
   };
 }

@@ -13,6 +13,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** A route that only answers 405 for methods its path does not take: it says nothing of what the path takes. */
     refusesMethod?: boolean;
+    /** The endpoint `/metrics` counts the route under, where its URL's last fixed part would mislead. */
+    endpoint?: string;
   }
 }
 

@@ -17,6 +17,7 @@ import { createChains } from '../../chains/index.js';
 import { jokeChain } from '../../chains/joke.js';
 import { buildApp, connectServices, defineChain, generator, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
 import { deferred, settleWithin } from '../helpers.js';
+import { sampleValue } from '../support/prometheus.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
@@ -223,6 +224,10 @@ describe('/ui_stream through the AI SDK, offline', () => {
   it('resumes a durable stream after the client drops (the transport’s reconnect), and answers 204 when none is under way', async () => {
     const chatId = `story-${randomUUID()}`;
     const durable = transport('/story', { on_disconnect: 'continue' });
+    // Counted under an endpoint of their own, 204 or not (a trial found the 204s under `stream`).
+    const counted = async (status: string) =>
+      sampleValue(await (await fetch(`${url}/metrics`, { headers: auth })).text(), 'runnel_requests_total', { chain: '/story', endpoint: 'ui_stream_resume', status }) ?? 0;
+    const [none, some] = [await counted('204'), await counted('200')];
     expect(await durable.reconnectToStream({ chatId })).toBeNull();
     await startAndDrop(chatId);
     const resumed = await durable.reconnectToStream({ chatId });
@@ -233,6 +238,7 @@ describe('/ui_stream through the AI SDK, offline', () => {
     expect(textOf(message)).toBe(STORY);
     // The run has ended: nothing to resume any more.
     expect(await durable.reconnectToStream({ chatId })).toBeNull();
+    expect([await counted('204'), await counted('200')]).toEqual([none + 2, some + 1]);
   });
 
   it('a resumed stream is not cut when the server starts to stop: the AI SDK would take the cut for the whole answer', async () => {
