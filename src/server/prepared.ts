@@ -240,7 +240,8 @@ export class PreparedChain {
     },
     context: RequestContext,
   ): Promise<{ config: RunnableConfig; runId: string }> {
-    const fromHash = this.clientConfig(sources.hash, []);
+    // A problem in the URL's config is located there (`["config_hash", "configurable", …]`), as the body's is under `config`.
+    const fromHash = this.clientConfig(sources.hash, ['config_hash']);
     const fromBody = this.clientConfig(sources.body, sources.bodyLoc ?? []);
     const toRunnable = (c: Record<string, unknown>): RunnableConfig | undefined => {
       // Most requests send no config: nothing to build.

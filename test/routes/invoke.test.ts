@@ -86,6 +86,10 @@ describe('POST /invoke', () => {
     const bad = await invoke({ input: { name: 'a' } }, { url: '/echo/c/not-a-hash/invoke' });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().code).toBe('RUNNEL_ERR_CONFIG_HASH_INVALID');
+    // A value the chain refuses is located in the URL's config, as a body's is under "config" (a trial found no prefix).
+    const hot = LZString.compressToEncodedURIComponent(JSON.stringify({ configurable: { temperature: 'hot' } }));
+    const refused = await app.inject({ method: 'POST', url: `/joke/c/${hot}/invoke`, payload: { input: { topic: 'x' } } });
+    expect([refused.statusCode, refused.json().detail[0].loc]).toEqual([422, ['config_hash', 'configurable', 'temperature']]);
     const empty = await invoke({ input: { name: 'a' } }, { url: '/echo/c//invoke' });
     expect([empty.statusCode, empty.json().code, empty.json().message]).toEqual([400, 'RUNNEL_ERR_CONFIG_HASH_INVALID', 'Invalid config hash: it is empty; send the config in the body, or leave /c/{hash} out']);
     const broken = await invoke({ input: { name: 'a' } }, { url: '/echo/c/%%%/invoke' });
