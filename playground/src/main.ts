@@ -301,7 +301,10 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
             renderOutput();
           }
         },
-        onReconnecting: () => (status.textContent = RECONNECTING),
+        onReconnecting: () => {
+          status.textContent = RECONNECTING;
+          tree.reconnected();
+        },
         onReconnected: () => (status.textContent = 'Running…'),
         onNotDurable: () => {
           status.textContent = NOT_DURABLE;
@@ -503,7 +506,10 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
             show();
           }
         },
-        onReconnecting: () => (status.textContent = RECONNECTING),
+        onReconnecting: () => {
+          status.textContent = RECONNECTING;
+          tree.reconnected();
+        },
         onReconnected: () => (status.textContent = ''),
         onNotDurable: () => (status.textContent = NOT_DURABLE),
         onCancelWaiting: () => {

@@ -19,6 +19,8 @@ interface Node {
   started: number;
   ended?: number;
   status: 'running' | 'done' | 'error' | 'stopped';
+  /** Its events came, in part, after a reconnect replayed them at once: the time between them says nothing. */
+  untimed?: boolean;
   input?: unknown;
   output?: unknown;
   children: Node[];
@@ -66,7 +68,22 @@ export class RunTree {
     this.element.append(this.list);
   }
 
+  /** A reconnect happened during this run: steps under way, and those to come, arrive replayed (see {@link reconnected}). */
+  private replayed = false;
+
+  /**
+   * The connection dropped and is being rejoined: what the steps under way did meanwhile, and the steps the
+   * rejoin replays, arrive in one burst, so their durations as measured here would count the outage (or
+   * nothing). Events carry no timestamps; those steps show no duration rather than a wrong one.
+   */
+  reconnected(): void {
+    this.replayed = true;
+    for (const node of this.nodes.values()) if (node.status === 'running') node.untimed = true;
+    this.schedule();
+  }
+
   reset(): void {
+    this.replayed = false;
     this.nodes.clear();
     this.views.clear();
     this.roots = [];
@@ -84,7 +101,7 @@ export class RunTree {
     const [, type, phase] = match as unknown as [string, string, string];
     let node = this.nodes.get(event.run_id);
     if (node === undefined) {
-      node = { id: event.run_id, name: event.name, type, started: performance.now(), status: 'running', children: [] };
+      node = { id: event.run_id, name: event.name, type, started: performance.now(), status: 'running', children: [], ...(this.replayed ? { untimed: true } : {}) };
       this.nodes.set(node.id, node);
       const parentId = event.parent_ids?.at(-1);
       const parent = parentId === undefined ? undefined : this.nodes.get(parentId);
@@ -165,10 +182,17 @@ export class RunTree {
       view = { li, details, time, input, output, children: undefined };
       this.views.set(node.id, view);
     }
-    const duration = node.ended !== undefined ? `${Math.max(0, Math.round(node.ended - node.started))} ms` : node.status === 'done' ? 'done' : 'running…';
+    const duration =
+      node.untimed === true && node.status !== 'running'
+        ? 'time unknown (reconnected)'
+        : node.ended !== undefined
+          ? `${Math.max(0, Math.round(node.ended - node.started))} ms`
+          : node.status === 'done'
+            ? 'done'
+            : 'running…';
     const status = `run status-${node.status}`;
     if (view.details.className !== status) view.details.className = status;
-    setText(view.time, node.status === 'stopped' ? `stopped after ${duration}` : duration);
+    setText(view.time, node.status !== 'stopped' ? duration : node.untimed === true ? 'stopped (time unknown: reconnected)' : `stopped after ${duration}`);
     setText(view.input, pretty(node.input));
     setText(view.output, pretty(node.output));
     return view;
