@@ -143,7 +143,8 @@ export interface RunStore {
   validFrameId(id: string): boolean;
   /**
    * False when the run's log shows that `id` is none of its frames (another run's, made up, or past its end);
-   * true when it is one, or precedes what a trimmed log still holds.
+   * true when it is one, precedes what a trimmed log still holds, or follows its last frame in the execution
+   * that wrote it (a frame handed to a client before its process, killed, could write it).
    */
   hasFrame(runId: string, id: string): Promise<boolean>;
   close(): Promise<void>;
@@ -862,7 +863,18 @@ export class RedisRunStore implements RunStore {
     };
     // The entry that would hold it: the last whose id is not past it.
     const [holder] = (await redisCall(this.client.xrevrange(log, id, '-', 'COUNT', 1))) as [string, string[]][];
-    if (holder !== undefined) return packed(holder).some((frame) => (frame[0] ?? holder[0]) === id);
+    if (holder !== undefined) {
+      const ids = packed(holder).map((frame) => frame[0] ?? holder[0]);
+      if (ids.includes(id)) return true;
+      // Past the last frame written, in the execution that wrote it (ids `{base}-{n}`): a frame its process made
+      // and handed to its client, then stopped (killed) before writing. The client resumes after it as after
+      // the last frame written, and hears how the run ended.
+      const [last] = (await redisCall(this.client.xrevrange(log, '+', '-', 'COUNT', 1))) as [string, string[]][];
+      const lastId = ids.at(-1);
+      if (last?.[0] !== holder[0] || lastId === undefined) return false;
+      const [wanted, written] = [parseStreamId(id), parseStreamId(lastId)];
+      return wanted[0] === written[0] && wanted[1] > written[1];
+    }
     // Before every entry: one of the run's only if the log was trimmed (its first frame, `metadata`, is gone).
     const [first] = (await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 1))) as [string, string[]][];
     return first !== undefined && packed(first)[0]?.[1] !== 'metadata';

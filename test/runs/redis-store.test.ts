@@ -171,6 +171,19 @@ describe('RedisRunStore', () => {
     expect(await store.stale(-60_000)).not.toContain(refused.run_id);
   });
 
+  // A client resumes with the last id it saw (Last-Event-ID): one of the run's frames, or one its executing
+  // process handed out and was killed before writing (CI caught a first version that refused those); not an id
+  // of another execution, nor one past the end in another.
+  it('knows which ids a client may resume after', async () => {
+    const run = record();
+    const next = store.frameIds(1);
+    await store.append(run.run_id, [{ id: next(), event: 'metadata', data: { run_id: run.run_id } }, { id: next(), event: 'data', data: 'a' }], { create: run });
+    await store.append(run.run_id, [{ id: next(), event: 'data', data: 'b' }]);
+    for (const id of ['1-0', '1-1', '1-2', '1-3', '1-9']) expect(await store.hasFrame(run.run_id, id), id).toBe(true);
+    for (const id of ['0-5', '2-0', '1796320426016-3']) expect(await store.hasFrame(run.run_id, id), id).toBe(false);
+    expect(await store.hasFrame(randomUUID(), '1-0')).toBe(false);
+  });
+
   it('takes only frame ids of its own shape (they are written unescaped)', async () => {
     const run = record();
     await store.create(run);

@@ -87,7 +87,8 @@ describe('npm run ingest', () => {
     const left = await query({ query: 'on-call engineer pager', collection: sections, k: 10, databaseUrl: DATABASE_URL });
     expect(left.map((m) => m.document.pageContent).join('\n')).not.toContain('on-call');
     expect(left).toHaveLength(2);
-  });
+    // Six processes of the CLI (tsx compiles it at each start): seconds each on a loaded machine, so a bound, not a margin.
+  }, 120_000);
 
   // A trial's folder: one PDF among eight text files failed the whole batch (Postgres refused its NUL bytes, and
   // the PDF was reported twice); a file deleted from the folder kept its passages under --sync; the same file was
