@@ -1,6 +1,7 @@
 /** `/healthz` (alive), `/readyz` (ready to take work; false while shutting down or a service is down), `/metrics`. */
 import type { FastifyPluginAsync } from 'fastify';
 import { clusterMetrics } from '../src/server/cluster.js';
+import { RunnelError } from '../src/core/index.js';
 import { errorBody } from '../src/server/http-errors.js';
 
 export const healthRoutes: FastifyPluginAsync = async (app) => {
@@ -16,8 +17,18 @@ export const healthRoutes: FastifyPluginAsync = async (app) => {
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : state.shuttingDown ? 'shutting down' : 'not ready', checks });
   });
 
-  app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (_request, reply) => {
+  // With keys on, only the keys named in RUNNEL_METRICS_KEYS read the series: they add up every caller's
+  // traffic (chains, models, tokens, errors), which one caller of a shared server has no business seeing.
+  const { apiKeys, metricsKeys } = app.runnel.config;
+  const everyKey = metricsKeys.includes('*');
+  app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (request, reply) => {
     const { metrics } = app.runnel;
+    if (apiKeys.length > 0 && !everyKey && !metricsKeys.includes(request.identity)) {
+      throw new RunnelError(
+        'RUNNEL_ERR_FORBIDDEN',
+        `The key "${request.identity}" may not read /metrics: only the keys named in RUNNEL_METRICS_KEYS may (the series add up every caller's traffic)`,
+      );
+    }
     // One of a cluster's processes (RUNNEL_PROCESSES): the whole server's series, whichever process answers —
     // or none, when a process did not hand its in: a failed scrape, not a sum that looks like a counter reset.
     const cluster = await clusterMetrics();

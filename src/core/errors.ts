@@ -125,7 +125,7 @@ export const errorCodes = {
   RUNNEL_ERR_FORBIDDEN: {
     status: 403,
     retryable: false,
-    description: 'The caller may not use this resource (for example, another caller\'s history).',
+    description: 'The caller may not use this resource (for example, another caller\'s history, or `/metrics` for a key `RUNNEL_METRICS_KEYS` does not name).',
   },
   RUNNEL_ERR_NOT_FOUND: {
     status: 404,

@@ -25,7 +25,7 @@ import { openAIRoutes } from '../../routes/openai.js';
 import { runRoutes } from '../../routes/runs.js';
 import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
-import { DEFAULT_SERVER_CONFIG, type ServerConfig } from './config.js';
+import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, type ServerConfig } from './config.js';
 import { connectionOptions, MAX_PARAM_LENGTH } from './connection-limits.js';
 import { logProviderFailure, sendErrorAnswer } from './error-reply.js';
 import { errorBody, toHttpError } from './http-errors.js';
@@ -198,6 +198,8 @@ interface FastifyReplyLike {
  */
 export async function buildApp(options: BuildAppOptions): Promise<FastifyInstance> {
   const config: ServerConfig = { ...DEFAULT_SERVER_CONFIG, ...options.config };
+  const metricsProblems = metricsKeyProblems(config.apiKeys, config.metricsKeys);
+  if (metricsProblems.length > 0) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration: metricsKeys ${metricsProblems.join('; ')}`);
   // Tracing is on when the OTEL_* variables name an endpoint (or a test hands one in).
   const tracing = options.tracing ?? (config.tracing === undefined ? undefined : new Tracing(config.tracing, { version: packageVersion() }));
   const chains = createRegistry(options.chains).map((spec) => new PreparedChain(spec, { tracing }));

@@ -110,6 +110,7 @@ const envSchema = z.object({
   HOST: z.string().optional().transform((value) => value || '127.0.0.1'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
   RUNNEL_API_KEYS: list,
+  RUNNEL_METRICS_KEYS: list,
   RUNNEL_CORS_ORIGINS: list,
   RUNNEL_BODY_LIMIT: integer('RUNNEL_BODY_LIMIT', 1024, 1024 * 1024),
   RUNNEL_MAX_BATCH: integer('RUNNEL_MAX_BATCH', 1, 100),
@@ -172,6 +173,11 @@ export interface ServerConfig {
   logLevel: string;
   /** Empty: no authentication. */
   apiKeys: ApiKey[];
+  /**
+   * Names of the API keys that may read `/metrics` (`*`: every key). With keys on and none named, no key may:
+   * the series add up every caller's traffic, so reading them is an operator's right, not every caller's.
+   */
+  metricsKeys: string[];
   /** Empty: no cross-origin access. */
   corsOrigins: string[];
   bodyLimit: number;
@@ -229,6 +235,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   host: '127.0.0.1',
   logLevel: 'info',
   apiKeys: [],
+  metricsKeys: [],
   corsOrigins: [],
   bodyLimit: 1024 * 1024,
   maxBatch: 100,
@@ -287,6 +294,18 @@ function keyProblems(keys: readonly (ApiKey & { bare: boolean })[]): string[] {
 }
 
 /**
+ * What is wrong with the names of the keys that may read `/metrics`: each must be a configured key's name
+ * (a typo would lock the scraper out, or name a key added later by someone who did not mean it), or `*`.
+ */
+export function metricsKeyProblems(apiKeys: readonly ApiKey[], metricsKeys: readonly string[]): string[] {
+  const names = new Set(apiKeys.map((k) => k.name));
+  const unknown = metricsKeys.filter((name) => name !== '*' && !names.has(name));
+  if (unknown.length === 0) return [];
+  if (apiKeys.length === 0) return [`names keys (${unknown.map((name) => JSON.stringify(name)).join(', ')}), but RUNNEL_API_KEYS is not set: without keys /metrics is open like every route`];
+  return [`${unknown.map((name) => JSON.stringify(name)).join(', ')} ${unknown.length === 1 ? 'is not the name' : 'are not names'} of a key in RUNNEL_API_KEYS (${[...names].map((name) => JSON.stringify(name)).join(', ')})`];
+}
+
+/**
  * Reads the server's settings from `env`, or throws one error naming every
  * bad variable (never echoing an API key).
  *
@@ -307,6 +326,10 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n${problems.map((problem) => `- RUNNEL_API_KEYS: ${problem}`).join('\n')}`);
   }
   const apiKeys = parsedKeys.map(({ name, key }) => ({ name, key }));
+  const metricsProblems = metricsKeyProblems(apiKeys, e.RUNNEL_METRICS_KEYS);
+  if (metricsProblems.length > 0) {
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n${metricsProblems.map((problem) => `- RUNNEL_METRICS_KEYS: ${problem}`).join('\n')}`);
+  }
   if (e.RUNNEL_PROCESSES > 1 && (e.REDIS_URL === undefined || e.DATABASE_URL === undefined)) {
     const missing = [e.REDIS_URL === undefined ? 'REDIS_URL' : undefined, e.DATABASE_URL === undefined ? 'DATABASE_URL' : undefined].filter((name) => name !== undefined);
     throw new RunnelError(
@@ -320,6 +343,7 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
     apiKeys,
+    metricsKeys: e.RUNNEL_METRICS_KEYS,
     corsOrigins: e.RUNNEL_CORS_ORIGINS,
     bodyLimit: e.RUNNEL_BODY_LIMIT,
     maxBatch: e.RUNNEL_MAX_BATCH,

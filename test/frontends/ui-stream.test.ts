@@ -55,7 +55,7 @@ const broken = defineChain({
 });
 
 async function listen(chains: ChainSpec<never, unknown>[], services: Services): Promise<{ app: FastifyInstance; url: string }> {
-  const app = await buildApp({ chains, services, config: { apiKeys: [{ name: 'ui', key: KEY }, { name: 'eve', key: EVE }], runNamespace: `runnel-test-ui-${randomUUID()}` } });
+  const app = await buildApp({ chains, services, config: { apiKeys: [{ name: 'ui', key: KEY }, { name: 'eve', key: EVE }], metricsKeys: ['ui'], runNamespace: `runnel-test-ui-${randomUUID()}` } });
   await app.listen({ port: 0, host: '127.0.0.1' });
   return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, defineChain, lambda } from '../../src/index.js';
+import { buildApp, defineChain, lambda, loadServerConfig } from '../../src/index.js';
 import { allChains, echo } from '../support/server.js';
 import { sampleValue } from '../support/prometheus.js';
 
@@ -17,7 +17,7 @@ beforeAll(async () => {
   app = await buildApp({
     chains: [...allChains, whoami] as never,
     // Dozens of refusals come from one address here; limiting them is auth-throttle.test.ts's subject.
-    config: { apiKeys: [{ name: 'alice', key: KEY }, { name: 'bob', key: 'k_live_fedcba9876543210' }], corsOrigins: ['https://app.example'], rateLimit: 5, authFailLimit: 1000 },
+    config: { apiKeys: [{ name: 'alice', key: KEY }, { name: 'bob', key: 'k_live_fedcba9876543210' }], metricsKeys: ['alice'], corsOrigins: ['https://app.example'], rateLimit: 5, authFailLimit: 1000 },
   });
   app.addHook('onResponse', async (request) => void seen.push(request.url));
 });
@@ -100,6 +100,32 @@ describe('health and metrics', () => {
     expect(metrics).toMatch(/runnel_requests_total\{chain="\/echo",endpoint="invoke",status="200"\} \d+/);
     expect(sampleValue(metrics, 'runnel_request_duration_seconds_bucket', { chain: '/echo', endpoint: 'invoke', le: '0.005' })).toBeTypeOf('number');
     expect(metrics).toContain('runnel_open_streams 0');
+  });
+
+  it('lets only the keys named in RUNNEL_METRICS_KEYS read /metrics, which add up every caller\'s traffic', async () => {
+    const [alice, bob] = [{ name: 'alice', key: KEY }, { name: 'bob', key: 'k_live_fedcba9876543210' }];
+    const named = await buildApp({ chains: [echo] as never, config: { apiKeys: [alice, bob], metricsKeys: ['alice'] } });
+    // Keys on and none named: no key reads them. `*`: every key does.
+    const closed = await buildApp({ chains: [echo] as never, config: { apiKeys: [alice] } });
+    const open = await buildApp({ chains: [echo] as never, config: { apiKeys: [alice], metricsKeys: ['*'] } });
+    try {
+      const refused = await named.inject({ url: '/metrics', headers: { 'x-api-key': bob.key } });
+      expect(refused.statusCode).toBe(403);
+      expect(refused.json()).toMatchObject({ code: 'RUNNEL_ERR_FORBIDDEN', message: expect.stringContaining('RUNNEL_METRICS_KEYS') });
+      expect(refused.body).not.toContain('runnel_requests_total');
+      expect((await named.inject({ url: '/metrics', headers: { 'x-api-key': alice.key } })).statusCode).toBe(200);
+      expect((await closed.inject({ url: '/metrics', headers: { 'x-api-key': alice.key } })).statusCode).toBe(403);
+      expect((await open.inject({ url: '/metrics', headers: { 'x-api-key': alice.key } })).statusCode).toBe(200);
+    } finally {
+      await Promise.all([named.close(), closed.close(), open.close()]);
+    }
+    // A name that is no key's would lock the scraper out: the start fails, naming it and the keys there are.
+    expect(() => loadServerConfig({ RUNNEL_API_KEYS: `alice:${KEY}`, RUNNEL_METRICS_KEYS: 'prometheus' })).toThrow(
+      'RUNNEL_METRICS_KEYS: "prometheus" is not the name of a key in RUNNEL_API_KEYS ("alice")',
+    );
+    expect(() => loadServerConfig({ RUNNEL_METRICS_KEYS: 'prometheus' })).toThrow(/RUNNEL_API_KEYS is not set/);
+    expect(loadServerConfig({ RUNNEL_API_KEYS: `alice:${KEY}`, RUNNEL_METRICS_KEYS: 'alice' }).metricsKeys).toEqual(['alice']);
+    await expect(buildApp({ chains: [echo] as never, config: { apiKeys: [alice], metricsKeys: ['prom'] } })).rejects.toThrow(/"prom" is not the name of a key/);
   });
 
   it('exports registry helpers that refuse bad registrations at start', async () => {
