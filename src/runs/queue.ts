@@ -64,7 +64,8 @@ function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
   const policy = options.webhooks;
   const delivery = deliverWebhook(record.webhook, JSON.stringify(publicRun(record)), policy, { attempts: policy.attempts, backoffMs: policy.backoffMs }).then(
     (delivery) => {
-      if (!delivery.delivered) options.log?.(undefined, `webhook of run ${record.run_id} not delivered after ${delivery.attempts} attempts (last status ${delivery.status ?? 'none'})`);
+      if (delivery.refused !== undefined) options.log?.(undefined, `webhook of run ${record.run_id} not sent: ${delivery.refused}`);
+      else if (!delivery.delivered) options.log?.(undefined, `webhook of run ${record.run_id} not delivered after ${delivery.attempts} attempts (last status ${delivery.status ?? 'none'})`);
     },
     (error: unknown) => options.log?.(error, `webhook of run ${record.run_id} failed`),
   );

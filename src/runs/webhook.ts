@@ -6,9 +6,16 @@
  * receiver fails. Only https URLs on the hosts of `RUNNEL_WEBHOOK_HOSTS` are
  * called — checked at submission and again before each attempt — and
  * redirects are never followed, so a run cannot make the server call
- * anything else (no SSRF through a webhook).
+ * anything else (no SSRF through a webhook). A host allowed only by a
+ * pattern (`*.example.com`) must resolve to public addresses, checked on the
+ * address the connection is made to: whoever runs a name under the pattern
+ * cannot point it at the server's own network.
  */
 import { createHmac } from 'node:crypto';
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { RunnelError, sleep } from '../core/index.js';
 
 /** Who may be called, and how. */
@@ -18,23 +25,76 @@ export interface WebhookPolicy {
   secret: string | undefined;
   /** `http:` allowed too (tests, a receiver on a private network you trust); default only `https:`. */
   allowHttp?: boolean;
+  /** How host names are resolved (`dns.lookup`; tests hand in their own). */
+  lookup?: typeof dnsLookup;
 }
 
 const hostMatches = (host: string, pattern: string): boolean =>
   pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1 : host === pattern;
 
 /**
- * Whether `url`'s host is allowed on its port: an entry without a port allows the scheme's default port only,
- * one with a port (`hooks.example.com:8443`) the URLs that reach that port, written or by default — a listed
- * host's other services (an admin API, a database) are not reachable by naming their port.
+ * The entries that allow `url`'s host on its port: an entry without a port allows the scheme's default port
+ * only, one with a port (`hooks.example.com:8443`) the URLs that reach that port, written or by default — a
+ * listed host's other services (an admin API, a database) are not reachable by naming their port.
  */
-function hostAllowed(url: URL, patterns: readonly string[]): boolean {
+function entriesAllowing(url: URL, patterns: readonly string[]): string[] {
   const host = url.hostname.toLowerCase();
   const port = url.port === '' ? (url.protocol === 'https:' ? '443' : '80') : url.port;
-  return patterns.some((entry) => {
+  return patterns.filter((entry) => {
     const at = /:(\d{1,5})$/.exec(entry);
     return at === null ? url.port === '' && hostMatches(host, entry) : port === at[1] && hostMatches(host, entry.slice(0, at.index));
   });
+}
+
+/**
+ * Addresses a host allowed only by a pattern may not resolve to: this host, private and shared networks,
+ * link-local (a cloud's metadata service at 169.254.169.254), benchmarking, documentation, multicast and
+ * reserved ranges, IPv4-mapped and NAT64 forms (which reach IPv4 ones).
+ */
+const NOT_PUBLIC = new BlockList();
+for (const [network, prefix] of [
+  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24],
+  ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
+] as const) NOT_PUBLIC.addSubnet(network, prefix, 'ipv4');
+for (const [network, prefix] of [['::', 127], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001:db8::', 32], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const) {
+  NOT_PUBLIC.addSubnet(network, prefix, 'ipv6');
+}
+
+/** Whether `address` (an IP address) is on the public internet, as far as a webhook may tell. */
+export function isPublicAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return !NOT_PUBLIC.check(address, 'ipv4');
+  if (family !== 6) return false;
+  // An IPv4-mapped address (::ffff:127.0.0.1) is the IPv4 address it carries. (A BlockList matches IPv4
+  // addresses against a rule for the mapped range, so that range cannot be a rule here.) The URL parser
+  // writes every spelling of one the same way: ::ffff:7f00:1.
+  const mapped = /^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/.exec(new URL(`http://[${address}]`).hostname);
+  if (mapped !== null) {
+    const [high, low] = [Number.parseInt(mapped[1] as string, 16), Number.parseInt(mapped[2] as string, 16)];
+    return isPublicAddress(`${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`);
+  }
+  return !NOT_PUBLIC.check(address, 'ipv6');
+}
+
+/** A webhook host that resolved to an address it may not be called at. */
+class NotPublicAddress extends Error {}
+
+/** `lookup`, refusing a name any of whose addresses is not public (a mixed answer would be tried in turn). */
+function publicOnly(lookup: typeof dnsLookup): LookupFunction {
+  return (hostname, options, callback) => {
+    lookup(hostname, { ...options, all: true }, (error, found) => {
+      const addresses = found as unknown as LookupAddress[] | undefined;
+      if (error !== null || addresses === undefined) return callback(error ?? new Error(`${hostname} did not resolve`), '', 0);
+      const refused = addresses.find((entry) => !isPublicAddress(entry.address)) ?? (addresses.length === 0 ? { address: 'no address' } : undefined);
+      if (refused !== undefined) {
+        return callback(new NotPublicAddress(`${hostname} resolves to ${refused.address}, not a public address (a host allowed by a pattern of RUNNEL_WEBHOOK_HOSTS must be; list the name itself to allow it)`), '', 0);
+      }
+      const first = addresses[0] as LookupAddress;
+      // Node asks for every address when it races IPv4 and IPv6 (autoSelectFamily), for one otherwise.
+      if (options.all === true) (callback as unknown as (error: null, addresses: LookupAddress[]) => void)(null, addresses);
+      else callback(null, first.address, first.family);
+    });
+  };
 }
 
 /**
@@ -56,7 +116,7 @@ export function checkWebhookUrl(value: unknown, policy: WebhookPolicy): URL {
   }
   if (url.protocol !== 'https:' && !(policy.allowHttp === true && url.protocol === 'http:')) throw refuse('must be an https URL');
   if (url.username !== '' || url.password !== '') throw refuse('must not carry credentials');
-  if (!hostAllowed(url, policy.hosts)) {
+  if (entriesAllowing(url, policy.hosts).length === 0) {
     throw refuse(url.port === '' ? `host ${url.hostname} is not in RUNNEL_WEBHOOK_HOSTS` : `host ${url.hostname} on port ${url.port} is not in RUNNEL_WEBHOOK_HOSTS (an entry allows the scheme's default port, or the one it names: ${url.hostname}:${url.port})`);
   }
   return url;
@@ -72,12 +132,29 @@ export interface WebhookDelivery {
   delivered: boolean;
   attempts: number;
   status?: number | undefined;
+  /** Why the receiver was not called at all (a host allowed by a pattern that resolved to a private address). */
+  refused?: string | undefined;
+}
+
+/** One POST; its answer's status (the body is not read). */
+function post(url: URL, headers: Record<string, string>, body: string, signal: AbortSignal, lookup: LookupFunction | undefined): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    // A connection of its own (no agent): a kept-alive socket would skip the lookup that checks the address.
+    const request = send(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, signal, agent: false, ...(lookup === undefined ? {} : { lookup }) }, (response: IncomingMessage) => {
+      resolve(response.statusCode ?? 0);
+      response.destroy();
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
 }
 
 /**
  * Posts `body` to `url` until a 2xx answer, at most `attempts` times, waiting
  * `backoffMs`, doubling, between attempts. A 3xx counts as a failure (never
- * followed); so does a 4xx other than 408 and 429, without retrying.
+ * followed); so does a 4xx other than 408 and 429, without retrying, and a
+ * host allowed by a pattern that resolves to an address that is not public.
  *
  * @example
  * await deliverWebhook(url, JSON.stringify(record), policy);
@@ -93,25 +170,26 @@ export async function deliverWebhook(
   let status: number | undefined;
   for (let attempt = 1; attempt <= attempts; attempt++) {
     const url = checkWebhookUrl(target, policy);
+    // A host the operator named (or an IP address) is called wherever it is; one a pattern allows, only in public.
+    const named = entriesAllowing(url, policy.hosts).some((entry) => !entry.startsWith('*.'));
     const timestamp = Math.floor(Date.now() / 1000);
     try {
-      const response = await fetch(url, {
-        method: 'POST',
-        redirect: 'manual',
-        headers: {
+      status = await post(
+        url,
+        {
           'content-type': 'application/json',
           'user-agent': 'runnel-webhook',
           'x-runnel-timestamp': String(timestamp),
           'x-runnel-signature': signWebhook(body, policy.secret as string, timestamp),
         },
         body,
-        signal: AbortSignal.any([AbortSignal.timeout(options.timeoutMs ?? 10_000), ...(options.signal === undefined ? [] : [options.signal])]),
-      });
-      status = response.status;
-      await response.body?.cancel().catch(() => undefined);
+        AbortSignal.any([AbortSignal.timeout(options.timeoutMs ?? 10_000), ...(options.signal === undefined ? [] : [options.signal])]),
+        named ? (policy.lookup as LookupFunction | undefined) : publicOnly(policy.lookup ?? dnsLookup),
+      );
       if (status >= 200 && status < 300) return { delivered: true, attempts: attempt, status };
       if (status >= 300 && status < 500 && status !== 408 && status !== 429) return { delivered: false, attempts: attempt, status };
-    } catch {
+    } catch (error) {
+      if (error instanceof NotPublicAddress) return { delivered: false, attempts: attempt, refused: error.message };
       status = undefined;
     }
     if (attempt < attempts) {

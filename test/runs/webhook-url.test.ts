@@ -5,8 +5,10 @@
  * any other service of a listed host — an admin API, a database. An entry
  * now allows the scheme's default port, or the one port it names.
  */
-import { describe, expect, it } from 'vitest';
-import { checkWebhookUrl } from '../../src/runs/index.js';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkWebhookUrl, deliverWebhook, isPublicAddress, type WebhookPolicy } from '../../src/runs/index.js';
 
 const policy = { hosts: ['hooks.example.com', '*.corp.example:8443', '10.0.0.5:8080', '[::1]:9000'], secret: 's3cret-0123456789', allowHttp: true };
 const allowed = (url: string): boolean => {
@@ -36,5 +38,69 @@ describe('checkWebhookUrl', () => {
     expect(() => checkWebhookUrl('https://hooks.example.com:6379/', policy)).toThrow(
       'webhook host hooks.example.com on port 6379 is not in RUNNEL_WEBHOOK_HOSTS (an entry allows the scheme\'s default port, or the one it names: hooks.example.com:6379)',
     );
+  });
+});
+
+/**
+ * A host allowed only by a pattern (`*.corp.example`) was called wherever its name pointed: whoever runs a
+ * name under the pattern could aim the server's POSTs at its own network (a cloud's metadata service, an
+ * admin API on 127.0.0.1). Such a host must now resolve to public addresses, checked on the address the
+ * connection is made to; a name listed itself is the operator's word and is called wherever it is.
+ */
+describe('deliverWebhook and the addresses a pattern allows', () => {
+  let receiver: Server;
+  let port: number;
+  const received: { signature: string | undefined; body: string }[] = [];
+  // The names' answers: what a resolver of the pattern's zone says (no test may depend on real DNS).
+  const answers: Record<string, { address: string; family: number }[]> = {
+    'hooks.corp.example': [{ address: '127.0.0.1', family: 4 }],
+    'mixed.corp.example': [{ address: '93.184.216.34', family: 4 }, { address: '10.1.2.3', family: 4 }],
+    'mapped.corp.example': [{ address: '::ffff:127.0.0.1', family: 6 }],
+  };
+  const lookup = ((hostname: string, options: unknown, callback: (error: Error | null, addresses: unknown, family?: number) => void) => {
+    const found = answers[hostname];
+    if (found === undefined) return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), undefined);
+    if ((options as { all?: boolean }).all === true) return callback(null, found);
+    return callback(null, found[0]?.address, found[0]?.family);
+  }) as unknown as WebhookPolicy['lookup'];
+
+  beforeAll(async () => {
+    receiver = createServer((request, response) => {
+      let body = '';
+      request.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      request.on('end', () => {
+        received.push({ signature: request.headers['x-runnel-signature'] as string | undefined, body });
+        response.end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    port = (receiver.address() as AddressInfo).port;
+  });
+  afterAll(async () => new Promise<void>((resolve) => receiver.close(() => resolve())));
+
+  it('refuses a host a pattern allows when it resolves to a private address, and never connects', async () => {
+    received.length = 0;
+    const patterned: WebhookPolicy = { hosts: [`*.corp.example:${port}`], secret: 's3cret-0123456789', allowHttp: true, lookup };
+    for (const name of ['hooks', 'mixed', 'mapped']) {
+      const delivery = await deliverWebhook(`http://${name}.corp.example:${port}/runs`, '{"run_id":"r1"}', patterned, { attempts: 3, backoffMs: 1 });
+      expect(delivery, name).toMatchObject({ delivered: false, attempts: 1, refused: expect.stringContaining(`${name}.corp.example resolves to`) });
+    }
+    expect(received).toEqual([]);
+    // A name that does not resolve is retried like a receiver that is down, not refused.
+    expect(await deliverWebhook(`http://gone.corp.example:${port}/`, '{}', patterned, { attempts: 2, backoffMs: 1 })).toEqual({ delivered: false, attempts: 2, status: undefined });
+  });
+
+  it('calls a host the operator listed by name wherever it resolves, signed', async () => {
+    received.length = 0;
+    const named: WebhookPolicy = { hosts: [`hooks.corp.example:${port}`], secret: 's3cret-0123456789', allowHttp: true, lookup };
+    const delivery = await deliverWebhook(`http://hooks.corp.example:${port}/runs`, '{"run_id":"r2"}', named, { attempts: 1 });
+    expect(delivery).toEqual({ delivered: true, attempts: 1, status: 200 });
+    expect(received).toEqual([{ signature: expect.stringMatching(/^sha256=[0-9a-f]{64}$/), body: '{"run_id":"r2"}' }]);
+  });
+
+  it('tells public addresses from the others', () => {
+    for (const address of ['93.184.216.34', '1.1.1.1', '2606:4700:4700::1111', '::ffff:93.184.216.34']) expect(isPublicAddress(address), address).toBe(true);
+    const others = ['127.0.0.1', '10.0.0.5', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1', '::1', '::', 'fd00::1', 'fe80::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '0:0:0:0:0:ffff:a00:1', '::FFFF:192.168.0.1', '64:ff9b::7f00:1', 'localhost'];
+    for (const address of others) expect(isPublicAddress(address), address).toBe(false);
   });
 });
