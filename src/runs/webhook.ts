@@ -29,8 +29,17 @@ export interface WebhookPolicy {
   lookup?: typeof dnsLookup;
 }
 
-const hostMatches = (host: string, pattern: string): boolean =>
-  pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1 : host === pattern;
+/**
+ * Whether a host name matches a list's entry: the same name, or for `*.example.com` a name under it (not
+ * `example.com` itself). Both lower case; `RUNNEL_ALLOWED_HOSTS` and `RUNNEL_WEBHOOK_HOSTS` match this way.
+ *
+ * @example
+ * matchesHost('hooks.example.com', '*.example.com'); // true
+ * matchesHost('example.com', '*.example.com'); // false
+ */
+export function matchesHost(name: string, entry: string): boolean {
+  return entry.startsWith('*.') ? name.endsWith(entry.slice(1)) && name.length > entry.length - 1 : name === entry;
+}
 
 /**
  * The entries that allow `url`'s host on its port: an entry without a port allows the scheme's default port
@@ -42,7 +51,7 @@ function entriesAllowing(url: URL, patterns: readonly string[]): string[] {
   const port = url.port === '' ? (url.protocol === 'https:' ? '443' : '80') : url.port;
   return patterns.filter((entry) => {
     const at = /:(\d{1,5})$/.exec(entry);
-    return at === null ? url.port === '' && hostMatches(host, entry) : port === at[1] && hostMatches(host, entry.slice(0, at.index));
+    return at === null ? url.port === '' && matchesHost(host, entry) : port === at[1] && matchesHost(host, entry.slice(0, at.index));
   });
 }
 

@@ -9,6 +9,7 @@
  * `RUNNEL_ALLOWED_HOSTS`, as development servers (Vite, webpack's) do.
  */
 import { isIP } from 'node:net';
+import { matchesHost } from '../runs/index.js';
 
 /** The name in a Host header: lower case, without its port or one trailing dot; an IPv6 address keeps its brackets. */
 export function hostName(header: string): string {
@@ -28,11 +29,6 @@ function unrebindable(name: string): boolean {
   return isIP(name) === 4 || name === 'localhost' || name.endsWith('.localhost');
 }
 
-/** Whether `name` matches an entry: the same name, or a name under `*.example.com`. */
-function listed(name: string, allowed: readonly string[]): boolean {
-  return allowed.some((entry) => (entry.startsWith('*.') ? name.endsWith(entry.slice(1)) && name.length > entry.length - 1 : name === entry));
-}
-
 /**
  * A check of Host headers for a server without keys: true when the request may be served. A request
  * without a Host (HTTP/1.0; a browser always sends one) is served.
@@ -46,6 +42,6 @@ export function hostCheck(allowed: readonly string[]): (header: string | undefin
   return (header) => {
     if (header === undefined) return true;
     const name = hostName(header);
-    return unrebindable(name) || listed(name, allowed);
+    return unrebindable(name) || allowed.some((entry) => matchesHost(name, entry));
   };
 }
