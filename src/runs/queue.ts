@@ -321,6 +321,8 @@ export class BullRunQueue implements RunQueue {
   private readonly worker: Worker | undefined;
   private readonly core: RunWorkerCore;
   private readonly connections: Redis[] = [];
+  /** Whether the queue's connection has lost Redis and not found it again (not before its first connect). */
+  private redisLost = false;
   private readonly timers: NodeJS.Timeout[] = [];
 
   constructor(options: RunQueueOptions & { connection: Redis; prefix?: string; lockMs?: number }) {
@@ -335,7 +337,10 @@ export class BullRunQueue implements RunQueue {
       this.connections.push(client);
       return client;
     };
-    this.queue = new Queue('runs', { connection: connection(), prefix, defaultJobOptions: { removeOnComplete: true, removeOnFail: 1000 } });
+    const queueClient = connection();
+    queueClient.on('close', () => (this.redisLost = true));
+    queueClient.on('ready', () => (this.redisLost = false));
+    this.queue = new Queue('runs', { connection: queueClient, prefix, defaultJobOptions: { removeOnComplete: true, removeOnFail: 1000 } });
     this.queue.on('error', () => {});
     // Runs executed here outside the queue (durable streams) beat every third of a lock; any process ends
     // those whose process stopped beating for a whole lock, as BullMQ does for its jobs.
@@ -394,6 +399,9 @@ export class BullRunQueue implements RunQueue {
   }
 
   async counts(): Promise<{ waiting: number; active: number }> {
+    // The queue's connection waits out an outage with its commands queued: a scrape while Redis is known
+    // down would wait for it (and every scrape add one more command). It is refused at once instead.
+    if (this.redisLost) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the queue cannot be counted');
     const counts = await this.queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
     return { waiting: (counts.waiting ?? 0) + (counts.delayed ?? 0) + (counts.prioritized ?? 0), active: counts.active ?? 0 };
   }

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, connectServices, type ChainSpec } from '../../src/index.js';
 import { RedisServer } from '../support/redis-server.js';
 import { runChains } from '../support/run-server.js';
+import { settleWithin } from '../helpers.js';
 
 let redis: RedisServer;
 let app: FastifyInstance;
@@ -166,5 +167,29 @@ describe('Redis stops answering under a run', () => {
     } finally {
       await quick.close();
     }
+  }, 60_000);
+});
+
+describe('Redis gone (killed) under the queue', () => {
+  it("a scrape does not wait for it: the queue's counts are refused at once, and /metrics answers without the run gauges", async () => {
+    const queue = (app as unknown as { runnel: { runQueue(): { counts(): Promise<unknown> } } }).runnel.runQueue();
+    await expect(queue.counts()).resolves.toMatchObject({ waiting: expect.any(Number), active: expect.any(Number) });
+    await redis.kill();
+    // Its connection sees the socket close; until then a count may still be sent (and wait): each try is
+    // bounded, and the first after the close must be refused, not queued until Redis returns.
+    let refused: unknown;
+    for (let i = 0; i < 5 && refused === undefined; i++) {
+      refused = await settleWithin(queue.counts(), 5_000).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      if (refused instanceof Error && refused.message.startsWith('did not settle')) refused = undefined;
+    }
+    expect(refused).toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    const metrics = await settleWithin(fetch(`${url}/metrics`), 5_000);
+    expect(metrics.status).toBe(200);
+    const text = await metrics.text();
+    expect(text).toContain('runnel_open_streams');
+    expect(text).not.toMatch(/^runnel_runs\{/m);
   }, 60_000);
 });
