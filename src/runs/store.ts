@@ -867,13 +867,17 @@ export class RedisRunStore implements RunStore {
       const ids = packed(holder).map((frame) => frame[0] ?? holder[0]);
       if (ids.includes(id)) return true;
       // Past the last frame written, in the execution that wrote it (ids `{base}-{n}`): a frame its process made
-      // and handed to its client, then stopped (killed) before writing. The client resumes after it as after
-      // the last frame written, and hears how the run ended.
-      const [last] = (await redisCall(this.client.xrevrange(log, '+', '-', 'COUNT', 1))) as [string, string[]][];
+      // and handed to its client, then failed to write (Redis went away, the process was killed). The client
+      // resumes after it as after the last frame written, and hears how the run ended — which the frames of
+      // the run's end, written later from elsewhere (ids Redis gave), say. That execution wrote nothing after
+      // the holder: no later entry goes on with its ids.
       const lastId = ids.at(-1);
-      if (last?.[0] !== holder[0] || lastId === undefined) return false;
+      if (lastId === undefined) return false;
       const [wanted, written] = [parseStreamId(id), parseStreamId(lastId)];
-      return wanted[0] === written[0] && wanted[1] > written[1];
+      if (wanted[0] !== written[0] || wanted[1] <= written[1]) return false;
+      const [next] = (await redisCall(this.client.xrange(log, `(${holder[0]}`, '+', 'COUNT', 1))) as [string, string[]][];
+      const nextId = next === undefined ? undefined : packed(next)[0]?.[0];
+      return nextId === undefined || nextId === null || parseStreamId(nextId)[0] !== wanted[0];
     }
     // Before every entry: one of the run's only if the log was trimmed (its first frame, `metadata`, is gone).
     const [first] = (await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 1))) as [string, string[]][];

@@ -80,13 +80,14 @@ describe('Redis stops answering under a run', () => {
     expect(unhandled).toEqual([]);
   }, 90_000);
 
-  it('a durable stream whose log stops taking writes mid-run: its client gets the error frame at once, and the run ends once Redis is back', async () => {
+  it('a durable stream whose log stops taking writes mid-run: its client gets the error frame at once, the run ends once Redis is back, and rejoining after the last frame it saw replays that end', async () => {
     const { reader, text: head, runId } = await openDurable('/long', 'mid-run');
     redis.signal('SIGSTOP');
+    let text = head;
     try {
       // The stream ends while Redis is still stopped: its last frame says why (before, the client heard only
       // pings until the run could be ended in Redis, and then no error frame at all).
-      const text = head + (await rest(reader));
+      text = head + (await rest(reader));
       expect(text).toMatch(/event: error\r\ndata: \{[^\n]*"code":"RUNNEL_ERR_REDIS_UNAVAILABLE"[^\n]*\}\r\n\r\n$/);
       expect(text.match(/event: (end|error)/g)).toEqual(['event: error']);
     } finally {
@@ -94,6 +95,14 @@ describe('Redis stops answering under a run', () => {
     }
     expect(await endedRecord('/long', runId)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
     expect(unhandled).toEqual([]);
+    // Its client saw frames that were sent before their write failed; rejoining after the last of them (as
+    // EventSource does on its own), it hears how the run ended, once — not 400 for an id the log never got.
+    const lastSeen = [...text.matchAll(/^id: (\S+)/gm)].at(-1)?.[1] as string;
+    const again = await fetch(`${url}/long/runs/${runId}/stream`, { headers: { 'last-event-id': lastSeen } });
+    expect(again.status).toBe(200);
+    const replay = await again.text();
+    expect(replay.match(/^event: \w+/gm)).toEqual(['event: error']);
+    expect(replay).toContain('"code":"RUNNEL_ERR_REDIS_UNAVAILABLE"');
   }, 90_000);
 
   it('a durable stream of a token a tick whose log stops taking writes: no write is made after the first that failed, so its client hears why after one timeout', async () => {
