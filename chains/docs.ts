@@ -9,7 +9,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, queryTerms, Runnable, searchableText, terms, type IngestResult, type RunType } from '../src/index.js';
+import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, queryTerms, Runnable, searchableText, SEED_ORIGIN, terms, type IngestResult, type RunType } from '../src/index.js';
 import type { ChainContext } from './model.js';
 
 /** A retrieved passage, as `/rag` returns it. */
@@ -35,10 +35,7 @@ export const sourceSchema = z.object({
 const CANDIDATES_PER_SOURCE = 3;
 
 /** What marks the server's own passages in the collection: the seed touches those alone. */
-const SEEDED = { origin: 'runnel' } as const;
-
-/** Sources the seed wrote before it marked its passages: its README and `docs/` (relative to the package). */
-const isUnmarkedPackageSource = (source: string): boolean => source === 'README.md' || source.startsWith('docs/');
+const SEEDED = { origin: SEED_ORIGIN } as const;
 
 /** The `docs` collection, opened lazily. */
 export class DocsCollection {
@@ -88,24 +85,20 @@ export class DocsCollection {
    * are gone), and does nothing more when it is up to date. Its passages
    * carry `metadata.origin: "runnel"`, and it touches no other: what users
    * added with `npm run ingest` is left as it is, whatever its source is
-   * named (a user's own `docs/runbook.md` too). Returns undefined when
-   * nothing changed.
+   * named (a user's own `docs/runbook.md` too). Nor does it guess which
+   * unmarked passages an earlier version's seed wrote: a collection seeded
+   * before passages were marked keeps that seed's passages of sections
+   * since changed (docs/persistence.md says how to drop them). Returns
+   * undefined when nothing changed.
    */
   async seed(): Promise<IngestResult | undefined> {
     const store = await this.store();
     const root = packageRoot();
     const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));
-    // A collection seeded before passages were marked: its unmarked README and docs/ passages were the seed's
-    // (that seed deleted any other of those names at each start). Once marked below, they are dropped.
-    const unmarked = (await store.sources(SEEDED)).length === 0;
     const result = await ingestPaths(store, paths, { sourceRoot: root, sync: true, metadata: SEEDED });
     if (result.failed.length === 0) {
       const gone = (await store.sources(SEEDED)).filter((source) => !existsSync(join(root, source)));
       if (gone.length > 0) result.removed += await store.delete({ filter: { source: { $in: gone }, ...SEEDED } });
-      if (unmarked) {
-        const legacy = (await store.sources({ origin: { $ne: SEEDED.origin } })).filter(isUnmarkedPackageSource);
-        if (legacy.length > 0) result.removed += await store.delete({ filter: { source: { $in: legacy }, origin: { $ne: SEEDED.origin } } });
-      }
     }
     this.seeded = true;
     return result.added === 0 && result.removed === 0 && result.failed.length === 0 ? undefined : result;

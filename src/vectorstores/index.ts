@@ -8,4 +8,4 @@ export { validateFilter, matchesFilter, type Filter } from './filter.js';
 export { PgVectorStore, type PgVectorStoreOptions, type Distance } from './pgvector.js';
 export { databaseError, pgExecutor, pgliteExecutor, type SqlExecutor, type SqlQueryable } from './sql.js';
 export { compileFilter } from './sql-filter.js';
-export { ingestPaths, chunkId, type IngestOptions, type IngestResult } from './ingest.js';
+export { ingestPaths, chunkId, SEED_ORIGIN, type IngestOptions, type IngestResult } from './ingest.js';

@@ -25,6 +25,12 @@ async function filesOf(path: string): Promise<{ folder: boolean; files: string[]
 }
 
 /** Text Postgres refuses to store (a NUL character, in the content or in JSON Lines metadata). */
+/**
+ * The `origin` Runnel's docs seed marks its passages with (`metadata.origin`): an ingest without a
+ * `metadata` mark of its own never deletes them.
+ */
+export const SEED_ORIGIN = 'runnel';
+
 const holdsNul = (doc: Document): boolean => doc.pageContent.includes('\u0000') || JSON.stringify(doc.metadata).includes('\\u0000');
 
 /** Options of {@link ingestPaths}. */
@@ -110,7 +116,10 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     try {
       const found = await filesOf(path);
       files = found.files;
-      if (found.folder) folders.push(`${sourceName(path)}/`.replace(/^\.?\//, ''));
+      // The folder sources are named from (the working directory, or sourceRoot itself) is no prefix: every
+      // source of the collection would start with it, those ingested from elsewhere too.
+      const prefix = `${sourceName(path)}/`.replace(/^\.?\//, '');
+      if (found.folder && prefix !== '') folders.push(prefix);
     } catch (error) {
       fail(sourceName(path), error);
       continue;
@@ -129,6 +138,9 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     if (typeof doc.metadata.source === 'string') doc.metadata.source = sourceName(doc.metadata.source);
   }
   const mark = options.metadata ?? {};
+  // What a sync may delete: passages with this mark; without one, any but those Runnel's docs seed marks
+  // as its own (`origin: "runnel"`), which a user's ingest into that collection must leave alone.
+  const scope = options.metadata ?? { origin: { $ne: SEED_ORIGIN } };
   const chunks = (await splitForIngest(docs, options)).map(
     (chunk) => new Document({ id: chunkId(chunk), pageContent: chunk.pageContent, metadata: { ...chunk.metadata, ...mark } }),
   );
@@ -165,13 +177,13 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   // Nothing is deleted for a source whose new chunks failed to store: it keeps its old ones until a run succeeds.
   const unstored = new Set(failed.map((failure) => failure.source));
   if (options.sync === 'collection' && failed.length === 0) {
-    removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { ...mark });
+    removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { ...scope });
   } else if (options.sync === true) {
     // The sources that loaded, and those of files gone from a folder given; a file that failed to read keeps its chunks.
     const named = docs.map((doc) => doc.metadata.source).filter((source): source is string => typeof source === 'string');
-    const gone = folders.length === 0 ? [] : (await store.sources(mark)).filter((source) => folders.some((folder) => source.startsWith(folder)));
+    const gone = folders.length === 0 ? [] : (await store.sources(scope)).filter((source) => folders.some((folder) => source.startsWith(folder)));
     const sources = [...new Set([...named, ...gone])].filter((source) => !unstored.has(source));
-    if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources }, ...mark });
+    if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources }, ...scope });
   }
   if (added > 0 || removed > 0) await store.analyze();
   return { added, skipped: unique.length - fresh.length + (chunks.length - unique.length), removed, failed };

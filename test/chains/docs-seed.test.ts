@@ -29,11 +29,14 @@ describe('the docs collection at start', () => {
 
   it('keeps the passages users ingested, and drops its own of a file that is gone', async () => {
     const docs = new DocsCollection({ services, env: {} });
-    // A collection an earlier version seeded, before passages were marked: its README and docs/ passages were the seed's.
+    // An unmarked `docs/…` passage before the first marked seed: a user's, ingested before the server first
+    // started (or an earlier version's seed, which nothing can tell apart). The seed leaves it.
     const store = await docs.store();
-    await store.addDocuments([new Document({ id: 'legacy-1', pageContent: 'A section an earlier version had.', metadata: { source: 'docs/old-guide.md' } })]);
-    expect((await docs.seed())?.removed).toBe(1);
-    expect(await store.sources()).not.toContain('docs/old-guide.md');
+    await store.addDocuments([new Document({ id: 'early-1', pageContent: 'Our on-call rota, ingested before the first start.', metadata: { source: 'docs/rota.md' } })]);
+    expect((await docs.seed())?.removed).toBe(0);
+    expect(await store.sources()).toContain('docs/rota.md');
+    const seeded = (await store.sources({ origin: 'runnel' })).length;
+    expect(seeded).toBeGreaterThan(10);
     // What `npm run ingest -- mydocs --collection docs` does, from the user's own folder.
     mkdirSync(join(dir, 'mydocs'));
     writeFileSync(join(dir, 'mydocs', 'espresso.md'), '# Espresso\n\nCrema is the foam of emulsified oils on top of an espresso shot.\n');
@@ -44,6 +47,13 @@ describe('the docs collection at start', () => {
     writeFileSync(join(dir, 'team', 'README.md'), '# Team\n\nThe roastery team owns the grinder service.\n');
     expect((await ingestPaths(store, [join(dir, 'team', 'docs')], { sourceRoot: join(dir, 'team') })).added).toBe(1);
     expect((await ingestPaths(store, [join(dir, 'team', 'README.md')], { sourceRoot: join(dir, 'team') })).added).toBe(1);
+    // `--sync` of that folder, and of the folder the sources are named from: the user's own passages are synced;
+    // the seed's (its docs/…, README.md) and those ingested from another folder (mydocs/espresso.md) are not theirs
+    // to drop. (docs/rota.md, unmarked and named as a file of the synced `docs` folder that is not there, goes.)
+    await ingestPaths(store, [join(dir, 'team', 'docs')], { sourceRoot: join(dir, 'team'), sync: true });
+    await ingestPaths(store, [join(dir, 'team')], { sourceRoot: join(dir, 'team'), sync: true });
+    expect((await store.sources({ origin: 'runnel' })).length).toBe(seeded);
+    expect(await store.sources()).toEqual(expect.arrayContaining(['mydocs/espresso.md', 'docs/runbook.md', 'README.md']));
     // A passage of a docs file an earlier version shipped and this one does not.
     await store.addDocuments([
       new Document({ id: 'stale-1', pageContent: 'The old guide to a removed feature.', metadata: { source: 'docs/removed-feature.md', origin: 'runnel' } }),
