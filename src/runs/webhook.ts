@@ -63,9 +63,15 @@ function entriesAllowing(url: URL, patterns: readonly string[]): string[] {
 const NOT_PUBLIC = new BlockList();
 for (const [network, prefix] of [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24],
-  ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
+  ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
 ] as const) NOT_PUBLIC.addSubnet(network, prefix, 'ipv4');
-for (const [network, prefix] of [['::', 127], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001:db8::', 32], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const) {
+// IPv6: unspecified and loopback, IPv4-compatible (::/96) and translated (::ffff:0:0:0/96) forms, NAT64, discard,
+// Teredo and 6to4 (tunnels that reach IPv4 addresses), documentation, unique-local, link- and site-local, multicast.
+for (const [network, prefix] of [
+  ['::', 96], ['::ffff:0:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001::', 32], ['2001:db8::', 32], ['2002::', 16],
+  ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
+] as const) {
   NOT_PUBLIC.addSubnet(network, prefix, 'ipv6');
 }
 
@@ -73,7 +79,8 @@ for (const [network, prefix] of [['::', 127], ['64:ff9b::', 96], ['64:ff9b:1::',
 export function isPublicAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return !NOT_PUBLIC.check(address, 'ipv4');
-  if (family !== 6) return false;
+  // A scoped address (fe80::1%eth0) is link-local whatever its scope; the URL parser takes no scope.
+  if (family !== 6 || address.includes('%')) return false;
   // An IPv4-mapped address (::ffff:127.0.0.1) is the IPv4 address it carries. (A BlockList matches IPv4
   // addresses against a rule for the mapped range, so that range cannot be a rule here.) The URL parser
   // writes every spelling of one the same way: ::ffff:7f00:1.

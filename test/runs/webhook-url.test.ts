@@ -101,6 +101,9 @@ describe('deliverWebhook and the addresses a pattern allows', () => {
   it('tells public addresses from the others', () => {
     for (const address of ['93.184.216.34', '1.1.1.1', '2606:4700:4700::1111', '::ffff:93.184.216.34']) expect(isPublicAddress(address), address).toBe(true);
     const others = ['127.0.0.1', '10.0.0.5', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1', '::1', '::', 'fd00::1', 'fe80::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '0:0:0:0:0:ffff:a00:1', '::FFFF:192.168.0.1', '64:ff9b::7f00:1', 'localhost'];
+    // Forms that reach IPv4 through a tunnel or translation (IPv4-compatible, SIIT, 6to4, Teredo), site-local, 6to4
+    // relays, and a scoped link-local address (which the URL parser refuses: it threw, in a resolver's callback).
+    others.push('::7f00:1', '::ffff:0:7f00:1', '2002:7f00:1::', '2001::1', 'fec0::1', '192.88.99.1', 'fe80::1%lo');
     for (const address of others) expect(isPublicAddress(address), address).toBe(false);
   });
 });
