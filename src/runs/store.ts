@@ -360,7 +360,12 @@ export class MemoryRunStore implements RunStore {
   }
 
   async hasFrame(runId: string, id: string): Promise<boolean> {
-    return this.runs.get(runId)?.frames.some((frame) => frame.id === id) === true;
+    const frames = this.runs.get(runId)?.frames;
+    if (frames === undefined) return false;
+    if (frames.some((frame) => frame.id === id)) return true;
+    // Before what a trimmed log still holds (its first frame, `metadata`, is gone): one of its trimmed frames.
+    const first = frames[0];
+    return first !== undefined && first.event !== 'metadata' && Number(id) < Number(first.id);
   }
 
   async close(): Promise<void> {

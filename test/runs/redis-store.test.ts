@@ -184,6 +184,18 @@ describe('RedisRunStore', () => {
     expect(await store.hasFrame(randomUUID(), '1-0')).toBe(false);
   });
 
+  // The in-process store trims a long run's frames too: an id before what it still holds is one of them, and
+  // the reader resumes from what is left (as the Redis store answers), not 400.
+  it('in process: an id of a trimmed frame is still a frame of the run', async () => {
+    const memory = new MemoryRunStore({ maxFrames: 3 });
+    const run = record();
+    await memory.create(run);
+    const ids = await memory.append(run.run_id, [{ event: 'metadata', data: { run_id: run.run_id } }, ...[1, 2, 3, 4].map((n) => ({ event: 'data' as const, data: n }))]);
+    expect((await memory.frames(run.run_id)).map((frame) => frame.id)).toEqual(ids.slice(2));
+    for (const id of ids) expect(await memory.hasFrame(run.run_id, id), id).toBe(true);
+    expect(await memory.hasFrame(run.run_id, String(Number(ids.at(-1)) + 1))).toBe(false);
+  });
+
   it('takes only frame ids of its own shape (they are written unescaped)', async () => {
     const run = record();
     await store.create(run);
