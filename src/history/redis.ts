@@ -6,6 +6,7 @@
  * is `RUNNEL_ERR_STORED_RECORD_INVALID`. Redis failures are
  * `RUNNEL_ERR_REDIS_UNAVAILABLE`.
  */
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { isRunnelError, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
@@ -35,6 +36,15 @@ export function redisError(error: unknown): RunnelError {
  * @example
  * const history = new RedisChatMessageHistory({ client: redis, sessionId: 'alice:s1' });
  */
+/** The field of a stored message naming the write that stored it (dropped when read). */
+const WRITE_TOKEN = 'runnel_write';
+
+function withoutWriteToken(record: unknown): unknown {
+  if (record === null || typeof record !== 'object' || !(WRITE_TOKEN in record)) return record;
+  const { [WRITE_TOKEN]: _token, ...message } = record as Record<string, unknown>;
+  return message;
+}
+
 export class RedisChatMessageHistory implements ChatMessageHistory {
   private readonly client: Redis;
   private readonly key: string;
@@ -57,7 +67,7 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     }
     return records.map((record, index) => {
       try {
-        return coerceMessage(JSON.parse(record));
+        return coerceMessage(withoutWriteToken(JSON.parse(record)));
       } catch (error) {
         throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `History record ${index} of this session is not a valid message`, { cause: error });
       }
@@ -66,7 +76,9 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
 
   async addMessages(messages: BaseMessage[]): Promise<void> {
     if (messages.length === 0) return;
-    const records = messages.map((message) => JSON.stringify(storable(message)));
+    // Each write's records carry a token of their own, so a write whose outcome is unknown can be taken back.
+    const token = randomUUID();
+    const records = messages.map((message) => JSON.stringify({ ...(JSON.parse(JSON.stringify(storable(message))) as object), [WRITE_TOKEN]: token }));
     try {
       const results = await this.client
         .multi()
@@ -77,6 +89,11 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
       const failed = results?.find(([error]) => error !== null);
       if (results === null || failed !== undefined) throw failed?.[0] ?? new Error('MULTI was aborted');
     } catch (error) {
+      // A write that timed out may still be carried out: a frozen Redis runs what its socket holds when it
+      // wakes, and the turn its caller was told had failed would be saved (twice, once the client retries).
+      // Its removal goes on the same connection right behind it, so Redis runs the two in that order; the
+      // token makes it match this write's records alone (an earlier identical turn stays).
+      for (const record of records) this.client.lrem(this.key, 0, record).catch(() => undefined);
       throw redisError(error);
     }
   }

@@ -22,7 +22,9 @@ describe('RedisChatMessageHistory', () => {
     await history.addMessages([new HumanMessage('hi')]);
     const key = `${namespace}:ttl`;
     expect(await redis.type(key)).toBe('list');
-    expect(JSON.parse((await redis.lindex(key, 0)) as string)).toEqual(new HumanMessage('hi').toJSON());
+    // The message's own JSON, and the write that stored it (so a write that timed out can be taken back).
+    expect(JSON.parse((await redis.lindex(key, 0)) as string)).toEqual({ ...new HumanMessage('hi').toJSON(), runnel_write: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    expect((await history.getMessages())[0]?.toJSON()).toEqual(new HumanMessage('hi').toJSON());
     await redis.expire(key, 10);
     await history.addMessages([new HumanMessage('again')]);
     expect(await redis.ttl(key)).toBeGreaterThan(100);

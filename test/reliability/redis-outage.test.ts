@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
-import { buildApp, connectServices, type Services } from '../../src/index.js';
+import { AIMessage, buildApp, connectServices, HumanMessage, RedisChatMessageHistory, type Services } from '../../src/index.js';
 import { freePort, settleWithin } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
@@ -121,5 +121,19 @@ describe('Redis killed under load', () => {
     } finally {
       redis.signal('SIGCONT');
     }
+  }, 30_000);
+
+  it('saves nothing of a turn whose history write timed out while Redis was frozen, once it wakes (a retry is not a second copy)', async () => {
+    const history = new RedisChatMessageHistory({ client: services.redis as NonNullable<Services['redis']>, sessionId: 'frozen-write' });
+    await history.addMessages([new HumanMessage('an earlier question'), new AIMessage('an earlier answer')]);
+    redis.signal('SIGSTOP');
+    try {
+      // The same words as the turn before: only this write's records may go.
+      await expect(settleWithin(history.addMessages([new HumanMessage('an earlier question'), new AIMessage('an earlier answer')]), 5_000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    } finally {
+      redis.signal('SIGCONT');
+    }
+    // Redis runs what its socket held when it wakes, the timed-out write included; this read comes after it.
+    expect((await history.getMessages()).map((message) => message.text)).toEqual(['an earlier question', 'an earlier answer']);
   }, 30_000);
 });
