@@ -30,12 +30,6 @@ export function redisError(error: unknown): RunnelError {
   return new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable', { cause: error });
 }
 
-/**
- * One conversation in Redis.
- *
- * @example
- * const history = new RedisChatMessageHistory({ client: redis, sessionId: 'alice:s1' });
- */
 /** The field of a stored message naming the write that stored it (dropped when read). */
 const WRITE_TOKEN = 'runnel_write';
 
@@ -45,6 +39,12 @@ function withoutWriteToken(record: unknown): unknown {
   return message;
 }
 
+/**
+ * One conversation in Redis.
+ *
+ * @example
+ * const history = new RedisChatMessageHistory({ client: redis, sessionId: 'alice:s1' });
+ */
 export class RedisChatMessageHistory implements ChatMessageHistory {
   private readonly client: Redis;
   private readonly key: string;
@@ -78,7 +78,7 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     if (messages.length === 0) return;
     // Each write's records carry a token of their own, so a write whose outcome is unknown can be taken back.
     const token = randomUUID();
-    const records = messages.map((message) => JSON.stringify({ ...(JSON.parse(JSON.stringify(storable(message))) as object), [WRITE_TOKEN]: token }));
+    const records = messages.map((message) => JSON.stringify({ ...storable(message).toJSON(), [WRITE_TOKEN]: token }));
     try {
       const results = await this.client
         .multi()
