@@ -1,7 +1,8 @@
 /**
  * Provider SDK clients, made on first use: a missing key is a clear
  * `RUNNEL_ERR_PROVIDER_REJECTED` at the first call (never at import), and the
- * key goes only into the client.
+ * key goes only into the client. What the SDKs log goes to the logger set with
+ * `setProviderLogger` (the server's), as their message alone.
  */
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -22,6 +23,33 @@ export function apiKeyFor(explicit: string | undefined, envName: string, who: st
   return key;
 }
 
+/** A logger of pino's shape: fields, then the message. */
+export type ProviderLogger = Record<'error' | 'warn' | 'info' | 'debug', (fields: Record<string, unknown>, message: string) => void>;
+
+let providerLogger: ProviderLogger | undefined;
+
+/**
+ * Where the provider SDKs' own log messages go from now on; unset, to the console. Only the message is
+ * kept, never the values logged with it: with a frame it cannot parse, an SDK logs the provider's raw
+ * frame, which holds the model's output (the failure itself reaches the caller as a Runnel error).
+ *
+ * @example
+ * setProviderLogger(app.log.child({ component: 'provider-sdk' }));
+ */
+export function setProviderLogger(logger: ProviderLogger | undefined): void {
+  providerLogger = logger;
+}
+
+/** The `logger` option of a provider's SDK client: each call goes to the current provider logger. */
+function sdkLogger(provider: string): Record<'error' | 'warn' | 'info' | 'debug', (message: unknown) => void> {
+  const at = (level: 'error' | 'warn' | 'info' | 'debug') => (message: unknown) => {
+    const text = typeof message === 'string' ? message : String(message);
+    if (providerLogger !== undefined) providerLogger[level]({ provider_sdk: provider }, text);
+    else console[level](`${provider} SDK: ${text}`);
+  };
+  return { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') };
+}
+
 const common = (options: ClientOptions) => ({
   maxRetries: options.maxRetries ?? 2,
   ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
@@ -32,6 +60,7 @@ export function openAIClient(options: ClientOptions, who: string): OpenAI {
   return new OpenAI({
     apiKey: apiKeyFor(options.apiKey, 'OPENAI_API_KEY', who),
     baseURL: options.baseURL ?? process.env.OPENAI_BASE_URL ?? undefined,
+    logger: sdkLogger('openai'),
     ...common(options),
   });
 }
@@ -41,6 +70,7 @@ export function anthropicClient(options: ClientOptions, who: string): Anthropic 
   return new Anthropic({
     apiKey: apiKeyFor(options.apiKey, 'ANTHROPIC_API_KEY', who),
     ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
+    logger: sdkLogger('anthropic'),
     ...common(options),
   });
 }

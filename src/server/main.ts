@@ -6,7 +6,7 @@
  */
 import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
-import { chatModelFromEnv } from '../models/index.js';
+import { chatModelFromEnv, setProviderLogger } from '../models/index.js';
 import { buildApp } from './app.js';
 import { loadServerConfig, type ServerConfig } from './config.js';
 import { serverLoggerOptions } from './log-options.js';
@@ -39,6 +39,8 @@ async function serve(config: ServerConfig): Promise<void> {
     runWorkers: 'start',
     logger: serverLoggerOptions(config.logLevel),
   });
+  // What the provider SDKs log (a frame they cannot parse, a retry) goes into the server's JSON lines.
+  setProviderLogger(app.log);
   // In a cluster, the first process reads this process's series for a scrape on any process.
   offerClusterMetrics(() => app.runnel.metrics.values());
   // A deep accept queue: a burst of connections (1,000 streams opening at once) must not wait for SYN retries.

@@ -6,6 +6,7 @@
 import { pino } from 'pino';
 import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
+import { setProviderLogger } from '../models/index.js';
 import { loadServerConfig } from './config.js';
 import { redactUrlCredentials } from './log-options.js';
 import { connectServices } from './services.js';
@@ -16,6 +17,7 @@ try {
   const config = loadServerConfig(process.env);
   // The server's log lines (pino's JSON, LOG_LEVEL honoured); of an error, its message only.
   const logger = pino({ level: config.logLevel });
+  setProviderLogger(logger);
   const log = {
     info: (message: string) => logger.info(message),
     error: (message: string, error?: unknown) => logger.error({ err: error instanceof Error ? redactUrlCredentials(error.message) : undefined }, message),

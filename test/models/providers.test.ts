@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AIMessage, ChatAnthropic, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, SystemMessage, ToolMessage, type ChatModel, type ChatModelOptions } from '../../src/index.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { AIMessage, ChatAnthropic, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, type ChatModel, type ChatModelOptions } from '../../src/index.js';
 import { settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 
@@ -119,6 +119,31 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     expect(seen.join('')).toBe('Why did');
     await settleWithin(abandoned, 2000);
     expect(cache.size).toBe(0);
+  });
+
+  it('ends a stream with a frame it cannot parse in RUNNEL_ERR_PROVIDER_UNAVAILABLE, caches nothing, and logs the SDK\'s message without the frame', async () => {
+    const cache = new InMemoryCache();
+    const printed = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    try {
+      const error = await model({ model: 'malformed', cache }).invoke('hi').catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', statusCode: 502 });
+      expect(cache.size).toBe(0);
+      // Without a provider logger the message goes to the console, the provider's frame does not.
+      expect(printed.mock.calls.length).toBeGreaterThan(0);
+      expect(JSON.stringify(printed.mock.calls)).toMatch(/Could not parse/);
+      expect(JSON.stringify(printed.mock.calls)).not.toContain('XYZZY');
+      printed.mockClear();
+      const logged: unknown[][] = [];
+      const record = (level: string) => (fields: Record<string, unknown>, message: string) => void logged.push([level, fields, message]);
+      setProviderLogger({ error: record('error'), warn: record('warn'), info: record('info'), debug: record('debug') });
+      await expect(model({ model: 'malformed' }).invoke('hi')).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+      expect(printed).not.toHaveBeenCalled();
+      expect(logged).toContainEqual(['error', { provider_sdk: name }, 'Could not parse message into JSON:']);
+      expect(JSON.stringify(logged)).not.toContain('XYZZY');
+    } finally {
+      setProviderLogger(undefined);
+      printed.mockRestore();
+    }
   });
 
   it('closes the upstream socket when the run is aborted mid-stream', async () => {

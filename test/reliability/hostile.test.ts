@@ -167,43 +167,12 @@ describe('poisoned Redis records', () => {
 describe('a canary API key', () => {
   const CANARY = `sk-canary-${run}-XYZZY`;
 
-  // The server runs on Postgres: on PGlite it would seed the docs collection in its own event loop at start,
-  // and on a loaded machine these requests queued behind that for most of a minute. The requests go out at once,
-  // so the provider SDK's retry waits after each 500 overlap instead of adding up.
+  // The requests go out at once, so the provider SDK's retry waits after each 500 overlap instead of adding up.
   it('never appears in logs or responses, after provider errors and validation errors', async () => {
     const provider = await startProviderServer('openai');
-    const dataDir = mkdtempSync(join(tmpdir(), 'runnel-canary-'));
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
-      cwd: root,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '/tmp',
-        PORT: '0',
-        HOST: '127.0.0.1',
-        LOG_LEVEL: 'trace',
-        OPENAI_API_KEY: CANARY,
-        OPENAI_BASE_URL: provider.url,
-        RUNNEL_MODEL: 'openai:error',
-        DATABASE_URL: process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test',
-        RUNNEL_DATA_DIR: dataDir,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let logs = '';
-    const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
-    // The port the server chose, from its own log line (PORT=0: no port can be taken by another test meanwhile).
-    const listening = new Promise<string>((resolve, reject) => {
-      const onData = (chunk: Buffer) => {
-        logs += chunk.toString();
-        const port = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(logs)?.[1];
-        if (port !== undefined) resolve(`http://127.0.0.1:${port}`);
-      };
-      child.stdout.on('data', onData);
-      child.stderr.on('data', onData);
-      void exited.then(() => reject(new Error(`the server exited before listening:\n${logs}`)));
-    });
+    const server = await startMain({ OPENAI_API_KEY: CANARY, OPENAI_BASE_URL: provider.url, RUNNEL_MODEL: 'openai:error' });
     try {
-      const base = await listening;
+      const base = await server.listening;
       const bodies: string[] = [];
       const post = async (url: string, body: unknown, headers: Record<string, string> = {}) => {
         const res = await fetch(`${base}${url}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
@@ -224,12 +193,88 @@ describe('a canary API key', () => {
       expect(bodies.join('\n')).not.toContain('XYZZY');
       expect(provider.requests.some((r) => r.headers.authorization === `Bearer ${CANARY}`)).toBe(true);
     } finally {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      await exited;
+      await server.stop();
       await provider.close();
-      rmSync(dataDir, { recursive: true, force: true });
     }
-    expect(logs.length).toBeGreaterThan(0);
-    expect(logs).not.toContain('XYZZY');
+    expect(server.logs().length).toBeGreaterThan(0);
+    expect(server.logs()).not.toContain('XYZZY');
   }, 60_000);
 });
+
+describe('a provider frame the SDK cannot parse', () => {
+  // The OpenAI SDK logs such a frame whole (the model's output in it) before it throws; by default to the console.
+  it('reaches the server\'s JSON log as the SDK\'s message alone, and the client as one error frame', async () => {
+    const provider = await startProviderServer('openai');
+    const server = await startMain({ OPENAI_API_KEY: 'sk-test-malformed-0000', OPENAI_BASE_URL: provider.url, RUNNEL_MODEL: 'openai:malformed' });
+    let body = '';
+    try {
+      const base = await server.listening;
+      const res = await fetch(`${base}/joke/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'parsing' } }) });
+      body = await res.text();
+    } finally {
+      await server.stop();
+      await provider.close();
+    }
+    expect(body.match(/^event: error$/gm)).toHaveLength(1);
+    expect(body).toContain('RUNNEL_ERR_PROVIDER_UNAVAILABLE');
+    expect(body).not.toMatch(/^event: end$/m);
+    const lines = server.logs().split('\n').filter((line) => line !== '');
+    const notJson = lines.filter((line) => {
+      try {
+        JSON.parse(line);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    expect(notJson).toEqual([]);
+    expect(lines.some((line) => line.includes('"provider_sdk":"openai"') && line.includes('Could not parse message into JSON'))).toBe(true);
+    expect(server.logs()).not.toContain('XYZZY');
+  }, 60_000);
+});
+
+/**
+ * `src/server/main.ts` in a child process on Postgres, with `env` over a minimal environment (trace-level logs):
+ * on PGlite it would seed the docs collection in its own event loop at start, and on a loaded machine requests
+ * queued behind that for most of a minute. `logs` is all it wrote, stdout and stderr.
+ */
+async function startMain(env: Record<string, string>): Promise<{ listening: Promise<string>; logs: () => string; stop: () => Promise<void> }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'runnel-hostile-'));
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'trace',
+      DATABASE_URL: process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test',
+      RUNNEL_DATA_DIR: dataDir,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let logs = '';
+  const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  // The port the server chose, from its own log line (PORT=0: no port can be taken by another test meanwhile).
+  const listening = new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      logs += chunk.toString();
+      const port = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(logs)?.[1];
+      if (port !== undefined) resolve(`http://127.0.0.1:${port}`);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    void exited.then(() => reject(new Error(`the server exited before listening:\n${logs}`)));
+  });
+  listening.catch(() => undefined);
+  return {
+    listening,
+    logs: () => logs,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -9,7 +9,9 @@
  * - `unauthorized`: 401 whose message quotes the request's key, as OpenAI's does;
  *   `rate-limited-long`: 429 asking for 7 s (`retry-after` alone); `rate-limited-until`: 429 with an HTTP date 2 min ahead;
  * - `error`: 500 every time; `error-once`: 500, then `text`;
- * - `slow`: the text stream, one frame every 50 ms.
+ * - `slow`: the text stream, one frame every 50 ms;
+ * - `malformed`: three frames of the text stream, then one whose JSON breaks off after the text
+ *   `MALFORMED-XYZZY` (the SDK cannot parse it), then the end.
  *
  * `/embeddings` answers with deterministic vectors `[text length, index, 1]`.
  *
@@ -31,6 +33,12 @@ export interface RecordedRequest {
 }
 
 const fixture = (name: string): string => readFileSync(new URL(`../fixtures/providers/${name}`, import.meta.url), 'utf8');
+
+/** A frame whose JSON breaks off: the output it carries must reach no log. */
+const MALFORMED: Record<Provider, string> = {
+  openai: 'data: {"id":"chatcmpl-fx","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"MALFORMED-XYZZY"\n\n',
+  anthropic: 'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"MALFORMED-XYZZY"\n\n',
+};
 
 /** Splits an SSE body into frames (each ending with a blank line). */
 function frames(body: string): string[] {
@@ -193,6 +201,8 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
           return stream('stall', { hang: true });
         case 'slow':
           return stream('text', { gapMs: 50 });
+        case 'malformed':
+          return void streamFrames(res, [...frames(fixture(`${provider}-text.sse`)).slice(0, 3), MALFORMED[provider]]);
         case 'rate-limited':
           return fail(res, 429, fixture(`${provider}-429.json`));
         case 'unauthorized': {
