@@ -4,15 +4,45 @@ import { clusterMetrics } from '../src/server/cluster.js';
 import { RunnelError } from '../src/core/index.js';
 import { errorBody } from '../src/server/http-errors.js';
 
+/**
+ * How long `/readyz` waits for a check: a service that does not answer in time (a frozen database) is not
+ * ready, and the probe gets its answer within a balancer's usual 1 s timeout.
+ */
+export const READY_CHECK_MS = 900;
+
 export const healthRoutes: FastifyPluginAsync = async (app) => {
+  // One run of each check at a time: probes arriving while a frozen service holds a check share its answer.
+  const inFlight = new Map<string, Promise<boolean>>();
+  const checked = (name: string, check: () => Promise<boolean>): Promise<boolean> => {
+    let running = inFlight.get(name);
+    if (running === undefined) {
+      running = check().then(
+        (ok) => ok === true,
+        () => false,
+      );
+      inFlight.set(name, running);
+      void running.finally(() => inFlight.delete(name));
+    }
+    const answer = running;
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), READY_CHECK_MS);
+      void answer.then((ok) => {
+        clearTimeout(timer);
+        resolve(ok);
+      });
+    });
+  };
+
   app.get('/healthz', { schema: { tags: ['operations'], summary: 'Alive', security: [], response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } }, async () => ({
     status: 'ok',
   }));
 
   app.get('/readyz', { schema: { tags: ['operations'], summary: 'Ready to take work', security: [] } }, async (_request, reply) => {
     const state = app.runnel;
+    const names = [...state.readiness.keys()];
+    const results = await Promise.all([...state.readiness].map(([name, check]) => checked(name, check)));
     const checks: Record<string, boolean> = {};
-    for (const [name, check] of state.readiness) checks[name] = await check().catch(() => false);
+    names.forEach((name, i) => (checks[name] = results[i] as boolean));
     const ready = !state.shuttingDown && Object.values(checks).every(Boolean);
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : state.shuttingDown ? 'shutting down' : 'not ready', checks });
   });

@@ -90,12 +90,19 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
   let executor: Promise<SqlExecutor> | undefined;
   let lock: DataDirLock | undefined;
   if (config.databaseUrl) {
+    const statementTimeoutMs = config.statementTimeoutMs ?? 5_000;
     pool = new pg.Pool({
       connectionString: config.databaseUrl,
       max: 10,
       connectionTimeoutMillis: 2_000,
       idleTimeoutMillis: 30_000,
-      statement_timeout: config.statementTimeoutMs ?? 5_000,
+      statement_timeout: statementTimeoutMs,
+      // Postgres enforces statement_timeout itself, so a frozen server (or a partition) would hold a query on
+      // an open connection for good: the client gives up a second later, and the connection is dropped.
+      query_timeout: statementTimeoutMs + 1_000,
+      // An idle connection to a peer that went away is found by TCP keepalive, not at its next query.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
     });
     // Without this, a terminated idle connection would kill the process.
     pool.on('error', () => {});

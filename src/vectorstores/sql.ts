@@ -22,7 +22,7 @@ export interface SqlExecutor extends SqlQueryable {
 
 // SQLSTATE classes and codes that mean "the database is not there" rather than "this SQL is wrong":
 // connection exceptions (08), credentials refused (28), a database that does not exist (3D000), shutdowns and
-// restarts (57P01-57P03), a statement timeout (57014).
+// restarts (57P01-57P03), a statement timeout (57014); and the driver's own timeouts (a server that does not answer).
 const UNAVAILABLE_STATES = /^(08|28|3D000$|57P0[1-3]$|57014$)/;
 const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
 
@@ -45,7 +45,7 @@ export function databaseError(error: unknown): unknown {
   }
   if (
     (typeof code === 'string' && (UNAVAILABLE_STATES.test(code) || UNAVAILABLE_ERRNOS.has(code))) ||
-    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end/i.test(text)
+    /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Cannot use a pool after calling end/i.test(text)
   ) {
     return new RunnelError('RUNNEL_ERR_DATABASE_UNAVAILABLE', 'The database is unavailable', { cause: error });
   }

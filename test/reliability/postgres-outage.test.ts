@@ -1,18 +1,19 @@
 /**
- * Postgres stopped and started again, on a cluster of our own (initdb on a
- * spare port, with the pgvector the machine has): `/rag` answers 503 with
- * its code while it is down, every other chain is unaffected, `/readyz`
- * says which service is down, and everything recovers when it returns.
+ * Postgres stopped and started again, and frozen, on a cluster of our own
+ * (initdb on a spare port, with the pgvector the machine has): `/rag`
+ * answers 503 with its code while it is down, every other chain is
+ * unaffected, `/readyz` says which service is down, and everything recovers
+ * when it returns.
  */
 import { execFileSync } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
 import { buildApp, connectServices } from '../../src/index.js';
-import { freePort } from '../helpers.js';
+import { freePort, settleWithin } from '../helpers.js';
 
 const BIN = '/usr/lib/postgresql/15/bin';
 const asRoot = process.getuid?.() === 0;
@@ -92,6 +93,50 @@ describe('Postgres stopped', () => {
       expect(response.body).not.toContain('runnel_no_such_db');
     } finally {
       await wrong.close();
+    }
+  }, 60_000);
+});
+
+/** The postmaster and its children (the backends holding the pool's connections, the background workers). */
+function postgresProcesses(): number[] {
+  const postmaster = Number(readFileSync(join(dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const children = execFileSync('pgrep', ['-P', String(postmaster)]).toString().trim().split('\n').map(Number);
+  return [postmaster, ...children];
+}
+
+describe('Postgres frozen (SIGSTOP)', () => {
+  // A trial froze the server: requests that took an open pool connection, and /readyz, got no answer at all
+  // (Postgres enforces statement_timeout itself). Each request now ends, with 503, however long it takes.
+  it('answers /rag and /readyz 503 on open connections and new ones, serves other chains, then recovers', async () => {
+    const services = await connectServices({ databaseUrl: `postgres://postgres@127.0.0.1:${port}/postgres`, statementTimeoutMs: 300 });
+    const { chains, docs } = createChains({ services, env: {}, offlineDelayMs: 0 });
+    await docs.seed();
+    const frozen = await buildApp({ chains, services });
+    const rag = () => frozen.inject({ method: 'POST', url: '/rag/invoke', payload: { input: { question: 'How is chat history stored?' } } });
+    try {
+      // Connections left open in the pool, for the requests below to take.
+      for (const response of await Promise.all([rag(), rag(), rag()])) expect(response.statusCode).toBe(200);
+      const processes = postgresProcesses();
+      for (const pid of processes) process.kill(pid, 'SIGSTOP');
+      try {
+        // A hang fails here (and the cluster is woken for the next tests), not at the test's timeout.
+        const [ready, ...answers] = await settleWithin(Promise.all([frozen.inject({ url: '/readyz' }), ...Array.from({ length: 6 }, rag)]), 40_000);
+        for (const answer of answers) expect([answer.statusCode, answer.json().code]).toEqual([503, 'RUNNEL_ERR_DATABASE_UNAVAILABLE']);
+        expect(ready.statusCode).toBe(503);
+        expect(ready.json()).toMatchObject({ checks: { postgres: false } });
+        expect((await frozen.inject({ method: 'POST', url: '/joke/invoke', payload: { input: { topic: 'ice' } } })).statusCode).toBe(200);
+      } finally {
+        for (const pid of processes) process.kill(pid, 'SIGCONT');
+      }
+      let recovered = 0;
+      for (let i = 0; i < 50 && recovered !== 200; i++) {
+        recovered = (await rag()).statusCode;
+        if (recovered !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(recovered).toBe(200);
+      expect((await frozen.inject({ url: '/readyz' })).statusCode).toBe(200);
+    } finally {
+      await frozen.close();
     }
   }, 60_000);
 });
