@@ -96,6 +96,8 @@ export class DocsCollection {
     const root = packageRoot();
     const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));
     const result = await ingestPaths(store, paths, { sourceRoot: root, sync: true, metadata: SEEDED });
+    // The database went away midway: not seeded, and tried again (what was stored stays, and is skipped then).
+    if (result.stopped !== undefined) throw result.stopped;
     if (result.failed.length === 0) {
       const gone = (await store.sources(SEEDED)).filter((source) => !existsSync(join(root, source)));
       if (gone.length > 0) result.removed += await store.delete({ filter: { source: { $in: gone }, ...SEEDED } });

@@ -69,6 +69,13 @@ export async function ingest(options: {
       total.skipped += result.skipped;
       total.removed += result.removed;
       total.failed.push(...result.failed);
+      if (result.stopped !== undefined) {
+        // The paths after it would meet the same: named as not stored, not tried.
+        total.stopped = result.stopped;
+        const rest = options.paths.slice(options.paths.indexOf(given) + 1);
+        for (const path of rest) total.failed.push({ source: path, error: 'not tried: the run stopped' });
+        break;
+      }
     }
     return total;
   } finally {
@@ -229,7 +236,7 @@ async function main(): Promise<void> {
       cwd: process.env.INIT_CWD,
     });
   } catch (error) {
-    // The embedded database is open in a running server (or another ingest): say so, add nothing.
+    // The database could not be opened (unreachable, or embedded and open in a running server): nothing was added.
     if (isRunnelError(error)) {
       console.error(`ingest: nothing added. ${explain(error)}`);
       process.exit(1);
@@ -238,7 +245,9 @@ async function main(): Promise<void> {
   }
   console.log(`added ${result.added}, skipped ${result.skipped} (already there), ${values.sync ? `removed ${result.removed} (stale), ` : ''}failed ${result.failed.length}`);
   for (const failure of result.failed) console.log(`  failed: ${failure.source}: ${failure.error}`);
-  if (result.failed.length > 0) process.exitCode = 1;
+  // What was added stays, each file whole; running the same command again stores the rest.
+  if (result.stopped !== undefined) console.error(`ingest: stopped early, ${explain(result.stopped)}; run it again to finish`);
+  if (result.failed.length > 0 || result.stopped !== undefined) process.exitCode = 1;
 }
 
 if (process.argv[1]?.endsWith('ingest.ts')) await main();

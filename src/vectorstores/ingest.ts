@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { relative, sep } from 'node:path';
+import { isRunnelError, type RunnelError } from '../core/index.js';
 import { Document, listFiles, loadFile, MarkdownTextSplitter, RecursiveCharacterTextSplitter } from '../documents/index.js';
 import type { PgVectorStore } from './pgvector.js';
 
@@ -73,6 +74,28 @@ export interface IngestResult {
   /** Stale chunks deleted (with `sync`). */
   removed: number;
   failed: { source: string; error: string }[];
+  /**
+   * What stopped the run before it had stored everything: the database or the embeddings provider out of
+   * reach, which every later file would meet too. What was stored stays (each file whole: see
+   * {@link ingestPaths}); the sources not stored are in `failed`; stale chunks were not removed.
+   */
+  stopped?: RunnelError;
+}
+
+/** Failures that are not one file's: every later write would meet them too. */
+const STOPS = new Set(['RUNNEL_ERR_DATABASE_UNAVAILABLE', 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'RUNNEL_ERR_PROVIDER_TIMEOUT', 'RUNNEL_ERR_PROVIDER_RATE_LIMITED', 'RUNNEL_ERR_PROVIDER_REJECTED']);
+const stopsTheRun = (error: unknown): error is RunnelError => isRunnelError(error) && STOPS.has(error.code);
+
+/** `items` grouped by `key`, in the order each key first appears. */
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const name = key(item);
+    const group = groups.get(name);
+    if (group === undefined) groups.set(name, [item]);
+    else group.push(item);
+  }
+  return groups;
 }
 
 const isMarkdown = (doc: Document): boolean => /\.(md|markdown)$/i.test(String(doc.metadata.source ?? ''));
@@ -98,7 +121,10 @@ const message = (error: unknown): string => (error instanceof Error ? error.mess
 /**
  * Ingests `paths` into `store`. A file that fails — unreadable, not text, a
  * bad JSON Lines record, refused by the database — is reported once with its
- * reason, and the other files go in.
+ * reason, and the other files go in. A file's new chunks are stored in one
+ * write (up to the store's batch size), so a failure never leaves half of
+ * one. When the database or the embeddings provider goes out of reach, the
+ * run stops there (`stopped`): what was stored stays, the rest is `failed`.
  */
 export async function ingestPaths(store: PgVectorStore, paths: readonly string[], options: IngestOptions = {}): Promise<IngestResult> {
   const root = options.sourceRoot;
@@ -145,46 +171,96 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     (chunk) => new Document({ id: chunkId(chunk), pageContent: chunk.pageContent, metadata: { ...chunk.metadata, ...mark } }),
   );
   const unique = [...new Map(chunks.map((chunk) => [chunk.id, chunk])).values()];
-  const existing = await store.existingIds(unique.map((chunk) => chunk.id as string), mark);
-  const fresh = unique.filter((chunk) => !existing.has(chunk.id as string));
-  const batch = options.batchSize ?? 64;
   const sourceOf = (chunk: Document): string => String(chunk.metadata.source ?? chunk.id);
+  const result = (added: number, removed: number, stopped?: RunnelError): IngestResult => ({
+    added,
+    skipped: unique.length - fresh.length + (chunks.length - unique.length),
+    removed,
+    failed: [...failures].map(([source, error]) => ({ source, error })),
+    ...(stopped === undefined ? {} : { stopped }),
+  });
+  let fresh: Document[] = [];
+  try {
+    const existing = await store.existingIds(unique.map((chunk) => chunk.id as string), mark);
+    fresh = unique.filter((chunk) => !existing.has(chunk.id as string));
+  } catch (error) {
+    if (!stopsTheRun(error)) throw error;
+    fresh = unique;
+    for (const source of groupBy(unique, sourceOf).keys()) fail(source, error);
+    return result(0, 0, error);
+  }
+  // Whole files to a batch (one larger than a batch goes alone): a file is stored with one write or not at all.
+  const batch = options.batchSize ?? 64;
+  const batches: Document[][] = [];
+  let filling: Document[] = [];
+  for (const own of groupBy(fresh, sourceOf).values()) {
+    if (filling.length > 0 && filling.length + own.length > batch) {
+      batches.push(filling);
+      filling = [];
+    }
+    filling.push(...own);
+  }
+  if (filling.length > 0) batches.push(filling);
   let added = 0;
+  let done = 0;
+  let stopped: RunnelError | undefined;
   options.onProgress?.(0, fresh.length);
-  for (let start = 0; start < fresh.length; start += batch) {
-    const part = fresh.slice(start, start + batch);
+  // Every source not stored yet from batch `from` (of which `stored` are), failed with what stopped the run.
+  const stopAt = (from: number, stored: ReadonlySet<string>, error: RunnelError): void => {
+    stopped = error;
+    for (const part of batches.slice(from)) for (const source of groupBy(part, sourceOf).keys()) if (!stored.has(source)) fail(source, error);
+  };
+  for (let i = 0; i < batches.length && stopped === undefined; i++) {
+    const part = batches[i] as Document[];
     try {
       await store.addDocuments(part);
       added += part.length;
-    } catch {
+    } catch (error) {
+      if (stopsTheRun(error)) {
+        stopAt(i, new Set(), error);
+        break;
+      }
       // One file's chunks must not fail the others in its batch: each source is stored on its own, and only the
       // one the database refuses is reported.
-      const bySource = new Map<string, Document[]>();
-      for (const chunk of part) bySource.set(sourceOf(chunk), [...(bySource.get(sourceOf(chunk)) ?? []), chunk]);
-      for (const [source, own] of bySource) {
+      const stored = new Set<string>();
+      for (const [source, own] of groupBy(part, sourceOf)) {
         try {
           await store.addDocuments(own);
           added += own.length;
-        } catch (error) {
-          fail(source, error);
+          stored.add(source);
+        } catch (sourceError) {
+          if (stopsTheRun(sourceError)) {
+            stopAt(i, stored, sourceError);
+            break;
+          }
+          fail(source, sourceError);
+          stored.add(source);
         }
       }
     }
-    options.onProgress?.(Math.min(start + batch, fresh.length), fresh.length);
+    done += part.length;
+    options.onProgress?.(done, fresh.length);
   }
+  if (stopped !== undefined) return result(added, 0, stopped);
   const failed = [...failures].map(([source, error]) => ({ source, error }));
   let removed = 0;
   // Nothing is deleted for a source whose new chunks failed to store: it keeps its old ones until a run succeeds.
   const unstored = new Set(failed.map((failure) => failure.source));
-  if (options.sync === 'collection' && failed.length === 0) {
-    removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { ...scope });
-  } else if (options.sync === true) {
-    // The sources that loaded, and those of files gone from a folder given; a file that failed to read keeps its chunks.
-    const named = docs.map((doc) => doc.metadata.source).filter((source): source is string => typeof source === 'string');
-    const gone = folders.length === 0 ? [] : (await store.sources(scope)).filter((source) => folders.some((folder) => source.startsWith(folder)));
-    const sources = [...new Set([...named, ...gone])].filter((source) => !unstored.has(source));
-    if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources }, ...scope });
+  try {
+    if (options.sync === 'collection' && failed.length === 0) {
+      removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { ...scope });
+    } else if (options.sync === true) {
+      // The sources that loaded, and those of files gone from a folder given; a file that failed to read keeps its chunks.
+      const named = docs.map((doc) => doc.metadata.source).filter((source): source is string => typeof source === 'string');
+      const gone = folders.length === 0 ? [] : (await store.sources(scope)).filter((source) => folders.some((folder) => source.startsWith(folder)));
+      const sources = [...new Set([...named, ...gone])].filter((source) => !unstored.has(source));
+      if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources }, ...scope });
+    }
+    if (added > 0 || removed > 0) await store.analyze();
+  } catch (error) {
+    // Everything is stored; what the database did not do for want of being there is to be done by the next run.
+    if (!stopsTheRun(error)) throw error;
+    return result(added, removed, error);
   }
-  if (added > 0 || removed > 0) await store.analyze();
-  return { added, skipped: unique.length - fresh.length + (chunks.length - unique.length), removed, failed };
+  return result(added, removed);
 }
