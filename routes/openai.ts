@@ -6,7 +6,7 @@
  * included — in OpenAI's shape. docs/frontends.md is the contract.
  */
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { logProviderFailure, sendErrorAnswer } from '../src/server/error-reply.js';
+import { logDependencyFailure, sendErrorAnswer } from '../src/server/error-reply.js';
 import { toOpenAIError } from '../src/server/openai-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { chatCompletionsHandler, findModel, isModel, servedChain } from './chat-completions.js';
@@ -41,7 +41,7 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
     const { status, code, body, internal } = toOpenAIError(error);
     app.runnel.metrics.error(code);
     if (internal) request.log.error({ err: error }, 'chat completion failed');
-    else logProviderFailure(request, error);
+    else logDependencyFailure(request, error);
     sendErrorAnswer(request, reply, { status, code, body, error });
   });
   app.setNotFoundHandler((request, reply) => {

@@ -8,7 +8,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CancelToken, RunnelError, type ErrorCode, type Runnable, type RunnableConfig } from '../src/core/index.js';
 import type { OpenStream } from '../src/server/app.js';
-import { errorAnswerHeaders, logProviderFailure } from '../src/server/error-reply.js';
+import { errorAnswerHeaders, logDependencyFailure } from '../src/server/error-reply.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import { firstTokenTimer } from '../src/server/metrics.js';
 import type { PreparedChain } from '../src/server/prepared.js';
@@ -145,7 +145,7 @@ export async function sendLiveStream(
       status = errorStatus;
       state.metrics.error(body.code);
       if (internal) request.log.error({ err: error, runId }, 'stream failed');
-      else logProviderFailure(request, error, runId);
+      else logDependencyFailure(request, error, runId);
       if (opened || errorBeforeOpen === undefined) await format.error(sse, error);
       else status = answerBeforeOpen(reply, error, errorBeforeOpen);
     } else {

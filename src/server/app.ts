@@ -27,7 +27,7 @@ import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, type ServerConfig } from './config.js';
 import { connectionOptions, MAX_PARAM_LENGTH } from './connection-limits.js';
-import { logProviderFailure, sendErrorAnswer } from './error-reply.js';
+import { logDependencyFailure, sendErrorAnswer } from './error-reply.js';
 import { errorBody, toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
 import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
@@ -323,7 +323,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const { status, body, internal } = toHttpError(error);
     app.runnel.metrics.error(body.code);
     if (internal) request.log.error({ err: error }, 'chain failed');
-    else logProviderFailure(request, error);
+    else logDependencyFailure(request, error);
     sendErrorAnswer(request, reply, { status, code: body.code, body, error });
   });
   // A path some route takes under other methods answers 405 with `allow` (`DELETE /joke/runs`, `POST /healthz`,

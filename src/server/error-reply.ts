@@ -6,7 +6,7 @@
  * request's body is still arriving.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ErrorCode } from '../core/index.js';
+import { isRunnelError, type ErrorCode } from '../core/index.js';
 import { providerFailure, providerRetryAfter } from '../models/index.js';
 import { answerAndLinger } from './connection-limits.js';
 
@@ -56,12 +56,54 @@ export function retryAfter(answer: { status: number; code: ErrorCode; error?: un
   return answer.status === 503 || answer.code === 'RUNNEL_ERR_TOO_MANY_STREAMS' ? '1' : undefined;
 }
 
+/** Driver messages that say what happened and quote nothing of the connection: their kind, for the log. */
+const SERVICE_FAILURES: [RegExp, string][] = [
+  [/Query read timeout/, 'query_timeout'],
+  [/timeout exceeded when trying to connect|Connection terminated due to connection timeout/, 'connect_timeout'],
+  [/Connection terminated/, 'connection_terminated'],
+  [/Command timed out/, 'command_timeout'],
+  [/Connection is closed/, 'connection_closed'],
+  [/Stream isn't writeable/, 'not_connected'],
+];
+
 /**
- * Logs a model provider's failure (a warning: the provider's, not a bug here) with what the operator needs to
- * find its cause — a wrong base URL, a refused key, a rate limit — and nothing of its message (see
- * {@link providerFailure}). Anything else is not logged here.
+ * Of a database or Redis failure, what the log needs to find its cause: Runnel's code, and the driver's —
+ * an SQLSTATE (`57014`: the statement timeout), a socket error (`ECONNREFUSED`) or a timeout's kind — never
+ * its message, which can quote the connection string. Undefined for any other error.
+ *
+ * @example
+ * serviceFailure(error); // { code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE', service_error: 'ECONNREFUSED' }
  */
-export function logProviderFailure(request: FastifyRequest, error: unknown, runId?: string): void {
+export function serviceFailure(error: unknown): Record<string, string> | undefined {
+  if (!isRunnelError(error) || (error.code !== 'RUNNEL_ERR_DATABASE_UNAVAILABLE' && error.code !== 'RUNNEL_ERR_REDIS_UNAVAILABLE')) return undefined;
+  const out: Record<string, string> = { code: error.code };
+  for (let cause = error.cause, depth = 0; cause !== null && typeof cause === 'object' && depth < 3; cause = (cause as { cause?: unknown }).cause, depth++) {
+    const { code, message } = cause as { code?: unknown; message?: unknown };
+    if (typeof code === 'string' && /^[A-Z0-9_]{2,40}$/.test(code)) {
+      out.service_error = code;
+      break;
+    }
+    const kind = typeof message === 'string' ? SERVICE_FAILURES.find(([pattern]) => pattern.test(message))?.[1] : undefined;
+    if (kind !== undefined) {
+      out.service_error = kind;
+      break;
+    }
+  }
+  return out;
+}
+
+/**
+ * Logs the failure of what a request depends on, as a warning (the dependency's, not a bug here), with what
+ * the operator needs to find its cause and nothing of its message: a model provider's (`model provider
+ * failed`: a wrong base URL, a refused key, a rate limit; see {@link providerFailure}) and the database's or
+ * Redis's (`service unavailable`; see {@link serviceFailure}). Anything else is not logged here.
+ */
+export function logDependencyFailure(request: FastifyRequest, error: unknown, runId?: string): void {
   const failure = providerFailure(error);
-  if (failure !== undefined) request.log.warn(runId === undefined ? failure : { ...failure, runId }, 'model provider failed');
+  if (failure !== undefined) {
+    request.log.warn(runId === undefined ? failure : { ...failure, runId }, 'model provider failed');
+    return;
+  }
+  const service = serviceFailure(error);
+  if (service !== undefined) request.log.warn(runId === undefined ? service : { ...service, runId }, 'service unavailable');
 }

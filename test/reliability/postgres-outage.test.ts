@@ -8,6 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { Writable } from 'node:stream';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -111,7 +112,14 @@ describe('Postgres frozen (SIGSTOP)', () => {
     const services = await connectServices({ databaseUrl: `postgres://postgres@127.0.0.1:${port}/postgres`, statementTimeoutMs: 300 });
     const { chains, docs } = createChains({ services, env: {}, offlineDelayMs: 0 });
     await docs.seed();
-    const frozen = await buildApp({ chains, services });
+    const lines: Record<string, unknown>[] = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    const frozen = await buildApp({ chains, services, logger: { level: 'warn', stream } });
     const rag = () => frozen.inject({ method: 'POST', url: '/rag/invoke', payload: { input: { question: 'How is chat history stored?' } } });
     try {
       // Connections left open in the pool, for the requests below to take.
@@ -125,6 +133,11 @@ describe('Postgres frozen (SIGSTOP)', () => {
         expect(ready.statusCode).toBe(503);
         expect(ready.json()).toMatchObject({ checks: { postgres: false } });
         expect((await frozen.inject({ method: 'POST', url: '/joke/invoke', payload: { input: { topic: 'ice' } } })).statusCode).toBe(200);
+        // Each 503 says why in the log, with the driver's kind of failure and nothing of the connection string.
+        const failures = lines.filter((line) => line.msg === 'service unavailable');
+        expect(failures).toHaveLength(6);
+        for (const line of failures) expect(line).toMatchObject({ level: 40, code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE', service_error: expect.stringMatching(/^(query_timeout|connect_timeout)$/) });
+        expect(JSON.stringify(lines)).not.toContain('postgres://');
       } finally {
         for (const pid of processes) process.kill(pid, 'SIGCONT');
       }
