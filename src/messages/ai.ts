@@ -83,17 +83,32 @@ export function mergeToolCallChunks(a: ToolCallChunk[], b: ToolCallChunk[]): Too
   return merged;
 }
 
-/** Parses streamed tool-call chunks into tool calls, or invalid tool calls when arguments are not JSON. */
-export function parseToolCallChunks(chunks: ToolCallChunk[]): { toolCalls: ToolCall[]; invalid: InvalidToolCall[] } {
+/** Whole JSON, or undefined. */
+function strictJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Parses streamed tool-call chunks into tool calls, or invalid tool calls when arguments are not JSON. While
+ * the answer streams, arguments are read as far as they go (a preview); once it is `complete` (the provider
+ * said why it finished), only whole JSON is a call: arguments cut short (`max_tokens`) are an invalid call,
+ * never a call with what was left of them.
+ */
+export function parseToolCallChunks(chunks: ToolCallChunk[], complete = false): { toolCalls: ToolCall[]; invalid: InvalidToolCall[] } {
   const toolCalls: ToolCall[] = [];
   const invalid: InvalidToolCall[] = [];
   for (const chunk of chunks) {
     const raw = chunk.args ?? '';
-    const args = raw.trim() === '' ? {} : parsePartialJson(raw);
+    const args = raw.trim() === '' ? {} : complete ? strictJson(raw) : parsePartialJson(raw);
     if (args !== null && typeof args === 'object' && !Array.isArray(args) && chunk.name !== undefined) {
       toolCalls.push({ name: chunk.name, args: args as Record<string, unknown>, id: chunk.id, type: 'tool_call' });
     } else {
-      invalid.push({ name: chunk.name, args: raw, id: chunk.id, error: 'Malformed arguments: not a JSON object', type: 'invalid_tool_call' });
+      const error = complete && args === undefined ? 'Malformed arguments: not whole JSON (the answer may have been cut short)' : 'Malformed arguments: not a JSON object';
+      invalid.push({ name: chunk.name, args: raw, id: chunk.id, error, type: 'invalid_tool_call' });
     }
   }
   return { toolCalls, invalid };
@@ -115,7 +130,9 @@ export class AIMessageChunk extends AIMessage {
     // Tool calls of a chunk come from its tool-call chunks, so the two never disagree.
     if (chunks === undefined) super(fields);
     else {
-      const parsed = parseToolCallChunks(chunks);
+      // A finish reason comes with the answer's last chunk: a chunk that carries one holds the whole answer.
+      const complete = (fields as AIMessageChunkFields).response_metadata?.finish_reason !== undefined;
+      const parsed = parseToolCallChunks(chunks, complete);
       super({ ...(fields as AIMessageChunkFields), tool_calls: parsed.toolCalls, invalid_tool_calls: parsed.invalid });
     }
     this.tool_call_chunks = chunks ?? [];

@@ -5,7 +5,7 @@
  */
 import type Anthropic from '@anthropic-ai/sdk';
 import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
-import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent } from '../messages/index.js';
+import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { anthropicClient } from './clients.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
@@ -89,6 +89,29 @@ export interface AnthropicStreamState {
   model?: string;
   /** `message_delta`'s stop reason, reported as the finish reason once `message_stop` says the message is whole. */
   stopReason?: string | null;
+  /** The tokens reported so far: Anthropic's counts are running totals, and each chunk carries what they grew by. */
+  input?: number;
+  output?: number;
+}
+
+/** A token count as sent, or undefined when it is missing or not a count. */
+const tokens = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined);
+
+/**
+ * The usage a chunk adds, from a usage object of running totals (`message_start`'s, then each
+ * `message_delta`'s). Input counts the prompt cache's tokens too (written and read), which Anthropic counts
+ * apart from `input_tokens`. Missing counts are kept as they were; undefined when nothing grew.
+ */
+function usageGrowth(usage: unknown, state: AnthropicStreamState): UsageMetadata | undefined {
+  if (usage === null || typeof usage !== 'object') return undefined;
+  const { input_tokens, cache_creation_input_tokens, cache_read_input_tokens, output_tokens } = usage as Record<string, unknown>;
+  const parts = [tokens(input_tokens), tokens(cache_creation_input_tokens), tokens(cache_read_input_tokens)];
+  const input = parts.every((part) => part === undefined) ? state.input ?? 0 : parts.reduce<number>((sum, part) => sum + (part ?? 0), 0);
+  const output = tokens(output_tokens) ?? state.output ?? 0;
+  const grown = { input: Math.max(0, input - (state.input ?? 0)), output: Math.max(0, output - (state.output ?? 0)) };
+  state.input = Math.max(input, state.input ?? 0);
+  state.output = Math.max(output, state.output ?? 0);
+  return { input_tokens: grown.input, output_tokens: grown.output, total_tokens: grown.input + grown.output };
 }
 
 /**
@@ -98,14 +121,13 @@ export interface AnthropicStreamState {
  */
 export function fromAnthropicEvent(event: RawMessageStreamEvent, state: AnthropicStreamState): AIMessageChunk | undefined {
   switch (event.type) {
-    case 'message_start':
+    case 'message_start': {
       state.id = event.message.id;
       state.model = event.message.model;
-      return new AIMessageChunk({
-        content: '',
-        id: state.id,
-        usage_metadata: { input_tokens: event.message.usage.input_tokens, output_tokens: 0, total_tokens: event.message.usage.input_tokens },
-      });
+      // Its output count (1, say) is the start of the running total that message_delta reports whole.
+      const usage = usageGrowth({ ...event.message.usage, output_tokens: 0 }, state);
+      return new AIMessageChunk({ content: '', id: state.id, ...(usage === undefined ? {} : { usage_metadata: usage }) });
+    }
     case 'content_block_start':
       if (event.content_block.type === 'tool_use') {
         return new AIMessageChunk({
@@ -124,13 +146,11 @@ export function fromAnthropicEvent(event: RawMessageStreamEvent, state: Anthropi
         return new AIMessageChunk({ content: '', id: state.id, tool_call_chunks: [{ index: event.index, args: event.delta.partial_json }] });
       }
       return undefined;
-    case 'message_delta':
+    case 'message_delta': {
       state.stopReason = event.delta.stop_reason;
-      return new AIMessageChunk({
-        content: '',
-        id: state.id,
-        usage_metadata: { input_tokens: 0, output_tokens: event.usage.output_tokens, total_tokens: event.usage.output_tokens },
-      });
+      const usage = usageGrowth(event.usage, state);
+      return new AIMessageChunk({ content: '', id: state.id, ...(usage === undefined ? {} : { usage_metadata: usage }) });
+    }
     case 'message_stop':
       return new AIMessageChunk({ content: '', id: state.id, response_metadata: { finish_reason: state.stopReason ?? 'end_turn', model_name: state.model } });
     default:

@@ -7,6 +7,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { RunnelError } from '../core/index.js';
+import { providerRetryAfter } from './errors.js';
 
 /** What every client takes. */
 export interface ClientOptions {
@@ -50,8 +51,28 @@ function sdkLogger(provider: string): Record<'error' | 'warn' | 'info' | 'debug'
   return { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') };
 }
 
+/**
+ * The longest wait, in seconds, that a provider's answer (a 429, a 5xx) may ask for before a retry and still
+ * be retried within the request. A longer one ends the request at once with the provider's error, and its
+ * wait is passed on (`retry-after`): the Anthropic SDK would sleep for whatever it is asked (minutes), the
+ * OpenAI SDK for up to a minute, while the caller waits on a request that then times out.
+ */
+export const LONGEST_RETRY_WAIT_S = 10;
+
+/** `fetch`, with an answer that asks for a longer wait than {@link LONGEST_RETRY_WAIT_S} marked not to be retried (`x-should-retry: false`, which both SDKs honour). */
+async function fetchNoLongWaits(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const response = await fetch(input, init);
+  if (response.status < 400) return response;
+  const wait = providerRetryAfter({ headers: response.headers });
+  if (wait === undefined || wait <= LONGEST_RETRY_WAIT_S) return response;
+  const headers = new Headers(response.headers);
+  headers.set('x-should-retry', 'false');
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
 const common = (options: ClientOptions) => ({
   maxRetries: options.maxRetries ?? 2,
+  fetch: fetchNoLongWaits,
   ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
 });
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { AIMessage, ChatAnthropic, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, type ChatModel, type ChatModelOptions } from '../../src/index.js';
+import { AIMessage, type AIMessageChunk, ChatAnthropic, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions } from '../../src/index.js';
 import { settleWithin, toArray } from '../helpers.js';
-import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
 const KEY = 'sk-test-canary-4f9d2c';
 
@@ -145,6 +145,63 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       printed.mockRestore();
     }
   });
+
+  // A trial: the Anthropic SDK slept through a 120 s retry-after, and the request ended 75 s later as a timeout.
+  it('passes on at once a rate limit that asks for a long wait, without retrying', async () => {
+    const before = server.requests.length;
+    const error = await model({ model: 'rate-limited-until', maxRetries: 2 }).invoke('hi').catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_RATE_LIMITED', statusCode: 429 });
+    expect(server.requests.length - before).toBe(1);
+    expect(providerRetryAfter(error)).toBeGreaterThan(60);
+  });
+
+  it('reads arguments cut short in a finished answer as an invalid tool call, never a call with what was left', async () => {
+    server.script = () => ({ toolCalls: [{ name: 'calculator', args: '{"expression": "2 ^ 1' }], finish: name === 'openai' ? 'length' : 'max_tokens' });
+    try {
+      const answer = await model({ model: 'scripted' }).invoke('What is 2 ^ 10?');
+      expect(answer.tool_calls).toEqual([]);
+      expect(answer.invalid_tool_calls).toEqual([expect.objectContaining({ name: 'calculator', args: '{"expression": "2 ^ 1', error: expect.stringMatching(/cut short/) })]);
+      // Streamed, the pieces preview what has come so far; the whole answer is the same invalid call.
+      let merged: AIMessageChunk | undefined;
+      for await (const piece of model({ model: 'scripted' }).stream('What is 2 ^ 10?')) {
+        const chunk = piece as unknown as AIMessageChunk;
+        merged = merged === undefined ? chunk : merged.concat(chunk);
+      }
+      expect(merged?.tool_calls).toEqual([]);
+      expect(merged?.invalid_tool_calls).toHaveLength(1);
+      // Whole arguments are a call, however they were split.
+      server.script = () => ({ toolCalls: [{ name: 'calculator', args: { expression: '2 ^ 10' } }] });
+      expect((await model({ model: 'scripted' }).invoke('What is 2 ^ 10?')).tool_calls).toEqual([expect.objectContaining({ name: 'calculator', args: { expression: '2 ^ 10' } })]);
+    } finally {
+      server.script = undefined;
+    }
+  });
+
+  if (name === 'anthropic') {
+    it('keeps an answer whose usage is missing, counts the prompt cache in input, and reads running totals once', async () => {
+      const ask = async (anthropicUsage: ScriptedReply['anthropicUsage']) => {
+        server.script = () => ({ text: 'Hello there', anthropicUsage });
+        try {
+          return await model({ model: 'scripted' }).invoke('hi');
+        } finally {
+          server.script = undefined;
+        }
+      };
+      // A trial: no usage in message_start (or message_delta) turned the whole answer into a 502.
+      const noStart = await ask({ start: null });
+      expect(noStart.text).toBe('Hello there');
+      expect(noStart.usage_metadata).toEqual({ input_tokens: 0, output_tokens: 5, total_tokens: 5 });
+      const noDelta = await ask({ deltas: [null] });
+      expect(noDelta.text).toBe('Hello there');
+      expect(noDelta.usage_metadata).toEqual({ input_tokens: 10, output_tokens: 0, total_tokens: 10 });
+      // Tokens written to and read from the prompt cache are input too (Anthropic counts them apart).
+      const cached = await ask({ start: { input_tokens: 3, cache_creation_input_tokens: 100, cache_read_input_tokens: 200, output_tokens: 1 } });
+      expect(cached.usage_metadata).toEqual({ input_tokens: 303, output_tokens: 5, total_tokens: 308 });
+      // message_delta's counts are running totals: two of them (4, then 8) are 8 tokens, not 12.
+      const twice = await ask({ deltas: [{ output_tokens: 4 }, { output_tokens: 8 }] });
+      expect(twice.usage_metadata).toEqual({ input_tokens: 10, output_tokens: 8, total_tokens: 18 });
+    });
+  }
 
   it('closes the upstream socket when the run is aborted mid-stream', async () => {
     const controller = new AbortController();

@@ -48,8 +48,15 @@ function frames(body: string): string[] {
 /** A reply a test computes from the request body: text, tool calls, or both. */
 export interface ScriptedReply {
   text?: string;
-  toolCalls?: { name: string; args: Record<string, unknown> }[];
+  /** `args` as a string is sent as it is: arguments cut short, say. */
+  toolCalls?: { name: string; args: Record<string, unknown> | string }[];
+  /** The finish (stop) reason, in place of the usual one. */
+  finish?: string;
+  /** Anthropic: `message_start`'s usage (null: none), and one `message_delta` per entry with that usage (null: none). */
+  anthropicUsage?: { start?: Record<string, unknown> | null; deltas?: (Record<string, unknown> | null)[] };
 }
+
+const argsText = (args: Record<string, unknown> | string): string => (typeof args === 'string' ? args : JSON.stringify(args));
 
 /** A scripted reply in OpenAI's chat-completions streaming format. */
 function openAIFrames(reply: ScriptedReply, model: string): string[] {
@@ -58,11 +65,11 @@ function openAIFrames(reply: ScriptedReply, model: string): string[] {
   const out = [chunk({ role: 'assistant', content: '' })];
   for (const word of reply.text?.match(/\s*\S+/g) ?? []) out.push(chunk({ content: word }));
   for (const [index, call] of (reply.toolCalls ?? []).entries()) {
-    const args = JSON.stringify(call.args);
+    const args = argsText(call.args);
     out.push(chunk({ tool_calls: [{ index, id: `call_sc${index}`, type: 'function', function: { name: call.name, arguments: '' } }] }));
     out.push(chunk({ tool_calls: [{ index, function: { arguments: args.slice(0, 5) } }] }), chunk({ tool_calls: [{ index, function: { arguments: args.slice(5) } }] }));
   }
-  out.push(chunk({}, reply.toolCalls?.length ? 'tool_calls' : 'stop'));
+  out.push(chunk({}, reply.finish ?? (reply.toolCalls?.length ? 'tool_calls' : 'stop')));
   out.push(`data: ${JSON.stringify({ id: 'chatcmpl-sc', object: 'chat.completion.chunk', created: 1764500000, model, choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } })}\n\n`);
   out.push('data: [DONE]\n\n');
   return out;
@@ -73,7 +80,16 @@ function anthropicFrames(reply: ScriptedReply, model: string): string[] {
   const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
   const out = [
     event('message_start', {
-      message: { id: 'msg_sc', type: 'message', role: 'assistant', content: [], model, stop_reason: null, stop_sequence: null, usage: { input_tokens: 10, output_tokens: 1 } },
+      message: {
+        id: 'msg_sc',
+        type: 'message',
+        role: 'assistant',
+        content: [],
+        model,
+        stop_reason: null,
+        stop_sequence: null,
+        ...(reply.anthropicUsage?.start === null ? {} : { usage: reply.anthropicUsage?.start ?? { input_tokens: 10, output_tokens: 1 } }),
+      },
     }),
   ];
   let index = 0;
@@ -84,14 +100,17 @@ function anthropicFrames(reply: ScriptedReply, model: string): string[] {
     index++;
   }
   for (const [n, call] of (reply.toolCalls ?? []).entries()) {
-    const args = JSON.stringify(call.args);
+    const args = argsText(call.args);
     out.push(event('content_block_start', { index, content_block: { type: 'tool_use', id: `toolu_sc${n}`, name: call.name, input: {} } }));
     out.push(event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: args.slice(0, 5) } }));
     out.push(event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: args.slice(5) } }));
     out.push(event('content_block_stop', { index }));
     index++;
   }
-  out.push(event('message_delta', { delta: { stop_reason: reply.toolCalls?.length ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: 5 } }));
+  const stop = reply.finish ?? (reply.toolCalls?.length ? 'tool_use' : 'end_turn');
+  for (const usage of reply.anthropicUsage?.deltas ?? [{ output_tokens: 5 }]) {
+    out.push(event('message_delta', { delta: { stop_reason: stop, stop_sequence: null }, ...(usage === null ? {} : { usage }) }));
+  }
   out.push(event('message_stop', {}));
   return out;
 }
