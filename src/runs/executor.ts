@@ -159,7 +159,7 @@ class FrameWriter {
    * Resolves undefined when the run was ended elsewhere meanwhile (a sweep took it for lost), which wrote its
    * end, told its followers and its webhook.
    */
-  async end(patch: Partial<RunRecord>, base: RunRecord | undefined, local: boolean): Promise<RunRecord | undefined> {
+  async end(patch: Partial<RunRecord>, base: RunRecord | undefined, forget: boolean): Promise<RunRecord | undefined> {
     this.reader?.ending?.();
     const batch = this.pending;
     this.pending = [];
@@ -168,7 +168,7 @@ class FrameWriter {
     // Ended elsewhere: its record says how, and its log has its end; nothing of this execution's is added
     // (its heartbeat goes, as its last write would have taken it).
     if (this.endedElsewhere) {
-      if (local) await this.store.forget(this.runId).catch(() => undefined);
+      if (forget) await this.store.forget(this.runId).catch(() => undefined);
       return undefined;
     }
     if (this.failure !== undefined) {
@@ -178,7 +178,7 @@ class FrameWriter {
     }
     const create = this.takeRecord();
     try {
-      const ended = await this.store.end(this.runId, batch, patch, base, { local, create });
+      const ended = await this.store.end(this.runId, batch, patch, base, { local: forget, create });
       if (create !== undefined) this.stored();
       return ended;
     } catch (error) {
@@ -284,7 +284,7 @@ export async function executeRun(options: {
     signal.throwIfAborted();
     const last = writer.push('end');
     // The output as JSON gives it back (a string is that already: a chain's text is not copied twice over).
-    const ended = await writer.end({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage }, base, local);
+    const ended = await writer.end({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage }, base, true);
     await writer.deliver(last);
     return ended;
   } catch (error) {
@@ -299,7 +299,7 @@ export async function executeRun(options: {
       if (provider !== undefined) options.warn?.({ ...provider, runId }, 'model provider failed');
     }
     const frame = writer.push('error', failure);
-    const ended = await writer.end({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }, base, local);
+    const ended = await writer.end({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }, base, true);
     await writer.deliver(frame);
     return ended;
   } finally {

@@ -129,8 +129,27 @@ class RunWorkerCore {
   private readonly running = new Map<string, CancelToken>();
   private readonly stopListening: () => void;
 
-  constructor(private readonly options: RunQueueOptions) {
+  /**
+   * @param staleMs how long a run's process may go without beating for it before the run is taken for lost
+   *   (a lock's length); undefined where runs do not beat (in memory, one process).
+   */
+  constructor(
+    private readonly options: RunQueueOptions,
+    private readonly staleMs?: number,
+  ) {
     this.stopListening = options.store.onCancel((runId) => this.running.get(runId)?.abort(cancelled()));
+  }
+
+  /**
+   * Queued runs executing here. They beat too, so a run whose worker died is ended by the sweep of any process
+   * within about a lock and a half — not only once a worker with a free slot takes its job again — and a
+   * worker that lost its job's lock (Redis away for a moment) but still beats keeps its run.
+   */
+  private readonly queued = new Set<string>();
+  /** Writes the heartbeat of every run executing here. */
+  beat(): Promise<void> {
+    const runIds = [...this.local, ...this.queued];
+    return runIds.length === 0 ? Promise.resolve() : this.options.store.heartbeat(runIds);
   }
 
   get active(): number {
@@ -142,12 +161,23 @@ class RunWorkerCore {
     const { store } = this.options;
     const record = await store.get(runId);
     if (record === undefined || TERMINAL.has(record.status)) return;
-    // Running already: the worker that ran it is gone (its job stalled and came back). Never run twice.
+    // Running already: its job stalled and came back. Never run twice: while a process beats for it (one that
+    // lost the job's lock to a Redis outage or a slow turn), it goes on there; else its worker is gone.
     if (record.status === 'running') {
+      if (this.staleMs !== undefined && (await store.beating(runId, this.staleMs))) return;
       notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The worker running this run stopped before it ended')), this.options);
       return;
     }
-    await this.execute(record, undefined);
+    // Its first heartbeat goes with its start, and its last write forgets it; a run that did not end by its own
+    // write (the store failed under it) has it forgotten here.
+    this.queued.add(runId);
+    let forgotten = false;
+    try {
+      forgotten = await this.execute(record, undefined);
+    } finally {
+      this.queued.delete(runId);
+      if (!forgotten) await store.forget(runId).catch(() => undefined);
+    }
   }
 
   /**
@@ -250,7 +280,7 @@ class RunWorkerCore {
   /** Ends the runs executed outside the queue whose process stopped beating (it died mid-run). */
   async sweep(staleMs: number): Promise<void> {
     for (const runId of await this.options.store.stale(staleMs)) {
-      if (this.local.has(runId)) continue;
+      if (this.local.has(runId) || this.queued.has(runId)) continue;
       notify(await endRun(this.options.store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The process running this run stopped before it ended')), this.options);
       await this.options.store.forget(runId);
     }
@@ -280,12 +310,6 @@ class RunWorkerCore {
   /** Cancels what still runs, as the process stops. */
   abortAll(reason: RunnelError): void {
     for (const controller of this.running.values()) controller.abort(reason);
-  }
-
-  abortOne(runId: string, reason: RunnelError): boolean {
-    const controller = this.running.get(runId);
-    controller?.abort(reason);
-    return controller !== undefined;
   }
 
   close(): void {
@@ -327,7 +351,7 @@ export class BullRunQueue implements RunQueue {
 
   constructor(options: RunQueueOptions & { connection: Redis; prefix?: string; lockMs?: number }) {
     this.store = options.store;
-    this.core = new RunWorkerCore(options);
+    this.core = new RunWorkerCore(options, options.lockMs ?? 30_000);
     const prefix = options.prefix ?? 'runnel-bull';
     // BullMQ wants connections of its own (a worker blocks on one); they end with the queue.
     const connection = (): Redis => {
@@ -342,11 +366,11 @@ export class BullRunQueue implements RunQueue {
     queueClient.on('ready', () => (this.redisLost = false));
     this.queue = new Queue('runs', { connection: queueClient, prefix, defaultJobOptions: { removeOnComplete: true, removeOnFail: 1000 } });
     this.queue.on('error', () => {});
-    // Runs executed here outside the queue (durable streams) beat every third of a lock; any process ends
-    // those whose process stopped beating for a whole lock, as BullMQ does for its jobs.
+    // Runs executing here (durable streams, and queued runs) beat every third of a lock; any process ends
+    // those whose process stopped beating for a whole lock.
     const lockMs = options.lockMs ?? 30_000;
     this.timers.push(
-      setInterval(() => void this.store.heartbeat([...this.core.local]).catch(() => undefined), Math.max(200, Math.floor(lockMs / 3))),
+      setInterval(() => void this.core.beat().catch(() => undefined), Math.max(200, Math.floor(lockMs / 3))),
       setInterval(() => void this.core.sweep(lockMs).catch(() => undefined), Math.max(500, Math.floor(lockMs / 2))),
     );
     for (const timer of this.timers) timer.unref();
@@ -365,10 +389,9 @@ export class BullRunQueue implements RunQueue {
       const log = options.log;
       const heard = log === undefined ? undefined : repeatsHeldBack(log);
       this.worker.on('error', (error) => heard?.(error, 'run worker error'));
-      // This worker lost a run's lock (it was too slow to renew it): another worker may take the run as lost, so stop it here.
-      this.worker.on('lockRenewalFailed', (jobIds: string[]) => {
-        for (const jobId of jobIds) this.core.abortOne(jobId, new RunnelError('RUNNEL_ERR_RUN_LOST', 'This worker lost its lock on the run'));
-      });
+      // A worker that lost a job's lock (Redis away for a moment, or too slow a turn to renew it) keeps running
+      // it: another worker that takes the job finds it beating and leaves it; one whose heartbeat went stale
+      // meanwhile is ended there as lost, and then its writes here are refused, which stops it.
     }
   }
 

@@ -98,7 +98,8 @@ export interface RunStore {
    * Marks a queued run `running` — only a `pending` one (not one that has ended, or that another worker
    * runs), and not one whose cancel was requested, which it then says (`cancelled`), changing nothing: checked
    * and written as one step, so a cancel requested before it is seen here and one requested after it reaches
-   * the running run.
+   * the running run. Its first heartbeat goes with it: from then on, a run whose process stops beating is
+   * ended as lost by the sweep of any process.
    */
   start(runId: string, base: RunRecord): Promise<RunStart>;
   /**
@@ -122,12 +123,14 @@ export interface RunStore {
    * stay short on every frame a client receives.
    */
   frameIds(base: number): () => string;
-  /** Runs executing in this process outside the queue (durable streams): their heartbeat, for the sweep. */
+  /** Runs executing in this process (durable streams, and queued runs): their heartbeat, for the sweep. */
   heartbeat(runIds: readonly string[]): Promise<void>;
-  /** Runs executing outside the queue whose process stopped beating for `staleMs`: the sweep ends them. */
+  /** Runs whose process stopped beating for them for `staleMs`: the sweep ends them. */
   stale(staleMs: number): Promise<string[]>;
   /** A run executing outside the queue has ended. */
   forget(runId: string): Promise<void>;
+  /** Whether a process beat for the run within the last `staleMs` (it is executing it still). */
+  beating(runId: string, staleMs: number): Promise<boolean>;
   /** The frames after `afterId` (all of them without it), as they are now. */
   frames(runId: string, afterId?: string): Promise<RunFrame[]>;
   /** Watches a run for changes (new frames, a new status), from now on: subscribe before reading, then read. */
@@ -320,6 +323,10 @@ export class MemoryRunStore implements RunStore {
 
   async forget(): Promise<void> {}
 
+  async beating(): Promise<boolean> {
+    return false;
+  }
+
   async frames(runId: string, afterId?: string): Promise<RunFrame[]> {
     const run = this.runs.get(runId);
     if (run === undefined) return [];
@@ -439,10 +446,11 @@ const UPDATE_UNLESS_ENDED = `${UPDATE_UNLESS_ENDED_BODY}
 return update_unless_ended(KEYS[1], ARGV[1], ARGV[2])`;
 
 /**
- * A queued run marked running: only from `pending` (1), never over a record that is missing (0), has ended
- * (-1) or is running already (-3, another worker has it); -2, writing nothing, when its cancel flag KEYS[2] is set.
+ * A queued run marked running, with its first heartbeat (KEYS[3], ARGV[3] the run id): only from `pending`
+ * (1), never over a record that is missing (0), has ended (-1) or is running already (-3, another worker has
+ * it); -2, writing nothing, when its cancel flag KEYS[2] is set.
  */
-const START_UNLESS_CANCELLED = `${UPDATE_UNLESS_ENDED_BODY}
+const START_UNLESS_CANCELLED = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}
 local current = redis.call('GET', KEYS[1])
 if not current then return 0 end
 local status = status_of(current)
@@ -450,6 +458,7 @@ if ended(status) then return -1 end
 if status ~= 'pending' then return -3 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
 redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+redis.call('ZADD', KEYS[3], now_ms(), ARGV[3])
 redis.call('PUBLISH', ARGV[2], 'status')
 return 1`;
 
@@ -606,8 +615,15 @@ return #ARGV`;
 const STALE = `${NOW_MS}
 return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms() - tonumber(ARGV[1]), 'LIMIT', 0, 100)`;
 
+/** 1 when the run's last heartbeat is within ARGV[2] ms by Redis's clock, else 0. KEYS: heartbeats. ARGV: run id, ms. */
+const BEATING = `${NOW_MS}
+local beat = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if beat and now_ms() - tonumber(beat) <= tonumber(ARGV[2]) then return 1 end
+return 0`;
+
 const scripts = {
   create: new RedisScript(CREATE),
+  beating: new RedisScript(BEATING),
   heartbeat: new RedisScript(HEARTBEAT),
   stale: new RedisScript(STALE),
   update: new RedisScript(UPDATE_UNLESS_ENDED),
@@ -709,7 +725,7 @@ export class RedisRunStore implements RunStore {
   async start(runId: string, base: RunRecord): Promise<RunStart> {
     const next = { ...base, status: 'running' as const, updated_at: new Date().toISOString() };
     const written = await redisCall(
-      scripts.start.run<number>(this.client, [this.key(runId), `${this.key(runId)}:cancel`], [JSON.stringify(next), `${this.ns}:changed:${runId}`]),
+      scripts.start.run<number>(this.client, [this.key(runId), `${this.key(runId)}:cancel`, `${this.ns}:local`], [JSON.stringify(next), `${this.ns}:changed:${runId}`, runId]),
     );
     if (written === 1) return { record: next, started: true, cancelled: false };
     return { record: await this.get(runId), started: false, cancelled: written === -2 };
@@ -783,6 +799,10 @@ export class RedisRunStore implements RunStore {
 
   async forget(runId: string): Promise<void> {
     await redisCall(this.client.zrem(`${this.ns}:local`, runId));
+  }
+
+  async beating(runId: string, staleMs: number): Promise<boolean> {
+    return (await redisCall(scripts.beating.run<number>(this.client, [`${this.ns}:local`], [runId, staleMs]))) === 1;
   }
 
   async frames(runId: string, afterId?: string): Promise<RunFrame[]> {

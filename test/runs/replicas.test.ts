@@ -177,6 +177,39 @@ describe('a worker killed mid-run', () => {
   }, 60_000);
 });
 
+describe('a worker killed mid-run while the other worker is busy', () => {
+  // A probe: the lost run stayed running until the surviving worker had a free slot to take its job again
+  // (the run ended as lost only when that worker's own run ended), far past a lock and a half.
+  it('its run is ended RUNNEL_ERR_RUN_LOST by the sweep, while the other worker\'s run goes on', async () => {
+    const namespace = `runnel-test-busy-${randomUUID()}`;
+    const env = { RUNNEL_RUN_NAMESPACE: namespace, RUNNEL_RUN_LOCK_MS: '1000', RUNNEL_WORKER_CONCURRENCY: '1' };
+    const api = await start({ ...env, RUNNEL_WORKER_CONCURRENCY: '0' });
+    const url = api.url as string;
+    const status = async (path: string, runId: string) => ((await (await fetch(`${url}${path}/runs/${runId}`, { headers })).json()) as { status: string }).status;
+    await start({ ...env, RUNNEL_ROLE: 'worker' });
+    // The survivor's one slot: a run of a minute.
+    const busy = await submit(url, '/long', { input: { topic: 'busy' } });
+    while ((await status('/long', busy.run_id)) !== 'running') await new Promise((resolve) => setTimeout(resolve, 50));
+    const doomed = await start({ ...env, RUNNEL_ROLE: 'worker' });
+    const run = await submit(url, '/long', { input: { topic: 'doomed' } });
+    const stream = await fetch(`${url}/long/runs/${run.run_id}/stream`, { headers });
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    doomed.child.kill('SIGKILL');
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      seen += new TextDecoder().decode(value);
+    }
+    expect(frames(seen).at(-1)).toMatchObject({ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    expect(await wait(url, '/long', run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    // Ended before a slot came free: the survivor's run is still under way.
+    expect(await status('/long', busy.run_id)).toBe('running');
+    await fetch(`${url}/long/runs/${busy.run_id}/cancel`, { method: 'POST', headers });
+  }, 60_000);
+});
+
 describe('a replica killed under a durable stream', () => {
   it('its run, executed there, is ended RUNNEL_ERR_RUN_LOST by another replica', async () => {
     const env = { RUNNEL_RUN_NAMESPACE: `runnel-test-local-${randomUUID()}`, RUNNEL_RUN_LOCK_MS: '1000' };
