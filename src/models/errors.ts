@@ -20,6 +20,12 @@ export function providerError(provider: string, error: unknown, signal?: { reado
     if (status >= 500) return new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${provider} failed (${status})`, { cause: error });
     return new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', `${provider} refused the request (${status})`, { cause: error });
   }
+  // An error the provider sent within a streamed answer has no HTTP status (that was 200): its type says what it is.
+  const { type, code } = error as { type?: unknown; code?: unknown };
+  const kinds = [type, code].filter((kind): kind is string => typeof kind === 'string');
+  if (kinds.some((kind) => /rate_limit/.test(kind))) return new RunnelError('RUNNEL_ERR_PROVIDER_RATE_LIMITED', `${provider} rate-limited the request mid-answer`, { cause: error });
+  const refusal = kinds.find((kind) => /^(invalid_request_error|authentication_error|permission_error|not_found_error|request_too_large|billing_error)$/.test(kind));
+  if (refusal !== undefined) return new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', `${provider} refused the request mid-answer (${refusal})`, { cause: error });
   if (/Timeout/i.test(name)) return new RunnelError('RUNNEL_ERR_PROVIDER_TIMEOUT', `${provider} did not answer in time`, { cause: error });
   if (/Abort/i.test(name)) return new RunnelError('RUNNEL_ERR_ABORTED', 'The run was aborted', { cause: error });
   return new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${provider} could not be reached or broke off the answer`, { cause: error });

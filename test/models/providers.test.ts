@@ -203,6 +203,22 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     });
   }
 
+  // A probe: every error the provider streamed after its answer began was UNAVAILABLE, a rate limit too.
+  it('reads an error sent mid-answer by its type: rate limit, refusal, outage', async () => {
+    for (const [scenario, code] of [
+      ['midstream-rate-limited', 'RUNNEL_ERR_PROVIDER_RATE_LIMITED'],
+      ['midstream-rejected', 'RUNNEL_ERR_PROVIDER_REJECTED'],
+      ['midstream-overloaded', 'RUNNEL_ERR_PROVIDER_UNAVAILABLE'],
+    ] as const) {
+      const seen: string[] = [];
+      const failure = await (async () => {
+        for await (const chunk of model({ model: scenario }).stream('hi')) seen.push(chunk.text);
+      })().catch((error: unknown) => error);
+      expect([scenario, failure]).toEqual([scenario, expect.objectContaining({ code })]);
+      expect(seen.join('')).not.toBe('');
+    }
+  });
+
   it('closes the upstream socket when the run is aborted mid-stream', async () => {
     const controller = new AbortController();
     const abandoned = server.nextAbandon();

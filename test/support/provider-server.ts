@@ -10,6 +10,8 @@
  *   `rate-limited-long`: 429 asking for 7 s (`retry-after` alone); `rate-limited-until`: 429 with an HTTP date 2 min ahead;
  * - `error`: 500 every time; `error-once`: 500, then `text`;
  * - `slow`: the text stream, one frame every 50 ms;
+ * - `midstream-rate-limited`, `midstream-rejected`, `midstream-overloaded`: four frames of the text stream (a word), then
+ *   an error of that kind in the provider's streaming format;
  * - `malformed`: three frames of the text stream, then one whose JSON breaks off after the text
  *   `MALFORMED-XYZZY` (the SDK cannot parse it), then the end.
  *
@@ -39,6 +41,16 @@ const MALFORMED: Record<Provider, string> = {
   openai: 'data: {"id":"chatcmpl-fx","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"MALFORMED-XYZZY"\n\n',
   anthropic: 'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"MALFORMED-XYZZY"\n\n',
 };
+
+/** An error the provider sends after its answer began (`rate-limited`, `rejected` or `overloaded`), in its own format. */
+function midstreamError(provider: Provider, kind: string): string {
+  if (provider === 'anthropic') {
+    const type = { 'rate-limited': 'rate_limit_error', rejected: 'invalid_request_error', overloaded: 'overloaded_error' }[kind];
+    return `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type, message: `${kind} mid-answer` } })}\n\n`;
+  }
+  const error = { 'rate-limited': { type: 'requests', code: 'rate_limit_exceeded' }, rejected: { type: 'invalid_request_error', code: null }, overloaded: { type: 'server_error', code: null } }[kind];
+  return `data: ${JSON.stringify({ error: { message: `${kind} mid-answer`, param: null, ...error } })}\n\n`;
+}
 
 /** Splits an SSE body into frames (each ending with a blank line). */
 function frames(body: string): string[] {
@@ -220,6 +232,10 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
           return stream('stall', { hang: true });
         case 'slow':
           return stream('text', { gapMs: 50 });
+        case 'midstream-rate-limited':
+        case 'midstream-rejected':
+        case 'midstream-overloaded':
+          return void streamFrames(res, [...frames(fixture(`${provider}-text.sse`)).slice(0, 4), midstreamError(provider, scenario.slice('midstream-'.length))]);
         case 'malformed':
           return void streamFrames(res, [...frames(fixture(`${provider}-text.sse`)).slice(0, 3), MALFORMED[provider]]);
         case 'rate-limited':
