@@ -1,6 +1,6 @@
 /** `OpenAIEmbeddings`: the OpenAI (or compatible) embeddings endpoint, in batched requests. */
 import type OpenAI from 'openai';
-import { openAIClient } from '../models/index.js';
+import { openAIClient, providerError } from '../models/index.js';
 import type { Embeddings } from './embeddings.js';
 
 /** Options of {@link OpenAIEmbeddings}. */
@@ -49,10 +49,15 @@ export class OpenAIEmbeddings implements Embeddings {
     const out: number[][] = [];
     for (let start = 0; start < texts.length; start += this.batchSize) {
       const batch = texts.slice(start, start + this.batchSize);
-      const response = await this.getClient().embeddings.create(
-        { model: this.model, input: batch, ...(this.options.dimensions === undefined ? {} : { dimensions: this.options.dimensions }) },
-        options.signal === undefined ? {} : { signal: options.signal },
-      );
+      // The provider's failures as Runnel's (a rate limit, an outage, a refusal), as the chat models report them.
+      const response = await this.getClient()
+        .embeddings.create(
+          { model: this.model, input: batch, ...(this.options.dimensions === undefined ? {} : { dimensions: this.options.dimensions }) },
+          options.signal === undefined ? {} : { signal: options.signal },
+        )
+        .catch((error: unknown) => {
+          throw providerError('OpenAIEmbeddings', error, options.signal);
+        });
       const ordered = [...response.data].sort((a, b) => a.index - b.index);
       out.push(...ordered.map((item) => item.embedding));
     }

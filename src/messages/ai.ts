@@ -96,14 +96,17 @@ function strictJson(text: string): unknown {
  * Parses streamed tool-call chunks into tool calls, or invalid tool calls when arguments are not JSON. While
  * the answer streams, arguments are read as far as they go (a preview); once it is `complete` (the provider
  * said why it finished), only whole JSON is a call: arguments cut short (`max_tokens`) are an invalid call,
- * never a call with what was left of them.
+ * never a call with what was left of them; `cutShort` (the finish reason says so): the last call without
+ * arguments is one too.
  */
-export function parseToolCallChunks(chunks: ToolCallChunk[], complete = false): { toolCalls: ToolCall[]; invalid: InvalidToolCall[] } {
+export function parseToolCallChunks(chunks: ToolCallChunk[], complete = false, cutShort = false): { toolCalls: ToolCall[]; invalid: InvalidToolCall[] } {
   const toolCalls: ToolCall[] = [];
   const invalid: InvalidToolCall[] = [];
-  for (const chunk of chunks) {
+  for (const [i, chunk] of chunks.entries()) {
     const raw = chunk.args ?? '';
-    const args = raw.trim() === '' ? {} : complete ? strictJson(raw) : parsePartialJson(raw);
+    // The last call of an answer cut short (`max_tokens`) without arguments yet was cut before them.
+    const empty = cutShort && i === chunks.length - 1 ? undefined : {};
+    const args = raw.trim() === '' ? empty : complete ? strictJson(raw) : parsePartialJson(raw);
     if (args !== null && typeof args === 'object' && !Array.isArray(args) && chunk.name !== undefined) {
       toolCalls.push({ name: chunk.name, args: args as Record<string, unknown>, id: chunk.id, type: 'tool_call' });
     } else {
@@ -131,8 +134,8 @@ export class AIMessageChunk extends AIMessage {
     if (chunks === undefined) super(fields);
     else {
       // A finish reason comes with the answer's last chunk: a chunk that carries one holds the whole answer.
-      const complete = (fields as AIMessageChunkFields).response_metadata?.finish_reason !== undefined;
-      const parsed = parseToolCallChunks(chunks, complete);
+      const finish = (fields as AIMessageChunkFields).response_metadata?.finish_reason;
+      const parsed = parseToolCallChunks(chunks, finish !== undefined, finish === 'length' || finish === 'max_tokens');
       super({ ...(fields as AIMessageChunkFields), tool_calls: parsed.toolCalls, invalid_tool_calls: parsed.invalid });
     }
     this.tool_call_chunks = chunks ?? [];

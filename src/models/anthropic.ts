@@ -100,7 +100,8 @@ const tokens = (value: unknown): number | undefined => (typeof value === 'number
 /**
  * The usage a chunk adds, from a usage object of running totals (`message_start`'s, then each
  * `message_delta`'s). Input counts the prompt cache's tokens too (written and read), which Anthropic counts
- * apart from `input_tokens`. Missing counts are kept as they were; undefined when nothing grew.
+ * apart from `input_tokens`. Missing counts are kept as they were; undefined without a usage object (the
+ * answer's usage is then what the other events say, or none).
  */
 function usageGrowth(usage: unknown, state: AnthropicStreamState): UsageMetadata | undefined {
   if (usage === null || typeof usage !== 'object') return undefined;
@@ -125,7 +126,8 @@ export function fromAnthropicEvent(event: RawMessageStreamEvent, state: Anthropi
       state.id = event.message.id;
       state.model = event.message.model;
       // Its output count (1, say) is the start of the running total that message_delta reports whole.
-      const usage = usageGrowth({ ...event.message.usage, output_tokens: 0 }, state);
+      const sent = event.message.usage as unknown;
+      const usage = sent === null || typeof sent !== 'object' ? undefined : usageGrowth({ ...sent, output_tokens: 0 }, state);
       return new AIMessageChunk({ content: '', id: state.id, ...(usage === undefined ? {} : { usage_metadata: usage }) });
     }
     case 'content_block_start':

@@ -145,10 +145,10 @@ class RunWorkerCore {
    * within about a lock and a half — not only once a worker with a free slot takes its job again — and a
    * worker that lost its job's lock (Redis away for a moment) but still beats keeps its run.
    */
-  private readonly queued = new Set<string>();
+  private readonly queued = new Map<string, number>();
   /** Writes the heartbeat of every run executing here. */
   beat(): Promise<void> {
-    const runIds = [...this.local, ...this.queued];
+    const runIds = [...this.local, ...this.queued.keys()];
     return runIds.length === 0 ? Promise.resolve() : this.options.store.heartbeat(runIds);
   }
 
@@ -170,12 +170,16 @@ class RunWorkerCore {
     }
     // Its first heartbeat goes with its start, and its last write forgets it; a run that did not end by its own
     // write (the store failed under it) has it forgotten here.
-    this.queued.add(runId);
+    // Counted: a job handed to this worker twice (its lock lapsed in a Redis blip) must not stop the beat of
+    // the one that runs when the other finds it started.
+    this.queued.set(runId, (this.queued.get(runId) ?? 0) + 1);
     let forgotten = false;
     try {
       forgotten = await this.execute(record, undefined);
     } finally {
-      this.queued.delete(runId);
+      const left = (this.queued.get(runId) ?? 1) - 1;
+      if (left > 0) this.queued.set(runId, left);
+      else this.queued.delete(runId);
       if (!forgotten) await store.forget(runId).catch(() => undefined);
     }
   }

@@ -53,6 +53,11 @@ export function errorAnswerHeaders(request: FastifyRequest, answer: { status: nu
  */
 export function retryAfter(answer: { status: number; code: ErrorCode; error?: unknown }): string | undefined {
   if (answer.code === 'RUNNEL_ERR_PROVIDER_RATE_LIMITED') return String(providerRetryAfter(answer.error) ?? 1);
+  // A provider outage that said how long to wait (a 503 or 529 with retry-after): that wait.
+  if (answer.code === 'RUNNEL_ERR_PROVIDER_UNAVAILABLE') {
+    const wait = providerRetryAfter(answer.error);
+    if (wait !== undefined) return String(wait);
+  }
   return answer.status === 503 || answer.code === 'RUNNEL_ERR_TOO_MANY_STREAMS' ? '1' : undefined;
 }
 

@@ -82,8 +82,11 @@ export interface IngestResult {
   stopped?: RunnelError;
 }
 
-/** Failures that are not one file's: every later write would meet them too. */
-const STOPS = new Set(['RUNNEL_ERR_DATABASE_UNAVAILABLE', 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'RUNNEL_ERR_PROVIDER_TIMEOUT', 'RUNNEL_ERR_PROVIDER_RATE_LIMITED', 'RUNNEL_ERR_PROVIDER_REJECTED']);
+/**
+ * Failures that are not one file's: every later write would meet them too. (A provider's refusal is not one:
+ * it can be the file's own — a chunk over the model's input limit.)
+ */
+const STOPS = new Set(['RUNNEL_ERR_DATABASE_UNAVAILABLE', 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'RUNNEL_ERR_PROVIDER_TIMEOUT', 'RUNNEL_ERR_PROVIDER_RATE_LIMITED']);
 const stopsTheRun = (error: unknown): error is RunnelError => isRunnelError(error) && STOPS.has(error.code);
 
 /** `items` grouped by `key`, in the order each key first appears. */

@@ -82,6 +82,15 @@ export function pgExecutor(pool: Pool): SqlExecutor {
         await reported(client.query('COMMIT'));
         return result;
       } catch (error) {
+        const failure = databaseError(error);
+        // (A statement timeout, 57014, leaves the connection answering: that one is rolled back as any error.)
+        const stuck = isRunnelError(failure) && failure.code === 'RUNNEL_ERR_DATABASE_UNAVAILABLE' && (failure.cause as { code?: unknown } | undefined)?.code !== '57014';
+        if (stuck) {
+          // The connection is gone, or stuck on a query the server does not answer (a ROLLBACK would queue
+          // behind it and wait out a timeout of its own): it is dropped, which ends the transaction.
+          broken = error instanceof Error ? error : new Error(String(error));
+          throw failure;
+        }
         // A failed ROLLBACK means the connection itself is gone: it must not return to the pool.
         await client.query('ROLLBACK').catch((rollbackError: unknown) => {
           broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));

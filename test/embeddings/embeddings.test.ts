@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HashingEmbeddings, OpenAIEmbeddings } from '../../src/index.js';
+import { freePort } from '../helpers.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 
 const dot = (a: number[], b: number[]) => a.reduce((sum, x, i) => sum + x * (b[i] as number), 0);
@@ -56,5 +57,14 @@ describe('OpenAIEmbeddings through the real SDK', () => {
     expect(sent.map((r) => r.body.input)).toEqual([['a', 'bb'], ['ccc', 'dddd'], ['eeeee']]);
     expect(sent[0]?.path).toBe('/v1/embeddings');
     expect(await embeddings.embedQuery('xyz')).toEqual([3, 0, 1]);
+  });
+
+  // A review: the SDK's own errors came through, so an ingest did not see the provider gone and tried every file.
+  it('fails as Runnel\'s provider errors: unreachable, rate-limited', async () => {
+    const closed = await freePort();
+    const nowhere = new OpenAIEmbeddings({ apiKey: 'sk-x', baseURL: `http://127.0.0.1:${closed}/v1`, maxRetries: 0 });
+    await expect(nowhere.embedDocuments(['a'])).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+    const limited = new OpenAIEmbeddings({ apiKey: 'sk-x', baseURL: server.url, model: 'rate-limited', maxRetries: 0 });
+    await expect(limited.embedQuery('a')).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_RATE_LIMITED' });
   });
 });

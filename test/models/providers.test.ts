@@ -153,6 +153,12 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     expect(error).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_RATE_LIMITED', statusCode: 429 });
     expect(server.requests.length - before).toBe(1);
     expect(providerRetryAfter(error)).toBeGreaterThan(60);
+    // An outage that asks for two minutes: not slept through either, and its wait goes with the error.
+    const outage = server.requests.length;
+    const down = await model({ model: 'unavailable-long', maxRetries: 2 }).invoke('hi').catch((e: unknown) => e);
+    expect(down).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+    expect(server.requests.length - outage).toBe(1);
+    expect(providerRetryAfter(down)).toBe(120);
   });
 
   it('reads arguments cut short in a finished answer as an invalid tool call, never a call with what was left', async () => {
@@ -169,6 +175,10 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       }
       expect(merged?.tool_calls).toEqual([]);
       expect(merged?.invalid_tool_calls).toHaveLength(1);
+      // Cut short before its arguments began: no call either (an empty object would have run the tool).
+      server.script = () => ({ toolCalls: [{ name: 'calculator', args: '' }], finish: name === 'openai' ? 'length' : 'max_tokens' });
+      const bare = await model({ model: 'scripted' }).invoke('What is 2 ^ 10?');
+      expect([bare.tool_calls, bare.invalid_tool_calls.length]).toEqual([[], 1]);
       // Whole arguments are a call, however they were split.
       server.script = () => ({ toolCalls: [{ name: 'calculator', args: { expression: '2 ^ 10' } }] });
       expect((await model({ model: 'scripted' }).invoke('What is 2 ^ 10?')).tool_calls).toEqual([expect.objectContaining({ name: 'calculator', args: { expression: '2 ^ 10' } })]);

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { HashingEmbeddings, PgVectorStore, pgExecutor } from '../../src/index.js';
+import { HashingEmbeddings, ingestPaths, OpenAIEmbeddings, PgVectorStore, pgExecutor } from '../../src/index.js';
+import { freePort } from '../helpers.js';
 import { ingest, query } from '../../scripts/ingest.js';
 import { dropCollections } from '../vectorstores/databases.js';
 
@@ -26,13 +27,33 @@ const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgre
 const collection = `ingest_${process.pid}_${Date.now()}`;
 const sections = `${collection}_md`;
 const mixed = `${collection}_mixed`;
+const unembedded = `${collection}_unembedded`;
 afterAll(async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL });
-  for (const name of [collection, sections, mixed]) await dropCollections(pgExecutor(pool), name);
+  for (const name of [collection, sections, mixed, unembedded]) await dropCollections(pgExecutor(pool), name);
   await pool.end();
 });
 
 describe('npm run ingest', () => {
+  // A review: the embeddings provider out of reach failed every file one by one, each after the SDK's retries.
+  it('stops at the first batch when the embeddings provider is out of reach, naming every file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runnel-ingest-'));
+    for (const name of ['a', 'b', 'c']) writeFileSync(join(dir, `${name}.md`), `# ${name}\n\nSome words about ${name}.\n`);
+    const closed = await freePort();
+    const pool = new pg.Pool({ connectionString: DATABASE_URL });
+    try {
+      const embeddings = new OpenAIEmbeddings({ apiKey: 'sk-x', baseURL: `http://127.0.0.1:${closed}/v1`, dimensions: 8, maxRetries: 0 });
+      const store = await PgVectorStore.create({ executor: pgExecutor(pool), embeddings, collection: unembedded });
+      const result = await ingestPaths(store, [dir], { sourceRoot: dir, batchSize: 1 });
+      expect(result.stopped).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+      expect(result.added).toBe(0);
+      expect(result.failed.map((failure) => failure.source).sort()).toEqual(['a.md', 'b.md', 'c.md']);
+    } finally {
+      await pool.end();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('loads, splits, embeds and upserts; a second run adds nothing; failures are reported', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'runnel-ingest-'));
     writeFileSync(join(dir, 'guide.md'), `# Guide\n\n${'Runnel streams tokens over server-sent events. '.repeat(40)}\n\nDeploy with docker compose.`);

@@ -30,7 +30,7 @@ describe.each(providers)('a $name rate limit, passed on', ({ name, make }) => {
     const chain = (path: string, model: string) =>
       defineChain({ path, runnable: make(server, model), messages: { toInput: ({ turns }) => ({ input: turns.at(-1)?.text ?? '' }) } });
     app = await buildApp({
-      chains: [chain('/long', 'rate-limited-long'), chain('/until', 'rate-limited-until'), chain('/short', 'rate-limited'), chain('/once', 'rate-limited-once')] as ChainSpec<never, unknown>[],
+      chains: [chain('/long', 'rate-limited-long'), chain('/until', 'rate-limited-until'), chain('/short', 'rate-limited'), chain('/once', 'rate-limited-once'), chain('/outage', 'unavailable-long')] as ChainSpec<never, unknown>[],
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
   });
@@ -51,6 +51,11 @@ describe.each(providers)('a $name rate limit, passed on', ({ name, make }) => {
     expect(until.status).toBe(429);
     expect(Number(until.headers.get('retry-after'))).toBeGreaterThan(60);
     expect(Number(until.headers.get('retry-after'))).toBeLessThanOrEqual(121);
+    // An outage that said how long it lasts: 502, with that wait.
+    const outage = await fetch(`${base}/outage/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: 'hi' }) });
+    expect(outage.status).toBe(502);
+    expect(((await outage.json()) as { code: string }).code).toBe('RUNNEL_ERR_PROVIDER_UNAVAILABLE');
+    expect(outage.headers.get('retry-after')).toBe('120');
   });
 
   it('answers /v1/chat/completions 429 with it, as the openai SDK reads it', async () => {

@@ -12,6 +12,7 @@
  * - `slow`: the text stream, one frame every 50 ms;
  * - `midstream-rate-limited`, `midstream-rejected`, `midstream-overloaded`: four frames of the text stream (a word), then
  *   an error of that kind in the provider's streaming format;
+ * - `unavailable-long`: 503 asking for 120 s (`retry-after`);
  * - `malformed`: three frames of the text stream, then one whose JSON breaks off after the text
  *   `MALFORMED-XYZZY` (the SDK cannot parse it), then the end.
  *
@@ -205,6 +206,8 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
           waiters.forEach((resolve) => resolve());
         }
       });
+      // An embeddings request for the model `rate-limited` is refused as a chat request would be.
+      if (req.url?.endsWith('/embeddings') && body.model === 'rate-limited') return fail(res, 429, fixture(`${provider}-429.json`));
       if (req.url?.endsWith('/embeddings')) {
         // Deterministic vectors, returned out of order: the client must sort by index.
         const inputs = (Array.isArray(body.input) ? body.input : [body.input]) as string[];
@@ -236,6 +239,10 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
         case 'midstream-rejected':
         case 'midstream-overloaded':
           return void streamFrames(res, [...frames(fixture(`${provider}-text.sse`)).slice(0, 4), midstreamError(provider, scenario.slice('midstream-'.length))]);
+        case 'unavailable-long':
+          // An outage that says how long it lasts: a 503 asking for two minutes.
+          res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '120', 'x-should-retry': 'true' });
+          return void res.end(fixture(`${provider}-500.json`));
         case 'malformed':
           return void streamFrames(res, [...frames(fixture(`${provider}-text.sse`)).slice(0, 3), MALFORMED[provider]]);
         case 'rate-limited':
