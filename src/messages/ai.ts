@@ -76,9 +76,10 @@ export function mergeToolCallChunks(a: ToolCallChunk[], b: ToolCallChunk[]): Too
       merged.push({ ...chunk, type: 'tool_call_chunk' });
       continue;
     }
-    same.name = (same.name ?? '') + (chunk.name ?? '') || undefined;
+    // A name or id sent again whole (OpenAI-compatible servers that repeat them in every delta) is not added again.
+    same.name = chunk.name === undefined || chunk.name === same.name ? same.name : (same.name ?? '') + chunk.name || undefined;
     same.args = (same.args ?? '') + (chunk.args ?? '');
-    same.id = (same.id ?? '') + (chunk.id ?? '') || undefined;
+    same.id = chunk.id === undefined || chunk.id === same.id ? same.id : (same.id ?? '') + chunk.id || undefined;
   }
   return merged;
 }

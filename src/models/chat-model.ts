@@ -67,6 +67,12 @@ function reportSpent(run: Run, chunks: readonly AIMessageChunk[]): UsageMetadata
   return usage;
 }
 
+/** Whether the answer these chunks make has a tool call whose arguments do not parse (merged only when it has tool calls). */
+function malformedCalls(chunks: readonly AIMessageChunk[]): boolean {
+  if (!chunks.some((chunk) => chunk.tool_call_chunks.length > 0 || chunk.invalid_tool_calls.length > 0)) return false;
+  return AIMessageChunk.merge(chunks).invalid_tool_calls.length > 0;
+}
+
 /** True for the chunk that says the provider finished its answer (`finish_reason`, Anthropic's `stop_reason` at `message_stop`). */
 function isFinished(chunk: AIMessageChunk): boolean {
   const reason = chunk.response_metadata.finish_reason;
@@ -282,7 +288,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     this.reportCall(run, { model: params.model, began, error: failure?.code, usage: answer.usage_metadata });
     if (failure !== undefined) throw failure;
     // Not awaited: storing is best effort, and a slow cache must not hold the answer back.
-    if (cache !== undefined) void cache.update(key, [answer]).catch(() => undefined);
+    if (cache !== undefined && answer.invalid_tool_calls.length === 0) void cache.update(key, [answer]).catch(() => undefined);
     return answer;
   }
 
@@ -365,9 +371,10 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       if (upstream.signal.aborted) return fail(upstream.signal.reason);
       if (!chunks.some(isFinished)) return fail(new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${this.name}: the provider ended the stream before finishing the answer`));
       finish(true);
-      // Only a whole answer of a call nobody aborted is cached.
+      // Only a whole answer of a call nobody aborted is cached — and not one whose tool calls do not parse (cut
+      // short, say): a retry must reach the provider.
       const cache = lead?.prepared.cache;
-      if (cache !== undefined && run.signal?.aborted !== true) void cache.update(lead?.prepared.key ?? '', chunks).catch(() => undefined);
+      if (cache !== undefined && run.signal?.aborted !== true && !malformedCalls(chunks)) void cache.update(lead?.prepared.key ?? '', chunks).catch(() => undefined);
       return DONE_CHUNK;
     };
     const iterator: AsyncIterableIterator<AIMessageChunk> & { return(): Promise<IteratorResult<AIMessageChunk>>; throw(error: unknown): Promise<IteratorResult<AIMessageChunk>> } = {

@@ -73,14 +73,17 @@ function openAIToolChoice(choice: ToolChoice | undefined): ChatCompletionCreateP
 
 /** Converts one streamed chat-completions chunk. */
 export function fromOpenAIChunk(chunk: ChatCompletionChunk): AIMessageChunk | undefined {
-  const choice = chunk.choices[0];
+  // The first choice only: Runnel asks for one, and a server that streams several (n > 1) interleaves them.
+  const choice = chunk.choices.find((candidate) => (candidate.index ?? 0) === 0);
   const usage = chunk.usage
     ? { input_tokens: chunk.usage.prompt_tokens, output_tokens: chunk.usage.completion_tokens, total_tokens: chunk.usage.total_tokens }
     : undefined;
   if (choice === undefined) return usage === undefined ? undefined : new AIMessageChunk({ content: '', id: chunk.id, usage_metadata: usage });
   const delta = choice.delta;
+  // A refusal is the model's answer too (streamed instead of content): the caller reads it, as a chat UI shows it.
+  const refusal = (delta as { refusal?: unknown }).refusal;
   return new AIMessageChunk({
-    content: delta.content ?? '',
+    content: (delta.content ?? '') + (typeof refusal === 'string' ? refusal : ''),
     id: chunk.id,
     tool_call_chunks: delta.tool_calls?.map((call) => ({
       index: call.index,

@@ -83,6 +83,20 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
     );
   }
 
+  /**
+   * The final answer's text — unless the model meant to call a tool and its call does not parse (cut short by
+   * `max_tokens`, say): that is no answer, and an empty one would pass for it.
+   */
+  private final(answer: AIMessage): string {
+    const invalid = answer.invalid_tool_calls[0];
+    if (invalid !== undefined) {
+      throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', `The model's call of ${invalid.name ?? 'a tool'} could not be read: ${invalid.error ?? 'malformed arguments'}`, {
+        detail: { text: invalid.args ?? '' },
+      });
+    }
+    return answer.text;
+  }
+
   private tooMany(): RunnelError {
     return new RunnelError('RUNNEL_ERR_AGENT_MAX_ITERATIONS', `The agent made ${this.maxIterations} model calls without a final answer`);
   }
@@ -92,7 +106,7 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
     for (let step = 1; step <= this.maxIterations; step++) {
       const answer = await this.model._invokeIn(messages, run.child([`agent:step:${step}`]));
       messages.push(answer);
-      if (answer.tool_calls.length === 0) return answer.text;
+      if (answer.tool_calls.length === 0) return this.final(answer);
       messages.push(...(await this.callTools(answer, run)));
     }
     throw this.tooMany();
@@ -109,7 +123,10 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
       }
       const message = (answer ?? new AIMessageChunk('')).toMessage();
       messages.push(message);
-      if (message.tool_calls.length === 0) return;
+      if (message.tool_calls.length === 0) {
+        this.final(message);
+        return;
+      }
       messages.push(...(await this.callTools(message, run)));
     }
     throw this.tooMany();

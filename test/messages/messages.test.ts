@@ -9,6 +9,7 @@ import {
   HumanMessage,
   SystemMessage,
   ToolMessage,
+  fromOpenAIChunk,
 } from '../../src/index.js';
 
 describe('message JSON', () => {
@@ -123,5 +124,31 @@ describe('chunk merge', () => {
   it('shows partial tool-call arguments while they stream', () => {
     const partial = new AIMessageChunk({ content: '', tool_call_chunks: [{ index: 0, id: 'c', name: 'f', args: '{"city": "Par' }] });
     expect(partial.tool_calls[0]?.args).toEqual({ city: 'Par' });
+  });
+});
+
+// A probe: an OpenAI-compatible server that repeats a call's id and name in every delta made
+// `calculatorcalculatorcalculator`, a tool no agent has.
+describe('tool-call chunks', () => {
+  it('take a name or id sent again whole once, and join one sent in pieces', () => {
+    const repeated = AIMessageChunk.merge(
+      ['{"expression"', ': "2 + 3"', '}'].map((args) => new AIMessageChunk({ content: '', tool_call_chunks: [{ index: 0, id: 'call_r', name: 'calculator', args }] })),
+    );
+    expect(repeated.tool_calls).toEqual([expect.objectContaining({ name: 'calculator', id: 'call_r', args: { expression: '2 + 3' } })]);
+    const pieces = AIMessageChunk.merge([
+      new AIMessageChunk({ content: '', tool_call_chunks: [{ index: 0, id: 'call_', name: 'calc', args: '{' }] }),
+      new AIMessageChunk({ content: '', tool_call_chunks: [{ index: 0, id: 'p', name: 'ulator', args: '}' }] }),
+    ]);
+    expect(pieces.tool_calls).toEqual([expect.objectContaining({ name: 'calculator', id: 'call_p', args: {} })]);
+  });
+});
+
+describe('fromOpenAIChunk', () => {
+  const chunk = (choices: unknown[]) => ({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices }) as unknown as Parameters<typeof fromOpenAIChunk>[0];
+  it('reads the first choice only, and a refusal as the answer', () => {
+    // Two choices interleaved (n > 1): only index 0 is the answer.
+    expect(fromOpenAIChunk(chunk([{ index: 1, delta: { content: 'B0' }, finish_reason: null }]))).toBeUndefined();
+    expect(fromOpenAIChunk(chunk([{ index: 1, delta: { content: 'B1' }, finish_reason: null }, { index: 0, delta: { content: 'A1' }, finish_reason: null }]))?.text).toBe('A1');
+    expect(fromOpenAIChunk(chunk([{ index: 0, delta: { content: null, refusal: "I'm sorry, " }, finish_reason: null }]))?.text).toBe("I'm sorry, ");
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { AIMessage, type AIMessageChunk, ChatAnthropic, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions } from '../../src/index.js';
+import { AIMessage, type AIMessageChunk, calculatorTool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions } from '../../src/index.js';
 import { settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
@@ -164,7 +164,16 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
   it('reads arguments cut short in a finished answer as an invalid tool call, never a call with what was left', async () => {
     server.script = () => ({ toolCalls: [{ name: 'calculator', args: '{"expression": "2 ^ 1' }], finish: name === 'openai' ? 'length' : 'max_tokens' });
     try {
-      const answer = await model({ model: 'scripted' }).invoke('What is 2 ^ 10?');
+      // Not cached (a probe: the cut-short answer was served again from the cache): the next call asks again.
+      const cache = new InMemoryCache();
+      const before = server.requests.length;
+      const answer = await model({ model: 'scripted', cache }).invoke('What is 2 ^ 10?');
+      await model({ model: 'scripted', cache }).invoke('What is 2 ^ 10?');
+      expect(server.requests.length - before).toBe(2);
+      expect(cache.size).toBe(0);
+      // An agent given it fails with what went wrong, instead of an empty answer (and runs nothing).
+      const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [calculatorTool()] });
+      await expect(agent.invoke({ input: 'What is 2 ^ 10?' })).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE' });
       expect(answer.tool_calls).toEqual([]);
       expect(answer.invalid_tool_calls).toEqual([expect.objectContaining({ name: 'calculator', args: '{"expression": "2 ^ 1', error: expect.stringMatching(/cut short/) })]);
       // Streamed, the pieces preview what has come so far; the whole answer is the same invalid call.
