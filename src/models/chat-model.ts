@@ -281,7 +281,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       this.reportCall(run, { model: params.model, began, error: failure.code });
       throw failure;
     } finally {
-      flight?.(answer === undefined ? undefined : [answer]);
+      flight?.(answer === undefined || answer.invalid_tool_calls.length > 0 ? undefined : [answer]);
     }
     if (answer.usage_metadata !== undefined) run.reportUsage(answer.usage_metadata);
     const failure = signal.aborted ? providerError(this.name, signal.reason, run.signal) : undefined;
@@ -332,7 +332,8 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       ended = true;
       if (started === undefined) return;
       started.guard.dispose();
-      lead?.flight?.(complete ? chunks : undefined);
+      // Callers waiting on this call get its answer — not one whose tool calls do not parse: they call for themselves.
+      lead?.flight?.(complete && !malformedCalls(chunks) ? chunks : undefined);
       // Tokens the provider reported count even when the stream ended early: they were spent.
       const usage = reportSpent(run, chunks);
       // A stream its reader left before the end (no error of its own) was cut short: an abort.

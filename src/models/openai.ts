@@ -81,9 +81,11 @@ export function fromOpenAIChunk(chunk: ChatCompletionChunk): AIMessageChunk | un
   if (choice === undefined) return usage === undefined ? undefined : new AIMessageChunk({ content: '', id: chunk.id, usage_metadata: usage });
   const delta = choice.delta;
   // A refusal is the model's answer too (streamed instead of content): the caller reads it, as a chat UI shows it.
+  // Content as sent otherwise (a compatible server may send parts, not a string).
   const refusal = (delta as { refusal?: unknown }).refusal;
+  const content = delta.content ?? '';
   return new AIMessageChunk({
-    content: (delta.content ?? '') + (typeof refusal === 'string' ? refusal : ''),
+    content: typeof refusal === 'string' && refusal !== '' && content === '' ? refusal : content,
     id: chunk.id,
     tool_call_chunks: delta.tool_calls?.map((call) => ({
       index: call.index,

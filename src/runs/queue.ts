@@ -145,10 +145,12 @@ class RunWorkerCore {
    * within about a lock and a half — not only once a worker with a free slot takes its job again — and a
    * worker that lost its job's lock (Redis away for a moment) but still beats keeps its run.
    */
-  private readonly queued = new Map<string, number>();
+  private readonly queued = new Set<string>();
+  /** Run ids this worker is processing: a job handed to it again meanwhile (its lock lapsed) is left to the first. */
+  private readonly claimed = new Set<string>();
   /** Writes the heartbeat of every run executing here. */
   beat(): Promise<void> {
-    const runIds = [...this.local, ...this.queued.keys()];
+    const runIds = [...this.local, ...this.queued];
     return runIds.length === 0 ? Promise.resolve() : this.options.store.heartbeat(runIds);
   }
 
@@ -158,6 +160,18 @@ class RunWorkerCore {
 
   /** A queued run, by id: read it, and execute it unless it ended, was cancelled, or its worker was lost. */
   async process(runId: string): Promise<void> {
+    // Claimed before the first await: a second delivery to this worker must not share the first's state (its
+    // cancel token, its heartbeat).
+    if (this.claimed.has(runId)) return;
+    this.claimed.add(runId);
+    try {
+      await this.processClaimed(runId);
+    } finally {
+      this.claimed.delete(runId);
+    }
+  }
+
+  private async processClaimed(runId: string): Promise<void> {
     const { store } = this.options;
     const record = await store.get(runId);
     if (record === undefined || TERMINAL.has(record.status)) return;
@@ -170,16 +184,12 @@ class RunWorkerCore {
     }
     // Its first heartbeat goes with its start, and its last write forgets it; a run that did not end by its own
     // write (the store failed under it) has it forgotten here.
-    // Counted: a job handed to this worker twice (its lock lapsed in a Redis blip) must not stop the beat of
-    // the one that runs when the other finds it started.
-    this.queued.set(runId, (this.queued.get(runId) ?? 0) + 1);
+    this.queued.add(runId);
     let forgotten = false;
     try {
       forgotten = await this.execute(record, undefined);
     } finally {
-      const left = (this.queued.get(runId) ?? 1) - 1;
-      if (left > 0) this.queued.set(runId, left);
-      else this.queued.delete(runId);
+      this.queued.delete(runId);
       if (!forgotten) await store.forget(runId).catch(() => undefined);
     }
   }

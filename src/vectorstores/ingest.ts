@@ -83,11 +83,13 @@ export interface IngestResult {
 }
 
 /**
- * Failures that are not one file's: every later write would meet them too. (A provider's refusal is not one:
- * it can be the file's own — a chunk over the model's input limit.)
+ * Failures that are not one file's: every later write would meet them too. (A provider's refusal is one only
+ * when it refuses every request, below: a 400 can be the file's own — a chunk over the model's input limit.)
  */
 const STOPS = new Set(['RUNNEL_ERR_DATABASE_UNAVAILABLE', 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'RUNNEL_ERR_PROVIDER_TIMEOUT', 'RUNNEL_ERR_PROVIDER_RATE_LIMITED']);
-const stopsTheRun = (error: unknown): error is RunnelError => isRunnelError(error) && STOPS.has(error.code);
+/** A refusal of every request, not of one input: the key (401), its rights (403), the model (404). */
+const refusesAll = (error: RunnelError): boolean => error.code === 'RUNNEL_ERR_PROVIDER_REJECTED' && [401, 403, 404].includes((error.cause as { status?: unknown } | undefined)?.status as number);
+const stopsTheRun = (error: unknown): error is RunnelError => isRunnelError(error) && (STOPS.has(error.code) || refusesAll(error));
 
 /** `items` grouped by `key`, in the order each key first appears. */
 function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {

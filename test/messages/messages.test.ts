@@ -150,5 +150,7 @@ describe('fromOpenAIChunk', () => {
     expect(fromOpenAIChunk(chunk([{ index: 1, delta: { content: 'B0' }, finish_reason: null }]))).toBeUndefined();
     expect(fromOpenAIChunk(chunk([{ index: 1, delta: { content: 'B1' }, finish_reason: null }, { index: 0, delta: { content: 'A1' }, finish_reason: null }]))?.text).toBe('A1');
     expect(fromOpenAIChunk(chunk([{ index: 0, delta: { content: null, refusal: "I'm sorry, " }, finish_reason: null }]))?.text).toBe("I'm sorry, ");
+    // Content in parts (some compatible servers) stays parts: a refusal is read only where there is no content.
+    expect(fromOpenAIChunk(chunk([{ index: 0, delta: { content: [{ type: 'text', text: 'x' }], refusal: null }, finish_reason: null }]))?.content).toEqual([{ type: 'text', text: 'x' }]);
   });
 });

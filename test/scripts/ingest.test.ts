@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HashingEmbeddings, ingestPaths, OpenAIEmbeddings, PgVectorStore, pgExecutor } from '../../src/index.js';
 import { freePort } from '../helpers.js';
+import { startProviderServer } from '../support/provider-server.js';
 import { ingest, query } from '../../scripts/ingest.js';
 import { dropCollections } from '../vectorstores/databases.js';
 
@@ -28,9 +29,10 @@ const collection = `ingest_${process.pid}_${Date.now()}`;
 const sections = `${collection}_md`;
 const mixed = `${collection}_mixed`;
 const unembedded = `${collection}_unembedded`;
+const refusedKey = `${collection}_refused`;
 afterAll(async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL });
-  for (const name of [collection, sections, mixed, unembedded]) await dropCollections(pgExecutor(pool), name);
+  for (const name of [collection, sections, mixed, unembedded, refusedKey]) await dropCollections(pgExecutor(pool), name);
   await pool.end();
 });
 
@@ -48,6 +50,21 @@ describe('npm run ingest', () => {
       expect(result.stopped).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
       expect(result.added).toBe(0);
       expect(result.failed.map((failure) => failure.source).sort()).toEqual(['a.md', 'b.md', 'c.md']);
+      // A refused key refuses every file: it stops the run too (a refusal of one input would not).
+      const provider = await startProviderServer('openai');
+      try {
+        const refused = await PgVectorStore.create({
+          executor: pgExecutor(pool),
+          embeddings: new OpenAIEmbeddings({ apiKey: 'sk-x', baseURL: provider.url, model: 'unauthorized', dimensions: 8, maxRetries: 0 }),
+          collection: refusedKey,
+        });
+        const before = provider.requests.length;
+        const stopped = await ingestPaths(refused, [dir], { sourceRoot: dir, batchSize: 1 });
+        expect(stopped.stopped).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_REJECTED' });
+        expect(provider.requests.length - before).toBe(1);
+      } finally {
+        await provider.close();
+      }
     } finally {
       await pool.end();
       rmSync(dir, { recursive: true, force: true });

@@ -206,8 +206,9 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
           waiters.forEach((resolve) => resolve());
         }
       });
-      // An embeddings request for the model `rate-limited` is refused as a chat request would be.
+      // An embeddings request for the model `rate-limited` or `unauthorized` is refused as a chat request would be.
       if (req.url?.endsWith('/embeddings') && body.model === 'rate-limited') return fail(res, 429, fixture(`${provider}-429.json`));
+      if (req.url?.endsWith('/embeddings') && body.model === 'unauthorized') return fail(res, 401, JSON.stringify({ error: { message: 'Incorrect API key provided', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } }));
       if (req.url?.endsWith('/embeddings')) {
         // Deterministic vectors, returned out of order: the client must sort by index.
         const inputs = (Array.isArray(body.input) ? body.input : [body.input]) as string[];
