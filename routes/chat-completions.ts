@@ -47,7 +47,7 @@ export function chatCompletionsHandler() {
       const connection = disconnectSignal(request, reply, 'chat_completions', chain.spec.path);
       try {
         const output = await chain.spec.runnable.invoke(run.input, { ...run.config, signal: connection.signal, onUsage: tally.onUsage, onModelCall: tally.onModelCall });
-        return chatCompletion(head, output, { tools, usage: completionUsage(tally.total()) });
+        return chatCompletion(head, output, { tools, usage: completionUsage(tally.total()), finishReason: tally.finishReason() });
       } finally {
         connection.dispose();
       }
@@ -66,14 +66,15 @@ export function chatCompletionsHandler() {
       endpoint: 'chat_completions',
       runId: run.runId,
       config: run.config,
-      // The tally meters `/metrics` too, so it replaces the stream's own meter rather than adding to it.
-      items: (runConfig) => chain.spec.runnable.stream(run.input, { ...runConfig, onUsage: tally.onUsage }),
+      // The tally meters `/metrics` too, so it replaces the stream's own meter rather than adding to it; it
+      // keeps the last model call's finish reason (a chain ending in a parser streams no message to read it from).
+      items: (runConfig) => chain.spec.runnable.stream(run.input, { ...runConfig, onUsage: tally.onUsage, onModelCall: tally.onModelCall }),
       // A run that fails before its first piece (the provider's 429 or 5xx) is an HTTP error, as OpenAI answers
       // one: the SDKs retry it. Once the stream is open, a failure is an error frame.
       errorBeforeOpen: (error) => toOpenAIError(error),
       format: {
         item: (sse, piece) => sse.sendRaw(opening() + chunks.next(piece)),
-        end: (sse) => sse.sendRaw(opening() + chunks.end(completionUsage(tally.total()))),
+        end: (sse) => sse.sendRaw(opening() + chunks.end(completionUsage(tally.total()), tally.finishReason())),
         error: (sse, error) => sse.sendRaw(opening() + errorChunk(toOpenAIError(error).body)),
       },
     });

@@ -37,7 +37,7 @@ function uiFormat(kind: RunKind, runId: string, endpoint: string): RunStreamForm
         case 'data':
           return sse.sendRaw(kind === 'stream_events' ? ui.event(frame.data as never) : ui.chunk(frame.data));
         case 'end':
-          return sse.sendRaw(ui.finish());
+          return sse.sendRaw(ui.finish((frame.data as { finish_reason?: string } | undefined)?.finish_reason));
         default:
           return sse.sendRaw(ui.fail(frame.data as { code: string; message: string }));
       }
@@ -79,6 +79,15 @@ export function uiStreamHandler(chain: PreparedChain) {
     const ui = new UiMessageEncoder(runId);
     let started = false;
     const runnable = chain.spec.runnable;
+    // The last model call's finish reason, for the `finish` part: a chain ending in a parser streams text only.
+    let finishReason: string | undefined;
+    const withFinish = (runConfig: RunnableConfig): RunnableConfig => ({
+      ...runConfig,
+      onModelCall: (call) => {
+        if (call.finishReason !== undefined) finishReason = call.finishReason;
+        runConfig.onModelCall?.(call);
+      },
+    });
     await sendLiveStream(request, reply, {
       chain,
       endpoint: 'ui_stream',
@@ -91,14 +100,14 @@ export function uiStreamHandler(chain: PreparedChain) {
         return { status, code: failure.code, body: failure };
       },
       // Events' errors as the error frame says them (a tool's failure in `tool-output-error` included).
-      items: (runConfig) => (events ? publicErrors('stream_events', runnable.streamEvents(input, runConfig)) : runnable.stream(input, runConfig)),
+      items: (runConfig) => (events ? publicErrors('stream_events', runnable.streamEvents(input, withFinish(runConfig))) : runnable.stream(input, withFinish(runConfig))),
       format: {
         item: (sse, item) => {
           const head = started ? '' : ui.start();
           started = true;
           return sse.sendRaw(head + (events ? ui.event(item as never) : ui.chunk(item)));
         },
-        end: (sse) => sse.sendRaw((started ? '' : ui.start()) + ui.finish()),
+        end: (sse) => sse.sendRaw((started ? '' : ui.start()) + ui.finish(finishReason)),
         error: (sse, error) => {
           const { body: failure } = toHttpError(error);
           return sse.sendRaw((started ? '' : ui.start()) + ui.fail(failure));

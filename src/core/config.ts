@@ -84,6 +84,8 @@ export interface ModelCall {
   error?: string;
   /** The tokens the provider reported spending, when it did. */
   usage?: TokenUsage;
+  /** Why the provider said the answer ended, in its own words (`stop`, `length`, `end_turn`, `max_tokens`…); absent on failure. */
+  finishReason?: string;
 }
 
 /** Receives each chat model call (`RunnableConfig.onModelCall`). */

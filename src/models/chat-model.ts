@@ -73,11 +73,22 @@ function malformedCalls(chunks: readonly AIMessageChunk[]): boolean {
   return AIMessageChunk.merge(chunks).invalid_tool_calls.length > 0;
 }
 
-/** True for the chunk that says the provider finished its answer (`finish_reason`, Anthropic's `stop_reason` at `message_stop`). */
-function isFinished(chunk: AIMessageChunk): boolean {
-  const reason = chunk.response_metadata.finish_reason;
-  return typeof reason === 'string' && reason !== '';
+/** Why the provider said an answer ended (`finish_reason`, Anthropic's `stop_reason` at `message_stop`); undefined while it has not. */
+function finishReason(chunks: readonly AIMessageChunk[]): string | undefined {
+  for (let i = chunks.length - 1; i >= 0; i--) {
+    const reason = (chunks[i] as AIMessageChunk).response_metadata.finish_reason;
+    if (typeof reason === 'string' && reason !== '') return reason;
+  }
+  return undefined;
 }
+
+/**
+ * The reasons an answer is cut before the model was done with it: a token limit (OpenAI's `length`,
+ * Anthropic's `max_tokens`, a context window), a content filter, Anthropic's `pause_turn` (a long server
+ * tool turn to continue). Such an answer is passed on, with its reason, but never cached: the next identical
+ * call asks the provider again.
+ */
+const CUT_REASONS: ReadonlySet<string> = new Set(['length', 'max_tokens', 'model_context_window_exceeded', 'content_filter', 'pause_turn']);
 
 /**
  * A cached answer as a stream: the chunks it was stored as. An answer stored
@@ -285,10 +296,12 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     }
     if (answer.usage_metadata !== undefined) run.reportUsage(answer.usage_metadata);
     const failure = signal.aborted ? providerError(this.name, signal.reason, run.signal) : undefined;
-    this.reportCall(run, { model: params.model, began, error: failure?.code, usage: answer.usage_metadata });
+    const reason = finishReason([answer]);
+    this.reportCall(run, { model: params.model, began, error: failure?.code, usage: answer.usage_metadata, finishReason: failure === undefined ? reason : undefined });
     if (failure !== undefined) throw failure;
-    // Not awaited: storing is best effort, and a slow cache must not hold the answer back.
-    if (cache !== undefined && answer.invalid_tool_calls.length === 0) void cache.update(key, [answer]).catch(() => undefined);
+    // Not awaited: storing is best effort, and a slow cache must not hold the answer back. An answer a provider
+    // sends whole without a finish reason is whole (it is not a stream that could have broken off).
+    if (cache !== undefined && (reason === undefined || !CUT_REASONS.has(reason)) && answer.invalid_tool_calls.length === 0) void cache.update(key, [answer]).catch(() => undefined);
     return answer;
   }
 
@@ -332,12 +345,21 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       ended = true;
       if (started === undefined) return;
       started.guard.dispose();
-      // Callers waiting on this call get its answer — not one whose tool calls do not parse: they call for themselves.
-      lead?.flight?.(complete && !malformedCalls(chunks) ? chunks : undefined);
+      // Callers waiting on this call get its answer — one cut by a limit too (they asked the same), but not one
+      // whose tool calls do not parse: they call for themselves.
+      const malformed = complete && malformedCalls(chunks);
+      lead?.flight?.(complete && !malformed ? chunks : undefined);
       // Tokens the provider reported count even when the stream ended early: they were spent.
       const usage = reportSpent(run, chunks);
       // A stream its reader left before the end (no error of its own) was cut short: an abort.
-      this.reportCall(run, { model: started.params.model, began: started.began, error: complete ? undefined : (failure?.code ?? 'RUNNEL_ERR_ABORTED'), usage });
+      const reason = complete ? finishReason(chunks) : undefined;
+      this.reportCall(run, { model: started.params.model, began: started.began, error: complete ? undefined : (failure?.code ?? 'RUNNEL_ERR_ABORTED'), usage, finishReason: reason });
+      // Only a whole answer of a call nobody aborted is cached — not one cut by a token limit or a filter, nor
+      // one whose tool calls do not parse (cut short, say): a retry must reach the provider.
+      const cache = lead?.prepared.cache;
+      if (complete && cache !== undefined && run.signal?.aborted !== true && !malformed && reason !== undefined && !CUT_REASONS.has(reason)) {
+        void cache.update(lead?.prepared.key ?? '', chunks).catch(() => undefined);
+      }
       started.unlink?.();
       // Whoever stopped reading early (an abort, a stall, a consumer gone): close the upstream request.
       if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
@@ -370,12 +392,8 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       // error): whatever the stream said, a call whose signal fired failed, and an answer is whole only when
       // the provider said it finished.
       if (upstream.signal.aborted) return fail(upstream.signal.reason);
-      if (!chunks.some(isFinished)) return fail(new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${this.name}: the provider ended the stream before finishing the answer`));
+      if (finishReason(chunks) === undefined) return fail(new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${this.name}: the provider ended the stream before finishing the answer`));
       finish(true);
-      // Only a whole answer of a call nobody aborted is cached — and not one whose tool calls do not parse (cut
-      // short, say): a retry must reach the provider.
-      const cache = lead?.prepared.cache;
-      if (cache !== undefined && run.signal?.aborted !== true && !malformedCalls(chunks)) void cache.update(lead?.prepared.key ?? '', chunks).catch(() => undefined);
       return DONE_CHUNK;
     };
     const iterator: AsyncIterableIterator<AIMessageChunk> & { return(): Promise<IteratorResult<AIMessageChunk>>; throw(error: unknown): Promise<IteratorResult<AIMessageChunk>> } = {
@@ -410,13 +428,14 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   }
 
   /** Reports one call that went to the provider (`RunnableConfig.onModelCall`): cache hits never get here. */
-  private reportCall(run: Run, call: { model: string; began: number; error?: string | undefined; usage?: UsageMetadata | undefined }): void {
+  private reportCall(run: Run, call: { model: string; began: number; error?: string | undefined; usage?: UsageMetadata | undefined; finishReason?: string | undefined }): void {
     run.reportModelCall({
       provider: this.provider.id,
       model: call.model,
       seconds: (performance.now() - call.began) / 1000,
       ...(call.error === undefined ? {} : { error: call.error }),
       ...(call.usage === undefined ? {} : { usage: call.usage }),
+      ...(call.finishReason === undefined ? {} : { finishReason: call.finishReason }),
     });
   }
 

@@ -5,7 +5,7 @@
  */
 import type OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent } from '../messages/index.js';
+import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { openAIClient } from './clients.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
@@ -71,13 +71,37 @@ function openAIToolChoice(choice: ToolChoice | undefined): ChatCompletionCreateP
   return { type: 'function', function: { name: choice } };
 }
 
-/** Converts one streamed chat-completions chunk. */
-export function fromOpenAIChunk(chunk: ChatCompletionChunk): AIMessageChunk | undefined {
+/** The tokens one streamed answer reported so far (a stream's usage is the answer's running total, not a delta). */
+export interface OpenAIStreamState {
+  input: number;
+  output: number;
+}
+
+const count = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined);
+
+/**
+ * What a chunk's `usage` adds to what the stream reported before. OpenAI sends the answer's usage once, in its
+ * last chunk; compatible servers that send it in every chunk (vLLM's continuous usage stats) send running
+ * totals, which summed would count the prompt once a chunk. A count that is missing stays as it was.
+ */
+function usageGrowth(usage: ChatCompletionChunk['usage'], state: OpenAIStreamState): UsageMetadata | undefined {
+  if (usage === null || usage === undefined || typeof usage !== 'object') return undefined;
+  const input = count(usage.prompt_tokens) ?? state.input;
+  const output = count(usage.completion_tokens) ?? state.output;
+  const grown = { input: Math.max(0, input - state.input), output: Math.max(0, output - state.output) };
+  state.input = Math.max(input, state.input);
+  state.output = Math.max(output, state.output);
+  return { input_tokens: grown.input, output_tokens: grown.output, total_tokens: grown.input + grown.output };
+}
+
+/**
+ * Converts one streamed chat-completions chunk. `state` carries the usage reported so far across one stream's
+ * chunks (each chunk's `usage_metadata` is what it adds); without it, a chunk's usage is taken whole.
+ */
+export function fromOpenAIChunk(chunk: ChatCompletionChunk, state: OpenAIStreamState = { input: 0, output: 0 }): AIMessageChunk | undefined {
   // The first choice only: Runnel asks for one, and a server that streams several (n > 1) interleaves them.
   const choice = chunk.choices.find((candidate) => (candidate.index ?? 0) === 0);
-  const usage = chunk.usage
-    ? { input_tokens: chunk.usage.prompt_tokens, output_tokens: chunk.usage.completion_tokens, total_tokens: chunk.usage.total_tokens }
-    : undefined;
+  const usage = usageGrowth(chunk.usage, state);
   if (choice === undefined) return usage === undefined ? undefined : new AIMessageChunk({ content: '', id: chunk.id, usage_metadata: usage });
   const delta = choice.delta;
   // A refusal is the model's answer too (streamed instead of content): the caller reads it, as a chat UI shows it.
@@ -124,8 +148,9 @@ class OpenAIProvider implements ChatProvider {
       ...(params.responseFormat === undefined ? {} : { response_format: params.responseFormat as never }),
     };
     const stream = await this.getClient().chat.completions.create(body, { signal: request.signal, ...(request.headers === undefined ? {} : { headers: request.headers }) });
+    const reported: OpenAIStreamState = { input: 0, output: 0 };
     for await (const chunk of stream) {
-      const message = fromOpenAIChunk(chunk);
+      const message = fromOpenAIChunk(chunk, reported);
       if (message !== undefined) yield message;
     }
   }

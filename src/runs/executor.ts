@@ -253,7 +253,17 @@ export async function executeRun(options: {
   const { __traceparent: traceparent, __tracestate: tracestate } = stored.metadata ?? {};
   const callbacks =
     options.trace === undefined ? {} : { callbacks: [options.trace(typeof traceparent === 'string' ? traceparent : undefined, typeof tracestate === 'string' ? tracestate : undefined)] };
-  const config: RunnableConfig = { ...stored, ...callbacks, signal, onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)) };
+  // The last model call's finish reason goes in the log's `end` (the AI SDK's `finish` says `length` from it).
+  let finishReason: string | undefined;
+  const config: RunnableConfig = {
+    ...stored,
+    ...callbacks,
+    signal,
+    onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)),
+    onModelCall: (call) => {
+      if (call.finishReason !== undefined) finishReason = call.finishReason;
+    },
+  };
   let output: unknown;
   let base: RunRecord | undefined = record;
   try {
@@ -282,7 +292,7 @@ export async function executeRun(options: {
     }
     // A step that ends "normally" when aborted (a model SDK) must not turn a cancelled run into a success.
     signal.throwIfAborted();
-    const last = writer.push('end');
+    const last = writer.push('end', finishReason === undefined ? undefined : { finish_reason: finishReason });
     // The output as JSON gives it back (a string is that already: a chain's text is not copied twice over).
     const ended = await writer.end({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage }, base, true);
     await writer.deliver(last);

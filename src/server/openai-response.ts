@@ -52,15 +52,41 @@ function textOf(output: unknown): string {
   return JSON.stringify(output);
 }
 
+/** The finish reason a message carries (`response_metadata.finish_reason`), if any. */
+export function messageFinishReason(output: unknown): string | undefined {
+  if (!(output instanceof BaseMessage)) return undefined;
+  const reason = (output.response_metadata as { finish_reason?: unknown } | undefined)?.finish_reason;
+  return typeof reason === 'string' && reason !== '' ? reason : undefined;
+}
+
+/** A token limit, in OpenAI's and Anthropic's words. */
+const LENGTH_REASONS: ReadonlySet<string> = new Set(['length', 'max_tokens', 'model_context_window_exceeded']);
+
+/**
+ * OpenAI's `finish_reason` for an answer: `tool_calls` when it passes tool calls on, `length` when the model's
+ * answer was cut by a token limit, `content_filter` when a filter stopped it (Anthropic's `refusal`), else `stop`.
+ *
+ * @example
+ * openAIFinishReason('max_tokens', false) // 'length'
+ */
+export function openAIFinishReason(reason: string | undefined, toolCalls: boolean): 'stop' | 'length' | 'tool_calls' | 'content_filter' {
+  if (toolCalls) return 'tool_calls';
+  if (reason === undefined) return 'stop';
+  if (LENGTH_REASONS.has(reason)) return 'length';
+  if (reason === 'content_filter' || reason === 'refusal') return 'content_filter';
+  return 'stop';
+}
+
 const callId = (id: string | undefined): string => (id === undefined || id === '' ? `call_${randomUUID().replaceAll('-', '')}` : id);
 
 /**
- * The `chat.completion` for a chain's output.
+ * The `chat.completion` for a chain's output. `finishReason` is the provider's reason for the run's last model
+ * call (a message output's own is used without one).
  *
  * @example
- * chatCompletion({ id: 'chatcmpl-1', created: 1764500000, model: 'joke' }, 'Why did the cat sit?', { tools: false, usage })
+ * chatCompletion({ id: 'chatcmpl-1', created: 1764500000, model: 'joke' }, 'Why did the cat sit?', { tools: false, usage, finishReason: 'stop' })
  */
-export function chatCompletion(head: CompletionHead, output: unknown, options: { tools: boolean; usage: CompletionUsage }): Record<string, unknown> {
+export function chatCompletion(head: CompletionHead, output: unknown, options: { tools: boolean; usage: CompletionUsage; finishReason?: string | undefined }): Record<string, unknown> {
   const text = textOf(output);
   const calls: CompletionToolCall[] =
     options.tools && output instanceof AIMessage
@@ -77,7 +103,7 @@ export function chatCompletion(head: CompletionHead, output: unknown, options: {
     object: 'chat.completion',
     created: head.created,
     model: head.model,
-    choices: [{ index: 0, message, finish_reason: calls.length > 0 ? 'tool_calls' : 'stop', logprobs: null }],
+    choices: [{ index: 0, message, finish_reason: openAIFinishReason(options.finishReason ?? messageFinishReason(output), calls.length > 0), logprobs: null }],
     usage: options.usage,
     system_fingerprint: null,
   };
@@ -96,14 +122,15 @@ export const errorChunk = (body: unknown): string => frame(body);
 
 /**
  * Turns a chain's output stream into `chat.completion.chunk` frames: `start()` before the first output
- * chunk, `next(chunk)` for each, `end(usage)` after the last (the finishing chunk, the usage chunk when asked
- * for, and `data: [DONE]`). Each returns the frames' text, `''` when there is nothing to send.
+ * chunk, `next(chunk)` for each, `end(usage, finishReason)` after the last (the finishing chunk, the usage
+ * chunk when asked for, and `data: [DONE]`). Each returns the frames' text, `''` when there is nothing to send.
+ * Without a finish reason, the one the streamed message's chunks carried is used.
  *
  * @example
  * const chunks = new CompletionChunks(head, { tools: false, includeUsage: true });
  * write(chunks.start());
  * for await (const piece of chain.stream(input)) write(chunks.next(piece));
- * write(chunks.end(usage));
+ * write(chunks.end(usage, 'stop'));
  */
 export class CompletionChunks {
   private readonly head: CompletionHead;
@@ -115,6 +142,8 @@ export class CompletionChunks {
   private value: unknown;
   /** A content chunk's frame around its JSON text, made once: the hot path writes the text between them. */
   private contentFrame: [string, string] | undefined;
+  /** The finish reason a streamed message's chunk carried. */
+  private reason: string | undefined;
 
   constructor(head: CompletionHead, options: { tools: boolean; includeUsage: boolean }) {
     this.head = head;
@@ -151,6 +180,7 @@ export class CompletionChunks {
       this.value = this.value === undefined ? piece : concat(this.value, piece);
       return '';
     }
+    this.reason = messageFinishReason(piece) ?? this.reason;
     let out = piece.text === '' ? '' : this.content(piece.text);
     if (this.tools && piece instanceof AIMessage) out += this.toolCalls(piece);
     return out;
@@ -176,9 +206,9 @@ export class CompletionChunks {
     return this.chunk({ tool_calls: deltas });
   }
 
-  end(usage: CompletionUsage): string {
+  end(usage: CompletionUsage, finishReason?: string): string {
     const value = this.value === undefined ? '' : this.chunk({ content: textOf(this.value) });
-    const finish = this.chunk({}, this.calls.size > 0 ? 'tool_calls' : 'stop');
+    const finish = this.chunk({}, openAIFinishReason(finishReason ?? this.reason, this.calls.size > 0));
     const usageChunk = this.includeUsage ? frame({ ...this.chunkHead(), choices: [], usage }) : '';
     return `${value}${finish}${usageChunk}data: [DONE]\n\n`;
   }

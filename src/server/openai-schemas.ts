@@ -31,7 +31,7 @@ const head = {
   system_fingerprint: { type: 'null' },
 };
 
-const finishReason = { type: ['string', 'null'], enum: ['stop', 'tool_calls', null] };
+const finishReason = { type: ['string', 'null'], enum: ['stop', 'length', 'tool_calls', 'content_filter', null] };
 
 /** The components, each with its `$id`. */
 export const openAIComponents: JsonSchema[] = [

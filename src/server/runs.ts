@@ -95,9 +95,12 @@ export interface RunStreamFormat {
   rejoins?: boolean;
 }
 
-/** LangServe's frames, each with the id a client resumes after. */
+/**
+ * LangServe's frames, each with the id a client resumes after. Its `end` has no data: what a run's log keeps
+ * in it (the last model call's finish reason, for the AI SDK's `finish`) is not LangServe's.
+ */
 export const langServeFormat: RunStreamFormat = {
-  frame: (sse, frame) => sse.send(frame.event, frame.data, frame.id, frame.json),
+  frame: (sse, frame) => (frame.event === 'end' ? sse.send('end', undefined, frame.id) : sse.send(frame.event, frame.data, frame.id, frame.json)),
   failure: (sse, error) => void sse.send('error', { status_code: error.statusCode, code: error.code, message: error.message }),
 };
 
@@ -107,7 +110,7 @@ export const langServeFormat: RunStreamFormat = {
  * never hear it (and would reconnect to a 204 instead). LangServe's own `/stream` keeps its data-less `end`.
  */
 export const joinFormat: RunStreamFormat = {
-  frame: (sse, frame) => (frame.event === 'end' && frame.data === undefined ? sse.send('end', null, frame.id) : sse.send(frame.event, frame.data, frame.id, frame.json)),
+  frame: (sse, frame) => (frame.event === 'end' ? sse.send('end', null, frame.id) : sse.send(frame.event, frame.data, frame.id, frame.json)),
   failure: langServeFormat.failure,
   rejoins: true,
 };

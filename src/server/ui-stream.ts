@@ -45,6 +45,37 @@ function isFailedToolMessage(output: unknown): output is { content: unknown; sta
 
 const frame = (part: Record<string, unknown>): string => `data: ${JSON.stringify(part)}\n\n`;
 
+/** The finish reason a message (live, or its JSON in a run's log) carries in `response_metadata`, if any. */
+function finishReasonOf(message: unknown): string | undefined {
+  if (message === null || typeof message !== 'object') return undefined;
+  const reason = (message as { response_metadata?: { finish_reason?: unknown } }).response_metadata?.finish_reason;
+  return typeof reason === 'string' && reason !== '' ? reason : undefined;
+}
+
+/**
+ * The AI SDK's finish reason for a provider's: `length` for a token limit, `content-filter` for a filter or a
+ * refusal, `tool-calls` for an answer that ended asking for tools, else `stop`.
+ *
+ * @example
+ * uiFinishReason('max_tokens') // 'length'
+ */
+export function uiFinishReason(reason: string | undefined): 'stop' | 'length' | 'content-filter' | 'tool-calls' {
+  switch (reason) {
+    case 'length':
+    case 'max_tokens':
+    case 'model_context_window_exceeded':
+      return 'length';
+    case 'content_filter':
+    case 'refusal':
+      return 'content-filter';
+    case 'tool_calls':
+    case 'tool_use':
+      return 'tool-calls';
+    default:
+      return 'stop';
+  }
+}
+
 /**
  * Encodes one assistant message as UI message stream parts, from a run's
  * output chunks ({@link chunk}) or its events ({@link event}).
@@ -62,6 +93,8 @@ export class UiMessageEncoder {
   /** Tool run id → the tool call id the client knows it by. */
   private readonly toolCalls = new Map<string, string>();
   private ended = false;
+  /** The finish reason of the last model answer seen: a streamed message's, or a chat model run's end. */
+  private reason: string | undefined;
 
   constructor(private readonly messageId: string) {}
 
@@ -72,6 +105,7 @@ export class UiMessageEncoder {
 
   /** Text from one output chunk. */
   chunk(chunk: unknown): string {
+    if (typeof chunk === 'object') this.reason = finishReasonOf(chunk) ?? this.reason;
     const text = chunkText(chunk);
     if (text === '') return '';
     let out = this.openStep();
@@ -91,6 +125,9 @@ export class UiMessageEncoder {
     switch (event.event) {
       case 'on_chat_model_start':
         return this.closeStep() + this.openStep();
+      case 'on_chat_model_end':
+        this.reason = finishReasonOf(event.data?.output) ?? this.reason;
+        return '';
       case 'on_chain_stream':
         return (event.parent_ids ?? []).length === 0 ? this.chunk(event.data?.chunk) : '';
       case 'on_tool_start': {
@@ -125,11 +162,15 @@ export class UiMessageEncoder {
     }
   }
 
-  /** The message's end: what is open closes, then `finish` and `[DONE]`. */
-  finish(): string {
+  /**
+   * The message's end: what is open closes, then `finish` and `[DONE]`. The finish reason is the provider's
+   * for the last model answer (`finishReason`, else the one its chunks or events carried): `length` tells
+   * the client the answer was cut by a token limit.
+   */
+  finish(finishReason?: string): string {
     if (this.ended) return '';
     this.ended = true;
-    return `${this.closeStep()}${frame({ type: 'finish', finishReason: 'stop' })}data: [DONE]\n\n`;
+    return `${this.closeStep()}${frame({ type: 'finish', finishReason: uiFinishReason(finishReason ?? this.reason) })}data: [DONE]\n\n`;
   }
 
   /** The run failed (`errorText`: its code and message), or was cancelled (an `abort` part). */

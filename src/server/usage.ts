@@ -42,17 +42,23 @@ export function usageMeter(state: RunnelState, chain: PreparedChain): Meter {
 
 /**
  * The run's handlers for `/metrics` (as {@link usageMeter}), whose usage handler also adds up what one
- * request's model calls spent, for answers that report it (OpenAI's `usage`). `total()` is undefined while
- * no model call reported any (a chain without a model, a cached answer).
+ * request's model calls spent, for answers that report it (OpenAI's `usage`), and keeps the finish reason of
+ * its last model call. `total()` is undefined while no model call reported any (a chain without a model, a
+ * cached answer); so is `finishReason()` while no call finished at its provider.
  *
  * @example
  * const tally = usageTally(state, chain);
  * await chain.spec.runnable.invoke(input, { ...config, onUsage: tally.onUsage, onModelCall: tally.onModelCall });
  * tally.total(); // { input_tokens: 12, output_tokens: 5, total_tokens: 17 }
+ * tally.finishReason(); // 'stop'
  */
-export function usageTally(state: RunnelState, chain: PreparedChain): { onUsage: UsageHandler; onModelCall: RunnableConfig['onModelCall']; total(): TokenUsage | undefined } {
-  const { onUsage: meter, onModelCall } = usageMeter(state, chain);
+export function usageTally(
+  state: RunnelState,
+  chain: PreparedChain,
+): { onUsage: UsageHandler; onModelCall: NonNullable<RunnableConfig['onModelCall']>; total(): TokenUsage | undefined; finishReason(): string | undefined } {
+  const { onUsage: meter, onModelCall: timer } = usageMeter(state, chain);
   let sum: TokenUsage | undefined;
+  let reason: string | undefined;
   return {
     onUsage: (usage, model) => {
       sum = {
@@ -62,7 +68,11 @@ export function usageTally(state: RunnelState, chain: PreparedChain): { onUsage:
       };
       meter?.(usage, model);
     },
-    onModelCall,
+    onModelCall: (call) => {
+      if (call.finishReason !== undefined) reason = call.finishReason;
+      timer?.(call);
+    },
     total: () => sum,
+    finishReason: () => reason,
   };
 }

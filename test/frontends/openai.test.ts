@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, history, startOpenAIApp, type OpenAIApp } from '../support/openai-app.js';
+import { call, history, reply, startOpenAIApp, type OpenAIApp } from '../support/openai-app.js';
 
 let app: OpenAIApp;
 beforeAll(async () => {
@@ -93,6 +93,24 @@ describe('POST /v1/chat/completions on /joke', () => {
     });
     expect(parsed.at(-1)?.choices[0]?.finish_reason).toBe('stop');
     expect(parsed.every((c) => c.usage === undefined && c.choices.length === 1)).toBe(true);
+  });
+
+  it('says finish_reason length for an answer the provider cut at its token limit, streamed or not, and asks again next time', async () => {
+    const topic = `limits ${randomUUID()}`;
+    app.provider.script = (body) => ({ ...reply(body), finish: 'length' });
+    try {
+      const before = app.provider.requests.length;
+      const completion = await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: topic }], max_tokens: 5 });
+      expect(completion.choices[0]?.finish_reason).toBe('length');
+      expect(completion.choices[0]?.message.content).toBe(`You said: Tell me a joke about ${topic} (1 user messages)`);
+      const all = await chunks({ model: 'joke', messages: [{ role: 'user', content: topic }], max_tokens: 5, stream: true });
+      expect(all.at(-1)?.choices[0]?.finish_reason).toBe('length');
+      expect(textOf(all)).toBe(completion.choices[0]?.message.content);
+      // A cut answer is not cached: the stream asked the provider again.
+      expect(app.provider.requests.length - before).toBe(2);
+    } finally {
+      app.provider.script = reply;
+    }
   });
 
   it('sends an error after the stream started as one OpenAI error frame, which the SDK raises', async () => {

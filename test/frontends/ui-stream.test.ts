@@ -300,6 +300,39 @@ describe('/ui_stream on the real openai SDK', () => {
     expect(textOf(message)).toBe(WHOLE);
   });
 
+  it('finishes an answer the provider cut at its token limit with finishReason length, live and durable', async () => {
+    provider.script = () => ({ text: 'Why did the', finish: 'length' });
+    try {
+      for (const body of [undefined, { on_disconnect: 'continue' }]) {
+        const stream = await new DefaultChatTransport<UIMessage>({ api: `${url}/joke/ui_stream`, headers: auth, body }).sendMessages({
+          chatId: randomUUID(),
+          messages: [userMessage(`cut ${randomUUID()}`)],
+          trigger: 'submit-message',
+          messageId: undefined,
+          abortSignal: undefined,
+        });
+        const parts: UIMessageChunk[] = [];
+        for await (const part of stream as unknown as AsyncIterable<UIMessageChunk>) parts.push(part);
+        expect([body, parts.find((part) => part.type === 'finish')]).toEqual([body, { type: 'finish', finishReason: 'length' }]);
+      }
+      // The run's log keeps the reason for the AI SDK; LangServe's `end` carries none (a join's is `data: null`).
+      const raw = await (
+        await fetch(`${url}/joke/stream`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: `raw ${randomUUID()}` }, on_disconnect: 'continue' }) })
+      ).text();
+      expect(raw).toMatch(/\r\nevent: end\r\n\r\n$/);
+      const runId = (JSON.parse(/data: (\{"run_id"[^\r]*)/.exec(raw)?.[1] ?? '{}') as { run_id: string }).run_id;
+      expect(await (await fetch(`${url}/joke/runs/${runId}/stream`, { headers: auth })).text()).toMatch(/\r\nevent: end\r\ndata: null\r\n\r\n$/);
+      // A whole answer finishes with stop.
+      provider.script = undefined;
+      const stream = await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [userMessage(`whole ${randomUUID()}`)], trigger: 'submit-message', messageId: undefined, abortSignal: undefined });
+      const parts: UIMessageChunk[] = [];
+      for await (const part of stream as unknown as AsyncIterable<UIMessageChunk>) parts.push(part);
+      expect(parts.find((part) => part.type === 'finish')).toEqual({ type: 'finish', finishReason: 'stop' });
+    } finally {
+      provider.script = undefined;
+    }
+  });
+
   it('regenerate asks the provider again (the cache would give the same answer back); submitting the same question is served by the cache', async () => {
     const messages = [userMessage(`regen ${randomUUID()}`)];
     const ask = async (trigger: 'submit-message' | 'regenerate-message', body?: Record<string, unknown>) =>

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { AIMessage, type AIMessageChunk, calculatorTool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions } from '../../src/index.js';
+import { AIMessage, type AIMessageChunk, calculatorTool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
 import { settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
@@ -195,6 +195,45 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       server.script = undefined;
     }
   });
+
+  it('passes on an answer cut by the token limit with its reason, and never caches it: the next call asks again', async () => {
+    const cut = name === 'openai' ? 'length' : 'max_tokens';
+    const cache = new InMemoryCache();
+    const calls: ModelCall[] = [];
+    server.script = () => ({ text: 'Why did the cat', finish: cut });
+    try {
+      const before = server.requests.length;
+      const answer = await model({ model: 'scripted', cache }).invoke('Tell me a joke', { onModelCall: (call) => calls.push(call) });
+      expect(answer.text).toBe('Why did the cat');
+      expect(answer.response_metadata.finish_reason).toBe(cut);
+      await toArray(model({ model: 'scripted', cache }).stream('Tell me a joke', { onModelCall: (call) => calls.push(call) }));
+      expect(server.requests.length - before).toBe(2);
+      expect(cache.size).toBe(0);
+      expect(calls.map((call) => call.finishReason)).toEqual([cut, cut]);
+      // A whole answer to the same question is cached, and its reason reported.
+      server.script = () => ({ text: 'Why did the cat sit?' });
+      await model({ model: 'scripted', cache }).invoke('Tell me a joke', { onModelCall: (call) => calls.push(call) });
+      await model({ model: 'scripted', cache }).invoke('Tell me a joke');
+      expect(server.requests.length - before).toBe(3);
+      expect(calls.at(-1)?.finishReason).toBe(name === 'openai' ? 'stop' : 'end_turn');
+    } finally {
+      server.script = undefined;
+    }
+  });
+
+  if (name === 'openai') {
+    it('reads usage sent in every chunk as the running total it is (a compatible server), not a count per chunk', async () => {
+      server.script = () => ({ text: 'Why did the cat sit?', usageEveryChunk: true });
+      try {
+        const answer = await model({ model: 'scripted' }).invoke('Tell me a joke');
+        expect(answer.text).toBe('Why did the cat sit?');
+        // Summed, the seven usage-bearing chunks counted the prompt seven times (70 in, 20 out).
+        expect(answer.usage_metadata).toEqual({ input_tokens: 10, output_tokens: 5, total_tokens: 15 });
+      } finally {
+        server.script = undefined;
+      }
+    });
+  }
 
   if (name === 'anthropic') {
     it('keeps an answer whose usage is missing, counts the prompt cache in input, and reads running totals once', async () => {

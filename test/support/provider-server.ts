@@ -65,6 +65,8 @@ export interface ScriptedReply {
   toolCalls?: { name: string; args: Record<string, unknown> | string }[];
   /** The finish (stop) reason, in place of the usual one. */
   finish?: string;
+  /** OpenAI: every chunk carries the answer's running usage (vLLM's continuous usage stats), not only the last. */
+  usageEveryChunk?: boolean;
   /** Anthropic: `message_start`'s usage (null: none), and one `message_delta` per entry with that usage (null: none). */
   anthropicUsage?: { start?: Record<string, unknown> | null; deltas?: (Record<string, unknown> | null)[] };
 }
@@ -73,8 +75,12 @@ const argsText = (args: Record<string, unknown> | string): string => (typeof arg
 
 /** A scripted reply in OpenAI's chat-completions streaming format. */
 function openAIFrames(reply: ScriptedReply, model: string): string[] {
-  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-    `data: ${JSON.stringify({ id: 'chatcmpl-sc', object: 'chat.completion.chunk', created: 1764500000, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  let sent = 0;
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) => {
+    if (delta.content !== undefined && delta.content !== '') sent += 1;
+    const usage = reply.usageEveryChunk === true ? { usage: { prompt_tokens: 10, completion_tokens: sent, total_tokens: 10 + sent } } : {};
+    return `data: ${JSON.stringify({ id: 'chatcmpl-sc', object: 'chat.completion.chunk', created: 1764500000, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...usage })}\n\n`;
+  };
   const out = [chunk({ role: 'assistant', content: '' })];
   for (const word of reply.text?.match(/\s*\S+/g) ?? []) out.push(chunk({ content: word }));
   for (const [index, call] of (reply.toolCalls ?? []).entries()) {
@@ -83,7 +89,8 @@ function openAIFrames(reply: ScriptedReply, model: string): string[] {
     out.push(chunk({ tool_calls: [{ index, function: { arguments: args.slice(0, 5) } }] }), chunk({ tool_calls: [{ index, function: { arguments: args.slice(5) } }] }));
   }
   out.push(chunk({}, reply.finish ?? (reply.toolCalls?.length ? 'tool_calls' : 'stop')));
-  out.push(`data: ${JSON.stringify({ id: 'chatcmpl-sc', object: 'chat.completion.chunk', created: 1764500000, model, choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } })}\n\n`);
+  const total = reply.usageEveryChunk === true ? sent : 5;
+  out.push(`data: ${JSON.stringify({ id: 'chatcmpl-sc', object: 'chat.completion.chunk', created: 1764500000, model, choices: [], usage: { prompt_tokens: 10, completion_tokens: total, total_tokens: 10 + total } })}\n\n`);
   out.push('data: [DONE]\n\n');
   return out;
 }
