@@ -7,7 +7,7 @@ import type Anthropic from '@anthropic-ai/sdk';
 import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
-import { anthropicClient } from './clients.js';
+import { anthropicClient, withSdkWarnings } from './clients.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
 /** Options of {@link ChatAnthropic}. */
@@ -189,7 +189,9 @@ class AnthropicProvider implements ChatProvider {
             ...(toolChoice === undefined ? {} : { tool_choice: toolChoice }),
           }),
     };
-    const stream = await this.getClient().messages.create(body, { signal: request.signal, ...(request.headers === undefined ? {} : { headers: request.headers }) });
+    const client = this.getClient();
+    // The SDK warns on the console at every request for a deprecated model: into the logs instead, once.
+    const stream = await withSdkWarnings('anthropic', () => client.messages.create(body, { signal: request.signal, ...(request.headers === undefined ? {} : { headers: request.headers }) }));
     const state: AnthropicStreamState = {};
     for await (const event of stream) {
       const chunk = fromAnthropicEvent(event, state);

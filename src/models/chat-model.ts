@@ -90,6 +90,12 @@ function finishReason(chunks: readonly AIMessageChunk[]): string | undefined {
  */
 const CUT_REASONS: ReadonlySet<string> = new Set(['length', 'max_tokens', 'model_context_window_exceeded', 'content_filter', 'pause_turn']);
 
+/** Whether a cached entry is an answer the cache stores: not cut at a limit or by a filter, its tool calls whole. */
+function storable(chunks: readonly AIMessageChunk[]): boolean {
+  const reason = finishReason(chunks);
+  return (reason === undefined || !CUT_REASONS.has(reason)) && !malformedCalls(chunks);
+}
+
 /**
  * A cached answer as a stream: the chunks it was stored as. An answer stored
  * in one piece (a provider that answered whole) is cut into word tokens again,
@@ -270,7 +276,9 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       settle(chunks);
     };
     const hit = await cache.lookup(key).catch(() => undefined);
-    if (hit !== undefined) {
+    // An entry that would not be stored today (written by an earlier version: cut at a limit, or with tool
+    // calls that do not parse) is a miss: the provider is asked, and its answer replaces it.
+    if (hit !== undefined && storable(hit)) {
       flight(hit);
       return { hit };
     }

@@ -51,6 +51,34 @@ function sdkLogger(provider: string): Record<'error' | 'warn' | 'info' | 'debug'
   return { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') };
 }
 
+/** SDK warnings already logged, by text: the same one on every request would flood the log. */
+const warned = new Set<string>();
+
+/**
+ * Runs `call` — a synchronous SDK call that may `console.warn` before it sends anything (the Anthropic SDK
+ * does, on every request, for a deprecated model) — with those warnings sent to the provider logger, once
+ * each per process, instead of the console: a line outside the JSON logs breaks a log pipeline. Only
+ * warnings made inside `call`'s synchronous part are caught (nothing else runs meanwhile); its result is
+ * returned as it is.
+ *
+ * @example
+ * const answer = await withSdkWarnings('anthropic', () => client.messages.create(body, options));
+ */
+export function withSdkWarnings<T>(provider: string, call: () => T): T {
+  const warn = console.warn;
+  console.warn = (...args: unknown[]) => {
+    const text = args.map((arg) => (typeof arg === 'string' ? arg : String(arg))).join(' ');
+    if (warned.has(text)) return;
+    if (warned.size < 100) warned.add(text);
+    sdkLogger(provider).warn(text);
+  };
+  try {
+    return call();
+  } finally {
+    console.warn = warn;
+  }
+}
+
 /**
  * The longest wait, in seconds, that a provider's answer (a 429, a 5xx) may ask for before a retry and still
  * be retried within the request. A longer one ends the request at once with the provider's error, and its

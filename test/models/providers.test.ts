@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { AIMessage, type AIMessageChunk, calculatorTool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
+import { AIMessage, AIMessageChunk, calculatorTool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
 import { settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
@@ -221,6 +221,28 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     }
   });
 
+  it('takes an entry an earlier version cached cut short, or with calls that do not parse, for a miss', async () => {
+    const cut = name === 'openai' ? 'length' : 'max_tokens';
+    const entries: Record<string, AIMessageChunk[]> = {
+      cut: [new AIMessageChunk({ content: 'Why did', response_metadata: { finish_reason: cut } })],
+      broken: [new AIMessageChunk({ content: '', tool_call_chunks: [{ index: 0, id: 'c1', name: 'calculator', args: '{"expression": "2' }], response_metadata: { finish_reason: 'tool_calls' } })],
+      whole: [new AIMessageChunk({ content: 'From the cache', response_metadata: { finish_reason: 'stop' } })],
+    };
+    for (const [kind, entry] of Object.entries(entries)) {
+      const stored: AIMessageChunk[][] = [];
+      const cache = { lookup: async () => entry, update: async (_key: string, chunks: AIMessageChunk[]) => void stored.push(chunks) };
+      const before = server.requests.length;
+      const answer = await model({ model: 'text', cache }).invoke('Tell me a joke');
+      const streamed = (await toArray(model({ model: 'text', cache }).stream('Tell me a joke'))).map((chunk) => chunk.text).join('');
+      if (kind === 'whole') {
+        expect([answer.text, streamed, server.requests.length - before]).toEqual(['From the cache', 'From the cache', 0]);
+      } else {
+        // Asked anew, and the whole answer replaces the entry.
+        expect([kind, answer.text, streamed, server.requests.length - before, stored.length]).toEqual([kind, 'Why did the cat sit?', 'Why did the cat sit?', 2, 2]);
+      }
+    }
+  });
+
   if (name === 'openai') {
     it('reads usage sent in every chunk as the running total it is (a compatible server), not a count per chunk', async () => {
       server.script = () => ({ text: 'Why did the cat sit?', usageEveryChunk: true });
@@ -236,6 +258,25 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
   }
 
   if (name === 'anthropic') {
+    // A probe: the SDK printed a deprecation warning on the console at every request for such a model.
+    it('sends the SDK\'s warning for a deprecated model to the provider logger once, never to the console', async () => {
+      const printed = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+      const logged: unknown[][] = [];
+      const record = (level: string) => (fields: Record<string, unknown>, message: string) => void logged.push([level, fields, message]);
+      setProviderLogger({ error: record('error'), warn: record('warn'), info: record('info'), debug: record('debug') });
+      try {
+        for (let i = 0; i < 3; i++) expect((await model({ model: 'claude-sonnet-4-5' }).invoke('hi')).text).toBe('Why did the cat sit?');
+        expect(printed).not.toHaveBeenCalled();
+        expect(logged).toEqual([['warn', { provider_sdk: 'anthropic' }, expect.stringMatching(/^The model 'claude-sonnet-4-5' is deprecated/)]]);
+        // Outside the SDK's call, console.warn is the console's again.
+        console.warn('mine');
+        expect(printed).toHaveBeenCalledWith('mine');
+      } finally {
+        setProviderLogger(undefined);
+        printed.mockRestore();
+      }
+    });
+
     it('keeps an answer whose usage is missing, counts the prompt cache in input, and reads running totals once', async () => {
       const ask = async (anthropicUsage: ScriptedReply['anthropicUsage']) => {
         server.script = () => ({ text: 'Hello there', anthropicUsage });
