@@ -24,6 +24,7 @@ const runSchema = {
     output: { description: 'On success: the output, as /invoke gives it' },
     error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' } } },
     usage: { type: 'object', properties: { input_tokens: { type: 'integer' }, output_tokens: { type: 'integer' }, total_tokens: { type: 'integer' } } },
+    finish_reason: { type: 'string', description: "On success, when the run called a model: why its last model call ended, in the provider's words (`stop`, `end_turn`; `length` or `max_tokens` when the answer was cut at the token limit)" },
     created_at: { type: 'string', format: 'date-time' },
     updated_at: { type: 'string', format: 'date-time' },
   },

@@ -253,7 +253,8 @@ export async function executeRun(options: {
   const { __traceparent: traceparent, __tracestate: tracestate } = stored.metadata ?? {};
   const callbacks =
     options.trace === undefined ? {} : { callbacks: [options.trace(typeof traceparent === 'string' ? traceparent : undefined, typeof tracestate === 'string' ? tracestate : undefined)] };
-  // The last model call's finish reason goes in the log's `end` (the AI SDK's `finish` says `length` from it).
+  // The last model call's finish reason goes in the log's `end` (the AI SDK's `finish` says `length` from it)
+  // and in the record (a background run's caller learns its answer was cut).
   let finishReason: string | undefined;
   const config: RunnableConfig = {
     ...stored,
@@ -294,7 +295,11 @@ export async function executeRun(options: {
     signal.throwIfAborted();
     const last = writer.push('end', finishReason === undefined ? undefined : { finish_reason: finishReason });
     // The output as JSON gives it back (a string is that already: a chain's text is not copied twice over).
-    const ended = await writer.end({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage }, base, true);
+    const ended = await writer.end(
+      { status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage, ...(finishReason === undefined ? {} : { finish_reason: finishReason }) },
+      base,
+      true,
+    );
     await writer.deliver(last);
     return ended;
   } catch (error) {

@@ -36,6 +36,8 @@ export interface RunRecord {
   output?: unknown;
   error?: { code: string; message: string } | undefined;
   usage?: { input_tokens: number; output_tokens: number; total_tokens: number } | undefined;
+  /** Why the run's last model call ended, in its provider's words (`stop`, `length`, `end_turn`, `max_tokens`…), when one did. */
+  finish_reason?: string | undefined;
   created_at: string;
   updated_at: string;
 }
@@ -65,6 +67,7 @@ export function publicRun(record: RunRecord): Record<string, unknown> {
     ...(record.status === 'success' ? { output: record.output ?? null } : {}),
     ...(record.error === undefined ? {} : { error: record.error }),
     ...(record.usage === undefined ? {} : { usage: record.usage }),
+    ...(typeof record.finish_reason === 'string' ? { finish_reason: record.finish_reason } : {}),
     created_at: record.created_at,
     updated_at: record.updated_at,
   };

@@ -300,7 +300,7 @@ describe('/ui_stream on the real openai SDK', () => {
     expect(textOf(message)).toBe(WHOLE);
   });
 
-  it('finishes an answer the provider cut at its token limit with finishReason length, live and durable', async () => {
+  it('finishes an answer the provider cut at its token limit with finishReason length, live and durable; the run record keeps the reason', async () => {
     provider.script = () => ({ text: 'Why did the', finish: 'length' });
     try {
       for (const body of [undefined, { on_disconnect: 'continue' }]) {
@@ -322,6 +322,8 @@ describe('/ui_stream on the real openai SDK', () => {
       expect(raw).toMatch(/\r\nevent: end\r\n\r\n$/);
       const runId = (JSON.parse(/data: (\{"run_id"[^\r]*)/.exec(raw)?.[1] ?? '{}') as { run_id: string }).run_id;
       expect(await (await fetch(`${url}/joke/runs/${runId}/stream`, { headers: auth })).text()).toMatch(/\r\nevent: end\r\ndata: null\r\n\r\n$/);
+      // The run's record says so too.
+      expect(await (await fetch(`${url}/joke/runs/${runId}`, { headers: auth })).json()).toMatchObject({ status: 'success', finish_reason: 'length' });
       // A whole answer finishes with stop.
       provider.script = undefined;
       const stream = await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [userMessage(`whole ${randomUUID()}`)], trigger: 'submit-message', messageId: undefined, abortSignal: undefined });
