@@ -72,7 +72,10 @@ export interface TokenUsage {
 /** Receives the token usage of model calls (`RunnableConfig.onUsage`). */
 export type UsageHandler = (usage: TokenUsage, model: { name: string }) => void;
 
-/** One chat model call to its provider, as `RunnableConfig.onModelCall` hears it. */
+/**
+ * One chat model call, as `RunnableConfig.onModelCall` hears it: a call to its provider, or (`cached`) an
+ * answer given without one — from the response cache, or shared by an identical call under way.
+ */
 export interface ModelCall {
   /** The provider's id (`openai`, `anthropic`, `fake`). */
   provider: string;
@@ -86,6 +89,8 @@ export interface ModelCall {
   usage?: TokenUsage;
   /** Why the provider said the answer ended, in its own words (`stop`, `length`, `end_turn`, `max_tokens`…); absent on failure. */
   finishReason?: string;
+  /** True for an answer given without a call to the provider (`seconds` 0, no usage): count it as no request. */
+  cached?: boolean;
 }
 
 /** Receives each chat model call (`RunnableConfig.onModelCall`). */

@@ -84,11 +84,11 @@ function finishReason(chunks: readonly AIMessageChunk[]): string | undefined {
 
 /**
  * The reasons an answer is cut before the model was done with it: a token limit (OpenAI's `length`,
- * Anthropic's `max_tokens`, a context window), a content filter, Anthropic's `pause_turn` (a long server
- * tool turn to continue). Such an answer is passed on, with its reason, but never cached: the next identical
+ * Anthropic's `max_tokens`, a context window), a content filter (OpenAI's `content_filter`, Anthropic's
+ * `refusal`: its classifier stopped the answer), Anthropic's `pause_turn` (a long server tool turn to continue). Such an answer is passed on, with its reason, but never cached: the next identical
  * call asks the provider again.
  */
-const CUT_REASONS: ReadonlySet<string> = new Set(['length', 'max_tokens', 'model_context_window_exceeded', 'content_filter', 'pause_turn']);
+const CUT_REASONS: ReadonlySet<string> = new Set(['length', 'max_tokens', 'model_context_window_exceeded', 'content_filter', 'refusal', 'pause_turn']);
 
 /** Whether a cached entry is an answer the cache stores: not cut at a limit or by a filter, its tool calls whole. */
 function storable(chunks: readonly AIMessageChunk[]): boolean {
@@ -289,7 +289,10 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   private async generateWhole(input: ChatModelInput, run: Run): Promise<AIMessageChunk> {
     const { messages, params, cache, key } = this.prepare(input, run);
     const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run.signal);
-    if (hit !== undefined) return hit.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(hit);
+    if (hit !== undefined) {
+      this.reportCached(run, params.model, hit);
+      return hit.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(hit);
+    }
     const signal = toAbortSignal(run.signal) ?? new AbortController().signal;
     let answer: AIMessageChunk | undefined;
     const began = performance.now();
@@ -327,6 +330,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     const { cache, key } = prepared;
     const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run.signal);
     if (hit !== undefined) {
+      this.reportCached(run, prepared.params.model, hit);
       yield* replay(hit);
       return;
     }
@@ -435,7 +439,17 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     return iterator as unknown as AsyncGenerator<AIMessageChunk>;
   }
 
-  /** Reports one call that went to the provider (`RunnableConfig.onModelCall`): cache hits never get here. */
+  /**
+   * Reports an answer given without a call to the provider — the cache's, or an identical call's — with its
+   * finish reason (`RunnableConfig.onModelCall`, `cached`): whoever reports the run's last answer's reason
+   * must hear it, while `/metrics` counts it as no request.
+   */
+  private reportCached(run: Run, model: string, chunks: readonly AIMessageChunk[]): void {
+    const reason = finishReason(chunks);
+    run.reportModelCall({ provider: this.provider.id, model, seconds: 0, cached: true, ...(reason === undefined ? {} : { finishReason: reason }) });
+  }
+
+  /** Reports one call that went to the provider (`RunnableConfig.onModelCall`). */
   private reportCall(run: Run, call: { model: string; began: number; error?: string | undefined; usage?: UsageMetadata | undefined; finishReason?: string | undefined }): void {
     run.reportModelCall({
       provider: this.provider.id,

@@ -70,7 +70,9 @@ export function withSdkWarnings<T>(provider: string, call: () => T): T {
     const text = args.map((arg) => (typeof arg === 'string' ? arg : String(arg))).join(' ');
     if (warned.has(text)) return;
     if (warned.size < 100) warned.add(text);
-    sdkLogger(provider).warn(text);
+    // Without a provider logger, the console's own warn (this function's stand-in would call itself).
+    if (providerLogger !== undefined) providerLogger.warn({ provider_sdk: provider }, text);
+    else warn.call(console, `${provider} SDK: ${text}`);
   };
   try {
     return call();

@@ -145,8 +145,10 @@ export class Metrics {
     });
   }
 
-  /** Counts one chat model call (`RunnableConfig.onModelCall`): latency, error, tokens. */
+  /** Counts one chat model call to its provider (`RunnableConfig.onModelCall`): latency, error, tokens. */
   modelCall(call: ModelCall): void {
+    // An answer from the cache (or shared by an identical call) made no request to time or count.
+    if (call.cached === true) return;
     const labels = this.modelLabels(call.provider, call.model);
     this.modelDuration.observe(labels, call.seconds);
     if (call.error !== undefined) this.modelErrors.inc({ ...labels, code: knownCode(call.error) });

@@ -216,6 +216,43 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       await model({ model: 'scripted', cache }).invoke('Tell me a joke');
       expect(server.requests.length - before).toBe(3);
       expect(calls.at(-1)?.finishReason).toBe(name === 'openai' ? 'stop' : 'end_turn');
+      // A filter's stop (Anthropic: its classifier's refusal) is not a whole answer either.
+      server.script = () => ({ text: 'I cannot', finish: name === 'openai' ? 'content_filter' : 'refusal' });
+      const filtered = new InMemoryCache();
+      await model({ model: 'scripted', cache: filtered }).invoke('Tell me a joke');
+      expect(filtered.size).toBe(0);
+    } finally {
+      server.script = undefined;
+    }
+  });
+
+  // A review: an answer shared with an identical call under way, or from the cache, reported no reason, so the
+  // caller that got a cut answer that way was told `stop`.
+  it('reports every answer\'s finish reason to onModelCall, one given without a request (shared, cached) as cached', async () => {
+    const cut = name === 'openai' ? 'length' : 'max_tokens';
+    const cache = new InMemoryCache();
+    const calls: ModelCall[] = [];
+    const onModelCall = (call: ModelCall) => void calls.push(call);
+    const shared = model({ model: 'scripted', cache });
+    server.script = () => ({ text: 'Why did the cat', finish: cut });
+    try {
+      const before = server.requests.length;
+      const answers = await Promise.all([shared.invoke('Same question', { onModelCall }), toArray(shared.stream('Same question', { onModelCall }))]);
+      expect(answers[0].text).toBe('Why did the cat');
+      expect(server.requests.length - before).toBe(1);
+      expect(calls.map((call) => [call.finishReason, call.cached === true]).sort()).toEqual([
+        [cut, false],
+        [cut, true],
+      ]);
+      calls.length = 0;
+      server.script = () => ({ text: 'Why did the cat sit?' });
+      await shared.invoke('Whole question', { onModelCall });
+      await shared.invoke('Whole question', { onModelCall });
+      const stop = name === 'openai' ? 'stop' : 'end_turn';
+      expect(calls.map((call) => [call.finishReason, call.cached === true, call.cached === true ? call.seconds : 'timed'])).toEqual([
+        [stop, false, 'timed'],
+        [stop, true, 0],
+      ]);
     } finally {
       server.script = undefined;
     }
@@ -259,12 +296,17 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
 
   if (name === 'anthropic') {
     // A probe: the SDK printed a deprecation warning on the console at every request for such a model.
-    it('sends the SDK\'s warning for a deprecated model to the provider logger once, never to the console', async () => {
+    it('sends the SDK\'s warning for a deprecated model to the provider logger once (to the console once without one)', async () => {
       const printed = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
       const logged: unknown[][] = [];
       const record = (level: string) => (fields: Record<string, unknown>, message: string) => void logged.push([level, fields, message]);
-      setProviderLogger({ error: record('error'), warn: record('warn'), info: record('info'), debug: record('debug') });
       try {
+        // No provider logger (a server started from one's own code): the console, once, prefixed (a review: the
+        // stand-in called itself until the stack ran out, and the request failed).
+        for (let i = 0; i < 3; i++) expect((await model({ model: 'claude-opus-4-5' }).invoke('hi')).text).toBe('Why did the cat sit?');
+        expect(printed.mock.calls).toEqual([[expect.stringMatching(/^anthropic SDK: The model 'claude-opus-4-5' is deprecated/)]]);
+        printed.mockClear();
+        setProviderLogger({ error: record('error'), warn: record('warn'), info: record('info'), debug: record('debug') });
         for (let i = 0; i < 3; i++) expect((await model({ model: 'claude-sonnet-4-5' }).invoke('hi')).text).toBe('Why did the cat sit?');
         expect(printed).not.toHaveBeenCalled();
         expect(logged).toEqual([['warn', { provider_sdk: 'anthropic' }, expect.stringMatching(/^The model 'claude-sonnet-4-5' is deprecated/)]]);
