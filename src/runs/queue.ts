@@ -15,7 +15,7 @@ import { CancelToken, RunnelError, type EventCallback, type Runnable } from '../
 import { coalesceWrites } from '../cache/redis-client.js';
 import { executeRun, RunNotStored, type RunReader } from './executor.js';
 import { publicRun, RunEnded, TERMINAL, type RunRecord, type RunStore } from './store.js';
-import { deliverWebhook, type WebhookPolicy } from './webhook.js';
+import { DEFAULT_DELIVERY_LIMITS, DeliveryLimiter, deliverWebhook, webhookBody, type DeliveryLimits, type WebhookPolicy } from './webhook.js';
 
 /** What the server asks of a run queue. */
 export interface RunQueue {
@@ -50,7 +50,7 @@ export interface RunQueueOptions {
    */
   warn?: (fields: Record<string, unknown>, message: string) => void;
   /** Who webhooks may call; without it no run has one. */
-  webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number };
+  webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number; limits?: DeliveryLimits };
   /** Tracing: the run-event callback that makes a run's spans under the trace it was submitted in. */
   trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
 }
@@ -58,14 +58,29 @@ export interface RunQueueOptions {
 /** Webhook deliveries under way in this process: a stopping worker lets them finish within its grace. */
 const deliveries = new Set<Promise<unknown>>();
 
-/** Sends an ended run's record to its webhook, once, in the background. */
+/** The limits on deliveries under way, one per webhook policy (a process's queues share their server's). */
+const limiters = new WeakMap<object, DeliveryLimiter>();
+
+/** Sends an ended run's record to its webhook, once, in the background, within the process's delivery limits. */
 function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
   if (record?.webhook === undefined || options.webhooks === undefined || !TERMINAL.has(record.status)) return;
   const policy = options.webhooks;
-  const delivery = deliverWebhook(record.webhook, JSON.stringify(publicRun(record)), policy, { attempts: policy.attempts, backoffMs: policy.backoffMs }).then(
+  let limiter = limiters.get(policy);
+  if (limiter === undefined) limiters.set(policy, (limiter = new DeliveryLimiter({ ...DEFAULT_DELIVERY_LIMITS, ...policy.limits })));
+  const url = record.webhook;
+  const body = webhookBody(publicRun(record), record.identity, url);
+  const sending = limiter.run(record.identity, () => deliverWebhook(url, body, policy, { attempts: policy.attempts, backoffMs: policy.backoffMs, id: record.run_id }));
+  if (sending === undefined) {
+    options.log?.(undefined, `webhook of run ${record.run_id} not sent: too many deliveries under way (for this caller, or in this process)`);
+    return;
+  }
+  const delivery = sending.then(
     (delivery) => {
       if (delivery.refused !== undefined) options.log?.(undefined, `webhook of run ${record.run_id} not sent: ${delivery.refused}`);
-      else if (!delivery.delivered) options.log?.(undefined, `webhook of run ${record.run_id} not delivered after ${delivery.attempts} attempts (last status ${delivery.status ?? 'none'})`);
+      else if (!delivery.delivered) {
+        const last = delivery.status === undefined ? `no answer: ${delivery.error ?? 'error'}` : `status ${delivery.status}`;
+        options.log?.(undefined, `webhook of run ${record.run_id} not delivered after ${delivery.attempts} attempts (last ${last})`);
+      }
     },
     (error: unknown) => options.log?.(error, `webhook of run ${record.run_id} failed`),
   );

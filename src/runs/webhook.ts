@@ -150,6 +150,29 @@ export interface WebhookDelivery {
   status?: number | undefined;
   /** Why the receiver was not called at all (a host allowed by a pattern that resolved to a private address). */
   refused?: string | undefined;
+  /** Why the last attempt got no answer: the error's code (`ECONNREFUSED`, `ENOTFOUND`, a TLS code, `timeout`). */
+  error?: string | undefined;
+}
+
+/**
+ * What the receiver of a run's webhook is sent: the run's record (as the API shows it), the caller that
+ * submitted the run and the URL it named. One secret signs every delivery, so a signature alone says only
+ * that this server sent it: a receiver checks that `caller` and `webhook_url` are its own — a caller cannot
+ * make the server send a signed record of its run, output of its choosing, to someone else's receiver as
+ * if it were theirs.
+ *
+ * @example
+ * webhookBody(publicRun(record), record.identity, record.webhook);
+ */
+export function webhookBody(run: Record<string, unknown>, caller: string, url: string): string {
+  return JSON.stringify({ ...run, caller, webhook_url: url });
+}
+
+/** The code of a failed attempt's error, never its message (it can quote the URL's query). */
+function failureCode(error: unknown): string {
+  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) return 'timeout';
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[A-Z0-9_]{1,64}$/.test(code) ? code : 'error';
 }
 
 /** One POST; its answer's status (the body is not read). */
@@ -179,11 +202,12 @@ export async function deliverWebhook(
   target: string,
   body: string,
   policy: WebhookPolicy,
-  options: { attempts?: number; backoffMs?: number; timeoutMs?: number; signal?: AbortSignal } = {},
+  options: { attempts?: number; backoffMs?: number; timeoutMs?: number; signal?: AbortSignal; id?: string } = {},
 ): Promise<WebhookDelivery> {
   const attempts = options.attempts ?? 5;
   let wait = options.backoffMs ?? 1_000;
   let status: number | undefined;
+  let failure: string | undefined;
   for (let attempt = 1; attempt <= attempts; attempt++) {
     const url = checkWebhookUrl(target, policy);
     // A host the operator named (or an IP address) is called wherever it is; one a pattern allows, only in public.
@@ -197,21 +221,81 @@ export async function deliverWebhook(
           'user-agent': 'runnel-webhook',
           'x-runnel-timestamp': String(timestamp),
           'x-runnel-signature': signWebhook(body, policy.secret as string, timestamp),
+          // The same on every attempt: a receiver that got an attempt whose answer was lost takes the retry once.
+          ...(options.id === undefined ? {} : { 'x-runnel-webhook-id': options.id }),
         },
         body,
         AbortSignal.any([AbortSignal.timeout(options.timeoutMs ?? 10_000), ...(options.signal === undefined ? [] : [options.signal])]),
         named ? (policy.lookup as LookupFunction | undefined) : publicOnly(policy.lookup ?? dnsLookup),
       );
+      failure = undefined;
       if (status >= 200 && status < 300) return { delivered: true, attempts: attempt, status };
       if (status >= 300 && status < 500 && status !== 408 && status !== 429) return { delivered: false, attempts: attempt, status };
     } catch (error) {
       if (error instanceof NotPublicAddress) return { delivered: false, attempts: attempt, refused: error.message };
       status = undefined;
+      failure = failureCode(error);
     }
     if (attempt < attempts) {
       await sleep(wait, options.signal);
       wait *= 2;
     }
   }
-  return { delivered: false, attempts, status };
+  return { delivered: false, attempts, status, ...(failure === undefined ? {} : { error: failure }) };
+}
+
+/**
+ * How many webhook deliveries a process makes at once, and how many it keeps waiting: each holds a socket
+ * for up to its timeout, and a caller could end thousands of runs a minute. Past the waiting room — or past
+ * a caller's own share of it, so one caller's flood does not crowd out the others' — a delivery is dropped
+ * (and logged).
+ */
+export interface DeliveryLimits {
+  /** Deliveries under way at once (default 32). */
+  concurrent: number;
+  /** Deliveries waiting for a turn (default 2,000). */
+  queued: number;
+  /** Deliveries one caller may have under way or waiting (default 200). */
+  perCaller: number;
+}
+
+export const DEFAULT_DELIVERY_LIMITS: DeliveryLimits = { concurrent: 32, queued: 2_000, perCaller: 200 };
+
+/**
+ * Runs deliveries within {@link DeliveryLimits}: `run(caller, work)` starts `work` when a slot is free, in the
+ * order asked; undefined (and `work` never runs) when the delivery does not fit.
+ *
+ * @example
+ * const limiter = new DeliveryLimiter();
+ * const done = limiter.run(record.identity, () => deliverWebhook(url, body, policy));
+ */
+export class DeliveryLimiter {
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+  private readonly perCaller = new Map<string, number>();
+
+  constructor(private readonly limits: DeliveryLimits = DEFAULT_DELIVERY_LIMITS) {}
+
+  run<T>(caller: string, work: () => Promise<T>): Promise<T> | undefined {
+    const mine = this.perCaller.get(caller) ?? 0;
+    const mustWait = this.active >= this.limits.concurrent;
+    if (mine >= this.limits.perCaller || (mustWait && this.waiting.length >= this.limits.queued)) return undefined;
+    this.perCaller.set(caller, mine + 1);
+    const turn = mustWait ? new Promise<void>((resolve) => this.waiting.push(resolve)) : Promise.resolve();
+    if (!mustWait) this.active++;
+    return turn.then(work).finally(() => {
+      const left = (this.perCaller.get(caller) ?? 1) - 1;
+      if (left === 0) this.perCaller.delete(caller);
+      else this.perCaller.set(caller, left);
+      const next = this.waiting.shift();
+      // The slot passes to the next in line (it stays counted), or is freed.
+      if (next !== undefined) next();
+      else this.active--;
+    });
+  }
+
+  /** Deliveries under way and waiting. */
+  get size(): { active: number; waiting: number } {
+    return { active: this.active, waiting: this.waiting.length };
+  }
 }

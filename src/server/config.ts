@@ -148,7 +148,12 @@ const envSchema = z.object({
     'each entry a host name (hooks.example.com), an IP address (IPv6 in brackets, as a URL writes it: [::1]), or *. and a name of two labels or more (*.example.com), with a port only for a receiver off the scheme\'s default (hooks.example.com:8443) — no scheme or path',
   ),
   RUNNEL_RUN_NAMESPACE: z.string().regex(/^[\w:-]{1,64}$/, 'letters, digits, _, - and : only').optional().transform((value) => value || 'runnel'),
-  RUNNEL_WEBHOOK_SECRET: z.string().optional().transform((value) => (value === undefined || value === '' ? undefined : value)),
+  // A signing key as long as an API key at least: a short one could be guessed from a signed delivery offline.
+  RUNNEL_WEBHOOK_SECRET: z
+    .string()
+    .refine((value) => value === '' || value.length >= 16, 'at least 16 characters, as an API key (a random string: it signs every delivery)')
+    .optional()
+    .transform((value) => (value === undefined || value === '' ? undefined : value)),
   RUNNEL_WEBHOOK_ALLOW_HTTP: z.enum(['true', 'false', '']).optional().transform((value) => value === 'true'),
   REDIS_URL: z
     .string()

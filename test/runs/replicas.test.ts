@@ -56,6 +56,10 @@ interface Delivery {
   runId: string;
   status: number;
   signed: boolean;
+  /** The delivery's id header, and whose run the body says it is, to which URL. */
+  id: string | undefined;
+  caller: unknown;
+  url: unknown;
 }
 let receiver: Server;
 const deliveries: Delivery[] = [];
@@ -68,11 +72,11 @@ beforeAll(async () => {
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
     req.on('end', () => {
-      const runId = (JSON.parse(body) as { run_id: string }).run_id;
+      const { run_id: runId, caller, webhook_url: url } = JSON.parse(body) as { run_id: string; caller: unknown; webhook_url: unknown };
       const timestamp = String(req.headers['x-runnel-timestamp']);
       const signed = req.headers['x-runnel-signature'] === `sha256=${createHmac('sha256', SECRET).update(`${timestamp}.${body}`).digest('hex')}`;
       const status = deliveries.some((d) => d.runId === runId) ? 200 : 500;
-      deliveries.push({ runId, status, signed });
+      deliveries.push({ runId, status, signed, id: req.headers['x-runnel-webhook-id'] as string | undefined, caller, url });
       res.writeHead(status).end();
     });
   });
@@ -140,8 +144,9 @@ describe('durable runs across replicas', () => {
     expect(ended.filter(({ n, record }) => record.status === 'success' && record.output === n)).toHaveLength(1000);
   }, 120_000);
 
-  it('delivers one signed webhook per run, after retrying a 500', async () => {
-    const run = await submit(replicaA, '/noop', { input: { n: 7 }, webhook: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook` });
+  it('delivers one signed webhook per run, after retrying a 500, naming its caller and URL in what is signed', async () => {
+    const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+    const run = await submit(replicaA, '/noop', { input: { n: 7 }, webhook: hook });
     expect((await wait(replicaB, '/noop', run.run_id)).status).toBe('success');
     for (;;) {
       if (deliveries.some((d) => d.runId === run.run_id && d.status === 200)) break;
@@ -150,6 +155,12 @@ describe('durable runs across replicas', () => {
     const mine = deliveries.filter((d) => d.runId === run.run_id);
     expect(mine.map((d) => d.status)).toEqual([500, 200]);
     expect(mine.every((d) => d.signed)).toBe(true);
+    // A probe: with one secret for every caller, a signed body said nothing of whose run it was, so any caller
+    // could send one (output of its choosing) to another's receiver. The id is the same on every attempt.
+    expect(mine.map((d) => [d.caller, d.url, d.id])).toEqual([
+      ['ada', hook, run.run_id],
+      ['ada', hook, run.run_id],
+    ]);
   }, 60_000);
 });
 

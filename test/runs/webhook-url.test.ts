@@ -5,10 +5,11 @@
  * any other service of a listed host — an admin API, a database. An entry
  * now allows the scheme's default port, or the one port it names.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkWebhookUrl, deliverWebhook, isPublicAddress, type WebhookPolicy } from '../../src/runs/index.js';
+import { lambda } from '../../src/core/index.js';
+import { checkWebhookUrl, DeliveryLimiter, deliverWebhook, isPublicAddress, MemoryRunQueue, MemoryRunStore, type WebhookPolicy } from '../../src/runs/index.js';
 
 const policy = { hosts: ['hooks.example.com', '*.corp.example:8443', '10.0.0.5:8080', '[::1]:9000'], secret: 's3cret-0123456789', allowHttp: true };
 const allowed = (url: string): boolean => {
@@ -87,7 +88,8 @@ describe('deliverWebhook and the addresses a pattern allows', () => {
     }
     expect(received).toEqual([]);
     // A name that does not resolve is retried like a receiver that is down, not refused.
-    expect(await deliverWebhook(`http://gone.corp.example:${port}/`, '{}', patterned, { attempts: 2, backoffMs: 1 })).toEqual({ delivered: false, attempts: 2, status: undefined });
+    // Its log says why (a probe: every failure without an answer read "last status none").
+    expect(await deliverWebhook(`http://gone.corp.example:${port}/`, '{}', patterned, { attempts: 2, backoffMs: 1 })).toEqual({ delivered: false, attempts: 2, status: undefined, error: 'ENOTFOUND' });
   });
 
   it('calls a host the operator listed by name wherever it resolves, signed', async () => {
@@ -105,5 +107,93 @@ describe('deliverWebhook and the addresses a pattern allows', () => {
     // relays, and a scoped link-local address (which the URL parser refuses: it threw, in a resolver's callback).
     others.push('::7f00:1', '::ffff:0:7f00:1', '2002:7f00:1::', '2001::1', 'fec0::1', '192.88.99.1', 'fe80::1%lo');
     for (const address of others) expect(isPublicAddress(address), address).toBe(false);
+  });
+});
+
+/**
+ * A probe: deliveries had no bound. One key ended 4,000 runs naming a receiver that never answers, and the
+ * server held 3,847 sockets at once for a minute — a few times that and it runs out of descriptors and
+ * stops taking connections. Deliveries now take turns within a process's limits.
+ */
+describe('DeliveryLimiter', () => {
+  const gate = () => {
+    let open!: () => void;
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    return { open, opened };
+  };
+
+  it('runs so many at once, the rest in turn, and drops what does not fit: past the waiting room, or past a caller\'s share', async () => {
+    const limiter = new DeliveryLimiter({ concurrent: 2, queued: 2, perCaller: 3 });
+    const started: string[] = [];
+    const gates = new Map<string, ReturnType<typeof gate>>();
+    const work = (name: string) => () => {
+      started.push(name);
+      const g = gate();
+      gates.set(name, g);
+      return g.opened.then(() => name);
+    };
+    const a1 = limiter.run('ada', work('a1'));
+    const a2 = limiter.run('ada', work('a2'));
+    const b1 = limiter.run('bob', work('b1'));
+    const a3 = limiter.run('ada', work('a3'));
+    // Ada's fourth is past her share (3); Cy's finds the waiting room (2) full.
+    expect(limiter.run('ada', work('a4'))).toBeUndefined();
+    expect(limiter.run('cy', work('c1'))).toBeUndefined();
+    await Promise.resolve();
+    expect(started).toEqual(['a1', 'a2']);
+    expect(limiter.size).toEqual({ active: 2, waiting: 2 });
+    gates.get('a1')?.open();
+    expect(await a1).toBe('a1');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(started).toEqual(['a1', 'a2', 'b1']);
+    gates.get('a2')?.open();
+    gates.get('b1')?.open();
+    await Promise.all([a2, b1]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(started).toEqual(['a1', 'a2', 'b1', 'a3']);
+    gates.get('a3')?.open();
+    expect(await a3).toBe('a3');
+    expect(limiter.size).toEqual({ active: 0, waiting: 0 });
+    // Freed: a caller's share and the slots come back, a failed delivery's too.
+    expect(await limiter.run('ada', () => Promise.reject(new Error('down')))?.catch((error: Error) => error.message)).toBe('down');
+    expect(limiter.size).toEqual({ active: 0, waiting: 0 });
+    const again = limiter.run('ada', async () => 'again');
+    expect(await again).toBe('again');
+  });
+});
+
+describe('a queue\'s deliveries within their limits', () => {
+  it('makes one at a time here, and logs what it drops; a receiver that never answers holds one socket', async () => {
+    const held: ServerResponse[] = [];
+    const receiver = createServer((_request, response) => void held.push(response));
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const port = (receiver.address() as AddressInfo).port;
+    const logged: string[] = [];
+    const queue = new MemoryRunQueue({
+      store: new MemoryRunStore(),
+      chains: new Map([['/noop', lambda((input: unknown) => input)]]) as never,
+      concurrency: 4,
+      webhooks: { hosts: [`127.0.0.1:${port}`], secret: 's3cret-0123456789', allowHttp: true, attempts: 1, limits: { concurrent: 1, queued: 1, perCaller: 10 } },
+      log: (_error, message) => void logged.push(message),
+    });
+    const now = new Date().toISOString();
+    const ids = ['r1', 'r2', 'r3'];
+    for (const id of ids) {
+      await queue.submit({ run_id: id, chain: '/noop', kind: 'run', identity: 'ada', status: 'pending', input: 1, config: {}, webhook: `http://127.0.0.1:${port}/hook`, created_at: now, updated_at: now });
+    }
+    // Every run ends; one delivery reaches the receiver, one waits its turn, the third is dropped and logged.
+    for (;;) {
+      const records = await Promise.all(ids.map((id) => queue.store.get(id)));
+      if (records.every((record) => record?.status === 'success') && held.length === 1 && logged.length === 1) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(logged).toEqual([expect.stringMatching(/^webhook of run r\d not sent: too many deliveries under way/)]);
+    held.shift()?.writeHead(200).end();
+    // The one that waited goes next.
+    const waiting = (): number => held.length;
+    while (waiting() === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    held.shift()?.writeHead(200).end();
+    await queue.close(1_000);
+    await new Promise<void>((resolve) => receiver.close(() => resolve()));
   });
 });

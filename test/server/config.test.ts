@@ -20,6 +20,19 @@ describe('loadServerConfig', () => {
     expect(() => loadServerConfig({ RUNNEL_MODEL: 'foo:bar' })).toThrow(/RUNNEL_MODEL must be openai:<model>, anthropic:<model> or fake/);
   });
 
+  // A probe: a one-character webhook secret was taken, while an API key needs 16.
+  it('refuses a webhook secret shorter than an API key, without echoing it', () => {
+    let message = '';
+    try {
+      loadServerConfig({ RUNNEL_WEBHOOK_HOSTS: 'hooks.example.com', RUNNEL_WEBHOOK_SECRET: 'short-secret-x' });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/RUNNEL_WEBHOOK_SECRET: at least 16 characters/);
+    expect(message).not.toContain('short-secret-x');
+    expect(loadServerConfig({ RUNNEL_WEBHOOK_HOSTS: 'hooks.example.com', RUNNEL_WEBHOOK_SECRET: '0123456789abcdef' }).webhookSecret).toBe('0123456789abcdef');
+  });
+
   it('names every bad value in one error, never echoing a key', () => {
     let message = '';
     try {
