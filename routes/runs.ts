@@ -10,6 +10,7 @@ import { RunnelError } from '../src/core/index.js';
 import { publicRun, TERMINAL, type RunStatus } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { countRequests } from './chain.js';
+import { whenClientGone } from '../src/server/request.js';
 import { joinFormat, lastEventId, ownRun, runQueue, sendRunStream, submitRun } from '../src/server/runs.js';
 
 const STATUSES: readonly RunStatus[] = ['pending', 'running', 'success', 'error', 'cancelled'];
@@ -102,7 +103,7 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
       // Ended already: one read answers (no subscription to open and close).
       if (TERMINAL.has(record.status)) return reply.code(200).send(publicRun(record));
       const gone = new AbortController();
-      reply.raw.on('close', () => gone.abort());
+      whenClientGone(reply, () => gone.abort());
       const watch = await runQueue(request).store.watch(record.run_id);
       try {
         record = await ownRun(request, chain, request.params.run_id);

@@ -13,7 +13,7 @@ import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import { firstTokenTimer } from '../src/server/metrics.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import type { Endpoint } from '../src/server/registry.js';
-import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordClientGone, decodeConfigHash, eventFilters, required, replyHeaders, requestContext, takeOverForEvents } from '../src/server/request.js';
+import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordClientGone, decodeConfigHash, eventFilters, required, replyHeaders, requestContext, takeOverForEvents, whenClientGone } from '../src/server/request.js';
 import { prepareRun, streamRunHere } from '../src/server/runs.js';
 import { publicErrors } from '../src/runs/index.js';
 import type { SseWriter } from '../src/server/sse.js';
@@ -103,7 +103,7 @@ export async function sendLiveStream(
   const firstToken = firstTokenTimer(state.metrics, { chain: chain.spec.path, endpoint }, () => reply.elapsedTime / 1000);
 
   const sse = takeOverForEvents(request, reply);
-  reply.raw.on('close', () => {
+  whenClientGone(reply, () => {
     if (sse.closed && reply.raw.writableEnded) return;
     clientGone = true;
     controller.abort(new RunnelError(sse.stalled ? 'RUNNEL_ERR_STREAM_STALLED' : 'RUNNEL_ERR_ABORTED', sse.stalled ? 'The client read nothing; stream cut' : 'The client disconnected'));

@@ -138,7 +138,7 @@ export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, e
     gone = true;
     controller.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The client disconnected'));
   };
-  reply.raw.on('close', onClose);
+  whenClientGone(reply, onClose);
   return {
     signal: controller,
     gone: () => gone,
@@ -149,6 +149,22 @@ export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, e
   };
 }
 
+
+/**
+ * Calls `onGone` when the response's connection closes — at once when it closed already: a client that left
+ * while the handler awaited (reading the run, resolving the config) sent its `close` before anyone listened,
+ * and a wait or a run started then would go on for nobody (a probe: `/wait`s so left polled Redis for their
+ * full `timeout_s`, 9 KB each). Returns the listener's removal.
+ *
+ * @example
+ * const gone = new AbortController();
+ * const stop = whenClientGone(reply, () => gone.abort());
+ */
+export function whenClientGone(reply: FastifyReply, onGone: () => void): () => void {
+  reply.raw.on('close', onGone);
+  if (reply.raw.destroyed) onGone();
+  return () => void reply.raw.off('close', onGone);
+}
 
 /** Logs and counts a request whose client went away before its answer (status 499, as nginx logs it). */
 export function clientGone(request: FastifyRequest, endpoint: Endpoint, chainPath: string, elapsedMs: number): void {

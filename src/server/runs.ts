@@ -13,7 +13,7 @@ import type { PreparedChain } from './prepared.js';
 import type { SseWriter } from './sse.js';
 import { errorAnswerHeaders } from './error-reply.js';
 import { toHttpError } from './http-errors.js';
-import { bodyObject, checkAcceptingRuns, checkStreamSlot, decodeConfigHash, eventFilters, replyHeaders, required, requestContext, takeOverForEvents } from './request.js';
+import { bodyObject, checkAcceptingRuns, checkStreamSlot, decodeConfigHash, eventFilters, replyHeaders, required, requestContext, takeOverForEvents, whenClientGone } from './request.js';
 
 /** The server's run queue (started on first use). */
 export function runQueue(request: FastifyRequest): RunQueue {
@@ -139,7 +139,7 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
     pending.length = 0;
     settle();
   };
-  reply.raw.on('close', stop);
+  whenClientGone(reply, stop);
   let finish!: () => void;
   const entry = { stop, done: new Promise<void>((resolve) => (finish = resolve)), identity: request.identity };
   state.streams.add(entry);
@@ -260,7 +260,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   const started = performance.now();
   const sse = takeOverForEvents(request, reply);
   const gone = new AbortController();
-  reply.raw.on('close', () => gone.abort());
+  whenClientGone(reply, () => gone.abort());
   // Shutdown ends this reader (the run goes on; the client rejoins on another replica with Last-Event-ID).
   let finish!: () => void;
   let closedByServer = false;
