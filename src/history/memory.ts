@@ -2,30 +2,81 @@
 import type { BaseMessage } from '../messages/index.js';
 import { storable, type ChatMessageHistory } from './history.js';
 
+/** The bytes a message holds, about: its JSON's length, measured once per message. */
+const sizes = new WeakMap<BaseMessage, number>();
+function messageBytes(message: BaseMessage): number {
+  let size = sizes.get(message);
+  if (size === undefined) {
+    size = JSON.stringify(message).length;
+    sizes.set(message, size);
+  }
+  return size;
+}
+
+/** One conversation, and the bytes its messages hold. */
+interface Session {
+  messages: BaseMessage[];
+  bytes: number;
+}
+
 /**
  * Conversations of one process, each trimmed to its last `maxMessages`; at
- * most `maxSessions` conversations, the least recently written forgotten
- * first — a process's memory must not grow with every new `session_id` a
- * client makes up (Redis histories expire instead).
+ * most `maxSessions` conversations holding `maxBytes` in all, the least
+ * recently written forgotten first — a process's memory must not grow with
+ * every new `session_id` a client makes up, nor with long messages (10,000
+ * sessions of 200 messages of 8,000 characters would be gigabytes; Redis
+ * histories expire instead).
  */
 export class MemoryHistoryStore {
-  private readonly sessions = new Map<string, BaseMessage[]>();
+  private readonly sessions = new Map<string, Session>();
   readonly maxMessages: number;
   readonly maxSessions: number;
+  readonly maxBytes: number;
+  /** The bytes every session holds. */
+  bytes = 0;
 
-  constructor(options: { maxMessages?: number; maxSessions?: number } = {}) {
+  constructor(options: { maxMessages?: number; maxSessions?: number; maxBytes?: number } = {}) {
     this.maxMessages = options.maxMessages ?? 200;
     this.maxSessions = options.maxSessions ?? 10_000;
+    this.maxBytes = options.maxBytes ?? 128 * 1024 * 1024;
   }
 
   /** The history of one session. */
   history(sessionId: string): MemoryChatMessageHistory {
-    return new MemoryChatMessageHistory(this.sessions, sessionId, this);
+    return new MemoryChatMessageHistory(this, sessionId);
   }
 
   /** How many conversations are held. */
   get size(): number {
     return this.sessions.size;
+  }
+
+  /** A session's messages (a copy). */
+  read(sessionId: string): BaseMessage[] {
+    return [...(this.sessions.get(sessionId)?.messages ?? [])];
+  }
+
+  /** Replaces a session's messages, made its most recent; then forgets the least recently written past the limits. */
+  write(sessionId: string, messages: BaseMessage[]): void {
+    this.remove(sessionId);
+    const kept = messages.slice(-this.maxMessages);
+    const bytes = kept.reduce((sum, message) => sum + messageBytes(message), 0);
+    this.sessions.set(sessionId, { messages: kept, bytes });
+    this.bytes += bytes;
+    for (const [oldest, session] of this.sessions) {
+      // The session just written stays, whatever its size (one conversation is bounded by its message count).
+      if ((this.sessions.size <= this.maxSessions && this.bytes <= this.maxBytes) || oldest === sessionId) break;
+      this.sessions.delete(oldest);
+      this.bytes -= session.bytes;
+    }
+  }
+
+  /** Forgets a session. */
+  remove(sessionId: string): void {
+    const session = this.sessions.get(sessionId);
+    if (session === undefined) return;
+    this.sessions.delete(sessionId);
+    this.bytes -= session.bytes;
   }
 }
 
@@ -38,27 +89,19 @@ export class MemoryHistoryStore {
  */
 export class MemoryChatMessageHistory implements ChatMessageHistory {
   constructor(
-    private readonly sessions: Map<string, BaseMessage[]>,
+    private readonly store: MemoryHistoryStore,
     private readonly sessionId: string,
-    private readonly limits: { maxMessages: number; maxSessions: number },
   ) {}
 
   async getMessages(): Promise<BaseMessage[]> {
-    return [...(this.sessions.get(this.sessionId) ?? [])];
+    return this.store.read(this.sessionId);
   }
 
   async addMessages(messages: BaseMessage[]): Promise<void> {
-    const all = [...(this.sessions.get(this.sessionId) ?? []), ...messages.map(storable)];
-    // Re-inserted, so the map's order is the order of last writes.
-    this.sessions.delete(this.sessionId);
-    this.sessions.set(this.sessionId, all.slice(-this.limits.maxMessages));
-    for (const oldest of this.sessions.keys()) {
-      if (this.sessions.size <= this.limits.maxSessions) break;
-      this.sessions.delete(oldest);
-    }
+    this.store.write(this.sessionId, [...this.store.read(this.sessionId), ...messages.map(storable)]);
   }
 
   async clear(): Promise<void> {
-    this.sessions.delete(this.sessionId);
+    this.store.remove(this.sessionId);
   }
 }

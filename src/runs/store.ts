@@ -226,36 +226,58 @@ export interface RunStoreOptions {
   maxListed?: number;
 }
 
+/** The bytes a frame's data holds in memory, about (its JSON's length). */
+const frameBytes = (frame: Pick<RunFrame, 'data' | 'json'>): number => frameJson(frame)?.length ?? 0;
+
 /**
- * Runs in this process's memory: records and logs, at most `maxRuns` (the
- * oldest finished ones go first). For the embedded default.
+ * Runs in this process's memory: records and logs, for the embedded default. A finished run is kept for
+ * `ttlSeconds` (`RUNNEL_RUN_TTL`, as Redis keeps it); at most `maxRuns` runs and `maxBytes` of their logs
+ * are held, the oldest finished ones forgotten first — a count alone let 10,000 runs of 10,000 frames each
+ * hold gigabytes.
  *
  * @example
- * const store = new MemoryRunStore();
+ * const store = new MemoryRunStore({ ttlSeconds: 3600 });
  */
 export class MemoryRunStore implements RunStore {
-  private readonly runs = new Map<string, { record: RunRecord; frames: RunFrame[]; seq: number; cancel: boolean }>();
+  private readonly runs = new Map<string, { record: RunRecord; frames: RunFrame[]; seq: number; cancel: boolean; bytes: number; ended: number }>();
   private readonly events = new EventEmitter().setMaxListeners(0);
   private readonly maxFrames: number;
   private readonly maxRuns: number;
+  private readonly maxBytes: number;
+  private readonly ttlMs: number;
+  /** The frames' bytes of every run held. */
+  private bytes = 0;
 
-  constructor(options: RunStoreOptions & { maxRuns?: number } = {}) {
+  constructor(options: RunStoreOptions & { maxRuns?: number; maxBytes?: number } = {}) {
     this.maxFrames = options.maxFrames ?? 10_000;
     this.maxRuns = options.maxRuns ?? 10_000;
+    this.maxBytes = options.maxBytes ?? 256 * 1024 * 1024;
+    this.ttlMs = (options.ttlSeconds ?? 24 * 3600) * 1000;
   }
 
   async create(record: RunRecord): Promise<void> {
     if (this.runs.has(record.run_id)) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
-    this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false });
+    this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false, bytes: 0, ended: 0 });
+    this.evict();
+  }
+
+  /** Forgets finished runs, oldest first: those past their time, then while there are too many or too large. */
+  private evict(): void {
+    const expired = performance.now() - this.ttlMs;
     for (const [id, run] of this.runs) {
-      if (this.runs.size <= this.maxRuns) break;
-      if (TERMINAL.has(run.record.status)) this.runs.delete(id);
+      const over = this.runs.size > this.maxRuns || this.bytes > this.maxBytes;
+      if (!TERMINAL.has(run.record.status)) continue;
+      if (!over && run.ended > expired) break;
+      this.runs.delete(id);
+      this.bytes -= run.bytes;
     }
   }
 
   async get(runId: string): Promise<RunRecord | undefined> {
     const run = this.runs.get(runId);
-    return run === undefined ? undefined : { ...run.record };
+    // Past its time it is gone, as in Redis, whether or not a new run has swept it out yet.
+    if (run === undefined || (run.ended > 0 && run.ended <= performance.now() - this.ttlMs)) return undefined;
+    return { ...run.record };
   }
 
   async update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
@@ -267,6 +289,12 @@ export class MemoryRunStore implements RunStore {
     if (run === undefined) return undefined;
     if (TERMINAL.has(run.record.status)) return { ...run.record };
     run.record = { ...run.record, ...patch, updated_at: new Date().toISOString() };
+    if (TERMINAL.has(run.record.status)) {
+      run.ended = performance.now();
+      // Ended: it holds its place in the order of ends (the oldest finished go first).
+      this.runs.delete(runId);
+      this.runs.set(runId, run);
+    }
     this.events.emit(runId);
     return { ...run.record };
   }
@@ -302,9 +330,19 @@ export class MemoryRunStore implements RunStore {
       run.seq = given ?? (this.idCounter = Math.max(this.idCounter, run.seq) + 1);
       const id = String(run.seq);
       run.frames.push({ ...frame, id });
+      const added = frameBytes(frame);
+      run.bytes += added;
+      this.bytes += added;
       return id;
     });
-    if (run.frames.length > this.maxFrames) run.frames.splice(0, run.frames.length - this.maxFrames);
+    if (run.frames.length > this.maxFrames) {
+      for (const dropped of run.frames.splice(0, run.frames.length - this.maxFrames)) {
+        const bytes = frameBytes(dropped);
+        run.bytes -= bytes;
+        this.bytes -= bytes;
+      }
+    }
+    if (this.bytes > this.maxBytes) this.evict();
     this.events.emit(runId);
     return ids;
   }
