@@ -67,10 +67,11 @@ for (const [network, prefix] of [
   ['240.0.0.0', 4],
 ] as const) NOT_PUBLIC.addSubnet(network, prefix, 'ipv4');
 // IPv6: unspecified and loopback, IPv4-compatible (::/96) and translated (::ffff:0:0:0/96) forms, NAT64, discard,
-// Teredo and 6to4 (tunnels that reach IPv4 addresses), documentation, unique-local, link- and site-local, multicast.
+// Teredo and 6to4 (tunnels that reach IPv4 addresses), benchmarking, ORCHIDv2, documentation (both blocks), SRv6
+// SIDs, unique-local, link- and site-local, multicast.
 for (const [network, prefix] of [
-  ['::', 96], ['::ffff:0:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001::', 32], ['2001:db8::', 32], ['2002::', 16],
-  ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
+  ['::', 96], ['::ffff:0:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001::', 32], ['2001:2::', 48], ['2001:20::', 28],
+  ['2001:db8::', 32], ['2002::', 16], ['3fff::', 20], ['5f00::', 16], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
 ] as const) {
   NOT_PUBLIC.addSubnet(network, prefix, 'ipv6');
 }

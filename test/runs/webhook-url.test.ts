@@ -106,6 +106,8 @@ describe('deliverWebhook and the addresses a pattern allows', () => {
     // Forms that reach IPv4 through a tunnel or translation (IPv4-compatible, SIIT, 6to4, Teredo), site-local, 6to4
     // relays, and a scoped link-local address (which the URL parser refuses: it threw, in a resolver's callback).
     others.push('::7f00:1', '::ffff:0:7f00:1', '2002:7f00:1::', '2001::1', 'fec0::1', '192.88.99.1', 'fe80::1%lo');
+    // Special-purpose IPv6 blocks a probe found taken for public: benchmarking, ORCHIDv2, the second documentation block, SRv6.
+    others.push('2001:2::1', '2001:20::1', '3fff::1', '5f00::1');
     for (const address of others) expect(isPublicAddress(address), address).toBe(false);
   });
 });
