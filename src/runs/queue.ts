@@ -50,7 +50,7 @@ export interface RunQueueOptions {
    */
   warn?: (fields: Record<string, unknown>, message: string) => void;
   /** Who webhooks may call; without it no run has one. */
-  webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number; limits?: DeliveryLimits };
+  webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number; limits?: Partial<DeliveryLimits> };
   /** Tracing: the run-event callback that makes a run's spans under the trace it was submitted in. */
   trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
 }
@@ -60,6 +60,15 @@ const deliveries = new Set<Promise<unknown>>();
 
 /** The limits on deliveries under way, one per webhook policy (a process's queues share their server's). */
 const limiters = new WeakMap<object, DeliveryLimiter>();
+
+/** Waits for the process's deliveries within `ms`, then logs how many it leaves undelivered (they end with it). */
+async function settleDeliveries(options: RunQueueOptions, ms: number): Promise<void> {
+  if (await within(Promise.all(deliveries), ms)) return;
+  const left = options.webhooks === undefined ? undefined : limiters.get(options.webhooks)?.size;
+  if (left !== undefined && left.active + left.waiting > 0) {
+    options.log?.(undefined, `stopping with ${left.active} webhook deliveries under way and ${left.waiting} waiting: they are not delivered`);
+  }
+}
 
 /** Sends an ended run's record to its webhook, once, in the background, within the process's delivery limits. */
 function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
@@ -377,9 +386,11 @@ export class BullRunQueue implements RunQueue {
   /** Whether the queue's connection has lost Redis and not found it again (not before its first connect). */
   private redisLost = false;
   private readonly timers: NodeJS.Timeout[] = [];
+  private readonly options: RunQueueOptions;
 
   constructor(options: RunQueueOptions & { connection: Redis; prefix?: string; lockMs?: number }) {
     this.store = options.store;
+    this.options = options;
     this.core = new RunWorkerCore(options, options.lockMs ?? 30_000);
     const prefix = options.prefix ?? 'runnel-bull';
     // BullMQ wants connections of its own (a worker blocks on one); they end with the queue.
@@ -479,7 +490,7 @@ export class BullRunQueue implements RunQueue {
       await within(Promise.all(this.core.endings), Math.max(0, graceMs - (performance.now() - started)));
       for (const timer of this.timers) clearInterval(timer);
       // Webhooks of runs that ended meanwhile get what is left of the grace.
-      await within(Promise.all(deliveries), Math.max(0, graceMs - (performance.now() - started)));
+      await settleDeliveries(this.options, Math.max(0, graceMs - (performance.now() - started)));
       this.core.close();
       await within(this.queue.close().catch(() => undefined), 1_000);
       await this.store.close();
@@ -509,9 +520,11 @@ export class MemoryRunQueue implements RunQueue {
   private readonly underway = new Set<Promise<void>>();
   private readonly streaming = new Set<Promise<void>>();
   private closed = false;
+  private readonly options: RunQueueOptions;
 
   constructor(options: RunQueueOptions) {
     this.store = options.store;
+    this.options = options;
     this.core = new RunWorkerCore(options);
     this.concurrency = Math.max(1, options.concurrency);
   }
@@ -567,7 +580,7 @@ export class MemoryRunQueue implements RunQueue {
       await all;
     }
     for (const runId of this.waiting.splice(0)) await this.core.endWaiting(runId, new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run started'), 'error');
-    await within(Promise.all(deliveries), graceMs);
+    await settleDeliveries(this.options, graceMs);
     this.core.close();
     await this.store.close();
   }

@@ -239,7 +239,10 @@ const frameBytes = (frame: Pick<RunFrame, 'data' | 'json'>): number => frameJson
  * const store = new MemoryRunStore({ ttlSeconds: 3600 });
  */
 export class MemoryRunStore implements RunStore {
-  private readonly runs = new Map<string, { record: RunRecord; frames: RunFrame[]; seq: number; cancel: boolean; bytes: number; ended: number }>();
+  /** Every run held, in the order they were made (newest last: `list` reads them backwards). */
+  private readonly runs = new Map<string, { record: RunRecord; frames: RunFrame[]; seq: number; cancel: boolean; bytes: number }>();
+  /** The finished runs, in the order they ended, and when (`performance.now()`): the order they are forgotten in. */
+  private readonly finished = new Map<string, number>();
   private readonly events = new EventEmitter().setMaxListeners(0);
   private readonly maxFrames: number;
   private readonly maxRuns: number;
@@ -257,27 +260,36 @@ export class MemoryRunStore implements RunStore {
 
   async create(record: RunRecord): Promise<void> {
     if (this.runs.has(record.run_id)) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
-    this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false, bytes: 0, ended: 0 });
+    this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false, bytes: 0 });
     this.evict();
   }
 
-  /** Forgets finished runs, oldest first: those past their time, then while there are too many or too large. */
+  /**
+   * Forgets finished runs, the first to end first: those past their time, then while there are too many or
+   * their logs are too large. Runs under way are never forgotten (with only those left, it stops).
+   */
   private evict(): void {
     const expired = performance.now() - this.ttlMs;
-    for (const [id, run] of this.runs) {
-      const over = this.runs.size > this.maxRuns || this.bytes > this.maxBytes;
-      if (!TERMINAL.has(run.record.status)) continue;
-      if (!over && run.ended > expired) break;
+    for (const [id, ended] of this.finished) {
+      if (this.runs.size <= this.maxRuns && this.bytes <= this.maxBytes && ended > expired) break;
+      this.finished.delete(id);
+      const run = this.runs.get(id);
+      if (run === undefined) continue;
       this.runs.delete(id);
       this.bytes -= run.bytes;
     }
   }
 
+  /** A run held and not past its time. */
+  private held(runId: string): ReturnType<MemoryRunStore['runs']['get']> {
+    // Past its time a run is gone, as in Redis, whether or not a new run has swept it out yet.
+    if (this.finished.size > 0) this.evict();
+    return this.runs.get(runId);
+  }
+
   async get(runId: string): Promise<RunRecord | undefined> {
-    const run = this.runs.get(runId);
-    // Past its time it is gone, as in Redis, whether or not a new run has swept it out yet.
-    if (run === undefined || (run.ended > 0 && run.ended <= performance.now() - this.ttlMs)) return undefined;
-    return { ...run.record };
+    const run = this.held(runId);
+    return run === undefined ? undefined : { ...run.record };
   }
 
   async update(runId: string, patch: Partial<RunRecord>): Promise<RunRecord | undefined> {
@@ -289,12 +301,7 @@ export class MemoryRunStore implements RunStore {
     if (run === undefined) return undefined;
     if (TERMINAL.has(run.record.status)) return { ...run.record };
     run.record = { ...run.record, ...patch, updated_at: new Date().toISOString() };
-    if (TERMINAL.has(run.record.status)) {
-      run.ended = performance.now();
-      // Ended: it holds its place in the order of ends (the oldest finished go first).
-      this.runs.delete(runId);
-      this.runs.set(runId, run);
-    }
+    if (TERMINAL.has(run.record.status)) this.finished.set(runId, performance.now());
     this.events.emit(runId);
     return { ...run.record };
   }
@@ -369,7 +376,7 @@ export class MemoryRunStore implements RunStore {
   }
 
   async frames(runId: string, afterId?: string): Promise<RunFrame[]> {
-    const run = this.runs.get(runId);
+    const run = this.held(runId);
     if (run === undefined) return [];
     const after = afterId === undefined ? 0 : Number(afterId);
     return run.frames.filter((frame) => Number(frame.id) > after);
@@ -380,6 +387,7 @@ export class MemoryRunStore implements RunStore {
   }
 
   async list(identity: string, limit: number): Promise<RunRecord[]> {
+    if (this.finished.size > 0) this.evict();
     return [...this.runs.values()]
       .map((run) => run.record)
       .filter((record) => record.identity === identity)
@@ -408,7 +416,7 @@ export class MemoryRunStore implements RunStore {
   }
 
   async hasFrame(runId: string, id: string): Promise<boolean> {
-    const frames = this.runs.get(runId)?.frames;
+    const frames = this.held(runId)?.frames;
     if (frames === undefined) return false;
     if (frames.some((frame) => frame.id === id)) return true;
     // Before what a trimmed log still holds (its first frame, `metadata`, is gone): one of its trimmed frames.

@@ -247,24 +247,34 @@ export async function deliverWebhook(
 
 /**
  * How many webhook deliveries a process makes at once, and how many it keeps waiting: each holds a socket
- * for up to its timeout, and a caller could end thousands of runs a minute. Past the waiting room — or past
- * a caller's own share of it, so one caller's flood does not crowd out the others' — a delivery is dropped
- * (and logged).
+ * for up to its timeout, and its turn through its retries (about 65 s for a receiver that never answers),
+ * and a caller could end thousands of runs a minute. A caller has a share of the turns under way, and the
+ * callers waiting take turns, so one caller's silent receiver does not hold up the others' deliveries.
+ * Past the waiting room — or past a caller's own share of it — a delivery is dropped (and logged).
  */
 export interface DeliveryLimits {
   /** Deliveries under way at once (default 32). */
   concurrent: number;
+  /** Deliveries one caller may have under way at once (default 8). */
+  concurrentPerCaller: number;
   /** Deliveries waiting for a turn (default 2,000). */
   queued: number;
   /** Deliveries one caller may have under way or waiting (default 200). */
   perCaller: number;
 }
 
-export const DEFAULT_DELIVERY_LIMITS: DeliveryLimits = { concurrent: 32, queued: 2_000, perCaller: 200 };
+export const DEFAULT_DELIVERY_LIMITS: DeliveryLimits = { concurrent: 32, concurrentPerCaller: 8, queued: 2_000, perCaller: 200 };
+
+/** One caller's deliveries: under way, held (under way or waiting), and the turns it waits for. */
+interface CallerDeliveries {
+  active: number;
+  held: number;
+  waiting: (() => void)[];
+}
 
 /**
- * Runs deliveries within {@link DeliveryLimits}: `run(caller, work)` starts `work` when a slot is free, in the
- * order asked; undefined (and `work` never runs) when the delivery does not fit.
+ * Runs deliveries within {@link DeliveryLimits}: `run(caller, work)` starts `work` when a turn is free —
+ * callers in turn, each caller's in the order asked; undefined (and `work` never runs) when it does not fit.
  *
  * @example
  * const limiter = new DeliveryLimiter();
@@ -272,31 +282,65 @@ export const DEFAULT_DELIVERY_LIMITS: DeliveryLimits = { concurrent: 32, queued:
  */
 export class DeliveryLimiter {
   private active = 0;
-  private readonly waiting: (() => void)[] = [];
-  private readonly perCaller = new Map<string, number>();
+  private waiting = 0;
+  /** Callers with deliveries; the order is the turn (a caller that starts one goes to the back). */
+  private readonly callers = new Map<string, CallerDeliveries>();
 
   constructor(private readonly limits: DeliveryLimits = DEFAULT_DELIVERY_LIMITS) {}
 
   run<T>(caller: string, work: () => Promise<T>): Promise<T> | undefined {
-    const mine = this.perCaller.get(caller) ?? 0;
-    const mustWait = this.active >= this.limits.concurrent;
-    if (mine >= this.limits.perCaller || (mustWait && this.waiting.length >= this.limits.queued)) return undefined;
-    this.perCaller.set(caller, mine + 1);
-    const turn = mustWait ? new Promise<void>((resolve) => this.waiting.push(resolve)) : Promise.resolve();
-    if (!mustWait) this.active++;
+    let mine = this.callers.get(caller);
+    if (mine !== undefined && mine.held >= this.limits.perCaller) return undefined;
+    const now = this.active < this.limits.concurrent && (mine?.active ?? 0) < this.limits.concurrentPerCaller;
+    if (!now && this.waiting >= this.limits.queued) return undefined;
+    if (mine === undefined) this.callers.set(caller, (mine = { active: 0, held: 0, waiting: [] }));
+    const own = mine;
+    own.held++;
+    let turn: Promise<void>;
+    if (now) {
+      this.active++;
+      own.active++;
+      turn = Promise.resolve();
+    } else {
+      this.waiting++;
+      turn = new Promise<void>((resolve) => own.waiting.push(resolve));
+    }
     return turn.then(work).finally(() => {
-      const left = (this.perCaller.get(caller) ?? 1) - 1;
-      if (left === 0) this.perCaller.delete(caller);
-      else this.perCaller.set(caller, left);
-      const next = this.waiting.shift();
-      // The slot passes to the next in line (it stays counted), or is freed.
-      if (next !== undefined) next();
-      else this.active--;
+      this.active--;
+      own.active--;
+      own.held--;
+      // The caller whose delivery ended goes to the back of the turn (and out, with nothing left).
+      if (this.callers.get(caller) === own) {
+        this.callers.delete(caller);
+        if (own.held > 0) this.callers.set(caller, own);
+      }
+      this.next();
     });
+  }
+
+  /** Gives the free turns to the callers waiting, one each in turn. */
+  private next(): void {
+    while (this.active < this.limits.concurrent && this.waiting > 0) {
+      let given = false;
+      for (const [caller, deliveries] of this.callers) {
+        if (deliveries.waiting.length === 0 || deliveries.active >= this.limits.concurrentPerCaller) continue;
+        const start = deliveries.waiting.shift() as () => void;
+        this.waiting--;
+        this.active++;
+        deliveries.active++;
+        // To the back of the turn.
+        this.callers.delete(caller);
+        this.callers.set(caller, deliveries);
+        start();
+        given = true;
+        break;
+      }
+      if (!given) return;
+    }
   }
 
   /** Deliveries under way and waiting. */
   get size(): { active: number; waiting: number } {
-    return { active: this.active, waiting: this.waiting.length };
+    return { active: this.active, waiting: this.waiting };
   }
 }

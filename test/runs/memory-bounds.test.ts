@@ -48,15 +48,26 @@ describe('MemoryRunStore', () => {
     expect((await store.frames('live', undefined)).length).toBe(1);
   });
 
-  it('keeps a finished run for its time to live, as Redis does', async () => {
+  it('keeps a finished run for its time to live, as Redis does: gone from its record, its log and the list', async () => {
     const store = new MemoryRunStore({ ttlSeconds: 0 });
     await store.create(record('r1'));
+    await store.create(record('r2'));
     expect((await store.get('r1'))?.status).toBe('running');
-    await store.end('r1', [{ event: 'end' }], { status: 'success' });
+    await store.end('r1', [{ event: 'data', data: 'x' }, { event: 'end' }], { status: 'success' });
     expect(await store.get('r1')).toBeUndefined();
+    expect(await store.frames('r1')).toEqual([]);
+    expect((await store.list('ada', 10)).map((run) => run.run_id)).toEqual(['r2']);
     const kept = new MemoryRunStore();
     await kept.create(record('r1'));
     await kept.end('r1', [{ event: 'end' }], { status: 'success' });
     expect((await kept.get('r1'))?.status).toBe('success');
   });
+});
+
+// A review: runs moved to the end of the store as they ended, so a caller's list was no longer newest first.
+it('lists a caller\'s runs newest first, however they ended', async () => {
+  const store = new MemoryRunStore();
+  for (const id of ['a', 'b', 'c']) await store.create(record(id));
+  await store.end('a', [{ event: 'end' }], { status: 'success' });
+  expect((await store.list('ada', 10)).map((run) => run.run_id)).toEqual(['c', 'b', 'a']);
 });
