@@ -259,19 +259,21 @@ export class MemoryRunStore implements RunStore {
   }
 
   async create(record: RunRecord): Promise<void> {
-    if (this.runs.has(record.run_id)) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
+    if (this.held(record.run_id) !== undefined) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
     this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false, bytes: 0 });
     this.evict();
   }
 
   /**
-   * Forgets finished runs, the first to end first: those past their time, then while there are too many or
-   * their logs are too large. Runs under way are never forgotten (with only those left, it stops).
+   * Forgets finished runs, the first to end first: those past their time, then (unless `expiredOnly`, as for
+   * a read) while there are too many or their logs are too large. Runs under way are never forgotten (with
+   * only those left, it stops). A read forgets only what is past its time: a run that has just ended must
+   * stay readable for the stream sending its last frames, however full the store is.
    */
-  private evict(): void {
+  private evict(expiredOnly = false): void {
     const expired = performance.now() - this.ttlMs;
     for (const [id, ended] of this.finished) {
-      if (this.runs.size <= this.maxRuns && this.bytes <= this.maxBytes && ended > expired) break;
+      if ((expiredOnly || (this.runs.size <= this.maxRuns && this.bytes <= this.maxBytes)) && ended > expired) break;
       this.finished.delete(id);
       const run = this.runs.get(id);
       if (run === undefined) continue;
@@ -280,10 +282,10 @@ export class MemoryRunStore implements RunStore {
     }
   }
 
-  /** A run held and not past its time. */
+  /** A run held and not past its time: every lookup goes through here, so all of them agree. */
   private held(runId: string): ReturnType<MemoryRunStore['runs']['get']> {
     // Past its time a run is gone, as in Redis, whether or not a new run has swept it out yet.
-    if (this.finished.size > 0) this.evict();
+    if (this.finished.size > 0) this.evict(true);
     return this.runs.get(runId);
   }
 
@@ -297,7 +299,7 @@ export class MemoryRunStore implements RunStore {
   }
 
   private updateNow(runId: string, patch: Partial<RunRecord>): RunRecord | undefined {
-    const run = this.runs.get(runId);
+    const run = this.held(runId);
     if (run === undefined) return undefined;
     if (TERMINAL.has(run.record.status)) return { ...run.record };
     run.record = { ...run.record, ...patch, updated_at: new Date().toISOString() };
@@ -307,7 +309,7 @@ export class MemoryRunStore implements RunStore {
   }
 
   async start(runId: string): Promise<RunStart> {
-    const run = this.runs.get(runId);
+    const run = this.held(runId);
     if (run === undefined || run.record.status !== 'pending') return { record: await this.get(runId), started: false, cancelled: false };
     if (run.cancel) return { record: await this.get(runId), started: false, cancelled: true };
     return { record: await this.update(runId, { status: 'running' }), started: true, cancelled: false };
@@ -327,7 +329,7 @@ export class MemoryRunStore implements RunStore {
 
   /** Frames appended, unless the run has ended (RunEnded: a log has one end, and nothing after it). */
   private appendNow(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[]): string[] {
-    const run = this.runs.get(runId);
+    const run = this.held(runId);
     if (run === undefined) return [];
     if (TERMINAL.has(run.record.status)) throw new RunEnded(runId);
     const ids = frames.map((frame) => {
@@ -387,7 +389,7 @@ export class MemoryRunStore implements RunStore {
   }
 
   async list(identity: string, limit: number): Promise<RunRecord[]> {
-    if (this.finished.size > 0) this.evict();
+    if (this.finished.size > 0) this.evict(true);
     return [...this.runs.values()]
       .map((run) => run.record)
       .filter((record) => record.identity === identity)
@@ -397,13 +399,13 @@ export class MemoryRunStore implements RunStore {
   }
 
   async requestCancel(runId: string): Promise<void> {
-    const run = this.runs.get(runId);
+    const run = this.held(runId);
     if (run !== undefined) run.cancel = true;
     this.events.emit('cancel', runId);
   }
 
   async cancelRequested(runId: string): Promise<boolean> {
-    return this.runs.get(runId)?.cancel === true;
+    return this.held(runId)?.cancel === true;
   }
 
   onCancel(listener: (runId: string) => void): () => void {

@@ -286,7 +286,12 @@ export class DeliveryLimiter {
   /** Callers with deliveries; the order is the turn (a caller that starts one goes to the back). */
   private readonly callers = new Map<string, CallerDeliveries>();
 
-  constructor(private readonly limits: DeliveryLimits = DEFAULT_DELIVERY_LIMITS) {}
+  private readonly limits: DeliveryLimits;
+
+  constructor(limits: DeliveryLimits = DEFAULT_DELIVERY_LIMITS) {
+    // At least one under way, at once and per caller: with none, every delivery would wait forever.
+    this.limits = { ...limits, concurrent: Math.max(1, limits.concurrent || 1), concurrentPerCaller: Math.max(1, limits.concurrentPerCaller || 1) };
+  }
 
   run<T>(caller: string, work: () => Promise<T>): Promise<T> | undefined {
     let mine = this.callers.get(caller);

@@ -71,3 +71,15 @@ it('lists a caller\'s runs newest first, however they ended', async () => {
   await store.end('a', [{ event: 'end' }], { status: 'success' });
   expect((await store.list('ada', 10)).map((run) => run.run_id)).toEqual(['c', 'b', 'a']);
 });
+
+// A review: every read forgot runs past the store's count, so with the store full of runs under way a run
+// that had just ended was gone before its stream could send its last frames.
+it('keeps a run that has just ended readable until the next write, however full the store is', async () => {
+  const store = new MemoryRunStore({ maxRuns: 2 });
+  for (const id of ['a', 'b', 'x']) await store.create(record(id));
+  await store.end('x', [{ event: 'data', data: 'last' }, { event: 'end' }], { status: 'success' });
+  expect((await store.frames('x')).map((frame) => frame.event)).toEqual(['data', 'end']);
+  expect((await store.get('x'))?.status).toBe('success');
+  await store.create(record('y'));
+  expect(await store.get('x')).toBeUndefined();
+});
