@@ -61,6 +61,9 @@ const deliveries = new Set<Promise<unknown>>();
 /** The limits on deliveries under way, one per webhook policy (a process's queues share their server's). */
 const limiters = new WeakMap<object, DeliveryLimiter>();
 
+/** The log of deliveries dropped, one per webhook policy: a flood of them is a line a minute, not a line each. */
+const dropLogs = new WeakMap<object, (error: unknown, message: string) => void>();
+
 /** Waits for the process's deliveries within `ms`, then logs how many it leaves undelivered (they end with it). */
 async function settleDeliveries(options: RunQueueOptions, ms: number): Promise<void> {
   if (await within(Promise.all(deliveries), ms)) return;
@@ -80,7 +83,11 @@ function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
   const body = webhookBody(publicRun(record), record.identity, url);
   const sending = limiter.run(record.identity, () => deliverWebhook(url, body, policy, { attempts: policy.attempts, backoffMs: policy.backoffMs, id: record.run_id }));
   if (sending === undefined) {
-    options.log?.(undefined, `webhook of run ${record.run_id} not sent: too many deliveries under way (for this caller, or in this process)`);
+    const log = options.log;
+    if (log === undefined) return;
+    let dropped = dropLogs.get(policy);
+    if (dropped === undefined) dropLogs.set(policy, (dropped = repeatsHeldBack(log)));
+    dropped(undefined, 'a webhook was not sent: too many deliveries under way (for its caller, or in this process)');
     return;
   }
   const delivery = sending.then(
