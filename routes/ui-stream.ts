@@ -20,6 +20,7 @@ import { bodyObject, decodeConfigHash } from '../src/server/request.js';
 import { prepareRun, runQueue, sendRunStream, streamRunHere, type RunStreamFormat } from '../src/server/runs.js';
 import { toHttpError } from '../src/server/http-errors.js';
 import { conversationFromUiMessages, UI_STREAM_HEADERS, UiMessageEncoder } from '../src/server/ui-stream.js';
+import { lastFinishReason } from '../src/server/usage.js';
 import { sendLiveStream } from './streams.js';
 
 /** How many of the caller's latest runs a reconnect looks through for the chat's. */
@@ -79,15 +80,12 @@ export function uiStreamHandler(chain: PreparedChain) {
     const ui = new UiMessageEncoder(runId);
     let started = false;
     const runnable = chain.spec.runnable;
-    // The last model call's finish reason, for the `finish` part: a chain ending in a parser streams text only.
-    let finishReason: string | undefined;
-    const withFinish = (runConfig: RunnableConfig): RunnableConfig => ({
-      ...runConfig,
-      onModelCall: (call) => {
-        if (call.finishReason !== undefined) finishReason = call.finishReason;
-        runConfig.onModelCall?.(call);
-      },
-    });
+    // The last model answer's finish reason, for the `finish` part: a chain ending in a parser streams text only.
+    let last: ReturnType<typeof lastFinishReason> | undefined;
+    const withFinish = (runConfig: RunnableConfig): RunnableConfig => {
+      last = lastFinishReason(runConfig.onModelCall);
+      return { ...runConfig, onModelCall: last.onModelCall };
+    };
     await sendLiveStream(request, reply, {
       chain,
       endpoint: 'ui_stream',
@@ -107,7 +105,7 @@ export function uiStreamHandler(chain: PreparedChain) {
           started = true;
           return sse.sendRaw(head + (events ? ui.event(item as never) : ui.chunk(item)));
         },
-        end: (sse) => sse.sendRaw((started ? '' : ui.start()) + ui.finish(finishReason)),
+        end: (sse) => sse.sendRaw((started ? '' : ui.start()) + ui.finish(last?.finishReason())),
         error: (sse, error) => {
           const { body: failure } = toHttpError(error);
           return sse.sendRaw((started ? '' : ui.start()) + ui.fail(failure));

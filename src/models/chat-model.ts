@@ -34,6 +34,7 @@ import {
 } from '../messages/index.js';
 import { isPromptValue, type PromptValue } from '../prompts/index.js';
 import { cacheKey, type ModelCache } from './cache.js';
+import { cutShort } from './finish.js';
 import { providerError } from './errors.js';
 import type { CallParams, ChatCallOptions, ChatProvider, ChatRequest, ToolChoice, ToolDefinition } from './types.js';
 
@@ -83,17 +84,12 @@ function finishReason(chunks: readonly AIMessageChunk[]): string | undefined {
 }
 
 /**
- * The reasons an answer is cut before the model was done with it: a token limit (OpenAI's `length`,
- * Anthropic's `max_tokens`, a context window), a content filter (OpenAI's `content_filter`, Anthropic's
- * `refusal`: its classifier stopped the answer), Anthropic's `pause_turn` (a long server tool turn to continue). Such an answer is passed on, with its reason, but never cached: the next identical
- * call asks the provider again.
+ * Whether an answer is one the cache stores: not cut before the model was done with it (a token limit, a
+ * filter, a pause: passed on with its reason, but the next identical call asks the provider again), its
+ * tool calls whole.
  */
-const CUT_REASONS: ReadonlySet<string> = new Set(['length', 'max_tokens', 'model_context_window_exceeded', 'content_filter', 'refusal', 'pause_turn']);
-
-/** Whether a cached entry is an answer the cache stores: not cut at a limit or by a filter, its tool calls whole. */
 function storable(chunks: readonly AIMessageChunk[]): boolean {
-  const reason = finishReason(chunks);
-  return (reason === undefined || !CUT_REASONS.has(reason)) && !malformedCalls(chunks);
+  return !cutShort(finishReason(chunks)) && !malformedCalls(chunks);
 }
 
 /**
@@ -312,7 +308,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     if (failure !== undefined) throw failure;
     // Not awaited: storing is best effort, and a slow cache must not hold the answer back. An answer a provider
     // sends whole without a finish reason is whole (it is not a stream that could have broken off).
-    if (cache !== undefined && (reason === undefined || !CUT_REASONS.has(reason)) && answer.invalid_tool_calls.length === 0) void cache.update(key, [answer]).catch(() => undefined);
+    if (cache !== undefined && storable([answer])) void cache.update(key, [answer]).catch(() => undefined);
     return answer;
   }
 
@@ -369,7 +365,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       // Only a whole answer of a call nobody aborted is cached — not one cut by a token limit or a filter, nor
       // one whose tool calls do not parse (cut short, say): a retry must reach the provider.
       const cache = lead?.prepared.cache;
-      if (complete && cache !== undefined && run.signal?.aborted !== true && !malformed && reason !== undefined && !CUT_REASONS.has(reason)) {
+      if (complete && cache !== undefined && run.signal?.aborted !== true && !malformed && !cutShort(reason)) {
         void cache.update(lead?.prepared.key ?? '', chunks).catch(() => undefined);
       }
       started.unlink?.();

@@ -58,16 +58,16 @@ export interface RunQueueOptions {
 /** Webhook deliveries under way in this process: a stopping worker lets them finish within its grace. */
 const deliveries = new Set<Promise<unknown>>();
 
-/** The limits on deliveries under way, one per webhook policy (a process's queues share their server's). */
-const limiters = new WeakMap<object, DeliveryLimiter>();
-
-/** The log of deliveries dropped, one per webhook policy: a flood of them is a line a minute, not a line each. */
-const dropLogs = new WeakMap<object, (error: unknown, message: string) => void>();
+/**
+ * The limits on deliveries under way, and the log of those dropped (a flood of them is a line a minute, not a
+ * line each): one per webhook policy (a process's queues share their server's).
+ */
+const limiters = new WeakMap<object, { limiter: DeliveryLimiter; dropped: ((error: unknown, message: string) => void) | undefined }>();
 
 /** Waits for the process's deliveries within `ms`, then logs how many it leaves undelivered (they end with it). */
 async function settleDeliveries(options: RunQueueOptions, ms: number): Promise<void> {
   if (await within(Promise.all(deliveries), ms)) return;
-  const left = options.webhooks === undefined ? undefined : limiters.get(options.webhooks)?.size;
+  const left = options.webhooks === undefined ? undefined : limiters.get(options.webhooks)?.limiter.size;
   if (left !== undefined && left.active + left.waiting > 0) {
     options.log?.(undefined, `stopping with ${left.active} webhook deliveries under way and ${left.waiting} waiting: they are not delivered`);
   }
@@ -77,17 +77,16 @@ async function settleDeliveries(options: RunQueueOptions, ms: number): Promise<v
 function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
   if (record?.webhook === undefined || options.webhooks === undefined || !TERMINAL.has(record.status)) return;
   const policy = options.webhooks;
-  let limiter = limiters.get(policy);
-  if (limiter === undefined) limiters.set(policy, (limiter = new DeliveryLimiter({ ...DEFAULT_DELIVERY_LIMITS, ...policy.limits })));
+  let limits = limiters.get(policy);
+  if (limits === undefined) {
+    limits = { limiter: new DeliveryLimiter({ ...DEFAULT_DELIVERY_LIMITS, ...policy.limits }), dropped: options.log === undefined ? undefined : repeatsHeldBack(options.log) };
+    limiters.set(policy, limits);
+  }
   const url = record.webhook;
   const body = webhookBody(publicRun(record), record.identity, url);
-  const sending = limiter.run(record.identity, () => deliverWebhook(url, body, policy, { attempts: policy.attempts, backoffMs: policy.backoffMs, id: record.run_id }));
+  const sending = limits.limiter.run(record.identity, () => deliverWebhook(url, body, policy, { attempts: policy.attempts, backoffMs: policy.backoffMs, id: record.run_id }));
   if (sending === undefined) {
-    const log = options.log;
-    if (log === undefined) return;
-    let dropped = dropLogs.get(policy);
-    if (dropped === undefined) dropLogs.set(policy, (dropped = repeatsHeldBack(log)));
-    dropped(undefined, 'a webhook was not sent: too many deliveries under way (for its caller, or in this process)');
+    limits.dropped?.(undefined, 'a webhook was not sent: too many deliveries under way (for its caller, or in this process)');
     return;
   }
   const delivery = sending.then(

@@ -229,6 +229,15 @@ export interface RunStoreOptions {
 /** The bytes a frame's data holds in memory, about (its JSON's length). */
 const frameBytes = (frame: Pick<RunFrame, 'data' | 'json'>): number => frameJson(frame)?.length ?? 0;
 
+/** A run as the memory store holds it: its record, its log and the bytes the log holds. */
+interface HeldRun {
+  record: RunRecord;
+  frames: RunFrame[];
+  seq: number;
+  cancel: boolean;
+  bytes: number;
+}
+
 /**
  * Runs in this process's memory: records and logs, for the embedded default. A finished run is kept for
  * `ttlSeconds` (`RUNNEL_RUN_TTL`, as Redis keeps it); at most `maxRuns` runs and `maxBytes` of their logs
@@ -240,7 +249,7 @@ const frameBytes = (frame: Pick<RunFrame, 'data' | 'json'>): number => frameJson
  */
 export class MemoryRunStore implements RunStore {
   /** Every run held, in the order they were made (newest last: `list` reads them backwards). */
-  private readonly runs = new Map<string, { record: RunRecord; frames: RunFrame[]; seq: number; cancel: boolean; bytes: number }>();
+  private readonly runs = new Map<string, HeldRun>();
   /** The finished runs, in the order they ended, and when (`performance.now()`): the order they are forgotten in. */
   private readonly finished = new Map<string, number>();
   private readonly events = new EventEmitter().setMaxListeners(0);
@@ -283,7 +292,7 @@ export class MemoryRunStore implements RunStore {
   }
 
   /** A run held and not past its time: every lookup goes through here, so all of them agree. */
-  private held(runId: string): ReturnType<MemoryRunStore['runs']['get']> {
+  private held(runId: string): HeldRun | undefined {
     // Past its time a run is gone, as in Redis, whether or not a new run has swept it out yet.
     if (this.finished.size > 0) this.evict(true);
     return this.runs.get(runId);

@@ -11,6 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { concat, type TokenUsage } from '../core/index.js';
 import { AIMessage, AIMessageChunk, BaseMessage } from '../messages/index.js';
+import { finishKind } from '../models/finish.js';
 
 /** What every object of one answer repeats. */
 export interface CompletionHead {
@@ -59,9 +60,6 @@ export function messageFinishReason(output: unknown): string | undefined {
   return typeof reason === 'string' && reason !== '' ? reason : undefined;
 }
 
-/** A token limit, in OpenAI's and Anthropic's words. */
-const LENGTH_REASONS: ReadonlySet<string> = new Set(['length', 'max_tokens', 'model_context_window_exceeded']);
-
 /**
  * OpenAI's `finish_reason` for an answer: `tool_calls` when it passes tool calls on, `length` when the model's
  * answer was cut by a token limit, `content_filter` when a filter stopped it (Anthropic's `refusal`), else `stop`.
@@ -71,10 +69,8 @@ const LENGTH_REASONS: ReadonlySet<string> = new Set(['length', 'max_tokens', 'mo
  */
 export function openAIFinishReason(reason: string | undefined, toolCalls: boolean): 'stop' | 'length' | 'tool_calls' | 'content_filter' {
   if (toolCalls) return 'tool_calls';
-  if (reason === undefined) return 'stop';
-  if (LENGTH_REASONS.has(reason)) return 'length';
-  if (reason === 'content_filter' || reason === 'refusal') return 'content_filter';
-  return 'stop';
+  const kind = finishKind(reason);
+  return kind === 'length' || kind === 'content_filter' ? kind : 'stop';
 }
 
 const callId = (id: string | undefined): string => (id === undefined || id === '' ? `call_${randomUUID().replaceAll('-', '')}` : id);

@@ -8,6 +8,7 @@
  * live stream and the replay of a durable run's log.
  */
 import { RunnelError } from '../core/index.js';
+import { finishKind } from '../models/finish.js';
 import type { ChatTurn, Conversation } from './registry.js';
 
 /** The header the AI SDK checks on a UI message stream. */
@@ -60,20 +61,10 @@ function finishReasonOf(message: unknown): string | undefined {
  * uiFinishReason('max_tokens') // 'length'
  */
 export function uiFinishReason(reason: string | undefined): 'stop' | 'length' | 'content-filter' | 'tool-calls' {
-  switch (reason) {
-    case 'length':
-    case 'max_tokens':
-    case 'model_context_window_exceeded':
-      return 'length';
-    case 'content_filter':
-    case 'refusal':
-      return 'content-filter';
-    case 'tool_calls':
-    case 'tool_use':
-      return 'tool-calls';
-    default:
-      return 'stop';
-  }
+  const kind = finishKind(reason);
+  if (kind === 'content_filter') return 'content-filter';
+  if (kind === 'tool_calls') return 'tool-calls';
+  return kind === 'length' ? 'length' : 'stop';
 }
 
 /**

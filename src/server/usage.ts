@@ -7,7 +7,7 @@
  * `onModelCall`), not callbacks, so the runs stay unobserved and stream on
  * the fast path.
  */
-import type { RunnableConfig, TokenUsage, UsageHandler } from '../core/index.js';
+import type { ModelCallHandler, RunnableConfig, TokenUsage, UsageHandler } from '../core/index.js';
 import type { RunnelState } from './app.js';
 import type { PreparedChain } from './prepared.js';
 
@@ -57,8 +57,8 @@ export function usageTally(
   chain: PreparedChain,
 ): { onUsage: UsageHandler; onModelCall: NonNullable<RunnableConfig['onModelCall']>; total(): TokenUsage | undefined; finishReason(): string | undefined } {
   const { onUsage: meter, onModelCall: timer } = usageMeter(state, chain);
+  const last = lastFinishReason(timer);
   let sum: TokenUsage | undefined;
-  let reason: string | undefined;
   return {
     onUsage: (usage, model) => {
       sum = {
@@ -68,11 +68,28 @@ export function usageTally(
       };
       meter?.(usage, model);
     },
+    onModelCall: last.onModelCall,
+    total: () => sum,
+    finishReason: last.finishReason,
+  };
+}
+
+/**
+ * A model-call handler that keeps the finish reason of the last model answer it hears (a cached one's too),
+ * passing each call on to `next`: what a frontend says of how the run's answer ended.
+ *
+ * @example
+ * const last = lastFinishReason(runConfig.onModelCall);
+ * await chain.invoke(input, { ...runConfig, onModelCall: last.onModelCall });
+ * last.finishReason(); // 'length'
+ */
+export function lastFinishReason(next: ModelCallHandler | undefined): { onModelCall: ModelCallHandler; finishReason(): string | undefined } {
+  let reason: string | undefined;
+  return {
     onModelCall: (call) => {
       if (call.finishReason !== undefined) reason = call.finishReason;
-      timer?.(call);
+      next?.(call);
     },
-    total: () => sum,
     finishReason: () => reason,
   };
 }

@@ -13,6 +13,18 @@ const providers = [
 describe.each(providers)('$name adapter through its real SDK', ({ name, make }) => {
   let server: ProviderServer;
   const model = (options: ChatModelOptions = {}): ChatModel => make(server, { maxRetries: 0, ...options });
+  /** The provider's reasons for an answer cut at the token limit, and for a whole one. */
+  const CUT = name === 'openai' ? 'length' : 'max_tokens';
+  const STOP = name === 'openai' ? 'stop' : 'end_turn';
+  /** Runs `body` with the provider answering as `script` says (the body may change it), then from its scenarios again. */
+  const scripted = async (script: NonNullable<ProviderServer['script']>, body: () => Promise<void>): Promise<void> => {
+    server.script = script;
+    try {
+      await body();
+    } finally {
+      server.script = undefined;
+    }
+  };
 
   beforeAll(async () => {
     server = await startProviderServer(name);
@@ -162,7 +174,7 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
   });
 
   it('reads arguments cut short in a finished answer as an invalid tool call, never a call with what was left', async () => {
-    server.script = () => ({ toolCalls: [{ name: 'calculator', args: '{"expression": "2 ^ 1' }], finish: name === 'openai' ? 'length' : 'max_tokens' });
+    server.script = () => ({ toolCalls: [{ name: 'calculator', args: '{"expression": "2 ^ 1' }], finish: CUT });
     try {
       // Not cached (a probe: the cut-short answer was served again from the cache): the next call asks again.
       const cache = new InMemoryCache();
@@ -185,7 +197,7 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       expect(merged?.tool_calls).toEqual([]);
       expect(merged?.invalid_tool_calls).toHaveLength(1);
       // Cut short before its arguments began: no call either (an empty object would have run the tool).
-      server.script = () => ({ toolCalls: [{ name: 'calculator', args: '' }], finish: name === 'openai' ? 'length' : 'max_tokens' });
+      server.script = () => ({ toolCalls: [{ name: 'calculator', args: '' }], finish: CUT });
       const bare = await model({ model: 'scripted' }).invoke('What is 2 ^ 10?');
       expect([bare.tool_calls, bare.invalid_tool_calls.length]).toEqual([[], 1]);
       // Whole arguments are a call, however they were split.
@@ -197,71 +209,61 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
   });
 
   it('passes on an answer cut by the token limit with its reason, and never caches it: the next call asks again', async () => {
-    const cut = name === 'openai' ? 'length' : 'max_tokens';
     const cache = new InMemoryCache();
     const calls: ModelCall[] = [];
-    server.script = () => ({ text: 'Why did the cat', finish: cut });
-    try {
+    await scripted(() => ({ text: 'Why did the cat', finish: CUT }), async () => {
       const before = server.requests.length;
       const answer = await model({ model: 'scripted', cache }).invoke('Tell me a joke', { onModelCall: (call) => calls.push(call) });
       expect(answer.text).toBe('Why did the cat');
-      expect(answer.response_metadata.finish_reason).toBe(cut);
+      expect(answer.response_metadata.finish_reason).toBe(CUT);
       await toArray(model({ model: 'scripted', cache }).stream('Tell me a joke', { onModelCall: (call) => calls.push(call) }));
       expect(server.requests.length - before).toBe(2);
       expect(cache.size).toBe(0);
-      expect(calls.map((call) => call.finishReason)).toEqual([cut, cut]);
+      expect(calls.map((call) => call.finishReason)).toEqual([CUT, CUT]);
       // A whole answer to the same question is cached, and its reason reported.
       server.script = () => ({ text: 'Why did the cat sit?' });
       await model({ model: 'scripted', cache }).invoke('Tell me a joke', { onModelCall: (call) => calls.push(call) });
       await model({ model: 'scripted', cache }).invoke('Tell me a joke');
       expect(server.requests.length - before).toBe(3);
-      expect(calls.at(-1)?.finishReason).toBe(name === 'openai' ? 'stop' : 'end_turn');
+      expect(calls.at(-1)?.finishReason).toBe(STOP);
       // A filter's stop (Anthropic: its classifier's refusal) is not a whole answer either.
       server.script = () => ({ text: 'I cannot', finish: name === 'openai' ? 'content_filter' : 'refusal' });
       const filtered = new InMemoryCache();
       await model({ model: 'scripted', cache: filtered }).invoke('Tell me a joke');
       expect(filtered.size).toBe(0);
-    } finally {
-      server.script = undefined;
-    }
+    });
   });
 
   // A review: an answer shared with an identical call under way, or from the cache, reported no reason, so the
   // caller that got a cut answer that way was told `stop`.
   it('reports every answer\'s finish reason to onModelCall, one given without a request (shared, cached) as cached', async () => {
-    const cut = name === 'openai' ? 'length' : 'max_tokens';
     const cache = new InMemoryCache();
     const calls: ModelCall[] = [];
     const onModelCall = (call: ModelCall) => void calls.push(call);
     const shared = model({ model: 'scripted', cache });
-    server.script = () => ({ text: 'Why did the cat', finish: cut });
-    try {
+    await scripted(() => ({ text: 'Why did the cat', finish: CUT }), async () => {
       const before = server.requests.length;
       const answers = await Promise.all([shared.invoke('Same question', { onModelCall }), toArray(shared.stream('Same question', { onModelCall }))]);
       expect(answers[0].text).toBe('Why did the cat');
       expect(server.requests.length - before).toBe(1);
       expect(calls.map((call) => [call.finishReason, call.cached === true]).sort()).toEqual([
-        [cut, false],
-        [cut, true],
+        [CUT, false],
+        [CUT, true],
       ]);
       calls.length = 0;
       server.script = () => ({ text: 'Why did the cat sit?' });
       await shared.invoke('Whole question', { onModelCall });
       await shared.invoke('Whole question', { onModelCall });
-      const stop = name === 'openai' ? 'stop' : 'end_turn';
       expect(calls.map((call) => [call.finishReason, call.cached === true, call.cached === true ? call.seconds : 'timed'])).toEqual([
-        [stop, false, 'timed'],
-        [stop, true, 0],
+        [STOP, false, 'timed'],
+        [STOP, true, 0],
       ]);
-    } finally {
-      server.script = undefined;
-    }
+    });
   });
 
   it('takes an entry an earlier version cached cut short, or with calls that do not parse, for a miss', async () => {
-    const cut = name === 'openai' ? 'length' : 'max_tokens';
     const entries: Record<string, AIMessageChunk[]> = {
-      cut: [new AIMessageChunk({ content: 'Why did', response_metadata: { finish_reason: cut } })],
+      cut: [new AIMessageChunk({ content: 'Why did', response_metadata: { finish_reason: CUT } })],
       broken: [new AIMessageChunk({ content: '', tool_call_chunks: [{ index: 0, id: 'c1', name: 'calculator', args: '{"expression": "2' }], response_metadata: { finish_reason: 'tool_calls' } })],
       whole: [new AIMessageChunk({ content: 'From the cache', response_metadata: { finish_reason: 'stop' } })],
     };
@@ -282,15 +284,12 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
 
   if (name === 'openai') {
     it('reads usage sent in every chunk as the running total it is (a compatible server), not a count per chunk', async () => {
-      server.script = () => ({ text: 'Why did the cat sit?', usageEveryChunk: true });
-      try {
+      await scripted(() => ({ text: 'Why did the cat sit?', usageEveryChunk: true }), async () => {
         const answer = await model({ model: 'scripted' }).invoke('Tell me a joke');
         expect(answer.text).toBe('Why did the cat sit?');
         // Summed, the seven usage-bearing chunks counted the prompt seven times (70 in, 20 out).
         expect(answer.usage_metadata).toEqual({ input_tokens: 10, output_tokens: 5, total_tokens: 15 });
-      } finally {
-        server.script = undefined;
-      }
+      });
     });
   }
 

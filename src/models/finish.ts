@@ -1,0 +1,45 @@
+/**
+ * What a provider's finish reason means, whatever its words: one place that knows OpenAI's and Anthropic's
+ * (and compatible servers') reasons, for the cache (a cut answer is not stored) and for the frontends'
+ * own finish reasons (`/v1`'s `finish_reason`, the AI SDK's `finishReason`).
+ */
+
+/**
+ * - `length`: cut at a token limit (OpenAI's `length`, Anthropic's `max_tokens`, a context window);
+ * - `content_filter`: stopped by a filter (OpenAI's `content_filter`, Anthropic's `refusal`: its classifier);
+ * - `tool_calls`: ended asking for tools (`tool_calls`, `tool_use`);
+ * - `paused`: Anthropic's `pause_turn` (a long server tool turn, to be continued);
+ * - `stop`: any other end, an unknown one included.
+ */
+export type FinishKind = 'stop' | 'length' | 'content_filter' | 'tool_calls' | 'paused';
+
+/**
+ * The kind of a provider's finish reason.
+ *
+ * @example
+ * finishKind('max_tokens') // 'length'
+ */
+export function finishKind(reason: string | undefined): FinishKind {
+  switch (reason) {
+    case 'length':
+    case 'max_tokens':
+    case 'model_context_window_exceeded':
+      return 'length';
+    case 'content_filter':
+    case 'refusal':
+      return 'content_filter';
+    case 'tool_calls':
+    case 'tool_use':
+      return 'tool_calls';
+    case 'pause_turn':
+      return 'paused';
+    default:
+      return 'stop';
+  }
+}
+
+/** Whether an answer that ended for `reason` was cut before the model was done with it (a limit, a filter, a pause). */
+export function cutShort(reason: string | undefined): boolean {
+  const kind = finishKind(reason);
+  return kind === 'length' || kind === 'content_filter' || kind === 'paused';
+}
