@@ -10,7 +10,7 @@ import { RunnelError } from '../src/core/index.js';
 import { publicRun, TERMINAL, type RunStatus } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { countRequests } from './chain.js';
-import { whenClientGone } from '../src/server/request.js';
+import { clientGone, whenClientGone } from '../src/server/request.js';
 import { joinFormat, lastEventId, ownRun, runQueue, sendRunStream, submitRun } from '../src/server/runs.js';
 
 const STATUSES: readonly RunStatus[] = ['pending', 'running', 'success', 'error', 'cancelled'];
@@ -115,6 +115,11 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
         }
       } finally {
         watch.close();
+      }
+      if (gone.signal.aborted) {
+        // Nobody to answer: the wait ends as a request whose client left (a 499 in the log and /metrics), not a 408.
+        clientGone(request, 'runs_wait', path, reply.elapsedTime);
+        return reply.hijack();
       }
       return reply.code(TERMINAL.has(record.status) ? 200 : 408).send(publicRun(record));
     },

@@ -3,4 +3,4 @@ export { MemoryRunStore, RedisRunStore, publicRun, isLastFrame, RunEnded, TERMIN
 export { BullRunQueue, MemoryRunQueue, type RunQueue, type RunQueueOptions } from './queue.js';
 export { executeRun, runError, RunNotStored, type RunReader } from './executor.js';
 export { publicErrors } from './public-errors.js';
-export { checkWebhookUrl, DEFAULT_DELIVERY_LIMITS, DeliveryLimiter, deliverWebhook, isPublicAddress, matchesHost, signWebhook, webhookBody, type DeliveryLimits, type WebhookDelivery, type WebhookPolicy } from './webhook.js';
+export { checkWebhookUrl, DEFAULT_DELIVERY_LIMITS, DeliveryLimiter, deliverWebhook, isPublicAddress, matchesHost, MAX_RETRY_AFTER_MS, retryAfterMs, signWebhook, webhookBody, type DeliveryLimits, type DeliveryTurn, type WebhookDelivery, type WebhookPolicy } from './webhook.js';

@@ -50,7 +50,7 @@ export interface RunQueueOptions {
    */
   warn?: (fields: Record<string, unknown>, message: string) => void;
   /** Who webhooks may call; without it no run has one. */
-  webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number; limits?: Partial<DeliveryLimits> };
+  webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number; maxRetryAfterMs?: number; limits?: Partial<DeliveryLimits> };
   /** Tracing: the run-event callback that makes a run's spans under the trace it was submitted in. */
   trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
 }
@@ -84,7 +84,9 @@ function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
   }
   const url = record.webhook;
   const body = webhookBody(publicRun(record), record.identity, url);
-  const sending = limits.limiter.run(record.identity, () => deliverWebhook(url, body, policy, { attempts: policy.attempts, backoffMs: policy.backoffMs, id: record.run_id }));
+  const sending = limits.limiter.run(record.identity, (turn) =>
+    deliverWebhook(url, body, policy, { attempts: policy.attempts, backoffMs: policy.backoffMs, maxRetryAfterMs: policy.maxRetryAfterMs, id: record.run_id, pause: turn.pause }),
+  );
   if (sending === undefined) {
     limits.dropped?.(undefined, 'a webhook was not sent: too many deliveries under way (for its caller, or in this process)');
     return;
@@ -93,7 +95,8 @@ function notify(record: RunRecord | undefined, options: RunQueueOptions): void {
     (delivery) => {
       if (delivery.refused !== undefined) options.log?.(undefined, `webhook of run ${record.run_id} not sent: ${delivery.refused}`);
       else if (!delivery.delivered) {
-        const last = delivery.status === undefined ? `no answer: ${delivery.error ?? 'error'}` : `status ${delivery.status}`;
+        const asked = delivery.retryAfterMs === undefined ? '' : `, asked to wait ${Math.ceil(delivery.retryAfterMs / 1000)} s: longer than a delivery waits`;
+        const last = delivery.status === undefined ? `no answer: ${delivery.error ?? 'error'}` : `status ${delivery.status}${asked}`;
         options.log?.(undefined, `webhook of run ${record.run_id} not delivered after ${delivery.attempts} attempts (last ${last})`);
       }
     },

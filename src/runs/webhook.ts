@@ -16,7 +16,7 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
-import { RunnelError, sleep } from '../core/index.js';
+import { RunnelError, sleep, type Cancellation } from '../core/index.js';
 
 /** Who may be called, and how. */
 export interface WebhookPolicy {
@@ -153,6 +153,28 @@ export interface WebhookDelivery {
   refused?: string | undefined;
   /** Why the last attempt got no answer: the error's code (`ECONNREFUSED`, `ENOTFOUND`, a TLS code, `timeout`). */
   error?: string | undefined;
+  /** The wait the receiver last asked for (`Retry-After`, ms) when it was longer than a delivery waits: it was not called again. */
+  retryAfterMs?: number | undefined;
+}
+
+/** The longest `Retry-After` a delivery waits for before its next attempt; a receiver that asks more is not called again. */
+export const MAX_RETRY_AFTER_MS = 60_000;
+
+/**
+ * A `Retry-After` header's wait in milliseconds: delta-seconds, or an HTTP date (in the past: 0). Undefined
+ * when there is none or it cannot be read.
+ *
+ * @example
+ * retryAfterMs('30'); // 30000
+ * retryAfterMs('Wed, 21 Oct 2026 07:28:00 GMT', now); // the time from now until then
+ */
+export function retryAfterMs(value: string | undefined, now: number = Date.now()): number | undefined {
+  const text = value?.trim();
+  if (text === undefined || text === '') return undefined;
+  if (/^\d{1,9}$/.test(text)) return Number(text) * 1000;
+  // Only a date as HTTP writes one: `Date.parse` reads much else (`1.5` is a day in 2001).
+  const at = /^[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/.test(text) ? Date.parse(text) : Number.NaN;
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
 /**
@@ -177,12 +199,19 @@ function failureCode(error: unknown): string {
 }
 
 /** One POST; its answer's status (the body is not read). */
-function post(url: URL, headers: Record<string, string>, body: string, signal: AbortSignal, lookup: LookupFunction | undefined): Promise<number> {
+/** The answer to one attempt: its status, and the wait it asked for before another. */
+interface Answer {
+  status: number;
+  retryAfter: string | undefined;
+}
+
+function post(url: URL, headers: Record<string, string>, body: string, signal: AbortSignal, lookup: LookupFunction | undefined): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     // A connection of its own (no agent): a kept-alive socket would skip the lookup that checks the address.
     const request = send(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, signal, agent: false, ...(lookup === undefined ? {} : { lookup }) }, (response: IncomingMessage) => {
-      resolve(response.statusCode ?? 0);
+      const retryAfter = response.headers['retry-after'];
+      resolve({ status: response.statusCode ?? 0, retryAfter });
       response.destroy();
     });
     request.on('error', reject);
@@ -192,9 +221,13 @@ function post(url: URL, headers: Record<string, string>, body: string, signal: A
 
 /**
  * Posts `body` to `url` until a 2xx answer, at most `attempts` times, waiting
- * `backoffMs`, doubling, between attempts. A 3xx counts as a failure (never
- * followed); so does a 4xx other than 408 and 429, without retrying, and a
- * host allowed by a pattern that resolves to an address that is not public.
+ * `backoffMs`, doubling, between attempts — or the receiver's `Retry-After`
+ * when it asks for longer, up to `maxRetryAfterMs` (a receiver that asks for
+ * more is not called again). A 3xx counts as a failure (never followed); so
+ * does a 4xx other than 408 and 429, without retrying, and a host allowed by
+ * a pattern that resolves to an address that is not public. `pause` waits
+ * between attempts (a {@link DeliveryLimiter}'s turn gives its place up
+ * meanwhile); by default a sleep.
  *
  * @example
  * await deliverWebhook(url, JSON.stringify(record), policy);
@@ -203,9 +236,18 @@ export async function deliverWebhook(
   target: string,
   body: string,
   policy: WebhookPolicy,
-  options: { attempts?: number; backoffMs?: number; timeoutMs?: number; signal?: AbortSignal; id?: string } = {},
+  options: {
+    attempts?: number;
+    backoffMs?: number;
+    timeoutMs?: number;
+    maxRetryAfterMs?: number;
+    signal?: AbortSignal;
+    id?: string;
+    pause?: (ms: number, signal?: Cancellation) => Promise<void>;
+  } = {},
 ): Promise<WebhookDelivery> {
   const attempts = options.attempts ?? 5;
+  const pause = options.pause ?? sleep;
   let wait = options.backoffMs ?? 1_000;
   let status: number | undefined;
   let failure: string | undefined;
@@ -214,8 +256,9 @@ export async function deliverWebhook(
     // A host the operator named (or an IP address) is called wherever it is; one a pattern allows, only in public.
     const named = entriesAllowing(url, policy.hosts).some((entry) => !entry.startsWith('*.'));
     const timestamp = Math.floor(Date.now() / 1000);
+    let asked: number | undefined;
     try {
-      status = await post(
+      const answer = await post(
         url,
         {
           'content-type': 'application/json',
@@ -229,16 +272,20 @@ export async function deliverWebhook(
         AbortSignal.any([AbortSignal.timeout(options.timeoutMs ?? 10_000), ...(options.signal === undefined ? [] : [options.signal])]),
         named ? (policy.lookup as LookupFunction | undefined) : publicOnly(policy.lookup ?? dnsLookup),
       );
+      status = answer.status;
       failure = undefined;
       if (status >= 200 && status < 300) return { delivered: true, attempts: attempt, status };
       if (status >= 300 && status < 500 && status !== 408 && status !== 429) return { delivered: false, attempts: attempt, status };
+      // A receiver that is busy may say for how long (a 429 or a 503, as a rule): it is not called again sooner.
+      asked = retryAfterMs(answer.retryAfter);
+      if (asked !== undefined && asked > (options.maxRetryAfterMs ?? MAX_RETRY_AFTER_MS)) return { delivered: false, attempts: attempt, status, retryAfterMs: asked };
     } catch (error) {
       if (error instanceof NotPublicAddress) return { delivered: false, attempts: attempt, refused: error.message };
       status = undefined;
       failure = failureCode(error);
     }
     if (attempt < attempts) {
-      await sleep(wait, options.signal);
+      await pause(Math.max(wait, asked ?? 0), options.signal);
       wait *= 2;
     }
   }
@@ -246,18 +293,18 @@ export async function deliverWebhook(
 }
 
 /**
- * How many webhook deliveries a process makes at once, and how many it keeps waiting: each holds a socket
- * for up to its timeout, and its turn through its retries (about 65 s for a receiver that never answers),
- * and a caller could end thousands of runs a minute. A caller has a share of the turns under way, and the
- * callers waiting take turns, so one caller's silent receiver does not hold up the others' deliveries.
- * Past the waiting room — or past a caller's own share of it — a delivery is dropped (and logged).
+ * How many webhook deliveries a process makes at once, and how many it keeps waiting: each attempt holds a
+ * socket for up to its timeout (10 s), and a caller could end thousands of runs a minute. A caller has a
+ * share of the turns under way, and the callers waiting take turns, so one caller's silent receiver does not
+ * hold up the others' deliveries. Between its attempts a delivery gives its turn up and waits in the waiting
+ * room. Past the waiting room — or past a caller's own share of it — a delivery is dropped (and logged).
  */
 export interface DeliveryLimits {
   /** Deliveries under way at once (default 32). */
   concurrent: number;
   /** Deliveries one caller may have under way at once (default 8). */
   concurrentPerCaller: number;
-  /** Deliveries waiting for a turn (default 2,000). */
+  /** Deliveries waiting for a turn, or for their next attempt (default 2,000). */
   queued: number;
   /** Deliveries one caller may have under way or waiting (default 200). */
   perCaller: number;
@@ -272,16 +319,25 @@ interface CallerDeliveries {
   waiting: (() => void)[];
 }
 
+/** What a delivery under way is handed with its turn. */
+export interface DeliveryTurn {
+  /** Waits `ms` (a retry's backoff) with the turn given up meanwhile, then waits for the caller's next turn. */
+  pause(ms: number, signal?: Cancellation): Promise<void>;
+}
+
 /**
  * Runs deliveries within {@link DeliveryLimits}: `run(caller, work)` starts `work` when a turn is free —
  * callers in turn, each caller's in the order asked; undefined (and `work` never runs) when it does not fit.
+ * A delivery that pauses between attempts (`turn.pause`) stays in its caller's share and in the waiting room,
+ * and comes back first in its caller's line.
  *
  * @example
  * const limiter = new DeliveryLimiter();
- * const done = limiter.run(record.identity, () => deliverWebhook(url, body, policy));
+ * const done = limiter.run(record.identity, (turn) => deliverWebhook(url, body, policy, { pause: turn.pause }));
  */
 export class DeliveryLimiter {
   private active = 0;
+  /** Waiting for a turn, or pausing between attempts. */
   private waiting = 0;
   /** Callers with deliveries; the order is the turn (a caller that starts one goes to the back). */
   private readonly callers = new Map<string, CallerDeliveries>();
@@ -293,24 +349,44 @@ export class DeliveryLimiter {
     this.limits = { ...limits, concurrent: Math.max(1, limits.concurrent || 1), concurrentPerCaller: Math.max(1, limits.concurrentPerCaller || 1) };
   }
 
-  run<T>(caller: string, work: () => Promise<T>): Promise<T> | undefined {
+  run<T>(caller: string, work: (turn: DeliveryTurn) => Promise<T>): Promise<T> | undefined {
     let mine = this.callers.get(caller);
     if (mine !== undefined && mine.held >= this.limits.perCaller) return undefined;
-    const now = this.active < this.limits.concurrent && (mine?.active ?? 0) < this.limits.concurrentPerCaller;
+    const now = this.free(mine);
     if (!now && this.waiting >= this.limits.queued) return undefined;
     if (mine === undefined) this.callers.set(caller, (mine = { active: 0, held: 0, waiting: [] }));
     const own = mine;
     own.held++;
     let turn: Promise<void>;
     if (now) {
-      this.active++;
-      own.active++;
+      this.take(own);
       turn = Promise.resolve();
     } else {
       this.waiting++;
       turn = new Promise<void>((resolve) => own.waiting.push(resolve));
     }
-    return turn.then(work).finally(() => {
+    const pause = async (ms: number, signal?: Cancellation): Promise<void> => {
+      this.active--;
+      own.active--;
+      this.waiting++;
+      this.next();
+      try {
+        await sleep(ms, signal);
+      } catch (error) {
+        // Called off: the delivery ends at once, so it takes its place back whatever the limits say.
+        this.waiting--;
+        this.active++;
+        own.active++;
+        throw error;
+      }
+      if (this.free(own)) {
+        this.waiting--;
+        this.take(own);
+      } else {
+        await new Promise<void>((resolve) => own.waiting.unshift(resolve));
+      }
+    };
+    return turn.then(() => work({ pause })).finally(() => {
       this.active--;
       own.active--;
       own.held--;
@@ -323,6 +399,16 @@ export class DeliveryLimiter {
     });
   }
 
+  /** Whether a turn is free for the caller now. */
+  private free(own: CallerDeliveries | undefined): boolean {
+    return this.active < this.limits.concurrent && (own?.active ?? 0) < this.limits.concurrentPerCaller;
+  }
+
+  private take(own: CallerDeliveries): void {
+    this.active++;
+    own.active++;
+  }
+
   /** Gives the free turns to the callers waiting, one each in turn. */
   private next(): void {
     while (this.active < this.limits.concurrent && this.waiting > 0) {
@@ -331,8 +417,7 @@ export class DeliveryLimiter {
         if (deliveries.waiting.length === 0 || deliveries.active >= this.limits.concurrentPerCaller) continue;
         const start = deliveries.waiting.shift() as () => void;
         this.waiting--;
-        this.active++;
-        deliveries.active++;
+        this.take(deliveries);
         // To the back of the turn.
         this.callers.delete(caller);
         this.callers.set(caller, deliveries);
@@ -344,7 +429,7 @@ export class DeliveryLimiter {
     }
   }
 
-  /** Deliveries under way and waiting. */
+  /** Deliveries under way, and waiting (for a turn, or for their next attempt). */
   get size(): { active: number; waiting: number } {
     return { active: this.active, waiting: this.waiting };
   }

@@ -167,7 +167,7 @@ export function whenClientGone(reply: FastifyReply, onGone: () => void): () => v
 }
 
 /** Logs and counts a request whose client went away before its answer (status 499, as nginx logs it). */
-export function clientGone(request: FastifyRequest, endpoint: Endpoint, chainPath: string, elapsedMs: number): void {
+export function clientGone(request: FastifyRequest, endpoint: string, chainPath: string, elapsedMs: number): void {
   request.countedByHandler = true;
   request.log.info({ res: { statusCode: 499 }, responseTime: elapsedMs }, 'request aborted by the client');
   const { metrics } = request.server.runnel;

@@ -9,7 +9,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lambda } from '../../src/core/index.js';
-import { checkWebhookUrl, DeliveryLimiter, deliverWebhook, isPublicAddress, MemoryRunQueue, MemoryRunStore, type WebhookPolicy } from '../../src/runs/index.js';
+import { checkWebhookUrl, DeliveryLimiter, deliverWebhook, isPublicAddress, MemoryRunQueue, MemoryRunStore, retryAfterMs, type WebhookPolicy } from '../../src/runs/index.js';
 
 const policy = { hosts: ['hooks.example.com', '*.corp.example:8443', '10.0.0.5:8080', '[::1]:9000'], secret: 's3cret-0123456789', allowHttp: true };
 const allowed = (url: string): boolean => {
@@ -220,5 +220,94 @@ describe('a queue\'s deliveries within their limits', () => {
     expect(logged[1]).toBe('stopping with 1 webhook deliveries under way and 1 waiting: they are not delivered');
     receiver.closeAllConnections();
     await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  });
+});
+
+/**
+ * A probe: a receiver's `Retry-After` was ignored — a 429 asking for 30 s was called again after the fixed
+ * backoff (1 s, 2 s, …), and one asking for an hour four more times within a minute. And a delivery held its
+ * turn through its backoff sleeps, so a few receivers that failed kept every other caller's deliveries waiting.
+ */
+describe('a receiver that asks to wait, and the turns of deliveries between attempts', () => {
+  it('reads Retry-After as seconds or an HTTP date, and nothing else', () => {
+    const now = Date.parse('2026-12-04T12:00:00Z');
+    expect(retryAfterMs('30', now)).toBe(30_000);
+    expect(retryAfterMs(' 0 ', now)).toBe(0);
+    expect(retryAfterMs('Fri, 04 Dec 2026 12:00:45 GMT', now)).toBe(45_000);
+    expect(retryAfterMs('Fri, 04 Dec 2026 11:00:00 GMT', now)).toBe(0);
+    for (const text of [undefined, '', '1.5', '-3', 'soon', '2026-12-04T12:00:45Z', '99999999999']) expect(retryAfterMs(text, now), String(text)).toBeUndefined();
+  });
+
+  it('waits as long as the receiver asks between attempts, and does not call again one that asks more than a delivery waits', async () => {
+    const script: { status: number; retryAfter?: string }[] = [];
+    let calls = 0;
+    const receiver = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        calls++;
+        const answer = script.shift() ?? { status: 200 };
+        response.writeHead(answer.status, answer.retryAfter === undefined ? {} : { 'retry-after': answer.retryAfter });
+        response.end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const port = (receiver.address() as AddressInfo).port;
+    const hooks: WebhookPolicy = { hosts: [`127.0.0.1:${port}`], secret: 's3cret-0123456789', allowHttp: true };
+    const pauses: number[] = [];
+    const pause = async (ms: number) => void pauses.push(ms);
+    try {
+      // A 429 asking 30 s, a 503 asking 2 s (less than the backoff by then: the backoff wins), a 500 saying nothing.
+      script.push({ status: 429, retryAfter: '30' }, { status: 503, retryAfter: '2' }, { status: 500 });
+      const delivered = await deliverWebhook(`http://127.0.0.1:${port}/hook`, '{"run_id":"r1"}', hooks, { attempts: 5, backoffMs: 3_000, pause });
+      expect(delivered).toEqual({ delivered: true, attempts: 4, status: 200 });
+      expect(pauses).toEqual([30_000, 6_000, 12_000]);
+      // Asked for an hour: the delivery ends there, and says what it was asked.
+      calls = 0;
+      pauses.length = 0;
+      script.push({ status: 503, retryAfter: '3600' });
+      expect(await deliverWebhook(`http://127.0.0.1:${port}/hook`, '{"run_id":"r2"}', hooks, { attempts: 5, backoffMs: 1, pause })).toEqual({ delivered: false, attempts: 1, status: 503, retryAfterMs: 3_600_000 });
+      expect([calls, pauses]).toEqual([1, []]);
+    } finally {
+      await new Promise<void>((resolve) => receiver.close(() => resolve()));
+    }
+  });
+
+  it('gives a delivery\'s turn to the others while it waits between attempts, and puts it first in its caller\'s line after', async () => {
+    const limiter = new DeliveryLimiter({ concurrent: 1, concurrentPerCaller: 1, queued: 10, perCaller: 10 });
+    const log: string[] = [];
+    let openB!: () => void;
+    const a1 = limiter.run('ada', async (turn) => {
+      log.push('a1');
+      await turn.pause(0);
+      log.push('a1 again');
+    });
+    const a2 = limiter.run('ada', async () => void log.push('a2'));
+    const b1 = limiter.run('bob', async () => {
+      log.push('b1');
+      await new Promise<void>((resolve) => (openB = resolve));
+    });
+    // a1 pauses: a2 and then b1 take the one turn; a1's pause ends while b1 holds it (a timer of 0 ms fires
+    // before one of 20 ms set later), and a1 waits for a turn again.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(log).toEqual(['a1', 'a2', 'b1']);
+    expect(limiter.size).toEqual({ active: 1, waiting: 1 });
+    // Ada's next delivery lines up behind the one that waited between attempts.
+    const a3 = limiter.run('ada', async () => void log.push('a3'));
+    openB();
+    await Promise.all([a1, a2, b1, a3]);
+    expect(log).toEqual(['a1', 'a2', 'b1', 'a1 again', 'a3']);
+    expect(limiter.size).toEqual({ active: 0, waiting: 0 });
+  });
+
+  it('lets a delivery called off during its pause end at once, and counts it out', async () => {
+    const limiter = new DeliveryLimiter({ concurrent: 1, concurrentPerCaller: 1, queued: 10, perCaller: 10 });
+    const stop = new AbortController();
+    const paused = limiter.run('ada', async (turn) => turn.pause(60_000, stop.signal));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(limiter.size).toEqual({ active: 0, waiting: 1 });
+    stop.abort();
+    await expect(paused).rejects.toThrow();
+    expect(limiter.size).toEqual({ active: 0, waiting: 0 });
+    expect(await limiter.run('ada', async () => 'next')).toBe('next');
   });
 });
