@@ -8,7 +8,7 @@ import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type ChainSpec } from '../../src/index.js';
+import { buildApp, defineChain, lambda, type ChainSpec } from '../../src/index.js';
 import { runChains } from '../support/run-server.js';
 
 let app: FastifyInstance;
@@ -16,7 +16,9 @@ let port: number;
 const sent: { url: string; status: number }[] = [];
 
 beforeAll(async () => {
-  app = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], config: { workerConcurrency: 2 } });
+  // `/hang` answers only when its run is called off: a stream left running for nobody never ends.
+  const hang = defineChain({ path: '/hang', runnable: lambda(() => new Promise<never>(() => undefined)) });
+  app = await buildApp({ chains: [...runChains, hang] as ChainSpec<never, unknown>[], config: { workerConcurrency: 2 } });
   // The window a slow store makes: the handler starts only once its client has gone.
   app.addHook('preHandler', async (request) => {
     if (request.headers['x-test-leave-first'] === undefined) return;
@@ -30,12 +32,22 @@ beforeAll(async () => {
 });
 afterAll(async () => app.close());
 
-/** Sends a GET whose client leaves as soon as it is sent. */
-function leave(path: string): void {
+/** Sends a GET (or a POST of `body`) whose client leaves as soon as it is sent. */
+function leave(path: string, body?: string): void {
+  const head = body === undefined ? `GET ${path} HTTP/1.1\r\n` : `POST ${path} HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`;
   const socket = connect(port, '127.0.0.1', () => {
-    socket.end(`GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-test-leave-first: 1\r\n\r\n`, () => socket.destroy());
+    socket.end(`${head}host: 127.0.0.1\r\nx-test-leave-first: 1\r\n\r\n${body ?? ''}`, () => socket.destroy());
   });
   socket.on('error', () => undefined);
+}
+
+/** Waits until `/metrics` shows `series` (a line of it, whole). */
+async function metricShows(series: RegExp): Promise<void> {
+  for (;;) {
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    if (series.test(metrics)) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 describe('a client that leaves before the handler listens', () => {
@@ -45,14 +57,16 @@ describe('a client that leaves before the handler listens', () => {
     leave(`/long/runs/${runId}/wait?timeout_s=300`);
     // Ended while the run is still under way, as a request whose client left: a 499 in /metrics (the review
     // after: it answered a 408 to nobody, counted as neither), and nothing sent.
-    const waitsGone = /^runnel_requests_total\{chain="\/long",endpoint="runs_wait",status="499"\} 1$/m;
-    for (;;) {
-      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      if (waitsGone.test(metrics)) break;
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await metricShows(/^runnel_requests_total\{chain="\/long",endpoint="runs_wait",status="499"\} 1$/m);
     expect(sent.filter((s) => s.url.includes('/wait'))).toEqual([]);
     const record = (await (await fetch(`http://127.0.0.1:${port}/long/runs/${runId}`)).json()) as { status: string };
     expect(record.status).toBe('running');
+  });
+
+  it('calls off a live stream at once, and counts it as a client gone', async () => {
+    // Its run never ends by itself: only hearing the close that came first ends it.
+    leave('/hang/stream', JSON.stringify({ input: null }));
+    await metricShows(/^runnel_requests_total\{chain="\/hang",endpoint="stream",status="499"\} 1$/m);
+    expect(app.runnel.streams.size).toBe(0);
   });
 });
