@@ -198,13 +198,13 @@ function failureCode(error: unknown): string {
   return typeof code === 'string' && /^[A-Z0-9_]{1,64}$/.test(code) ? code : 'error';
 }
 
-/** One POST; its answer's status (the body is not read). */
 /** The answer to one attempt: its status, and the wait it asked for before another. */
 interface Answer {
   status: number;
   retryAfter: string | undefined;
 }
 
+/** One POST; its answer's status and `Retry-After` (the body is not read). */
 function post(url: URL, headers: Record<string, string>, body: string, signal: AbortSignal, lookup: LookupFunction | undefined): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
