@@ -89,7 +89,7 @@ export const errorCodes = {
   RUNNEL_ERR_URI_TOO_LONG: {
     status: 414,
     retryable: false,
-    description: 'A path parameter (a session id, a config hash) is longer than the router takes (16 KiB).',
+    description: 'A path parameter (a session id, a config hash) is longer than the router takes (16 KiB). Node takes a request line with its headers up to 16 KiB by default, so such a request is answered 431 `RUNNEL_ERR_HEADERS_TOO_LARGE` first; 414 comes only when Node is started with a larger `--max-http-header-size`.',
   },
   RUNNEL_ERR_HEADERS_TOO_LARGE: {
     status: 431,
@@ -125,7 +125,7 @@ export const errorCodes = {
   RUNNEL_ERR_FORBIDDEN: {
     status: 403,
     retryable: false,
-    description: 'The caller may not use this resource (for example, another caller\'s history, or `/metrics` for a key `RUNNEL_METRICS_KEYS` does not name).',
+    description: 'The caller may not use this resource: `/metrics` for a key `RUNNEL_METRICS_KEYS` does not name. (Another caller\'s history and runs are not refused but out of sight: a history is kept per key, and another key\'s run is 404.)',
   },
   RUNNEL_ERR_NOT_FOUND: {
     status: 404,

@@ -3,6 +3,7 @@
  * pgvector: offline (the scripted model), then with OpenAI and Anthropic keys
  * against the local provider servers, through the real SDKs.
  */
+import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
@@ -111,6 +112,10 @@ describe('the shipped chains, offline', () => {
     expect(history.sources[0]?.content).toMatch(/RedisChatMessageHistory/);
     const { from, to } = history.sources[0]?.metadata.loc.lines ?? { from: 0, to: 0 };
     expect(history.answer).toContain(`[1] from docs/persistence.md:${from}-${to}`);
+    // README's example of this answer quotes the same lines (a docs probe found it stale: 41-54 for 41-60).
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    expect(readme).toContain(`[1] from docs/persistence.md:${from}-${to}, says`);
+    expect(readme).toContain(`"loc": {"lines": {"from": ${from}, "to": ${to}}}`);
     const readyz = await ask('What does /readyz check?');
     expect(readyz.sources[0]?.content).toContain('/readyz');
     // The offline model quotes the passage from its sentence that answers, not from its first word.
