@@ -62,6 +62,49 @@ export function connectionOptions(config: Pick<ServerConfig, 'bodyTimeoutMs'>): 
   };
 }
 
+/**
+ * Cuts a connection whose client stopped reading its answer: bytes waiting to be sent, and none taken, for
+ * twice `stallMs` (`RUNNEL_STREAM_STALL_MS`). An event stream cuts such a client itself after `stallMs`;
+ * a JSON answer (`/openapi.json`, a history, a list of runs) held its bytes for as long as the client
+ * liked — a probe's 500 sockets that never read held 100 MB. Sockets with nothing waiting (a long `/invoke`,
+ * a kept-alive connection) are not looked at. Looks every quarter of `stallMs`, at most every second; no
+ * work per request. Returns the stop.
+ *
+ * @example
+ * cutStalledReaders(app.server, config.streamStallMs);
+ */
+export function cutStalledReaders(server: { on(event: 'connection', listener: (socket: Socket) => void): unknown }, stallMs: number): () => void {
+  const sockets = new Set<Socket>();
+  /** A socket with bytes waiting: how many it had sent when last seen moving, and when. */
+  const waiting = new Map<Socket, { sent: number; since: number }>();
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => {
+      sockets.delete(socket);
+      waiting.delete(socket);
+    });
+  });
+  const timer = setInterval(
+    () => {
+      const now = performance.now();
+      for (const socket of sockets) {
+        const left = socket.writableLength;
+        if (left === 0) {
+          waiting.delete(socket);
+          continue;
+        }
+        const sent = socket.bytesWritten - left;
+        const seen = waiting.get(socket);
+        if (seen === undefined || seen.sent !== sent) waiting.set(socket, { sent, since: now });
+        else if (now - seen.since >= 2 * stallMs) socket.destroy();
+      }
+    },
+    Math.max(25, Math.min(1_000, Math.floor(stallMs / 4))),
+  );
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 /** What Node's parser reports, as Runnel codes; anything else unparseable is a bad request. */
 function clientErrorCode(error: ConnectionError): ErrorCode {
   if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') return 'RUNNEL_ERR_BODY_TIMEOUT';
