@@ -34,3 +34,4 @@ export { toJsonSchema, specJsonSchema, type ConfigSpec, type JsonSchema } from '
 export { errorCodes, RunnelError, isRunnelError, isAbortError, abortError, type ErrorCode, type ErrorDetailItem } from './errors.js';
 export { abortable, mapChunks, SKIP, raceAbort, sleep, withIdleTimeout, IdleGuard, once, onAbort, RunController, CancelToken, isCancelToken, toAbortSignal, type Cancellation } from './async.js';
 export { callInScope } from './in-scope.js';
+export { heldBytes } from './held-bytes.js';

@@ -1,13 +1,14 @@
 /** `MemoryChatMessageHistory`: conversations in process memory — the default without Redis. */
+import { heldBytes } from '../core/index.js';
 import type { BaseMessage } from '../messages/index.js';
 import { storable, type ChatMessageHistory } from './history.js';
 
-/** The bytes a message holds, about: its JSON's length, measured once per message. */
+/** The bytes a message holds, about: its JSON's, measured once per message. */
 const sizes = new WeakMap<BaseMessage, number>();
 function messageBytes(message: BaseMessage): number {
   let size = sizes.get(message);
   if (size === undefined) {
-    size = JSON.stringify(message).length;
+    size = heldBytes(JSON.stringify(message));
     sizes.set(message, size);
   }
   return size;

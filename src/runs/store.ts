@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
-import { RunnelError } from '../core/index.js';
+import { heldBytes, RunnelError } from '../core/index.js';
 
 /** Where a run is in its life. `success`, `error` and `cancelled` are terminal. */
 export type RunStatus = 'pending' | 'running' | 'success' | 'error' | 'cancelled';
@@ -226,8 +226,11 @@ export interface RunStoreOptions {
   maxListed?: number;
 }
 
-/** The bytes a frame's data holds in memory, about (its JSON's length). */
-const frameBytes = (frame: Pick<RunFrame, 'data' | 'json'>): number => frameJson(frame)?.length ?? 0;
+/** The bytes a frame's data holds in memory, about (its JSON's). */
+const frameBytes = (frame: Pick<RunFrame, 'data' | 'json'>): number => {
+  const json = frameJson(frame);
+  return json === undefined ? 0 : heldBytes(json);
+};
 
 /** A run as the memory store holds it: its record, its log and the bytes the log holds. */
 interface HeldRun {

@@ -83,3 +83,24 @@ it('keeps a run that has just ended readable until the next write, however full 
   await store.create(record('y'));
   expect(await store.get('x')).toBeUndefined();
 });
+
+// A limits probe: the bounds counted characters, and text past Latin-1 (Chinese, emoji) takes two bytes a
+// character in V8 — 128 MB of history held about 240 MB of Chinese.
+it('counts text past Latin-1 at two bytes a character, in both stores', async () => {
+  const wide = '漢'.repeat(2_000);
+  const cjk = new MemoryHistoryStore();
+  await cjk.history('s').addMessages([new HumanMessage(wide)]);
+  expect(cjk.bytes).toBeGreaterThan(4_000);
+  // Latin-1 (é included) is one byte a character.
+  const latin = new MemoryHistoryStore();
+  await latin.history('s').addMessages([new HumanMessage('é'.repeat(2_000))]);
+  expect(latin.bytes).toBeLessThan(2_200);
+  const runs = new MemoryRunStore({ maxBytes: 10_000 });
+  for (const id of ['r1', 'r2']) {
+    await runs.create(record(id));
+    await runs.end(id, [{ event: 'data', data: '漢'.repeat(3_000) }, { event: 'end' }], { status: 'success' });
+  }
+  // Two logs of about 6,000 bytes each in a budget of 10,000: the older went.
+  expect(await runs.get('r1')).toBeUndefined();
+  expect((await runs.get('r2'))?.status).toBe('success');
+});
