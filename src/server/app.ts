@@ -439,7 +439,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   if (config.rateLimit > 0) {
     await app.register(rateLimit, {
       global: true,
-      hook: 'preHandler',
+      // Before the body is read: a caller over its limit has nothing parsed (after the key check, which names it).
+      hook: 'onRequest',
       max: config.rateLimit,
       timeWindow: 60_000,
       keyGenerator: (request) => (request.identity !== 'anonymous' ? `key:${request.identity}` : `ip:${request.ip}`),

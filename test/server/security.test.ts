@@ -90,6 +90,12 @@ describe('CORS and rate limits', () => {
     expect(limited?.statusCode).toBe(429);
     expect(limited?.json().code).toBe('RUNNEL_ERR_RATE_LIMITED');
     expect(limited?.headers['retry-after']).toBeDefined();
+    // Over its limit, nothing of a request is read or parsed (a limits probe: a body that did not parse was
+    // still answered 422, so the limit did not hold for the work of reading bodies).
+    const garbage = await app.inject({ method: 'POST', url: '/echo/invoke', headers: { 'x-api-key': other, 'content-type': 'application/json' }, payload: '{bad' });
+    expect([garbage.statusCode, garbage.json().code]).toEqual([429, 'RUNNEL_ERR_RATE_LIMITED']);
+    // The other key has its own budget.
+    expect((await call(KEY)).statusCode).toBe(200);
     expect((await app.inject('/healthz')).statusCode).toBe(200);
   });
 });
