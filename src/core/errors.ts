@@ -147,10 +147,15 @@ export const errorCodes = {
     retryable: true,
     description: 'The caller (its API key) already has as many streams open as `RUNNEL_MAX_STREAMS_PER_KEY` allows; close one first. Without keys every caller is one.',
   },
+  RUNNEL_ERR_TOO_MANY_RUNS: {
+    status: 429,
+    retryable: true,
+    description: 'The caller (its API key) already has as many background runs pending or running as `RUNNEL_MAX_RUNS_PER_KEY` allows; wait for one to end, or cancel one. Without keys every caller is one.',
+  },
   RUNNEL_ERR_OVERLOADED: {
     status: 503,
     retryable: true,
-    description: 'All stream slots are taken (`RUNNEL_MAX_STREAMS`); see `retry-after`.',
+    description: 'All stream slots are taken (`RUNNEL_MAX_STREAMS`), or, without Redis, the process holds its most background runs waiting (10,000); see `retry-after`.',
   },
   RUNNEL_ERR_METRICS_INCOMPLETE: {
     status: 503,

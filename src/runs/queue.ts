@@ -53,6 +53,8 @@ export interface RunQueueOptions {
   webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number; maxRetryAfterMs?: number; limits?: Partial<DeliveryLimits> };
   /** Tracing: the run-event callback that makes a run's spans under the trace it was submitted in. */
   trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
+  /** Runs one caller may have pending or running at once, in every process of the store (`RUNNEL_MAX_RUNS_PER_KEY`); 0 or none: no limit. */
+  maxRunsPerCaller?: number;
 }
 
 /** Webhook deliveries under way in this process: a stopping worker lets them finish within its grace. */
@@ -449,7 +451,7 @@ export class BullRunQueue implements RunQueue {
   }
 
   async submit(record: RunRecord): Promise<void> {
-    await this.store.create(record);
+    await this.store.create(record, { openLimit: this.options.maxRunsPerCaller });
     try {
       await this.queue.add('run', { run_id: record.run_id }, { jobId: record.run_id });
     } catch (error) {
@@ -511,19 +513,36 @@ export class BullRunQueue implements RunQueue {
   private closing: Promise<void> | undefined;
 }
 
+/** One caller's runs in the in-process queue. */
+interface CallerRuns {
+  /** Its runs waiting, in the order they came. */
+  line: string[];
+  underway: number;
+  /** When its last run started (the queue's count of starts then; 0: none yet). */
+  started: number;
+}
+
 /** Most runs the in-process queue holds waiting (its memory is the server's). */
 const MAX_WAITING = 10_000;
 
 /**
- * Runs in this process: a FIFO with `concurrency` runs at a time, for the
- * embedded default (no Redis). Runs end with the process.
+ * Runs in this process, for the embedded default (no Redis): `concurrency`
+ * at a time. The next run is that of the waiting caller with the fewest runs
+ * under way, and among those the one whose last run started longest ago;
+ * each caller's own runs start in the order they came. So one caller's
+ * thousand runs do not hold back another's one. Runs end with the process.
  *
  * @example
  * const queue = new MemoryRunQueue({ store: new MemoryRunStore(), chains, concurrency: 8 });
  */
 export class MemoryRunQueue implements RunQueue {
   readonly store: RunStore;
-  private readonly waiting: string[] = [];
+  /** The callers with runs waiting or under way. */
+  private readonly callers = new Map<string, CallerRuns>();
+  /** Runs waiting in all lines. */
+  private waiting = 0;
+  /** Runs started so far: the order of callers' last starts. */
+  private starts = 0;
   private readonly core: RunWorkerCore;
   private readonly concurrency: number;
   private readonly underway = new Set<Promise<void>>();
@@ -540,19 +559,44 @@ export class MemoryRunQueue implements RunQueue {
 
   async submit(record: RunRecord): Promise<void> {
     if (this.closed) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
-    if (this.waiting.length >= MAX_WAITING) throw new RunnelError('RUNNEL_ERR_OVERLOADED', `${MAX_WAITING} runs are waiting already; retry shortly`);
-    await this.store.create(record);
-    this.waiting.push(record.run_id);
+    if (this.waiting >= MAX_WAITING) throw new RunnelError('RUNNEL_ERR_OVERLOADED', `${MAX_WAITING} runs are waiting already; retry shortly`);
+    await this.store.create(record, { openLimit: this.options.maxRunsPerCaller });
+    let own = this.callers.get(record.identity);
+    if (own === undefined) this.callers.set(record.identity, (own = { line: [], underway: 0, started: 0 }));
+    own.line.push(record.run_id);
+    this.waiting++;
     this.pump();
   }
 
+  /** The caller whose run starts next: of those waiting, the fewest under way, then the longest since its last start. */
+  private next(): [string, CallerRuns] | undefined {
+    let next: [string, CallerRuns] | undefined;
+    for (const entry of this.callers) {
+      const [, own] = entry;
+      if (own.line.length === 0) continue;
+      if (next === undefined || own.underway < next[1].underway || (own.underway === next[1].underway && own.started < next[1].started)) next = entry;
+    }
+    return next;
+  }
+
+  /** Forgets a caller with nothing waiting or under way. */
+  private settle(caller: string, own: CallerRuns): void {
+    if (own.line.length === 0 && own.underway === 0 && this.callers.get(caller) === own) this.callers.delete(caller);
+  }
+
   private pump(): void {
-    while (!this.closed && this.underway.size < this.concurrency && this.waiting.length > 0) {
-      const runId = this.waiting.shift() as string;
+    while (!this.closed && this.underway.size < this.concurrency && this.waiting > 0) {
+      const [caller, own] = this.next() as [string, CallerRuns];
+      const runId = own.line.shift() as string;
+      this.waiting--;
+      own.underway++;
+      own.started = ++this.starts;
       const work = this.core.process(runId).catch(() => undefined);
       this.underway.add(work);
       void work.finally(() => {
         this.underway.delete(work);
+        own.underway--;
+        this.settle(caller, own);
         this.pump();
       });
     }
@@ -570,15 +614,19 @@ export class MemoryRunQueue implements RunQueue {
 
   async cancel(runId: string): Promise<void> {
     await this.store.requestCancel(runId);
-    const index = this.waiting.indexOf(runId);
-    if (index >= 0) {
-      this.waiting.splice(index, 1);
+    const caller = (await this.store.get(runId))?.identity;
+    const own = caller === undefined ? undefined : this.callers.get(caller);
+    const index = own?.line.indexOf(runId) ?? -1;
+    if (own !== undefined && index >= 0) {
+      own.line.splice(index, 1);
+      this.waiting--;
+      this.settle(caller as string, own);
       await this.core.endWaiting(runId, cancelled(), 'cancelled');
     }
   }
 
   async counts(): Promise<{ waiting: number; active: number }> {
-    return { waiting: this.waiting.length, active: this.core.active };
+    return { waiting: this.waiting, active: this.core.active };
   }
 
   async close(graceMs: number): Promise<void> {
@@ -588,7 +636,9 @@ export class MemoryRunQueue implements RunQueue {
       this.core.abortAll(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run ended'));
       await all;
     }
-    for (const runId of this.waiting.splice(0)) await this.core.endWaiting(runId, new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run started'), 'error');
+    const left = [...this.callers.values()].flatMap((own) => own.line.splice(0));
+    this.waiting = 0;
+    for (const runId of left) await this.core.endWaiting(runId, new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run started'), 'error');
     await settleDeliveries(this.options, graceMs);
     this.core.close();
     await this.store.close();

@@ -86,10 +86,25 @@ export class RunEnded extends Error {
   }
 }
 
+/** How a run is stored new. */
+export interface CreateOptions {
+  /** It executes in this process now: its first heartbeat goes with it. */
+  local?: boolean;
+  /**
+   * Refuses it (429 `RUNNEL_ERR_TOO_MANY_RUNS`) when its caller has this many runs stored with a limit that
+   * have not ended (`RUNNEL_MAX_RUNS_PER_KEY`), in every process that shares the store.
+   */
+  openLimit?: number;
+}
+
+function tooManyRuns(limit: number): RunnelError {
+  return new RunnelError('RUNNEL_ERR_TOO_MANY_RUNS', `This caller has ${limit} runs pending or running, its most (RUNNEL_MAX_RUNS_PER_KEY); wait for one to end, or cancel one`);
+}
+
 /** The run store; see the module comment. */
 export interface RunStore {
   /** Stores a new run; `local`: it executes in this process now (its first heartbeat goes with it). */
-  create(record: RunRecord, options?: { local?: boolean }): Promise<void>;
+  create(record: RunRecord, options?: CreateOptions): Promise<void>;
   get(runId: string): Promise<RunRecord | undefined>;
   /**
    * Merges `patch` into the record and says so to followers — unless the run has ended: an ended record is
@@ -262,6 +277,8 @@ export class MemoryRunStore implements RunStore {
   private readonly ttlMs: number;
   /** The frames' bytes of every run held. */
   private bytes = 0;
+  /** Per caller, its runs stored with a limit that had not ended when last looked at (`openLimit`). */
+  private readonly open = new Map<string, Set<string>>();
 
   constructor(options: RunStoreOptions & { maxRuns?: number; maxBytes?: number } = {}) {
     this.maxFrames = options.maxFrames ?? 10_000;
@@ -270,8 +287,23 @@ export class MemoryRunStore implements RunStore {
     this.ttlMs = (options.ttlSeconds ?? 24 * 3600) * 1000;
   }
 
-  async create(record: RunRecord): Promise<void> {
+  async create(record: RunRecord, options: CreateOptions = {}): Promise<void> {
     if (this.held(record.run_id) !== undefined) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
+    const limit = options.openLimit ?? 0;
+    let open: Set<string> | undefined;
+    if (limit > 0) {
+      open = this.open.get(record.identity) ?? new Set();
+      // The runs that ended since are let go only when the caller reaches its limit: nothing to do per run.
+      if (open.size >= limit) {
+        for (const id of open) {
+          const status = this.held(id)?.record.status;
+          if (status === undefined || TERMINAL.has(status)) open.delete(id);
+        }
+      }
+      if (open.size >= limit) throw tooManyRuns(limit);
+      open.add(record.run_id);
+      this.open.set(record.identity, open);
+    }
     this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false, bytes: 0 });
     this.evict();
   }
@@ -527,15 +559,23 @@ return 1`;
 
 /**
  * A new run, in one step: its record (SET NX with the TTL), its place in its owner's list (trimmed, with the
- * TTL), and for a run executed outside the queue its first heartbeat (at Redis's time). 0 when the id is taken.
- * KEYS: record, owner list, heartbeats. ARGV: record JSON, TTL, created (ms), run id, most listed, '1' (beating) or ''.
+ * TTL), for a run executed outside the queue its first heartbeat (at Redis's time), and with a limit its place
+ * in its owner's open runs. 0 when the id is taken; -1, writing nothing, when the owner holds `limit` open runs.
+ * KEYS: record, owner list, heartbeats, owner's open runs. ARGV: record JSON, TTL, created (ms), run id, most
+ * listed, '1' (beating) or '', limit or ''.
  */
 const CREATE = `${NOW_MS}
+local limit = tonumber(ARGV[7])
+if limit and redis.call('ZCARD', KEYS[4]) >= limit then return -1 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2], 'NX') then return 0 end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(tonumber(ARGV[5]) + 1))
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], now_ms(), ARGV[4]) end
+if limit then
+  redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4])
+  redis.call('EXPIRE', KEYS[4], ARGV[2])
+end
 return 1`;
 
 /**
@@ -720,7 +760,8 @@ async function redisCall<T>(work: Promise<T>): Promise<T> {
 /**
  * Runs in Redis: `{ns}:run:{id}` (the record, JSON, with a TTL),
  * `{ns}:run:{id}:log` (a Redis Stream of frames, trimmed to `maxFrames`),
- * `{ns}:owner:{identity}` (a sorted set of the caller's run ids), and two
+ * `{ns}:owner:{identity}` (a sorted set of the caller's run ids), `{ns}:open:{identity}` (with a limit, the
+ * caller's runs that had not ended when last looked at), and two
  * pub/sub channels: `{ns}:changed:{id}` (new frames or a new status) and
  * `{ns}:cancel` (cancel requests, for every worker).
  *
@@ -759,16 +800,46 @@ export class RedisRunStore implements RunStore {
     await this.subscriber.subscribe(channel);
   }
 
-  async create(record: RunRecord, options: { local?: boolean } = {}): Promise<void> {
+  async create(record: RunRecord, options: CreateOptions = {}): Promise<void> {
+    const limit = options.openLimit ?? 0;
+    const open = `${this.ns}:open:${record.identity}`;
     // A run id names one run, once (NX): never over another's record or log. One round trip, one command.
-    const created = await redisCall(
-      scripts.create.run<number>(
-        this.client,
-        [this.key(record.run_id), `${this.ns}:owner:${record.identity}`, `${this.ns}:local`],
-        [JSON.stringify(record), this.ttl, Date.parse(record.created_at), record.run_id, this.maxListed, options.local === true ? '1' : ''],
-      ),
-    );
+    const create = (): Promise<number> =>
+      redisCall(
+        scripts.create.run<number>(
+          this.client,
+          [this.key(record.run_id), `${this.ns}:owner:${record.identity}`, `${this.ns}:local`, open],
+          [JSON.stringify(record), this.ttl, Date.parse(record.created_at), record.run_id, this.maxListed, options.local === true ? '1' : '', limit > 0 ? limit : ''],
+        ),
+      );
+    let created = await create();
+    // The runs that ended since are let go only when the caller reaches its limit: no write per ending.
+    if (created === -1 && (await this.releaseEnded(open)) > 0) created = await create();
+    if (created === -1) throw tooManyRuns(limit);
     if (created !== 1) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
+  }
+
+  /**
+   * Takes out of a caller's open runs (`open`) those that have ended or are gone (past their TTL), from each
+   * record's first bytes; resolves with how many. Only ended runs are taken out, so it may run beside any
+   * create: the limit itself is checked in the create's one step.
+   */
+  private async releaseEnded(open: string): Promise<number> {
+    const ids = await redisCall(this.client.zrange(open, 0, -1));
+    if (ids.length === 0) return 0;
+    const pipeline = this.client.pipeline();
+    for (const id of ids) pipeline.getrange(this.key(id), 0, 1023);
+    const heads = (await redisCall(pipeline.exec())) ?? [];
+    const done: string[] = [];
+    for (const [index, id] of ids.entries()) {
+      const [error, head] = heads[index] ?? [null, ''];
+      if (error !== null || typeof head !== 'string') continue;
+      // A record's own status comes before its input; one without it in its head is left open.
+      const status = /"status":"(\w+)"/.exec(head)?.[1];
+      if (head === '' || (status !== undefined && TERMINAL.has(status as RunStatus))) done.push(id);
+    }
+    if (done.length > 0) await redisCall(this.client.zrem(open, ...done));
+    return done.length;
   }
 
   async get(runId: string): Promise<RunRecord | undefined> {

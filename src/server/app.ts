@@ -134,10 +134,19 @@ export function createRunQueue(options: {
   const chains = new Map(options.chains.map((chain) => ('spec' in chain ? chain.spec : chain)).map((spec) => [spec.path, spec.runnable]));
   const webhooks = { hosts: config.webhookHosts, secret: config.webhookSecret, allowHttp: config.webhookAllowHttp };
   if (redis === undefined) {
-    return new MemoryRunQueue({ store: new MemoryRunStore({ ttlSeconds: config.runTtlSeconds }), chains, concurrency: Math.max(1, config.workerConcurrency), webhooks, log, warn, trace });
+    return new MemoryRunQueue({
+      store: new MemoryRunStore({ ttlSeconds: config.runTtlSeconds }),
+      chains,
+      concurrency: Math.max(1, config.workerConcurrency),
+      maxRunsPerCaller: config.maxRunsPerKey,
+      webhooks,
+      log,
+      warn,
+      trace,
+    });
   }
   const store = new RedisRunStore({ client: redis, ttlSeconds: config.runTtlSeconds, namespace: `${config.runNamespace}:runs` });
-  return new BullRunQueue({ connection: redis, prefix: `${config.runNamespace}:bull`, store, chains, concurrency: config.workerConcurrency, lockMs: config.runLockMs, webhooks, log, warn, trace });
+  return new BullRunQueue({ connection: redis, prefix: `${config.runNamespace}:bull`, store, chains, concurrency: config.workerConcurrency, lockMs: config.runLockMs, maxRunsPerCaller: config.maxRunsPerKey, webhooks, log, warn, trace });
 }
 
 /** This package's root: the folder above this file that holds package.json (from src/server/ and dist/src/server/ alike). */

@@ -116,6 +116,7 @@ const envSchema = z.object({
   RUNNEL_MAX_BATCH: integer('RUNNEL_MAX_BATCH', 1, 100),
   RUNNEL_MAX_STREAMS: integer('RUNNEL_MAX_STREAMS', 1, 1000),
   RUNNEL_MAX_STREAMS_PER_KEY: integer('RUNNEL_MAX_STREAMS_PER_KEY', 1, 0),
+  RUNNEL_MAX_RUNS_PER_KEY: integer('RUNNEL_MAX_RUNS_PER_KEY', 1, 0),
   RUNNEL_RATE_LIMIT: integer('RUNNEL_RATE_LIMIT', 0, 0),
   RUNNEL_AUTH_FAIL_LIMIT: integer('RUNNEL_AUTH_FAIL_LIMIT', 0, 20),
   RUNNEL_TRUST_PROXY: trustProxy,
@@ -190,6 +191,8 @@ export interface ServerConfig {
   maxStreams: number;
   /** Streams one caller may hold open at once (0 or at least `maxStreams`: no share of its own). */
   maxStreamsPerKey: number;
+  /** Background runs one caller may have pending or running at once, across replicas; 0 is no limit. */
+  maxRunsPerKey: number;
   /** Requests per minute per caller; 0 is no limit. */
   rateLimit: number;
   /** Failed authentications per minute per client address before the address is refused for the rest of the minute; 0 is no limit. */
@@ -246,6 +249,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   maxBatch: 100,
   maxStreams: 1000,
   maxStreamsPerKey: 0,
+  maxRunsPerKey: 0,
   rateLimit: 0,
   authFailLimit: 20,
   trustProxy: [],
@@ -354,6 +358,7 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     maxBatch: e.RUNNEL_MAX_BATCH,
     maxStreams: e.RUNNEL_MAX_STREAMS,
     maxStreamsPerKey: e.RUNNEL_MAX_STREAMS_PER_KEY,
+    maxRunsPerKey: e.RUNNEL_MAX_RUNS_PER_KEY,
     rateLimit: e.RUNNEL_RATE_LIMIT,
     authFailLimit: e.RUNNEL_AUTH_FAIL_LIMIT,
     trustProxy: e.RUNNEL_TRUST_PROXY,

@@ -47,8 +47,8 @@ export function errorAnswerHeaders(request: FastifyRequest, answer: { status: nu
 }
 
 /**
- * The `retry-after` an error answer carries, if any: 1 s on a 503 and on a caller's stream limit (a stream of
- * its own may end any moment); on a provider's rate limit (after the model's own retries), the wait the
+ * The `retry-after` an error answer carries, if any: 1 s on a 503 and on a caller's stream or run limit (a
+ * stream or run of its own may end any moment); on a provider's rate limit (after the model's own retries), the wait the
  * provider asked for, or 1 s when it named none.
  */
 export function retryAfter(answer: { status: number; code: ErrorCode; error?: unknown }): string | undefined {
@@ -58,7 +58,7 @@ export function retryAfter(answer: { status: number; code: ErrorCode; error?: un
     const wait = providerRetryAfter(answer.error);
     if (wait !== undefined) return String(wait);
   }
-  return answer.status === 503 || answer.code === 'RUNNEL_ERR_TOO_MANY_STREAMS' ? '1' : undefined;
+  return answer.status === 503 || answer.code === 'RUNNEL_ERR_TOO_MANY_STREAMS' || answer.code === 'RUNNEL_ERR_TOO_MANY_RUNS' ? '1' : undefined;
 }
 
 /** Driver messages that say what happened and quote nothing of the connection: their kind, for the log. */
