@@ -26,7 +26,7 @@ import { runRoutes } from '../../routes/runs.js';
 import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, type ServerConfig } from './config.js';
-import { connectionOptions, cutStalledReaders, MAX_PARAM_LENGTH } from './connection-limits.js';
+import { connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH } from './connection-limits.js';
 import { logDependencyFailure, sendErrorAnswer } from './error-reply.js';
 import { errorBody, toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
@@ -246,6 +246,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       void (reply as unknown as FastifyReplyLike).code(status).type('application/json; charset=utf-8').send(body);
     },
   });
+  continueWhenRead(app.server);
   const stopCuttingStalled = cutStalledReaders(app.server, config.streamStallMs);
   app.addHook('onClose', async () => stopCuttingStalled());
 
