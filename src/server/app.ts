@@ -26,6 +26,7 @@ import { runRoutes } from '../../routes/runs.js';
 import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, type ServerConfig } from './config.js';
+import { clientNetwork } from './client-network.js';
 import { connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH } from './connection-limits.js';
 import { logDependencyFailure, sendErrorAnswer } from './error-reply.js';
 import { errorBody, toHttpError } from './http-errors.js';
@@ -404,7 +405,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       return;
     }
     // An address over its failed authentications is refused before its key is looked at, right or wrong.
-    const waitMs = throttle?.blockedFor(request.ip) ?? 0;
+    const waitMs = throttle?.blockedFor(clientNetwork(request.ip)) ?? 0;
     if (waitMs > 0) {
       const seconds = Math.ceil(waitMs / 1000);
       grant(request, reply);
@@ -414,7 +415,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     }
     const identity = app.runnel.keys.identify(request.headers);
     if (identity === undefined) {
-      throttle?.fail(request.ip);
+      throttle?.fail(clientNetwork(request.ip));
       grant(request, reply);
       void reply.header('www-authenticate', 'Bearer');
       done(new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)'));
@@ -453,7 +454,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       hook: 'onRequest',
       max: config.rateLimit,
       timeWindow: 60_000,
-      keyGenerator: (request) => (request.identity !== 'anonymous' ? `key:${request.identity}` : `ip:${request.ip}`),
+      keyGenerator: (request) => (request.identity !== 'anonymous' ? `key:${request.identity}` : `ip:${clientNetwork(request.ip)}`),
       allowList: (request) => PUBLIC_PATHS.has(request.url.split('?')[0] ?? ''),
       errorResponseBuilder: (_request, context) =>
         new RunnelError('RUNNEL_ERR_RATE_LIMITED', `Rate limit exceeded: ${context.max} requests per minute; retry in ${Math.ceil(context.ttl / 1000)} s`),
