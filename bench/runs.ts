@@ -6,7 +6,9 @@
  *    alternating (goal ≥ 0.8×); and the server's CPU per event of each.
  * 2. Time from a reconnect with `Last-Event-ID` to the first replayed frame, 300 times (goal p99 ≤ 50 ms).
  * 3. No-op runs through the queue per second, end to end (submitted over HTTP, all ended), with the
- *    workers inside the server and with a separate worker process (goal ≥ 1,000/s).
+ *    workers inside the server and with a separate worker process (goal ≥ 1,000/s); and with the workers
+ *    inside the server under `RUNNEL_MAX_RUNS_PER_KEY` (its count in Redis, and the ended runs let go
+ *    each time the caller reaches the limit: 2,000, a round's runs).
  *
  * Medians of 3 rounds; the machine is noisy. Traffic only to 127.0.0.1, bounded in count.
  */
@@ -70,15 +72,16 @@ async function runsPerSecond(base: string, count = 2000, concurrency = 50): Prom
   return count / ((performance.now() - started) / 1000);
 }
 
-const namespaces = [`bench-${randomUUID()}`, `bench-${randomUUID()}`];
+const namespaces = [`bench-${randomUUID()}`, `bench-${randomUUID()}`, `bench-${randomUUID()}`];
 try {
   const inProcess = (await start({ RUNNEL_RUN_NAMESPACE: namespaces[0] as string })) as string;
   const separateNs = namespaces[1] as string;
   const httpOnly = (await start({ RUNNEL_RUN_NAMESPACE: separateNs, RUNNEL_WORKER_CONCURRENCY: '0' })) as string;
   await start({ RUNNEL_RUN_NAMESPACE: separateNs, RUNNEL_ROLE: 'worker', RUNNEL_WORKER_CONCURRENCY: '50' });
+  const limited = (await start({ RUNNEL_RUN_NAMESPACE: namespaces[2] as string, RUNNEL_MAX_RUNS_PER_KEY: '2000' })) as string;
   await streamRate(inProcess, false, 1);
   await streamRate(inProcess, true, 1);
-  const rounds = { plain: [] as number[], durable: [] as number[], plainCpu: [] as number[], durableCpu: [] as number[], p50: [] as number[], p99: [] as number[], inProc: [] as number[], separate: [] as number[] };
+  const rounds = { plain: [] as number[], durable: [] as number[], plainCpu: [] as number[], durableCpu: [] as number[], p50: [] as number[], p99: [] as number[], inProc: [] as number[], separate: [] as number[], limited: [] as number[] };
   for (let round = 1; round <= 3; round++) {
     const plain = await streamRate(inProcess, false);
     const durable = await streamRate(inProcess, true);
@@ -91,7 +94,8 @@ try {
     rounds.p99.push(percentile(latencies, 0.99));
     rounds.inProc.push(await runsPerSecond(inProcess));
     rounds.separate.push(await runsPerSecond(httpOnly));
-    console.log(`round ${round}: /stream ${rounds.plain.at(-1)?.toFixed(0)} ev/s (${plain.cpuNs.toFixed(0)} ns CPU/event), durable ${rounds.durable.at(-1)?.toFixed(0)} ev/s (${durable.cpuNs.toFixed(0)} ns), ratio ${(durable.perSecond / plain.perSecond).toFixed(2)}×, reconnect p50 ${rounds.p50.at(-1)?.toFixed(1)} p99 ${rounds.p99.at(-1)?.toFixed(1)} ms, runs/s in-process ${rounds.inProc.at(-1)?.toFixed(0)}, separate ${rounds.separate.at(-1)?.toFixed(0)}`);
+    rounds.limited.push(await runsPerSecond(limited));
+    console.log(`round ${round}: /stream ${rounds.plain.at(-1)?.toFixed(0)} ev/s (${plain.cpuNs.toFixed(0)} ns CPU/event), durable ${rounds.durable.at(-1)?.toFixed(0)} ev/s (${durable.cpuNs.toFixed(0)} ns), ratio ${(durable.perSecond / plain.perSecond).toFixed(2)}×, reconnect p50 ${rounds.p50.at(-1)?.toFixed(1)} p99 ${rounds.p99.at(-1)?.toFixed(1)} ms, runs/s in-process ${rounds.inProc.at(-1)?.toFixed(0)}, separate ${rounds.separate.at(-1)?.toFixed(0)}, with a per-key limit ${rounds.limited.at(-1)?.toFixed(0)}`);
   }
   const ratio = median(rounds.durable) / median(rounds.plain);
   console.log('\nMedians of 3 rounds:\n');
@@ -103,6 +107,7 @@ try {
   console.log(`| Last-Event-ID reconnect → first frame, p50 / p99 | ${median(rounds.p50).toFixed(1)} / ${median(rounds.p99).toFixed(1)} ms | p99 ≤ 50 ms ${median(rounds.p99) <= 50 ? 'met' : 'MISSED'} |`);
   console.log(`| no-op runs/s end to end, workers in the server | ${median(rounds.inProc).toFixed(0)} | ≥ 1,000 ${median(rounds.inProc) >= 1000 ? 'met' : 'MISSED'} |`);
   console.log(`| no-op runs/s end to end, a separate worker process | ${median(rounds.separate).toFixed(0)} | ≥ 1,000 ${median(rounds.separate) >= 1000 ? 'met' : 'MISSED'} |`);
+  console.log(`| no-op runs/s end to end, workers in the server, RUNNEL_MAX_RUNS_PER_KEY=2000 | ${median(rounds.limited).toFixed(0)} (${(median(rounds.limited) / median(rounds.inProc)).toFixed(2)}× without) | |`);
 } finally {
   stopRunServers();
   // The runs of this bench (about 12,000, with their logs) would otherwise stay in Redis for their TTL.

@@ -777,6 +777,8 @@ export class RedisRunStore implements RunStore {
   private subscriber: Redis | undefined;
   private readonly events = new EventEmitter().setMaxListeners(0);
   private readonly watching = new Map<string, number>();
+  /** Passes of {@link releaseEnded} under way, by open-runs key. */
+  private readonly releasing = new Map<string, Promise<number>>();
 
   constructor(options: RunStoreOptions & { client: Redis; namespace?: string }) {
     this.client = options.client;
@@ -813,8 +815,12 @@ export class RedisRunStore implements RunStore {
         ),
       );
     let created = await create();
-    // The runs that ended since are let go only when the caller reaches its limit: no write per ending.
-    if (created === -1 && (await this.releaseEnded(open)) > 0) created = await create();
+    // The runs that ended since are let go only when the caller reaches its limit: no write per ending. Then
+    // the create is tried again, whatever this process let go: another submission may have let them go first.
+    if (created === -1) {
+      await this.releaseEnded(open);
+      created = await create();
+    }
     if (created === -1) throw tooManyRuns(limit);
     if (created !== 1) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
   }
@@ -824,7 +830,17 @@ export class RedisRunStore implements RunStore {
    * record's first bytes; resolves with how many. Only ended runs are taken out, so it may run beside any
    * create: the limit itself is checked in the create's one step.
    */
-  private async releaseEnded(open: string): Promise<number> {
+  private releaseEnded(open: string): Promise<number> {
+    // One pass at a time per caller in a process: a burst of submissions at the limit reads the records once.
+    let pass = this.releasing.get(open);
+    if (pass === undefined) {
+      pass = this.readAndRelease(open).finally(() => this.releasing.delete(open));
+      this.releasing.set(open, pass);
+    }
+    return pass;
+  }
+
+  private async readAndRelease(open: string): Promise<number> {
     const ids = await redisCall(this.client.zrange(open, 0, -1));
     if (ids.length === 0) return 0;
     const pipeline = this.client.pipeline();

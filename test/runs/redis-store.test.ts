@@ -45,6 +45,22 @@ describe('RedisRunStore', () => {
     expect(listed.map((run) => run.run_id)).not.toContain(first.run_id);
   });
 
+  it('with an open limit: refuses past it, and a burst at the limit finds the places of runs that ended (none refused)', async () => {
+    const limit = 2000;
+    const ended: RunRecord[] = [];
+    for (let i = 0; i < limit; i++) {
+      const run = { ...record('limited'), status: 'pending' as const };
+      await store.create(run, { openLimit: limit });
+      ended.push(run);
+    }
+    await expect(store.create(record('limited'), { openLimit: limit })).rejects.toMatchObject({ code: 'RUNNEL_ERR_TOO_MANY_RUNS' });
+    for (const run of ended) await store.update(run.run_id, { status: 'success' });
+    // Each of these finds the caller at its limit; the first to let the ended runs go must not leave the others
+    // refused (the bench found one: it read the open runs after another had let them all go).
+    const burst = await Promise.allSettled(Array.from({ length: 50 }, () => store.create(record('limited'), { openLimit: limit })));
+    expect(burst.filter((outcome) => outcome.status === 'rejected')).toEqual([]);
+  });
+
   it('reads back an execution’s frames in order after any id, across entries, and ends the record in the same write', async () => {
     const run = record();
     await store.create(run, { local: true });
