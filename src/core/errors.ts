@@ -79,7 +79,7 @@ export const errorCodes = {
     status: 415,
     retryable: false,
     description:
-      "A browser sent a body not declared `application/json` (a form or `text/plain` post, which a page on any site may send without CORS's consent), or a body came compressed (`content-encoding`); send it uncompressed, as `content-type: application/json`.",
+      "A browser sent a body not declared `application/json` (a form or `text/plain` post, which a page on any site may send without CORS's consent), or a body came compressed (`content-encoding`, or a `transfer-encoding` other than `chunked`); send it uncompressed, as `content-type: application/json`.",
   },
   RUNNEL_ERR_BODY_TIMEOUT: {
     status: 408,

@@ -318,6 +318,12 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       done(new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', `A body with content-encoding ${JSON.stringify(encoding)} is not read: send it uncompressed`), undefined);
       return;
     }
+    // The same for a transfer coding before the chunks (`gzip, chunked`): Node takes the chunks off and leaves the rest.
+    const transfer = request.headers['transfer-encoding'];
+    if (transfer !== undefined && transfer.split(',').some((coding) => !['chunked', 'identity'].includes(coding.trim().toLowerCase()))) {
+      done(new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', `A body with transfer-encoding ${JSON.stringify(transfer)} is not read: send it chunked or with a content-length only`), undefined);
+      return;
+    }
     if (nestedDeeperThan(body as string)) {
       done(tooDeep([]), undefined);
       return;

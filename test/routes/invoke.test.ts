@@ -1,10 +1,11 @@
+import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import LZString from 'lz-string';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { buildApp, defineChain, lambda, messagesSchema, RunnelError } from '../../src/index.js';
-import { allChains, observed } from '../support/server.js';
+import { allChains, observed, startServer } from '../support/server.js';
 
 let app: FastifyInstance;
 beforeAll(async () => {
@@ -301,6 +302,35 @@ describe('a compressed body', () => {
     expect([zipped.statusCode, zipped.json().code, zipped.json().message]).toEqual([415, 'RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', 'A body with content-encoding "gzip" is not read: send it uncompressed']);
     const plain = await app.inject({ method: 'POST', url: '/echo/invoke', headers: { 'content-type': 'application/json', 'content-encoding': 'identity' }, payload: '{"input": {"name": "plain"}}' });
     expect(plain.json().output).toBe('hello plain');
+  });
+});
+
+describe('a body with a transfer coding before the chunks', () => {
+  // A probe: `Transfer-Encoding: gzip, chunked` came to the parser with the chunks taken off and the gzip
+  // left, and was refused as "Invalid JSON".
+  it('is refused with 415 naming its coding, from a real connection; chunked alone is read', async () => {
+    const server = await startServer();
+    try {
+      const send = (coding: string, body: Buffer) =>
+        new Promise<string>((resolve, reject) => {
+          const socket = connect(Number(new URL(server.url).port), '127.0.0.1', () => {
+            const head = `POST /echo/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ntransfer-encoding: ${coding}\r\nconnection: close\r\n\r\n`;
+            socket.end(Buffer.concat([Buffer.from(`${head}${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]));
+          });
+          let got = '';
+          socket.on('data', (chunk: Buffer) => (got += chunk.toString()));
+          socket.on('close', () => resolve(got));
+          socket.on('error', reject);
+        });
+      const zipped = await send('gzip, chunked', gzipSync(JSON.stringify({ input: { name: 'zip' } })));
+      expect(zipped).toMatch(/^HTTP\/1\.1 415 /);
+      expect(zipped).toContain('A body with transfer-encoding \\"gzip, chunked\\" is not read');
+      const plain = await send('chunked', Buffer.from(JSON.stringify({ input: { name: 'plain' } })));
+      expect(plain).toMatch(/^HTTP\/1\.1 200 /);
+      expect(plain).toContain('hello plain');
+    } finally {
+      await server.close();
+    }
   });
 });
 
