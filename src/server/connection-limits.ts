@@ -28,16 +28,22 @@ export const LINGER_MAX_BYTES = 16 * 1024 * 1024;
 /** Sockets being drained after their answer: a body timeout there only closes them (they have their answer). */
 const lingering = new WeakSet<Socket>();
 
-/** Requests that asked for `100 Continue` and have not had it: their client sends no body until they do. */
+/** Requests that asked for `100 Continue` and have not had it: their client may send no body until they do. */
 const awaitingContinue = new WeakSet<IncomingMessage>();
+
+/** Whether a request asked for `100 Continue` and has not had it (its body is unread, and may be on its way). */
+export function awaitsContinue(req: IncomingMessage): boolean {
+  return awaitingContinue.has(req);
+}
 
 /**
  * Answers `Expect: 100-continue` when the app starts reading the body, not on arrival as Node does. A
  * request refused before its body is read — over the body limit, without a valid key, rate-limited — gets
- * its answer with no `100 Continue` before it, so its client never sends the body (curl asks for one on
- * uploads past 1 MB: a 5 MB upload over the limit went out whole to be answered 413). Node closes such
- * a connection after the answer (the client may or may not send the body). Costs nothing per request
- * that does not ask.
+ * its answer with no `100 Continue` before it, so a client that waits for one never sends the body (curl
+ * asks for one on uploads past 1 MB: a 5 MB upload over the limit went out whole to be answered 413). A
+ * client may also send the body without waiting: such an answer lingers as any refusal of an unread body
+ * does ({@link answerAndLinger}), ending when the client closes, the body ends or the body timeout comes.
+ * Costs nothing per request that does not ask.
  *
  * @example
  * continueWhenRead(app.server);
@@ -192,11 +198,9 @@ export function answerAndLinger(request: FastifyRequest, reply: FastifyReply, an
   for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = value;
   reply.hijack();
   res.writeHead(answer.status, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload), connection: 'close' });
-  // A client waiting for `100 Continue` sends no body: there is nothing to drain.
-  if (awaitingContinue.has(req)) {
-    res.end(payload);
-    return;
-  }
+  // Read without sending `100 Continue`: a client that waits for one closes once it has its answer, one that
+  // did not wait has its body read like any other's.
+  awaitingContinue.delete(req);
   // The whole answer goes out now; ending the response, which closes the socket, waits until the body is read.
   res.write(payload);
   lingering.add(socket);

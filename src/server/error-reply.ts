@@ -8,7 +8,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isRunnelError, type ErrorCode } from '../core/index.js';
 import { providerFailure, providerRetryAfter } from '../models/index.js';
-import { answerAndLinger } from './connection-limits.js';
+import { answerAndLinger, awaitsContinue } from './connection-limits.js';
 
 /**
  * Answers `status` with `body`; `code` is the Runnel code behind it.
@@ -24,8 +24,9 @@ export function sendErrorAnswer(request: FastifyRequest, reply: FastifyReply, an
     // A retry-after set already (the rate limiter's own) stands.
     if (name !== 'retry-after' || !reply.hasHeader(name)) reply.header(name, value);
   }
-  // An answer that closes the connection while the body still arrives (one over the limit) reads the rest first.
-  if (!request.raw.complete && !request.raw.readableEnded && reply.getHeader('connection') === 'close') {
+  // An answer that closes the connection while the body still arrives (one over the limit, or any refusal of a
+  // request that asked for `100 Continue`, whose connection Node closes) reads the rest first.
+  if (!request.raw.complete && !request.raw.readableEnded && (reply.getHeader('connection') === 'close' || awaitsContinue(request.raw))) {
     answerAndLinger(request, reply, { status: answer.status, body: answer.body });
     return;
   }
