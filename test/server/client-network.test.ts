@@ -17,6 +17,12 @@ describe('clientNetwork', () => {
     for (const ip of ['2001:db8:1:2::a', '2001:0db8:0001:0002:ffff:ffff:ffff:ffff', '2001:db8:1:2:3:4:5.6.7.8', '2001:db8:1:2::1%eth0']) {
       expect(clientNetwork(ip), ip).toBe('2001:db8:1:2::/64');
     }
+    // The review: an IPv4 tail after '::' was counted one group, and a mapped address written in hex was not
+    // seen as IPv4 (with every other form of it, in one bucket with ::1).
+    expect(clientNetwork('1::2:3:4:5:1.2.3.4')).toBe(clientNetwork('1:0:2:3:4:5:1.2.3.4'));
+    expect(clientNetwork('1::2:3:4:5:1.2.3.4')).toBe('1:0:2:3::/64');
+    expect(clientNetwork('::ffff:cb00:7107')).toBe('203.0.113.7');
+    expect(clientNetwork('::FFFF:203.0.113.7')).toBe('203.0.113.7');
     expect(clientNetwork('2001:db8::1')).toBe('2001:db8:0:0::/64');
     expect(clientNetwork('::1')).toBe('0:0:0:0::/64');
     expect(clientNetwork('2001:db8:1:3::a')).not.toBe(clientNetwork('2001:db8:1:2::a'));
