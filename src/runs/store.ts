@@ -101,6 +101,12 @@ function tooManyRuns(limit: number): RunnelError {
   return new RunnelError('RUNNEL_ERR_TOO_MANY_RUNS', `This caller has ${limit} runs pending or running, its most (RUNNEL_MAX_RUNS_PER_KEY); wait for one to end, or cancel one`);
 }
 
+/**
+ * Most open runs of a caller whose records one pass reads when the caller is at its limit: the oldest,
+ * where runs whose end did not take them out collect.
+ */
+const RELEASE_PASS = 50;
+
 /** The run store; see the module comment. */
 export interface RunStore {
   /** Stores a new run; `local`: it executes in this process now (its first heartbeat goes with it). */
@@ -277,7 +283,7 @@ export class MemoryRunStore implements RunStore {
   private readonly ttlMs: number;
   /** The frames' bytes of every run held. */
   private bytes = 0;
-  /** Per caller, its runs stored with a limit that had not ended when last looked at (`openLimit`). */
+  /** Per caller, its runs stored with a limit that have not ended (`openLimit`). */
   private readonly open = new Map<string, Set<string>>();
 
   constructor(options: RunStoreOptions & { maxRuns?: number; maxBytes?: number } = {}) {
@@ -292,14 +298,8 @@ export class MemoryRunStore implements RunStore {
     const limit = options.openLimit ?? 0;
     let open: Set<string> | undefined;
     if (limit > 0) {
+      // A run leaves its caller's open runs as it ends.
       open = this.open.get(record.identity) ?? new Set();
-      // The runs that ended since are let go only when the caller reaches its limit: nothing to do per run.
-      if (open.size >= limit) {
-        for (const id of open) {
-          const status = this.held(id)?.record.status;
-          if (status === undefined || TERMINAL.has(status)) open.delete(id);
-        }
-      }
       if (open.size >= limit) throw tooManyRuns(limit);
       open.add(record.run_id);
       this.open.set(record.identity, open);
@@ -326,6 +326,12 @@ export class MemoryRunStore implements RunStore {
     }
   }
 
+  /** A run that ended leaves its caller's open runs. */
+  private release(identity: string, runId: string): void {
+    const open = this.open.get(identity);
+    if (open?.delete(runId) === true && open.size === 0) this.open.delete(identity);
+  }
+
   /** A run held and not past its time: every lookup goes through here, so all of them agree. */
   private held(runId: string): HeldRun | undefined {
     // Past its time a run is gone, as in Redis, whether or not a new run has swept it out yet.
@@ -347,7 +353,10 @@ export class MemoryRunStore implements RunStore {
     if (run === undefined) return undefined;
     if (TERMINAL.has(run.record.status)) return { ...run.record };
     run.record = { ...run.record, ...patch, updated_at: new Date().toISOString() };
-    if (TERMINAL.has(run.record.status)) this.finished.set(runId, performance.now());
+    if (TERMINAL.has(run.record.status)) {
+      this.finished.set(runId, performance.now());
+      this.release(run.record.identity, runId);
+    }
     this.events.emit(runId);
     return { ...run.record };
   }
@@ -536,9 +545,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end`;
 
-/** Resolves 1 when written, 0 when there is no record, -1 when it has ended. */
+/**
+ * Resolves 1 when written, 0 when there is no record, -1 when it has ended. With KEYS[2] (the owner's open
+ * runs, given when the record written ends the run), the run (ARGV[3]) leaves them as it is written.
+ */
 const UPDATE_UNLESS_ENDED = `${UPDATE_UNLESS_ENDED_BODY}
-return update_unless_ended(KEYS[1], ARGV[1], ARGV[2])`;
+local written = update_unless_ended(KEYS[1], ARGV[1], ARGV[2])
+if written == 1 and KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[3]) end
+return written`;
 
 /**
  * A queued run marked running, with its first heartbeat (KEYS[3], ARGV[3] the run id): only from `pending`
@@ -591,7 +605,8 @@ return 1`;
  * all stays written when the id is taken — by a record or a log ('!taken' the reply) — or Redis refuses a
  * frame (the log, which this step began, is deleted).
  *
- * KEYS: log, record, heartbeats, owner list (to create). ARGV: most frames, TTL, channel, record JSON or '',
+ * KEYS: log, record, heartbeats, owner list (to create), and the owner's open runs when the record ends the
+ * run (it leaves them). ARGV: most frames, TTL, channel, record JSON or '',
  * forget ('1' or ''), run id, new record JSON ('=': ARGV[4]) or '', its created (ms), most listed, '' (its
  * heartbeat is Redis's time), then per entry its id ('*': the next Redis gives) and its packed frames.
  */
@@ -639,7 +654,14 @@ if creating then
   return out
 end
 -- A refused frame leaves the run as it was: never ended without its last frames.
-if ARGV[4] ~= '' and not refused then out[#out + 1] = tostring(update_unless_ended(KEYS[2], ARGV[4], ARGV[3])) else out[#out + 1] = '' end
+if ARGV[4] ~= '' and not refused then
+  local written = update_unless_ended(KEYS[2], ARGV[4], ARGV[3])
+  -- A run that ends leaves its owner's open runs (KEYS[5], given when the record written ends it).
+  if written == 1 and KEYS[5] then redis.call('ZREM', KEYS[5], ARGV[6]) end
+  out[#out + 1] = tostring(written)
+else
+  out[#out + 1] = ''
+end
 if ARGV[5] == '1' and not refused then redis.call('ZREM', KEYS[3], ARGV[6]) end
 return out`;
 
@@ -792,6 +814,11 @@ export class RedisRunStore implements RunStore {
     return `${this.ns}:run:${runId}`;
   }
 
+  /** A caller's runs stored with a limit that have not ended (as far as their ends said so: see `create`). */
+  private openKey(identity: string): string {
+    return `${this.ns}:open:${identity}`;
+  }
+
   /** One subscriber connection for this process, opened on first use. */
   private async subscribe(channel: string): Promise<void> {
     if (this.subscriber === undefined) {
@@ -804,7 +831,7 @@ export class RedisRunStore implements RunStore {
 
   async create(record: RunRecord, options: CreateOptions = {}): Promise<void> {
     const limit = options.openLimit ?? 0;
-    const open = `${this.ns}:open:${record.identity}`;
+    const open = this.openKey(record.identity);
     // A run id names one run, once (NX): never over another's record or log. One round trip, one command.
     const create = (): Promise<number> =>
       redisCall(
@@ -815,8 +842,9 @@ export class RedisRunStore implements RunStore {
         ),
       );
     let created = await create();
-    // The runs that ended since are let go only when the caller reaches its limit: no write per ending. Then
-    // the create is tried again, whatever this process let go: another submission may have let them go first.
+    // A run leaves its caller's open runs in the step that ends it. One that did not (it ended in a process
+    // of an earlier version, or its record expired, or was lost) is let go when the caller reaches its limit;
+    // then the create is tried again, whatever this process let go: another submission may have let it go.
     if (created === -1) {
       await this.releaseEnded(open);
       created = await create();
@@ -826,9 +854,10 @@ export class RedisRunStore implements RunStore {
   }
 
   /**
-   * Takes out of a caller's open runs (`open`) those that have ended or are gone (past their TTL), from each
-   * record's first bytes; resolves with how many. Only ended runs are taken out, so it may run beside any
-   * create: the limit itself is checked in the create's one step.
+   * Takes out of a caller's open runs (`open`) those of the oldest {@link RELEASE_PASS} that have ended or
+   * are gone (past their TTL), from each record's first bytes; resolves with how many. A refused submission
+   * costs at most that many reads, whatever the limit. Only ended runs are taken out, so it may run beside
+   * any create: the limit itself is checked in the create's one step.
    */
   private releaseEnded(open: string): Promise<number> {
     // One pass at a time per caller in a process: a burst of submissions at the limit reads the records once.
@@ -841,7 +870,7 @@ export class RedisRunStore implements RunStore {
   }
 
   private async readAndRelease(open: string): Promise<number> {
-    const ids = await redisCall(this.client.zrange(open, 0, -1));
+    const ids = await redisCall(this.client.zrange(open, 0, RELEASE_PASS - 1));
     if (ids.length === 0) return 0;
     const pipeline = this.client.pipeline();
     for (const id of ids) pipeline.getrange(this.key(id), 0, 1023);
@@ -868,7 +897,8 @@ export class RedisRunStore implements RunStore {
     if (current === undefined || TERMINAL.has(current.status)) return current;
     const next = { ...current, ...patch, updated_at: new Date().toISOString() };
     // Written only while the stored run has not ended (checked in Redis, as one step with the write).
-    const written = await redisCall(scripts.update.run<number>(this.client, [this.key(runId)], [JSON.stringify(next), `${this.ns}:changed:${runId}`]));
+    const keys = TERMINAL.has(next.status) ? [this.key(runId), this.openKey(next.identity)] : [this.key(runId)];
+    const written = await redisCall(scripts.update.run<number>(this.client, keys, [JSON.stringify(next), `${this.ns}:changed:${runId}`, runId]));
     return written === 1 ? next : this.get(runId);
   }
 
@@ -926,7 +956,9 @@ export class RedisRunStore implements RunStore {
       args.push(entry.id ?? '*', `[${parts.join(',')}]`);
     }
     const owner = create === undefined ? this.key(runId) : `${this.ns}:owner:${create.identity}`;
-    const replies = await redisCall(scripts.writeFrames.run<string[]>(this.client, [`${this.key(runId)}:log`, this.key(runId), `${this.ns}:local`, owner], args));
+    const keys = [`${this.key(runId)}:log`, this.key(runId), `${this.ns}:local`, owner];
+    if (create === undefined && record !== undefined && TERMINAL.has(record.status)) keys.push(this.openKey(record.identity));
+    const replies = await redisCall(scripts.writeFrames.run<string[]>(this.client, keys, args));
     if (replies[0] === '!taken') throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${runId} exists`);
     return replies;
   }
