@@ -55,6 +55,12 @@ export function chatChain(context: ChainContext) {
             detail: [{ type: 'value_error', loc: ['trigger'], msg: 'regenerate-message is not supported by this chain' }],
           });
         }
+        // An edit drops the turns after the message it replaces; the server's history still holds them.
+        if (trigger === 'edit') {
+          throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'chat keeps the conversation on the server and cannot replace an earlier message: send the new text as a new message', {
+            detail: [{ type: 'value_error', loc: ['messageId'], msg: 'editing a message is not supported by this chain' }],
+          });
+        }
         return { input: { message: lastUserText(turns) }, configurable: { session_id: id } };
       },
     },

@@ -70,9 +70,11 @@ export interface Conversation {
   turns: ChatTurn[];
   /**
    * `'regenerate'`: the client asks for its last answer again (the AI SDK's `regenerate()`), the
-   * conversation ending with the user's message that answer replied to; `'submit'` otherwise.
+   * conversation ending with the user's message that answer replied to; `'edit'`: the client replaced an
+   * earlier message of its own (the AI SDK's `sendMessage` with a `messageId`), the conversation ending with
+   * the new text and every turn after the old one dropped; `'submit'` otherwise.
    */
-  trigger?: 'submit' | 'regenerate';
+  trigger?: 'submit' | 'regenerate' | 'edit';
   /** Tools the client offers (OpenAI `tools`, as function definitions); only for an adapter with `tools: true`. */
   tools?: { name: string; description?: string; parameters?: Record<string, unknown> }[];
 }

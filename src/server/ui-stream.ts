@@ -232,5 +232,9 @@ export function conversationFromUiMessages(body: Record<string, unknown>): Conve
   });
   const { trigger } = body;
   if (trigger !== undefined && trigger !== 'submit-message' && trigger !== 'regenerate-message') throw invalid("trigger must be 'submit-message' or 'regenerate-message'", ['trigger']);
-  return { id, turns, trigger: trigger === 'regenerate-message' ? 'regenerate' : 'submit' };
+  if (trigger === 'regenerate-message') return { id, turns, trigger: 'regenerate' };
+  // A submit that names a message replaces that message of the user's (an edit): the AI SDK names none otherwise.
+  const { messageId } = body;
+  if (messageId !== undefined && messageId !== null && (typeof messageId !== 'string' || messageId.length > 200)) throw invalid('messageId must be the id of a message (a string of at most 200 characters)', ['messageId']);
+  return { id, turns, trigger: typeof messageId === 'string' && messageId !== '' ? 'edit' : 'submit' };
 }

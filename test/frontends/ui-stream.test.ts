@@ -184,6 +184,27 @@ describe('/ui_stream through the AI SDK, offline', () => {
     await expect(transport('/joke').sendMessages({ chatId: 'c', messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }], trigger: 'submit-message', messageId: undefined, abortSignal: undefined })).rejects.toThrow(/last message/);
   });
 
+  it('refuses an edit on /chat, whose history would keep the turns the page dropped; a chain without history answers it', async () => {
+    // A probe: the AI SDK's sendMessage({text, messageId}) replaced a message on the page and dropped the turns
+    // after it, while /chat's history kept them all and answered from them.
+    const chatId = `chat-${randomUUID()}`;
+    const first = userMessage('I am Ada');
+    const one = await lastMessage(await transport('/chat').sendMessages({ chatId, messages: [first], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+    const second = userMessage('I like cats');
+    await lastMessage(await transport('/chat').sendMessages({ chatId, messages: [first, one as UIMessage, second], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+    const edited = { ...first, parts: [{ type: 'text' as const, text: 'I am Bob' }] };
+    await expect(transport('/chat').sendMessages({ chatId, messages: [edited], trigger: 'submit-message', messageId: first.id, abortSignal: undefined })).rejects.toThrow(/cannot replace an earlier message/);
+    const history = (await (await fetch(`${url}/chat/history/${chatId}`, { headers: auth })).json()) as { messages: { content: string }[] };
+    expect(history.messages.map((m) => m.content).filter((text) => text.startsWith('I '))).toEqual(['I am Ada', 'I like cats']);
+    // The raw answer names the field.
+    const raw = await fetch(`${url}/chat/ui_stream`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ id: chatId, messages: [edited], trigger: 'submit-message', messageId: first.id }) });
+    expect(raw.status).toBe(422);
+    expect(((await raw.json()) as { detail: { loc: unknown[] }[] }).detail[0]?.loc).toEqual(['messageId']);
+    // A chain that keeps no history answers the conversation as the page now has it.
+    const joke = await lastMessage(await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [edited], trigger: 'submit-message', messageId: first.id, abortSignal: undefined }));
+    expect(textOf(joke).length).toBeGreaterThan(0);
+  });
+
   it('refuses an attachment the chain would never see (it was dropped, and the answer read as if the model had seen it)', async () => {
     // What useChat's sendMessage({text, files}) sends: the file as a data URL part beside the text.
     const withFile: UIMessage = {
