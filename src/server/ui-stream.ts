@@ -7,7 +7,7 @@
  * output chunks, or its events, into those parts; the same encoder serves a
  * live stream and the replay of a durable run's log.
  */
-import { RunnelError } from '../core/index.js';
+import { concat, RunnelError } from '../core/index.js';
 import { finishKind } from '../models/finish.js';
 import type { ChatTurn, Conversation } from './registry.js';
 
@@ -86,6 +86,8 @@ export class UiMessageEncoder {
   private ended = false;
   /** The finish reason of the last model answer seen: a streamed message's, or a chat model run's end. */
   private reason: string | undefined;
+  /** An output that is neither text nor a message, gathered from its chunks. */
+  private value: unknown;
 
   constructor(private readonly messageId: string) {}
 
@@ -94,8 +96,16 @@ export class UiMessageEncoder {
     return frame({ type: 'start', messageId: this.messageId });
   }
 
-  /** Text from one output chunk. */
+  /**
+   * Text from one output chunk. An output that is neither text nor a message (an object-valued chain's) is
+   * gathered and given as its JSON text at the end, once whole, as `/v1/chat/completions` gives it.
+   */
   chunk(chunk: unknown): string {
+    if (chunk === undefined || chunk === null) return '';
+    if (typeof chunk !== 'string' && (typeof chunk !== 'object' || !('content' in chunk))) {
+      this.value = this.value === undefined ? chunk : concat(this.value, chunk);
+      return '';
+    }
     if (typeof chunk === 'object') this.reason = finishReasonOf(chunk) ?? this.reason;
     const text = chunkText(chunk);
     if (text === '') return '';
@@ -160,8 +170,9 @@ export class UiMessageEncoder {
    */
   finish(finishReason?: string): string {
     if (this.ended) return '';
+    const value = this.value === undefined ? '' : this.chunk(JSON.stringify(this.value));
     this.ended = true;
-    return `${this.closeStep()}${frame({ type: 'finish', finishReason: uiFinishReason(finishReason ?? this.reason) })}data: [DONE]\n\n`;
+    return `${value}${this.closeStep()}${frame({ type: 'finish', finishReason: uiFinishReason(finishReason ?? this.reason) })}data: [DONE]\n\n`;
   }
 
   /** The run failed (`errorText`: its code and message), or was cancelled (an `abort` part). */

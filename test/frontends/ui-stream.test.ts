@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { chatChain } from '../../chains/chat.js';
 import { createChains } from '../../chains/index.js';
 import { jokeChain } from '../../chains/joke.js';
-import { buildApp, connectServices, defineChain, generator, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
+import { buildApp, connectServices, defineChain, generator, lambda, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
 import { deferred, settleWithin } from '../helpers.js';
 import { sampleValue } from '../support/prometheus.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
@@ -52,6 +52,13 @@ const broken = defineChain({
     throw new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'provider broke off (502)');
   }).withTypes({ input: z.object({ when: z.string() }), output: z.string() }),
   messages: { toInput: ({ turns }) => ({ input: { when: turns.at(-1)?.text ?? '' } }) },
+});
+
+/** An object-valued chain: its answer is its output as JSON text, as on /v1/chat/completions. */
+const facts = defineChain({
+  path: '/facts',
+  runnable: lambda((input: { topic: string }) => ({ topic: input.topic, count: 2 }), { input: z.object({ topic: z.string() }), output: z.object({ topic: z.string(), count: z.number() }) }),
+  messages: { toInput: ({ turns }) => ({ input: { topic: turns.at(-1)?.text ?? '' } }) },
 });
 
 async function listen(chains: ChainSpec<never, unknown>[], services: Services): Promise<{ app: FastifyInstance; url: string }> {
@@ -92,7 +99,7 @@ describe('/ui_stream through the AI SDK, offline', () => {
     services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', databaseUrl: DATABASE_URL, cacheNamespace: `runnel-test-ui:${randomUUID()}` });
     const { chains, docs } = createChains({ services, env: {} });
     await docs.seed();
-    ({ app, url } = await listen([...chains, story, broken] as ChainSpec<never, unknown>[], services));
+    ({ app, url } = await listen([...chains, story, broken, facts] as ChainSpec<never, unknown>[], services));
   });
   afterAll(async () => {
     await app.close();
@@ -182,6 +189,14 @@ describe('/ui_stream through the AI SDK, offline', () => {
 
     // The AI SDK turns a refusal into an error its useChat shows.
     await expect(transport('/joke').sendMessages({ chatId: 'c', messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }], trigger: 'submit-message', messageId: undefined, abortSignal: undefined })).rejects.toThrow(/last message/);
+  });
+
+  it('answers with an object-valued chain’s output as JSON text (it was an empty message), live and durable', async () => {
+    // A probe: /v1/chat/completions gave the JSON, /ui_stream only start and finish.
+    for (const body of [undefined, { on_disconnect: 'continue' }]) {
+      const message = await lastMessage(await transport('/facts', body).sendMessages({ chatId: randomUUID(), messages: [userMessage('otters')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+      expect(JSON.parse(textOf(message))).toEqual({ topic: 'otters', count: 2 });
+    }
   });
 
   it('refuses an edit on /chat, whose history would keep the turns the page dropped; a chain without history answers it', async () => {
