@@ -13,6 +13,11 @@ import type { ChatTurn, Conversation } from './registry.js';
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
 const content = z.union([z.string(), z.array(textPart)], { error: 'expected a string or an array of {"type": "text", "text"} parts' });
+/** An assistant's content may also hold its refusal, as OpenAI's answers do: read as its text. */
+const refusalPart = z.object({ type: z.literal('refusal'), refusal: z.string() });
+const assistantContent = z.union([z.string(), z.array(z.union([textPart, refusalPart]))], {
+  error: 'expected a string or an array of {"type": "text", "text"} or {"type": "refusal", "refusal"} parts',
+});
 const name = z.string().optional().describe('Accepted and ignored.');
 
 const toolCall = z.object({
@@ -27,7 +32,7 @@ const message = z.discriminatedUnion(
     z.object({ role: z.literal('system'), content, name }),
     z.object({ role: z.literal('developer'), content, name }).describe('Read as a system message.'),
     z.object({ role: z.literal('user'), content, name }),
-    z.object({ role: z.literal('assistant'), content: content.nullish(), name, tool_calls: z.array(toolCall).optional(), refusal: z.string().nullish() }),
+    z.object({ role: z.literal('assistant'), content: assistantContent.nullish(), name, tool_calls: z.array(toolCall).optional(), refusal: z.string().nullish() }),
     z.object({ role: z.literal('tool'), content, tool_call_id: z.string() }),
   ],
   { error: "expected one of 'system', 'developer', 'user', 'assistant', 'tool'" },
@@ -122,11 +127,11 @@ export function paramOf(loc: readonly (string | number)[]): string {
 function checkParts(body: Record<string, unknown>): void {
   if (!Array.isArray(body.messages)) return;
   body.messages.forEach((entry: unknown, i) => {
-    const parts = (entry as { content?: unknown } | null)?.content;
+    const { content: parts, role } = (entry ?? {}) as { content?: unknown; role?: unknown };
     if (!Array.isArray(parts)) return;
     parts.forEach((part: unknown, j) => {
       const type = (part as { type?: unknown } | null)?.type;
-      if (type !== 'text' && typeof type === 'string') {
+      if (type !== 'text' && !(type === 'refusal' && role === 'assistant') && typeof type === 'string') {
         throw bodyError(`Only text content parts are supported: messages[${i}].content[${j}] is ${JSON.stringify(type)}. Send images, audio and files' contents as text, or use a chain that takes them.`, {
           code: 'invalid_value',
           loc: ['messages', i, 'content', j, 'type'],
@@ -148,7 +153,8 @@ function firstIssue(error: z.ZodError): RunnelError {
   return bodyError(`Invalid '${param}': ${issue.message}`, { code: kind, loc });
 }
 
-const textOf = (value: z.infer<typeof content> | null | undefined): string => (value === null || value === undefined ? '' : typeof value === 'string' ? value : value.map((part) => part.text).join(''));
+const textOf = (value: z.infer<typeof assistantContent> | null | undefined): string =>
+  value === null || value === undefined ? '' : typeof value === 'string' ? value : value.map((part) => (part.type === 'text' ? part.text : part.refusal)).join('');
 
 /** An assistant turn's tool calls, their JSON arguments parsed. */
 function toolCallsOf(calls: z.infer<typeof toolCall>[], index: number): NonNullable<ChatTurn['tool_calls']> {

@@ -76,6 +76,7 @@ describe('errors on /v1 in OpenAI\'s shape', () => {
       [{ model: 'echo' }, 'messages', 'missing_required_parameter'],
       [{ model: 'echo', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/cat.png' } }] }] }, 'messages[0].content[0].type', 'invalid_value'],
       [{ model: 'echo', messages: [{ role: 'function', content: 'x', name: 'f' }] }, 'messages[0].role', 'invalid_type'],
+      [{ model: 'echo', messages: [{ role: 'user', content: [{ type: 'refusal', refusal: 'no' }] }] }, 'messages[0].content[0].type', 'invalid_value'],
       [ask('hi', { n: 2 }), 'n', 'invalid_value'],
       [ask('hi', { metadata: { session_id: 'a b' } }), 'metadata.session_id', 'invalid_value'],
       [{ model: 'echo', messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: 'not json' } }] }] }, 'messages[1].tool_calls[0].function.arguments', 'invalid_value'],
@@ -102,6 +103,10 @@ describe('errors on /v1 in OpenAI\'s shape', () => {
       expect(res.json.error, JSON.stringify(extra)).toMatchObject({ type: 'invalid_request_error', param: Object.keys(extra)[0], message });
     }
     expect((await complete(a, ask('hi', { temperature: 0.7, top_p: 1, max_tokens: 100, presence_penalty: -2, stop: ['a', 'b'] }))).status).toBe(200);
+    // A probe: an assistant's refusal part, which OpenAI's answers carry and its SDK's types allow, was refused,
+    // so a conversation that had one could not be sent on.
+    const refused = [{ role: 'user', content: 'x' }, { role: 'assistant', content: [{ type: 'refusal', refusal: 'I cannot help with that.' }] }, { role: 'user', content: 'y' }];
+    expect((await complete(a, { model: 'echo', messages: refused })).status).toBe(200);
     const notJson = await a.inject({ method: 'POST', url: '/v1/chat/completions', payload: '{not json', headers: { 'content-type': 'application/json' } });
     expect(notJson.statusCode).toBe(400);
     expect(notJson.json().error).toMatchObject({ type: 'invalid_request_error', code: 'RUNNEL_ERR_BODY_INVALID' });
