@@ -51,6 +51,20 @@ describe('POST /v1/chat/completions on /joke', () => {
     expect(completion.usage).toEqual({ prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
   });
 
+  it('takes a conversation whose assistant turn holds a refusal part, sent by the openai SDK', async () => {
+    // A probe: such a turn (OpenAI's answers carry them, the SDK's types allow them) was a 400.
+    const topic = `owls ${randomUUID()}`;
+    const completion = await app.client.chat.completions.create({
+      model: 'joke',
+      messages: [
+        { role: 'user', content: 'something' },
+        { role: 'assistant', content: [{ type: 'refusal', refusal: 'I cannot help with that.' }] },
+        { role: 'user', content: topic },
+      ],
+    });
+    expect(completion.choices[0]?.message.content).toContain(topic);
+  });
+
   it('reports no usage for an answer from the cache: no model call spent any', async () => {
     const topic = `dogs ${randomUUID()}`;
     await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: topic }] });
