@@ -296,10 +296,9 @@ export class MemoryRunStore implements RunStore {
   async create(record: RunRecord, options: CreateOptions = {}): Promise<void> {
     if (this.held(record.run_id) !== undefined) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
     const limit = options.openLimit ?? 0;
-    let open: Set<string> | undefined;
     if (limit > 0) {
       // A run leaves its caller's open runs as it ends.
-      open = this.open.get(record.identity) ?? new Set();
+      const open = this.open.get(record.identity) ?? new Set();
       if (open.size >= limit) throw tooManyRuns(limit);
       open.add(record.run_id);
       this.open.set(record.identity, open);
@@ -783,7 +782,7 @@ async function redisCall<T>(work: Promise<T>): Promise<T> {
  * Runs in Redis: `{ns}:run:{id}` (the record, JSON, with a TTL),
  * `{ns}:run:{id}:log` (a Redis Stream of frames, trimmed to `maxFrames`),
  * `{ns}:owner:{identity}` (a sorted set of the caller's run ids), `{ns}:open:{identity}` (with a limit, the
- * caller's runs that had not ended when last looked at), and two
+ * caller's runs that have not ended), and two
  * pub/sub channels: `{ns}:changed:{id}` (new frames or a new status) and
  * `{ns}:cancel` (cancel requests, for every worker).
  *
@@ -800,7 +799,7 @@ export class RedisRunStore implements RunStore {
   private readonly events = new EventEmitter().setMaxListeners(0);
   private readonly watching = new Map<string, number>();
   /** Passes of {@link releaseEnded} under way, by open-runs key. */
-  private readonly releasing = new Map<string, Promise<number>>();
+  private readonly releasing = new Map<string, Promise<void>>();
 
   constructor(options: RunStoreOptions & { client: Redis; namespace?: string }) {
     this.client = options.client;
@@ -855,11 +854,11 @@ export class RedisRunStore implements RunStore {
 
   /**
    * Takes out of a caller's open runs (`open`) those of the oldest {@link RELEASE_PASS} that have ended or
-   * are gone (past their TTL), from each record's first bytes; resolves with how many. A refused submission
+   * are gone (past their TTL), from each record's first bytes. A refused submission
    * costs at most that many reads, whatever the limit. Only ended runs are taken out, so it may run beside
    * any create: the limit itself is checked in the create's one step.
    */
-  private releaseEnded(open: string): Promise<number> {
+  private releaseEnded(open: string): Promise<void> {
     // One pass at a time per caller in a process: a burst of submissions at the limit reads the records once.
     let pass = this.releasing.get(open);
     if (pass === undefined) {
@@ -869,9 +868,9 @@ export class RedisRunStore implements RunStore {
     return pass;
   }
 
-  private async readAndRelease(open: string): Promise<number> {
+  private async readAndRelease(open: string): Promise<void> {
     const ids = await redisCall(this.client.zrange(open, 0, RELEASE_PASS - 1));
-    if (ids.length === 0) return 0;
+    if (ids.length === 0) return;
     const pipeline = this.client.pipeline();
     for (const id of ids) pipeline.getrange(this.key(id), 0, 1023);
     const heads = (await redisCall(pipeline.exec())) ?? [];
@@ -884,7 +883,6 @@ export class RedisRunStore implements RunStore {
       if (head === '' || (status !== undefined && TERMINAL.has(status as RunStatus))) done.push(id);
     }
     if (done.length > 0) await redisCall(this.client.zrem(open, ...done));
-    return done.length;
   }
 
   async get(runId: string): Promise<RunRecord | undefined> {
