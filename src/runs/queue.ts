@@ -398,10 +398,14 @@ export class BullRunQueue implements RunQueue {
   private redisLost = false;
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly options: RunQueueOptions;
+  /** The server's own connection (it fails fast while Redis is away; the queue's waits). */
+  private readonly redis: Redis;
+  private sweepingUnqueued = false;
 
   constructor(options: RunQueueOptions & { connection: Redis; prefix?: string; lockMs?: number }) {
     this.store = options.store;
     this.options = options;
+    this.redis = options.connection;
     this.core = new RunWorkerCore(options, options.lockMs ?? 30_000);
     const prefix = options.prefix ?? 'runnel-bull';
     // BullMQ wants connections of its own (a worker blocks on one); they end with the queue.
@@ -423,6 +427,14 @@ export class BullRunQueue implements RunQueue {
     this.timers.push(
       setInterval(() => void this.core.beat().catch(() => undefined), Math.max(200, Math.floor(lockMs / 3))),
       setInterval(() => void this.core.sweep(lockMs).catch(() => undefined), Math.max(500, Math.floor(lockMs / 2))),
+      setInterval(() => {
+        // A sweep of a long backlog may outlast the interval: one at a time.
+        if (this.sweepingUnqueued) return;
+        this.sweepingUnqueued = true;
+        void this.sweepUnqueued(2 * lockMs)
+          .catch(() => undefined)
+          .finally(() => (this.sweepingUnqueued = false));
+      }, Math.max(500, Math.floor(lockMs / 2))),
     );
     for (const timer of this.timers) timer.unref();
     if (options.concurrency > 0) {
@@ -451,12 +463,40 @@ export class BullRunQueue implements RunQueue {
   }
 
   async submit(record: RunRecord): Promise<void> {
-    await this.store.create(record, { openLimit: this.options.maxRunsPerCaller });
+    // Two steps, the record then the job (BullMQ's own): a process stopped between them leaves a run no worker
+    // will take, which the sweep below ends.
+    await this.store.create(record, { openLimit: this.options.maxRunsPerCaller, queued: true });
     try {
       await this.queue.add('run', { run_id: record.run_id }, { jobId: record.run_id });
     } catch (error) {
       await this.core.endWaiting(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be queued'), 'error').catch(() => undefined);
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be queued', { cause: error });
+    }
+  }
+
+  /**
+   * Ends as lost the runs stored more than `graceMs` ago that are still pending with no job in the queue (their
+   * submitter stopped between its two steps), and settles every run it checked: each is checked once. The grace
+   * covers an add held back while Redis was away; an add that still comes later finds its run ended.
+   */
+  private async sweepUnqueued(graceMs: number): Promise<void> {
+    for (let pass = 0; pass < UNQUEUED_PASSES; pass++) {
+      const runs = await this.store.unqueued(graceMs, UNQUEUED_PASS);
+      if (runs.length === 0) return;
+      // A run that ran has ended (its job removed as it completed) or runs (its job active): only a pending one
+      // can lack its job.
+      const pending = runs.filter((run) => run.pending).map((run) => run.runId);
+      if (pending.length > 0) {
+        const pipeline = this.redis.pipeline();
+        for (const id of pending) pipeline.exists(this.queue.toKey(id));
+        const found = (await pipeline.exec()) ?? [];
+        for (const [index, id] of pending.entries()) {
+          const [error, count] = found[index] ?? [null, 1];
+          if (error === null && count === 0) await this.core.endWaiting(id, new RunnelError('RUNNEL_ERR_RUN_LOST', 'The server stopped before the run was queued'), 'error');
+        }
+      }
+      await this.store.settleQueued(runs.map((run) => run.runId));
+      if (runs.length < UNQUEUED_PASS) return;
     }
   }
 
@@ -512,6 +552,10 @@ export class BullRunQueue implements RunQueue {
 
   private closing: Promise<void> | undefined;
 }
+
+/** Runs one step of {@link BullRunQueue}'s sweep of unqueued runs checks, and most steps in one sweep. */
+const UNQUEUED_PASS = 1_000;
+const UNQUEUED_PASSES = 100;
 
 /** One caller's runs in the in-process queue. */
 interface CallerRuns {

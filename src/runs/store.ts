@@ -95,6 +95,11 @@ export interface CreateOptions {
    * have not ended (`RUNNEL_MAX_RUNS_PER_KEY`), in every process that shares the store.
    */
   openLimit?: number;
+  /**
+   * A job is queued for it after this step, in another: until a sweep finds that job ({@link RunStore.unqueued}),
+   * a run whose submitter stopped between the two steps can be found and ended.
+   */
+  queued?: boolean;
 }
 
 function tooManyRuns(limit: number): RunnelError {
@@ -153,6 +158,13 @@ export interface RunStore {
   stale(staleMs: number): Promise<string[]>;
   /** A run executing outside the queue has ended. */
   forget(runId: string): Promise<void>;
+  /**
+   * At most `count` runs stored `queued` more than `olderThanMs` ago that no sweep has settled yet, oldest
+   * first, each with whether its record is still `pending`: the queue checks those have their job, then
+   * settles them all ({@link settleQueued}).
+   */
+  unqueued(olderThanMs: number, count: number): Promise<{ runId: string; pending: boolean }[]>;
+  settleQueued(runIds: readonly string[]): Promise<void>;
   /** Whether a process beat for the run within the last `staleMs` (it is executing it still). */
   beating(runId: string, staleMs: number): Promise<boolean>;
   /** The frames after `afterId` (all of them without it), as they are now. */
@@ -425,6 +437,13 @@ export class MemoryRunStore implements RunStore {
 
   async forget(): Promise<void> {}
 
+  // The in-process queue holds a run in the same turn as its record: none is stored without its place.
+  async unqueued(): Promise<{ runId: string; pending: boolean }[]> {
+    return [];
+  }
+
+  async settleQueued(): Promise<void> {}
+
   async beating(): Promise<boolean> {
     return false;
   }
@@ -573,9 +592,10 @@ return 1`;
 /**
  * A new run, in one step: its record (SET NX with the TTL), its place in its owner's list (trimmed, with the
  * TTL), for a run executed outside the queue its first heartbeat (at Redis's time), and with a limit its place
- * in its owner's open runs. 0 when the id is taken; -1, writing nothing, when the owner holds `limit` open runs.
- * KEYS: record, owner list, heartbeats, owner's open runs. ARGV: record JSON, TTL, created (ms), run id, most
- * listed, '1' (beating) or '', limit or ''.
+ * in its owner's open runs, and for a run whose job is queued next its place among those not yet seen queued
+ * (at Redis's time). 0 when the id is taken; -1, writing nothing, when the owner holds `limit` open runs.
+ * KEYS: record, owner list, heartbeats, owner's open runs, runs not yet seen queued. ARGV: record JSON, TTL,
+ * created (ms), run id, most listed, '1' (beating) or '', limit or '', '1' (queued next) or ''.
  */
 const CREATE = `${NOW_MS}
 local limit = tonumber(ARGV[7])
@@ -589,6 +609,7 @@ if limit then
   redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4])
   redis.call('EXPIRE', KEYS[4], ARGV[2])
 end
+if ARGV[8] ~= '' then redis.call('ZADD', KEYS[5], now_ms(), ARGV[4]) end
 return 1`;
 
 /**
@@ -739,6 +760,10 @@ return #ARGV`;
 const STALE = `${NOW_MS}
 return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms() - tonumber(ARGV[1]), 'LIMIT', 0, 100)`;
 
+/** At most ARGV[2] runs stored to be queued more than ARGV[1] ms ago by Redis's clock. KEYS: those runs. */
+const UNQUEUED = `${NOW_MS}
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms() - tonumber(ARGV[1]), 'LIMIT', 0, tonumber(ARGV[2]))`;
+
 /** 1 when the run's last heartbeat is within ARGV[2] ms by Redis's clock, else 0. KEYS: heartbeats. ARGV: run id, ms. */
 const BEATING = `${NOW_MS}
 local beat = redis.call('ZSCORE', KEYS[1], ARGV[1])
@@ -750,6 +775,7 @@ const scripts = {
   beating: new RedisScript(BEATING),
   heartbeat: new RedisScript(HEARTBEAT),
   stale: new RedisScript(STALE),
+  unqueued: new RedisScript(UNQUEUED),
   update: new RedisScript(UPDATE_UNLESS_ENDED),
   start: new RedisScript(START_UNLESS_CANCELLED),
   writeFrames: new RedisScript(WRITE_FRAMES),
@@ -782,7 +808,8 @@ async function redisCall<T>(work: Promise<T>): Promise<T> {
  * Runs in Redis: `{ns}:run:{id}` (the record, JSON, with a TTL),
  * `{ns}:run:{id}:log` (a Redis Stream of frames, trimmed to `maxFrames`),
  * `{ns}:owner:{identity}` (a sorted set of the caller's run ids), `{ns}:open:{identity}` (with a limit, the
- * caller's runs that have not ended), and two
+ * caller's runs that have not ended), `{ns}:local` (heartbeats), `{ns}:unqueued` (queued runs whose job no
+ * sweep has seen yet), and two
  * pub/sub channels: `{ns}:changed:{id}` (new frames or a new status) and
  * `{ns}:cancel` (cancel requests, for every worker).
  *
@@ -836,8 +863,8 @@ export class RedisRunStore implements RunStore {
       redisCall(
         scripts.create.run<number>(
           this.client,
-          [this.key(record.run_id), `${this.ns}:owner:${record.identity}`, `${this.ns}:local`, open],
-          [JSON.stringify(record), this.ttl, Date.parse(record.created_at), record.run_id, this.maxListed, options.local === true ? '1' : '', limit > 0 ? limit : ''],
+          [this.key(record.run_id), `${this.ns}:owner:${record.identity}`, `${this.ns}:local`, open, `${this.ns}:unqueued`],
+          [JSON.stringify(record), this.ttl, Date.parse(record.created_at), record.run_id, this.maxListed, options.local === true ? '1' : '', limit > 0 ? limit : '', options.queued === true ? '1' : ''],
         ),
       );
     let created = await create();
@@ -871,18 +898,25 @@ export class RedisRunStore implements RunStore {
   private async readAndRelease(open: string): Promise<void> {
     const ids = await redisCall(this.client.zrange(open, 0, RELEASE_PASS - 1));
     if (ids.length === 0) return;
+    const statuses = await this.heads(ids);
+    const done = ids.filter((_, index) => statuses[index] === 'gone' || (statuses[index] !== undefined && TERMINAL.has(statuses[index] as RunStatus)));
+    if (done.length > 0) await redisCall(this.client.zrem(open, ...done));
+  }
+
+  /**
+   * Each run's status from its record's first bytes, in one round trip: 'gone' when it has no record (past
+   * its TTL), undefined when it could not be read or its head does not hold the status (a record's own status
+   * comes before its input, so that is one with an odd shape).
+   */
+  private async heads(ids: readonly string[]): Promise<(string | undefined)[]> {
     const pipeline = this.client.pipeline();
     for (const id of ids) pipeline.getrange(this.key(id), 0, 1023);
     const heads = (await redisCall(pipeline.exec())) ?? [];
-    const done: string[] = [];
-    for (const [index, id] of ids.entries()) {
-      const [error, head] = heads[index] ?? [null, ''];
-      if (error !== null || typeof head !== 'string') continue;
-      // A record's own status comes before its input; one without it in its head is left open.
-      const status = /"status":"(\w+)"/.exec(head)?.[1];
-      if (head === '' || (status !== undefined && TERMINAL.has(status as RunStatus))) done.push(id);
-    }
-    if (done.length > 0) await redisCall(this.client.zrem(open, ...done));
+    return ids.map((_, index) => {
+      const [error, head] = heads[index] ?? [null, undefined];
+      if (error !== null || typeof head !== 'string') return undefined;
+      return head === '' ? 'gone' : /"status":"(\w+)"/.exec(head)?.[1];
+    });
   }
 
   async get(runId: string): Promise<RunRecord | undefined> {
@@ -979,6 +1013,17 @@ export class RedisRunStore implements RunStore {
 
   async forget(runId: string): Promise<void> {
     await redisCall(this.client.zrem(`${this.ns}:local`, runId));
+  }
+
+  async unqueued(olderThanMs: number, count: number): Promise<{ runId: string; pending: boolean }[]> {
+    const ids = await redisCall(scripts.unqueued.run<string[]>(this.client, [`${this.ns}:unqueued`], [olderThanMs, count]));
+    if (ids.length === 0) return [];
+    const heads = await this.heads(ids);
+    return ids.map((runId, index) => ({ runId, pending: heads[index] === 'pending' }));
+  }
+
+  async settleQueued(runIds: readonly string[]): Promise<void> {
+    if (runIds.length > 0) await redisCall(this.client.zrem(`${this.ns}:unqueued`, ...runIds));
   }
 
   async beating(runId: string, staleMs: number): Promise<boolean> {

@@ -1,0 +1,84 @@
+/**
+ * A queued run is stored, then its job added to BullMQ: two steps. A process stopped between them (kill -9
+ * in a deploy, under load) left a run `pending` that no worker would ever take — for `/wait` and
+ * `/stream` until its TTL (24 h), and holding one of its caller's places under `RUNNEL_MAX_RUNS_PER_KEY`
+ * for as long. Now the sweep ends such a run as lost, and leaves alone a run whose job waits its turn.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp, connectServices, defineChain, lambda, type ChainSpec } from '../../src/index.js';
+import { RedisRunStore, type RunRecord } from '../../src/runs/index.js';
+import { Redis } from 'ioredis';
+
+const keys = { ada: 'ada-key-0123456789abcdef', bob: 'bob-key-0123456789abcdef' };
+const as = (who: keyof typeof keys) => ({ authorization: `Bearer ${keys[who]}`, 'content-type': 'application/json' });
+
+describe('a run stored but never queued (its submitter stopped between the two steps)', () => {
+  const gate: { open?: () => void } = {};
+  const chain = defineChain({
+    path: '/gate',
+    runnable: lambda(
+      async (input: { name: string }) => {
+        if (input.name === 'held') await new Promise<void>((resolve) => (gate.open = resolve));
+        return input.name;
+      },
+      { input: z.object({ name: z.string() }), output: z.string() },
+    ),
+  });
+  const runNamespace = `runnel-test-${randomUUID()}`;
+  const redis = new Redis('redis://127.0.0.1:6379');
+  // The server's own store, on the same keys: what a submitter killed after its first step leaves behind.
+  const store = new RedisRunStore({ client: redis, namespace: `${runNamespace}:runs` });
+  let app: FastifyInstance;
+  let url = '';
+
+  beforeAll(async () => {
+    const config = { apiKeys: Object.entries(keys).map(([name, key]) => ({ name, key })), runNamespace, maxRunsPerKey: 1, workerConcurrency: 1, runLockMs: 1_000 };
+    app = await buildApp({ chains: [chain] as ChainSpec<never, unknown>[], services: await connectServices({ redisUrl: 'redis://127.0.0.1:6379' }), config });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    gate.open?.();
+    await app.close();
+    redis.disconnect();
+  });
+
+  const submit = (who: keyof typeof keys, name: string) => fetch(`${url}/gate/runs`, { method: 'POST', headers: as(who), body: JSON.stringify({ input: { name } }) });
+  const read = async (runId: string, who: keyof typeof keys, wait = false) =>
+    (await (await fetch(`${url}/gate/runs/${runId}${wait ? '/wait?timeout_s=15' : ''}`, { headers: as(who) })).json()) as { status: string; output?: unknown; error?: { code: string } };
+
+  it('ends it as lost and frees its caller’s place; a run whose job waits its turn past the same time is left to run', async () => {
+    // Bob's run holds the one worker; Ada's next one waits in the queue, with its job, longer than the grace.
+    const held = (await (await submit('bob', 'held')).json()) as { run_id: string };
+    const waiting = (await (await submit('ada', 'waiting')).json()) as { run_id: string };
+    expect(waiting.run_id).toBeTypeOf('string');
+    // Ada's second run stored with the server's own first step, and no job: the process stopped there.
+    const now = new Date().toISOString();
+    const orphan: RunRecord = { run_id: randomUUID(), chain: '/gate', kind: 'run', identity: 'ada', status: 'pending', input: { name: 'orphan' }, config: {}, created_at: now, updated_at: now };
+    await store.create(orphan, { queued: true });
+    const lost = await read(orphan.run_id, 'ada', true);
+    expect(lost).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    // The sweep takes the oldest first: it reaches the waiting run with the orphan, or before, and settles it.
+    while ((await store.unqueued(0, 100)).some((run) => run.runId === waiting.run_id)) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect((await read(waiting.run_id, 'ada')).status).toBe('pending');
+    gate.open?.();
+    expect(await read(held.run_id, 'bob', true)).toMatchObject({ status: 'success', output: 'held' });
+    expect(await read(waiting.run_id, 'ada', true)).toMatchObject({ status: 'success', output: 'waiting' });
+  });
+
+  it('frees the place the lost run held under RUNNEL_MAX_RUNS_PER_KEY', async () => {
+    const now = new Date().toISOString();
+    const orphan: RunRecord = { run_id: randomUUID(), chain: '/gate', kind: 'run', identity: 'bob', status: 'pending', input: { name: 'orphan' }, config: {}, created_at: now, updated_at: now };
+    await store.create(orphan, { queued: true, openLimit: 1 });
+    // Until the sweep finds it, Bob's one place is taken.
+    expect((await submit('bob', 'next')).status).toBe(429);
+    expect(await read(orphan.run_id, 'bob', true)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    const next = await submit('bob', 'next');
+    expect(next.status).toBe(202);
+    expect(await read(((await next.json()) as { run_id: string }).run_id, 'bob', true)).toMatchObject({ status: 'success', output: 'next' });
+  });
+});
