@@ -88,6 +88,8 @@ export async function sendLiveStream(
      * it would retry the provider's own.
      */
     errorBeforeOpen?: (error: unknown) => { status: number; code: ErrorCode; body: unknown };
+    /** Headers of the stream, sent with it only (not with an error answered before it opens). */
+    headers?: Readonly<Record<string, string>>;
   },
 ): Promise<void> {
   const { chain, endpoint, runId, format, errorBeforeOpen } = options;
@@ -102,7 +104,7 @@ export async function sendLiveStream(
   let status = 200;
   const firstToken = firstTokenTimer(state.metrics, { chain: chain.spec.path, endpoint }, () => reply.elapsedTime / 1000);
 
-  const sse = takeOverForEvents(request, reply);
+  const sse = takeOverForEvents(request, reply, options.headers);
   whenClientGone(reply, () => {
     if (sse.closed && reply.raw.writableEnded) return;
     clientGone = true;

@@ -31,6 +31,7 @@ function uiFormat(kind: RunKind, runId: string, endpoint: string): RunStreamForm
   const ui = new UiMessageEncoder(runId);
   return {
     endpoint,
+    headers: UI_STREAM_HEADERS,
     frame: (sse, frame: RunFrame) => {
       switch (frame.event) {
         case 'metadata':
@@ -67,7 +68,6 @@ export function uiStreamHandler(chain: PreparedChain) {
       const configurable = conversationConfigurable(conversation, adapted);
       const server: RunnableConfig | undefined = configurable === undefined ? undefined : { configurable };
       const record = await prepareRun(request, chain, events ? 'stream_events' : 'stream', { input, server, chatId: conversation.id });
-      reply.headers(UI_STREAM_HEADERS);
       await streamRunHere(request, reply, record, uiFormat(record.kind, record.run_id, 'ui_stream'));
       return;
     }
@@ -76,7 +76,6 @@ export function uiStreamHandler(chain: PreparedChain) {
       endpoint: 'ui_stream',
       client: { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'] },
     });
-    reply.headers(UI_STREAM_HEADERS);
     const ui = new UiMessageEncoder(runId);
     let started = false;
     const runnable = chain.spec.runnable;
@@ -91,6 +90,7 @@ export function uiStreamHandler(chain: PreparedChain) {
       endpoint: 'ui_stream',
       runId,
       config,
+      headers: UI_STREAM_HEADERS,
       // A run that fails before its first part (a provider's 429, a bad key) is a plain HTTP error: the AI SDK
       // raises it with its body, and the chat shows no empty answer beside the error.
       errorBeforeOpen: (error) => {
@@ -122,7 +122,6 @@ export function uiResumeHandler(chain: PreparedChain) {
     const runs = await runQueue(request).store.list(request.identity, RESUME_WINDOW);
     const run = runs.find((record) => record.chain === chain.spec.path && record.chat_id === chatId);
     if (run === undefined || TERMINAL.has(run.status)) return reply.code(204).send();
-    reply.headers(UI_STREAM_HEADERS);
     await sendRunStream(request, reply, run, undefined, uiFormat(run.kind, run.run_id, 'ui_stream_resume'));
   };
 }

@@ -181,14 +181,14 @@ export function clientGone(request: FastifyRequest, endpoint: string, chainPath:
  * ping and stall settings and the headers set so far (CORS, request id)
  * writes it. The caller opens it.
  */
-export function takeOverForEvents(request: FastifyRequest, reply: FastifyReply): SseWriter {
+export function takeOverForEvents(request: FastifyRequest, reply: FastifyReply, headers?: Readonly<Record<string, string>>): SseWriter {
   const { config } = request.server.runnel;
   reply.hijack();
   request.countedByHandler = true;
   return new SseWriter(reply.raw, {
     pingMs: config.pingMs,
     stallMs: config.streamStallMs,
-    headers: replyHeaders(reply),
+    headers: headers === undefined ? replyHeaders(reply) : { ...replyHeaders(reply), ...headers },
   });
 }
 

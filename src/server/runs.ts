@@ -93,6 +93,8 @@ export interface RunStreamFormat {
    * closes. Not the AI SDK's: its client takes a stream that ends without `finish` for a whole answer.
    */
   rejoins?: boolean;
+  /** Headers of the stream (the AI SDK's marker), sent with it only: an error answered before it is plain JSON. */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -125,7 +127,7 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
   const queue = runQueue(request);
   checkStreamSlot(request);
   const started = performance.now();
-  const sse = takeOverForEvents(request, reply);
+  const sse = takeOverForEvents(request, reply, format.headers);
   // Frames go to the socket as they are made; only while it pushes back do they wait here, in order.
   const pending: RunFrame[] = [];
   let blocked = false;
@@ -258,7 +260,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   }
   checkStreamSlot(request);
   const started = performance.now();
-  const sse = takeOverForEvents(request, reply);
+  const sse = takeOverForEvents(request, reply, format.headers);
   const gone = new AbortController();
   whenClientGone(reply, () => gone.abort());
   // Shutdown ends this reader (the run goes on; the client rejoins on another replica with Last-Event-ID).

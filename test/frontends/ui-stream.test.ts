@@ -191,6 +191,20 @@ describe('/ui_stream through the AI SDK, offline', () => {
     await expect(transport('/joke').sendMessages({ chatId: 'c', messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }], trigger: 'submit-message', messageId: undefined, abortSignal: undefined })).rejects.toThrow(/last message/);
   });
 
+  it('marks the stream, and only the stream, with the AI SDK’s header: live and durable, not a JSON error answered before it', async () => {
+    const post = (path: string, body: Record<string, unknown>, text = 'cats') =>
+      fetch(`${url}${path}/ui_stream`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ id: randomUUID(), messages: [userMessage(text)], ...body }) });
+    for (const body of [{}, { on_disconnect: 'continue' }]) {
+      const res = await post('/joke', body);
+      expect([res.status, res.headers.get('x-vercel-ai-ui-message-stream')]).toEqual([200, 'v1']);
+      await res.text();
+    }
+    // A probe: the 429 of a run that failed before its first part carried it too.
+    const refused = await post('/broken', {}, 'before');
+    expect([refused.status, refused.headers.get('content-type'), refused.headers.get('x-vercel-ai-ui-message-stream')]).toEqual([429, 'application/json; charset=utf-8', null]);
+    await refused.text();
+  });
+
   it('answers with an object-valued chain’s output as JSON text (it was an empty message), live and durable', async () => {
     // A probe: /v1/chat/completions gave the JSON, /ui_stream only start and finish.
     for (const body of [undefined, { on_disconnect: 'continue' }]) {
