@@ -37,6 +37,12 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
   // Models exist since the server started.
   const created = Math.floor(Date.now() / 1000);
 
+  // Every answer names its request, as OpenAI's do: the SDKs give it as `_request_id`, and it is what the log
+  // lines carry (a client's own valid `x-request-id` is kept).
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    done();
+  });
   app.setErrorHandler((error, request, reply) => {
     const { status, code, body, internal } = toOpenAIError(error);
     app.runnel.metrics.error(code);

@@ -214,6 +214,10 @@ export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest
   if (choice === 'required' || (typeof choice === 'object' && choice !== null)) {
     throw bodyError("tool_choice must be 'auto' or 'none': the chain decides whether it calls a tool, so it cannot be made to", { code: 'invalid_value', loc: ['tool_choice'] });
   }
+  // As OpenAI answers it: a client that asks for usage in a stream it did not ask for would wait for a chunk.
+  if (request.stream_options != null && request.stream !== true) {
+    throw bodyError("The 'stream_options' parameter is only allowed when 'stream' is enabled.", { code: 'invalid_value', loc: ['stream_options'] });
+  }
   const sessionId = request.metadata?.session_id;
   if (sessionId !== undefined) {
     try {

@@ -201,6 +201,26 @@ describe('errors, as the SDK raises them', () => {
     await expect(stranger.models.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
   });
 
+  it('stream_options without stream is a 400 naming it, as OpenAI answers (a probe: it was accepted and ignored)', async () => {
+    const failed = await app.client.chat.completions
+      .create({ model: 'joke', messages: [{ role: 'user', content: 'hi' }], stream_options: { include_usage: true } })
+      .catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(failed).toMatchObject({ status: 400, param: 'stream_options' });
+  });
+
+  it('names each answer’s request, as OpenAI does: the SDK’s request id, streamed or not (a probe: only errors carried it)', async () => {
+    const plain = await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: `ids ${randomUUID()}` }] });
+    expect(plain._request_id).toMatch(/\S/);
+    const streamed = await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: `ids ${randomUUID()}` }], stream: true }).withResponse();
+    expect(streamed.request_id).toMatch(/\S/);
+    expect(streamed.request_id).not.toBe(plain._request_id);
+    for await (const chunk of streamed.data) expect(chunk.object).toBe('chat.completion.chunk');
+    // A client's own id is kept.
+    const own = await app.client.models.list({ headers: { 'x-request-id': 'trace-me-42' } }).withResponse();
+    expect(own.request_id).toBe('trace-me-42');
+  });
+
   it('tools sent to a chain that takes none are a 400 tools_not_supported naming the chain', async () => {
     const failed = await app.client.chat.completions
       .create({ model: 'joke', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: {} } } }] })
