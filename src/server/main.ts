@@ -28,7 +28,7 @@ async function main(): Promise<void> {
 }
 
 async function serve(config: ServerConfig): Promise<void> {
-  const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, namespace: config.runNamespace });
   const { chains, docs } = createChains({ services });
   services.checks.set('docs', async () => docs.ready);
   const app = await buildApp({

@@ -28,7 +28,13 @@ export interface ServicesConfig {
   redisCommandTimeoutMs?: number;
   /** Postgres statement timeout, ms (default 5,000). */
   statementTimeoutMs?: number;
-  /** The Redis key prefix of the response cache (default the cache's own, `runnel:cache`). */
+  /**
+   * The deployment's Redis prefix (`RUNNEL_RUN_NAMESPACE`, default `runnel`): histories are kept under
+   * `{namespace}:history`, the response cache under `{namespace}:cache`, as runs are under `{namespace}:runs`.
+   * Deployments that share a Redis and have API keys of the same names keep their callers apart by it.
+   */
+  namespace?: string;
+  /** The Redis key prefix of the response cache (default `{namespace}:cache`). */
   cacheNamespace?: string;
   /** PGlite's `shared_buffers` (default `16MB`; Postgres's own default is 128MB, all of it resident). */
   embeddedSharedBuffers?: string;
@@ -63,6 +69,7 @@ export interface Services {
  */
 export async function connectServices(config: ServicesConfig): Promise<Services> {
   const checks = new Map<string, () => Promise<boolean>>();
+  const namespace = config.namespace ?? 'runnel';
   let redis: Redis | undefined;
   if (config.redisUrl) {
     redis = createRedisClient(config.redisUrl, { commandTimeoutMs: config.redisCommandTimeoutMs ?? 500 });
@@ -123,7 +130,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     onCacheLookup: () => {},
     modelCache: (options = {}) => {
       const report = (result: 'hit' | 'miss' | 'error'): void => services.onCacheLookup(result);
-      if (redis !== undefined) return new RedisCache({ client: redis, ...(config.cacheNamespace === undefined ? {} : { namespace: config.cacheNamespace }), ...options, onLookup: report });
+      if (redis !== undefined) return new RedisCache({ client: redis, namespace: config.cacheNamespace ?? `${namespace}:cache`, ...options, onLookup: report });
       const memoryCache = new InMemoryCache();
       return {
         lookup: async (key) => {
@@ -137,7 +144,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     history: (identity, sessionId) =>
       redis === undefined
         ? memory.history(`${identity}:${sessionId}`)
-        : new RedisChatMessageHistory({ client: redis, sessionId: `${identity}:${sessionId}` }),
+        : new RedisChatMessageHistory({ client: redis, namespace: `${namespace}:history`, sessionId: `${identity}:${sessionId}` }),
     sql: () => {
       if (executor !== undefined) return executor;
       const opening = (async () => {

@@ -26,7 +26,7 @@ try {
   if (config.redisUrl === undefined) throw new Error('runnel worker: REDIS_URL is required (the run queue lives in Redis)');
   // 0 is an HTTP-only server's setting (no workers in it); a worker process with none would run nothing.
   if (config.workerConcurrency < 1) throw new Error('runnel worker: RUNNEL_WORKER_CONCURRENCY must be at least 1 in a worker process (0 is for a server without workers)');
-  const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, role: 'worker' });
+  const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, namespace: config.runNamespace, role: 'worker' });
   if (services.redis?.status !== 'ready') logger.warn('runnel worker: Redis is not reachable (REDIS_URL); runs are taken once it is');
   if (config.processes > 1) logger.warn('runnel worker: RUNNEL_PROCESSES is for the HTTP server; a worker runs RUNNEL_WORKER_CONCURRENCY runs at once in one process (start more workers for more)');
   const { chains } = createChains({ services });

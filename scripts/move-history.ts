@@ -1,0 +1,68 @@
+/**
+ * `npm run history:move -- [--namespace NAME] [--dry-run]`
+ *
+ * Chat histories used to be kept under `runnel:history` whatever the
+ * deployment's `RUNNEL_RUN_NAMESPACE`; they are now under
+ * `{namespace}:history`, so deployments sharing a Redis keep their callers
+ * apart. A deployment with a namespace other than `runnel` finds its earlier
+ * conversations again by moving them under its own: this renames every
+ * `runnel:history:*` key of the Redis at REDIS_URL to `{namespace}:history:*`
+ * (each keeps its time to live), never over a key that exists there already,
+ * and prints what it moved and what it left. Run it once, for the deployment
+ * that owned those conversations: on a Redis several deployments shared,
+ * the old keys do not say whose they were. The response cache is not moved;
+ * it fills again.
+ */
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { redactUrlCredentials } from '../src/server/log-options.js';
+
+const LEGACY = 'runnel:history:';
+
+const { values } = parseArgs({ options: { namespace: { type: 'string' }, 'dry-run': { type: 'boolean', default: false } } });
+const namespace = values.namespace ?? process.env.RUNNEL_RUN_NAMESPACE ?? 'runnel';
+const url = process.env.REDIS_URL;
+if (url === undefined || url === '') {
+  console.error('history:move: REDIS_URL is required (the Redis that holds the histories)');
+  process.exit(2);
+}
+if (!/^[\w:-]{1,64}$/.test(namespace)) {
+  console.error('history:move: the namespace takes letters, digits, _, - and : only (1 to 64), as RUNNEL_RUN_NAMESPACE does');
+  process.exit(2);
+}
+if (namespace === 'runnel') {
+  console.log('history:move: the namespace is runnel, whose histories are where they were; nothing to move');
+  process.exit(0);
+}
+
+const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+redis.on('error', () => {});
+try {
+  await redis.connect();
+  let moved = 0;
+  let kept = 0;
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${LEGACY}*`, 'COUNT', 1000);
+    cursor = next;
+    for (const key of keys) {
+      const target = `${namespace}:history:${key.slice(LEGACY.length)}`;
+      if (values['dry-run']) {
+        if ((await redis.exists(target)) === 1) kept++;
+        else moved++;
+        continue;
+      }
+      // RENAMENX keeps the key's TTL, and refuses when the target exists: a conversation this deployment
+      // holds under its namespace already is never overwritten.
+      if ((await redis.renamenx(key, target)) === 1) moved++;
+      else kept++;
+    }
+  } while (cursor !== '0');
+  const verb = values['dry-run'] ? 'would move' : 'moved';
+  console.log(`history:move: ${verb} ${moved} conversations to ${namespace}:history; ${kept} left where they were (one of the same name is there already)`);
+} catch (error) {
+  console.error(`history:move: ${redactUrlCredentials(error instanceof Error ? error.message : String(error))}`);
+  process.exitCode = 1;
+} finally {
+  redis.disconnect();
+}
