@@ -308,10 +308,19 @@ function keyProblems(keys: readonly (ApiKey & { bare: boolean })[]): string[] {
  */
 export function metricsKeyProblems(apiKeys: readonly ApiKey[], metricsKeys: readonly string[]): string[] {
   const names = new Set(apiKeys.map((k) => k.name));
-  const unknown = metricsKeys.filter((name) => name !== '*' && !names.has(name));
+  const unknown = metricsKeys.map((name, index) => ({ name, index })).filter(({ name }) => name !== '*' && !names.has(name));
   if (unknown.length === 0) return [];
-  if (apiKeys.length === 0) return [`names keys (${unknown.map((name) => JSON.stringify(name)).join(', ')}), but RUNNEL_API_KEYS is not set: without keys /metrics is open like every route`];
-  return [`${unknown.map((name) => JSON.stringify(name)).join(', ')} ${unknown.length === 1 ? 'is not the name' : 'are not names'} of a key in RUNNEL_API_KEYS (${[...names].map((name) => JSON.stringify(name)).join(', ')})`];
+  // An entry is quoted only when it cannot be a key (shorter than any): writing a key where its name goes is
+  // an easy mistake, and the message goes to the logs. A key of this server is said to be one, by its name.
+  const said = ({ name, index }: { name: string; index: number }): string => {
+    const owner = apiKeys.find((k) => k.key === name);
+    if (owner !== undefined) return `entry ${index + 1} is the key named ${JSON.stringify(owner.name)} itself, not its name`;
+    return name.length < 16 ? JSON.stringify(name) : `entry ${index + 1} (not quoted: it may be a key)`;
+  };
+  if (apiKeys.length === 0) return [`names keys (${unknown.map(said).join(', ')}), but RUNNEL_API_KEYS is not set: without keys /metrics is open like every route`];
+  return [
+    `${unknown.map(said).join(', ')}: ${unknown.length === 1 ? 'not the name' : 'not names'} of a key in RUNNEL_API_KEYS (${[...names].map((name) => JSON.stringify(name)).join(', ')})`,
+  ];
 }
 
 /**

@@ -127,11 +127,29 @@ describe('health and metrics', () => {
     }
     // A name that is no key's would lock the scraper out: the start fails, naming it and the keys there are.
     expect(() => loadServerConfig({ RUNNEL_API_KEYS: `alice:${KEY}`, RUNNEL_METRICS_KEYS: 'prometheus' })).toThrow(
-      'RUNNEL_METRICS_KEYS: "prometheus" is not the name of a key in RUNNEL_API_KEYS ("alice")',
+      'RUNNEL_METRICS_KEYS: "prometheus": not the name of a key in RUNNEL_API_KEYS ("alice")',
     );
+    // A probe: the key itself written for its name was printed at the start, into the logs.
+    const echoed = (env: Record<string, string>): string => {
+      try {
+        loadServerConfig(env);
+      } catch (error) {
+        return (error as Error).message;
+      }
+      throw new Error('loaded');
+    };
+    const asKey = echoed({ RUNNEL_API_KEYS: `alice:${KEY}`, RUNNEL_METRICS_KEYS: KEY });
+    expect(asKey).toContain('entry 1 is the key named "alice" itself, not its name');
+    const otherSecret = 'ZZ-not-a-key-here-0123456789';
+    const long = echoed({ RUNNEL_API_KEYS: `alice:${KEY}`, RUNNEL_METRICS_KEYS: `alice,${otherSecret}` });
+    expect(long).toContain('entry 2 (not quoted: it may be a key)');
+    for (const message of [asKey, long, echoed({ RUNNEL_METRICS_KEYS: otherSecret })]) {
+      expect(message).not.toContain(KEY);
+      expect(message).not.toContain(otherSecret);
+    }
     expect(() => loadServerConfig({ RUNNEL_METRICS_KEYS: 'prometheus' })).toThrow(/RUNNEL_API_KEYS is not set/);
     expect(loadServerConfig({ RUNNEL_API_KEYS: `alice:${KEY}`, RUNNEL_METRICS_KEYS: 'alice' }).metricsKeys).toEqual(['alice']);
-    await expect(buildApp({ chains: [echo] as never, config: { apiKeys: [alice], metricsKeys: ['prom'] } })).rejects.toThrow(/"prom" is not the name of a key/);
+    await expect(buildApp({ chains: [echo] as never, config: { apiKeys: [alice], metricsKeys: ['prom'] } })).rejects.toThrow(/"prom": not the name of a key/);
   });
 
   it('exports registry helpers that refuse bad registrations at start', async () => {
