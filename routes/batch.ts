@@ -6,12 +6,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { batchItemOf, RunnelError } from '../src/core/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
+import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, refuseWebhook, required, requestContext } from '../src/server/request.js';
 import { usageMeter } from '../src/server/usage.js';
 
 export function batchHandler(chain: PreparedChain) {
   return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
     const body = bodyObject(request.body);
+    refuseWebhook(body, chain.spec.path);
     const inputs = required(body, 'inputs');
     if (!Array.isArray(inputs)) {
       throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'inputs must be a list', { detail: [{ type: 'list_type', loc: ['inputs'], msg: 'Input should be a valid list' }] });

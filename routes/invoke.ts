@@ -1,12 +1,13 @@
 /** `POST /{path}/invoke`: `{input, config?, kwargs?}` → `{output, metadata: {run_id, feedback_tokens}}`. */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, required, requestContext } from '../src/server/request.js';
+import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, refuseWebhook, required, requestContext } from '../src/server/request.js';
 import { usageMeter } from '../src/server/usage.js';
 
 export function invokeHandler(chain: PreparedChain) {
   return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
     const body = bodyObject(request.body);
+    refuseWebhook(body, chain.spec.path);
     const input = required(body, 'input');
     const { config, runId } = await chain.resolveConfig(
       { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'] },

@@ -13,7 +13,7 @@ import { errorFrame, toHttpError } from '../src/server/http-errors.js';
 import { firstTokenTimer } from '../src/server/metrics.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import type { Endpoint } from '../src/server/registry.js';
-import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordClientGone, decodeConfigHash, eventFilters, required, replyHeaders, requestContext, takeOverForEvents, whenClientGone } from '../src/server/request.js';
+import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordClientGone, decodeConfigHash, eventFilters, refuseWebhook, required, replyHeaders, requestContext, takeOverForEvents, whenClientGone } from '../src/server/request.js';
 import { prepareRun, streamRunHere } from '../src/server/runs.js';
 import { publicErrors } from '../src/runs/index.js';
 import type { SseWriter } from '../src/server/sse.js';
@@ -194,6 +194,7 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
       await streamRunHere(request, reply, record);
       return;
     }
+    refuseWebhook(body, chain.spec.path, kind !== 'stream_log');
     const input = required(body, 'input');
     if (kind !== 'stream') eventFilters(body);
     const { config, runId } = await chain.resolveConfig(

@@ -16,7 +16,7 @@ import { publicErrors, TERMINAL, type RunFrame, type RunKind } from '../src/runs
 import type { PreparedChain } from '../src/server/prepared.js';
 import type { MessagesAdapter } from '../src/server/registry.js';
 import { conversationConfigurable, prepareConversationRun } from '../src/server/conversation-run.js';
-import { bodyObject, decodeConfigHash } from '../src/server/request.js';
+import { bodyObject, decodeConfigHash, refuseWebhook } from '../src/server/request.js';
 import { prepareRun, runQueue, sendRunStream, streamRunHere, type RunStreamFormat } from '../src/server/runs.js';
 import { toHttpError } from '../src/server/http-errors.js';
 import { conversationFromUiMessages, UI_STREAM_HEADERS, UiMessageEncoder } from '../src/server/ui-stream.js';
@@ -71,6 +71,7 @@ export function uiStreamHandler(chain: PreparedChain) {
       await streamRunHere(request, reply, record, uiFormat(record.kind, record.run_id, 'ui_stream'));
       return;
     }
+    refuseWebhook(body, chain.spec.path, true);
     const { input, config, runId } = await prepareConversationRun(request, chain, {
       conversation,
       endpoint: 'ui_stream',

@@ -24,6 +24,17 @@ export function bodyObject(body: unknown): Record<string, unknown> {
   return body as Record<string, unknown>;
 }
 
+/**
+ * `RUNNEL_ERR_BODY_INVALID` for a `webhook` where none would be called (a run that lives as long as its
+ * request): a client that sent one would wait for a call that never comes.
+ */
+export function refuseWebhook(body: Record<string, unknown>, path: string, durable = false): void {
+  if (body.webhook === undefined) return;
+  const where = `POST ${path}/runs${durable ? ', or this route with on_disconnect "continue"' : ''}`;
+  const msg = `A webhook is called when a background run ends (${where}); this request's run ends with its answer, and calls none`;
+  throw new RunnelError('RUNNEL_ERR_BODY_INVALID', msg, { detail: [{ type: 'extra_forbidden', loc: ['webhook'], msg }] });
+}
+
 /** `body[key]`, or `RUNNEL_ERR_BODY_INVALID` naming it as missing. */
 export function required(body: Record<string, unknown>, key: string): unknown {
   if (!Object.hasOwn(body, key)) {

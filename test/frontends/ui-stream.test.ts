@@ -177,6 +177,10 @@ describe('/ui_stream through the AI SDK, offline', () => {
     const assistantLast = await send('/joke', { id: 'c', messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }] });
     expect(assistantLast.status).toBe(422);
     expect((await send('/joke', { id: 'c', messages: [userMessage('x')] }, {})).status).toBe(401);
+    // A webhook only a durable stream would call (a probe: it was ignored).
+    const webhook = await send('/joke', { id: 'c', messages: [userMessage('x')], webhook: 'https://hooks.example.com/done' });
+    expect(webhook.status).toBe(422);
+    expect(((await webhook.json()) as { detail: { loc: unknown[] }[] }).detail[0]?.loc).toEqual(['webhook']);
     expect((await send('/rag', { id: 'c', messages: [userMessage('x')] })).status).toBe(404);
     // /chat's id is its session: one that cannot be is refused before the stream, not in it.
     const badId = await send('/chat', { id: 'my chat/1', messages: [userMessage('x')] });

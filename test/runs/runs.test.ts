@@ -87,6 +87,27 @@ for (const backend of ['memory', 'redis'] as const) {
       expect(after).toBe(before);
     });
 
+    it('refuses a webhook where none would be called: /invoke, /batch, and streams that end with their request', async () => {
+      // A probe: the field was ignored there, so a client waited for a call that never came.
+      const webhook = 'https://hooks.example.com/done';
+      const routes: [string, Record<string, unknown>][] = [
+        ['invoke', { input: { topic: 'w' } }],
+        ['batch', { inputs: [{ topic: 'w' }] }],
+        ['stream', { input: { topic: 'w' } }],
+        ['stream_events', { input: { topic: 'w' } }],
+        ['stream_log', { input: { topic: 'w' } }],
+      ];
+      for (const [route, body] of routes) {
+        const res = await fetch(`${url}/story/${route}`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ ...body, webhook }) });
+        expect(res.status, route).toBe(422);
+        const answer = (await res.json()) as { code: string; message: string; detail: { loc: unknown[] }[] };
+        expect(answer.code, route).toBe('RUNNEL_ERR_BODY_INVALID');
+        expect(answer.detail[0]?.loc, route).toEqual(['webhook']);
+        expect(answer.message, route).toContain('POST /story/runs');
+        expect(answer.message.includes('on_disconnect'), route).toBe(route === 'stream' || route === 'stream_events');
+      }
+    });
+
     it('cancels a run under way within a second; its stream ends with an error frame', async () => {
       const run = (await (await submit('/long', { input: { topic: 'c' } })).json()) as { run_id: string };
       // Wait until it runs and has streamed something.
