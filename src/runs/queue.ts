@@ -401,6 +401,8 @@ export class BullRunQueue implements RunQueue {
   /** The server's own connection (it fails fast while Redis is away; the queue's waits). */
   private readonly redis: Redis;
   private sweepingUnqueued = false;
+  /** Runs submitted here whose job is being added (held back while Redis is away): the sweep leaves them. */
+  private readonly adding = new Set<string>();
 
   constructor(options: RunQueueOptions & { connection: Redis; prefix?: string; lockMs?: number }) {
     this.store = options.store;
@@ -466,38 +468,71 @@ export class BullRunQueue implements RunQueue {
     // Two steps, the record then the job (BullMQ's own): a process stopped between them leaves a run no worker
     // will take, which the sweep below ends.
     await this.store.create(record, { openLimit: this.options.maxRunsPerCaller, queued: true });
+    this.adding.add(record.run_id);
     try {
       await this.queue.add('run', { run_id: record.run_id }, { jobId: record.run_id });
     } catch (error) {
       await this.core.endWaiting(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be queued'), 'error').catch(() => undefined);
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be queued', { cause: error });
+    } finally {
+      this.adding.delete(record.run_id);
     }
   }
 
   /**
-   * Ends as lost the runs stored more than `graceMs` ago that are still pending with no job in the queue (their
-   * submitter stopped between its two steps), and settles every run it checked: each is checked once. The grace
-   * covers an add held back while Redis was away; an add that still comes later finds its run ended.
+   * Ends the queued runs stored more than `graceMs` ago that never started and never will: still `pending`,
+   * with no job in the queue (their submitter stopped between its two steps) or a job that failed before it
+   * started them (the store unavailable to its worker). Runs that left `pending` are settled; a pending one
+   * whose job waits its turn is looked at again next time. Each is ended by taking it as a worker does (the
+   * store's start, which refuses a run another worker started meanwhile), then ending it `RUNNEL_ERR_RUN_LOST`.
    */
   private async sweepUnqueued(graceMs: number): Promise<void> {
+    const { store } = this;
+    if (store.unqueued === undefined || store.settleQueued === undefined) return;
+    // Runs left where they are (waiting their turn, or unread) stay at the front: each pass reads past them.
+    let kept = 0;
     for (let pass = 0; pass < UNQUEUED_PASSES; pass++) {
-      const runs = await this.store.unqueued(graceMs, UNQUEUED_PASS);
-      if (runs.length === 0) return;
-      // A run that ran has ended (its job removed as it completed) or runs (its job active): only a pending one
-      // can lack its job.
-      const pending = runs.filter((run) => run.pending).map((run) => run.runId);
+      const runs = await store.unqueued(graceMs, UNQUEUED_PASS, kept);
+      const settled: string[] = [];
+      const pending: string[] = [];
+      for (const { runId, status } of runs) {
+        // Unread (Redis failed, or an odd record): looked at again next time.
+        if (status === 'pending') pending.push(runId);
+        else if (status !== undefined) settled.push(runId);
+      }
       if (pending.length > 0) {
         const pipeline = this.redis.pipeline();
-        for (const id of pending) pipeline.exists(this.queue.toKey(id));
-        const found = (await pipeline.exec()) ?? [];
+        for (const id of pending) pipeline.hmget(this.queue.toKey(id), 'timestamp', 'finishedOn');
+        const jobs = (await pipeline.exec()) ?? [];
         for (const [index, id] of pending.entries()) {
-          const [error, count] = found[index] ?? [null, 1];
-          if (error === null && count === 0) await this.core.endWaiting(id, new RunnelError('RUNNEL_ERR_RUN_LOST', 'The server stopped before the run was queued'), 'error');
+          const [error, fields] = jobs[index] ?? [new Error('no reply'), null];
+          if (error !== null || !Array.isArray(fields)) continue;
+          const [queuedAt, finishedAt] = fields as (string | null)[];
+          // Its job waits its turn (or an add held back while Redis was away is still on its way here).
+          if ((queuedAt !== null && finishedAt === null) || this.adding.has(id)) continue;
+          if (await this.endNeverStarted(id).catch(() => false)) settled.push(id);
         }
       }
-      await this.store.settleQueued(runs.map((run) => run.runId));
+      await store.settleQueued(settled);
+      kept += runs.length - settled.length;
       if (runs.length < UNQUEUED_PASS) return;
     }
+  }
+
+  /** Takes a run that never started, and ends it; true once it is no longer pending. */
+  private async endNeverStarted(runId: string): Promise<boolean> {
+    const { store } = this;
+    const record = await store.get(runId);
+    if (record?.status !== 'pending') return true;
+    const taken = await store.start(runId, record);
+    if (taken.cancelled) await this.core.endWaiting(runId, cancelled(), 'cancelled');
+    if (!taken.started) return true;
+    try {
+      notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The run never started: its server stopped before queuing it, or its queued job failed')), this.options);
+    } finally {
+      await store.forget(runId).catch(() => undefined);
+    }
+    return true;
   }
 
   async cancel(runId: string): Promise<void> {
@@ -554,8 +589,8 @@ export class BullRunQueue implements RunQueue {
 }
 
 /** Runs one step of {@link BullRunQueue}'s sweep of unqueued runs checks, and most steps in one sweep. */
-const UNQUEUED_PASS = 1_000;
-const UNQUEUED_PASSES = 100;
+const UNQUEUED_PASS = 500;
+const UNQUEUED_PASSES = 20;
 
 /** One caller's runs in the in-process queue. */
 interface CallerRuns {

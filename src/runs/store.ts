@@ -96,8 +96,9 @@ export interface CreateOptions {
    */
   openLimit?: number;
   /**
-   * A job is queued for it after this step, in another: until a sweep finds that job ({@link RunStore.unqueued}),
-   * a run whose submitter stopped between the two steps can be found and ended.
+   * A job is queued for it after this step, in another: until the run starts it is among those
+   * {@link RunStore.unqueued} gives, so a run whose submitter stopped between the two steps, or whose job
+   * failed before it started, can be found and ended.
    */
   queued?: boolean;
 }
@@ -159,12 +160,13 @@ export interface RunStore {
   /** A run executing outside the queue has ended. */
   forget(runId: string): Promise<void>;
   /**
-   * At most `count` runs stored `queued` more than `olderThanMs` ago that no sweep has settled yet, oldest
-   * first, each with whether its record is still `pending`: the queue checks those have their job, then
-   * settles them all ({@link settleQueued}).
+   * At most `count` runs stored `queued` more than `olderThanMs` ago that have not started (a start takes a
+   * run out), oldest first, each with its status as its record's head says it ('gone' past its TTL; undefined
+   * when it could not be read). The queue checks the pending ones still have their job, and settles the others
+   * ({@link settleQueued}). Stores without a queue in another step leave both out.
    */
-  unqueued(olderThanMs: number, count: number): Promise<{ runId: string; pending: boolean }[]>;
-  settleQueued(runIds: readonly string[]): Promise<void>;
+  unqueued?(olderThanMs: number, count: number, offset?: number): Promise<{ runId: string; status: string | undefined }[]>;
+  settleQueued?(runIds: readonly string[]): Promise<void>;
   /** Whether a process beat for the run within the last `staleMs` (it is executing it still). */
   beating(runId: string, staleMs: number): Promise<boolean>;
   /** The frames after `afterId` (all of them without it), as they are now. */
@@ -437,13 +439,6 @@ export class MemoryRunStore implements RunStore {
 
   async forget(): Promise<void> {}
 
-  // The in-process queue holds a run in the same turn as its record: none is stored without its place.
-  async unqueued(): Promise<{ runId: string; pending: boolean }[]> {
-    return [];
-  }
-
-  async settleQueued(): Promise<void> {}
-
   async beating(): Promise<boolean> {
     return false;
   }
@@ -573,9 +568,9 @@ if written == 1 and KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[3]) end
 return written`;
 
 /**
- * A queued run marked running, with its first heartbeat (KEYS[3], ARGV[3] the run id): only from `pending`
- * (1), never over a record that is missing (0), has ended (-1) or is running already (-3, another worker has
- * it); -2, writing nothing, when its cancel flag KEYS[2] is set.
+ * A queued run marked running, with its first heartbeat (KEYS[3], ARGV[3] the run id), and out of the runs
+ * not yet started (KEYS[4]): only from `pending` (1), never over a record that is missing (0), has ended (-1)
+ * or is running already (-3, another worker has it); -2, writing nothing, when its cancel flag KEYS[2] is set.
  */
 const START_UNLESS_CANCELLED = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}
 local current = redis.call('GET', KEYS[1])
@@ -586,6 +581,7 @@ if status ~= 'pending' then return -3 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
 redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
 redis.call('ZADD', KEYS[3], now_ms(), ARGV[3])
+redis.call('ZREM', KEYS[4], ARGV[3])
 redis.call('PUBLISH', ARGV[2], 'status')
 return 1`;
 
@@ -609,7 +605,10 @@ if limit then
   redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4])
   redis.call('EXPIRE', KEYS[4], ARGV[2])
 end
-if ARGV[8] ~= '' then redis.call('ZADD', KEYS[5], now_ms(), ARGV[4]) end
+if ARGV[8] ~= '' then
+  redis.call('ZADD', KEYS[5], now_ms(), ARGV[4])
+  redis.call('EXPIRE', KEYS[5], ARGV[2])
+end
 return 1`;
 
 /**
@@ -760,9 +759,9 @@ return #ARGV`;
 const STALE = `${NOW_MS}
 return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms() - tonumber(ARGV[1]), 'LIMIT', 0, 100)`;
 
-/** At most ARGV[2] runs stored to be queued more than ARGV[1] ms ago by Redis's clock. KEYS: those runs. */
+/** At most ARGV[2] runs, from the ARGV[3]th, stored to be queued more than ARGV[1] ms ago by Redis's clock. KEYS: those runs. */
 const UNQUEUED = `${NOW_MS}
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms() - tonumber(ARGV[1]), 'LIMIT', 0, tonumber(ARGV[2]))`;
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms() - tonumber(ARGV[1]), 'LIMIT', tonumber(ARGV[3]), tonumber(ARGV[2]))`;
 
 /** 1 when the run's last heartbeat is within ARGV[2] ms by Redis's clock, else 0. KEYS: heartbeats. ARGV: run id, ms. */
 const BEATING = `${NOW_MS}
@@ -808,8 +807,8 @@ async function redisCall<T>(work: Promise<T>): Promise<T> {
  * Runs in Redis: `{ns}:run:{id}` (the record, JSON, with a TTL),
  * `{ns}:run:{id}:log` (a Redis Stream of frames, trimmed to `maxFrames`),
  * `{ns}:owner:{identity}` (a sorted set of the caller's run ids), `{ns}:open:{identity}` (with a limit, the
- * caller's runs that have not ended), `{ns}:local` (heartbeats), `{ns}:unqueued` (queued runs whose job no
- * sweep has seen yet), and two
+ * caller's runs that have not ended), `{ns}:local` (heartbeats), `{ns}:unqueued` (queued runs not started
+ * yet), and two
  * pub/sub channels: `{ns}:changed:{id}` (new frames or a new status) and
  * `{ns}:cancel` (cancel requests, for every worker).
  *
@@ -937,7 +936,7 @@ export class RedisRunStore implements RunStore {
   async start(runId: string, base: RunRecord): Promise<RunStart> {
     const next = { ...base, status: 'running' as const, updated_at: new Date().toISOString() };
     const written = await redisCall(
-      scripts.start.run<number>(this.client, [this.key(runId), `${this.key(runId)}:cancel`, `${this.ns}:local`], [JSON.stringify(next), `${this.ns}:changed:${runId}`, runId]),
+      scripts.start.run<number>(this.client, [this.key(runId), `${this.key(runId)}:cancel`, `${this.ns}:local`, `${this.ns}:unqueued`], [JSON.stringify(next), `${this.ns}:changed:${runId}`, runId]),
     );
     if (written === 1) return { record: next, started: true, cancelled: false };
     return { record: await this.get(runId), started: false, cancelled: written === -2 };
@@ -1015,11 +1014,11 @@ export class RedisRunStore implements RunStore {
     await redisCall(this.client.zrem(`${this.ns}:local`, runId));
   }
 
-  async unqueued(olderThanMs: number, count: number): Promise<{ runId: string; pending: boolean }[]> {
-    const ids = await redisCall(scripts.unqueued.run<string[]>(this.client, [`${this.ns}:unqueued`], [olderThanMs, count]));
+  async unqueued(olderThanMs: number, count: number, offset = 0): Promise<{ runId: string; status: string | undefined }[]> {
+    const ids = await redisCall(scripts.unqueued.run<string[]>(this.client, [`${this.ns}:unqueued`], [olderThanMs, count, offset]));
     if (ids.length === 0) return [];
     const heads = await this.heads(ids);
-    return ids.map((runId, index) => ({ runId, pending: heads[index] === 'pending' }));
+    return ids.map((runId, index) => ({ runId, status: heads[index] }));
   }
 
   async settleQueued(runIds: readonly string[]): Promise<void> {

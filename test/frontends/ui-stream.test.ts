@@ -284,6 +284,10 @@ describe('/ui_stream through the AI SDK, offline', () => {
     const [none, some] = [await counted('204'), await counted('200')];
     expect(await durable.reconnectToStream({ chatId })).toBeNull();
     await startAndDrop(chatId);
+    // The resume is a UI message stream too, marked as one.
+    const raw = await fetch(`${url}/story/ui_stream/${chatId}/stream`, { headers: auth });
+    expect([raw.status, raw.headers.get('x-vercel-ai-ui-message-stream')]).toEqual([200, 'v1']);
+    await raw.body?.cancel();
     const resumed = await durable.reconnectToStream({ chatId });
     expect(resumed).not.toBeNull();
     gate.resolve();

@@ -11,18 +11,25 @@ import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, connectServices, defineChain, lambda, type ChainSpec } from '../../src/index.js';
 import { RedisRunStore, type RunRecord } from '../../src/runs/index.js';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 
 const keys = { ada: 'ada-key-0123456789abcdef', bob: 'bob-key-0123456789abcdef' };
 const as = (who: keyof typeof keys) => ({ authorization: `Bearer ${keys[who]}`, 'content-type': 'application/json' });
 
 describe('a run stored but never queued (its submitter stopped between the two steps)', () => {
-  const gate: { open?: () => void } = {};
+  const gate: { open?: () => void; started?: () => void } = {};
+  const heldStarted = new Promise<void>((started) => (gate.started = started));
   const chain = defineChain({
     path: '/gate',
     runnable: lambda(
       async (input: { name: string }) => {
-        if (input.name === 'held') await new Promise<void>((resolve) => (gate.open = resolve));
+        if (input.name === 'held') {
+          await new Promise<void>((resolve) => {
+            gate.open = resolve;
+            gate.started?.();
+          });
+        }
         return input.name;
       },
       { input: z.object({ name: z.string() }), output: z.string() },
@@ -62,20 +69,42 @@ describe('a run stored but never queued (its submitter stopped between the two s
     await store.create(orphan, { queued: true });
     const lost = await read(orphan.run_id, 'ada', true);
     expect(lost).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
-    // The sweep takes the oldest first: it reaches the waiting run with the orphan, or before, and settles it.
-    while ((await store.unqueued(0, 100)).some((run) => run.runId === waiting.run_id)) await new Promise((resolve) => setTimeout(resolve, 50));
+    // The sweep takes the oldest first, so it has looked at the waiting run too: it left it to its job.
+    await heldStarted;
     expect((await read(waiting.run_id, 'ada')).status).toBe('pending');
+    expect((await store.unqueued(0, 100)).map((run) => run.runId)).toContain(waiting.run_id);
     gate.open?.();
     expect(await read(held.run_id, 'bob', true)).toMatchObject({ status: 'success', output: 'held' });
     expect(await read(waiting.run_id, 'ada', true)).toMatchObject({ status: 'success', output: 'waiting' });
+    // A run leaves the runs not yet started as it starts.
+    expect((await store.unqueued(0, 100)).map((run) => run.runId)).not.toContain(waiting.run_id);
+  });
+
+  it('ends a run whose job failed before it started (the store unreadable to its worker then): it stayed pending', async () => {
+    const now = new Date().toISOString();
+    const run: RunRecord = { run_id: randomUUID(), chain: '/gate', kind: 'run', identity: 'ada', status: 'pending', input: { name: 'failed' }, config: {}, created_at: now, updated_at: now };
+    await store.create(run, { queued: true });
+    const key = `${runNamespace}:runs:run:${run.run_id}`;
+    const stored = (await redis.get(key)) as string;
+    // Unreadable to the worker that takes its job, which fails; then readable again, still pending.
+    await redis.set(key, 'not a record', 'KEEPTTL');
+    const queue = new Queue('runs', { connection: redis.duplicate({ maxRetriesPerRequest: null }), prefix: `${runNamespace}:bull` });
+    try {
+      await queue.add('run', { run_id: run.run_id }, { jobId: run.run_id });
+      const job = queue.toKey(run.run_id);
+      while ((await redis.hget(job, 'finishedOn')) === null) await new Promise((resolve) => setTimeout(resolve, 50));
+    } finally {
+      await queue.close();
+    }
+    await redis.set(key, stored, 'KEEPTTL');
+    expect(await read(run.run_id, 'ada', true)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
   });
 
   it('frees the place the lost run held under RUNNEL_MAX_RUNS_PER_KEY', async () => {
     const now = new Date().toISOString();
     const orphan: RunRecord = { run_id: randomUUID(), chain: '/gate', kind: 'run', identity: 'bob', status: 'pending', input: { name: 'orphan' }, config: {}, created_at: now, updated_at: now };
+    // Bob's one place, taken by it until its end.
     await store.create(orphan, { queued: true, openLimit: 1 });
-    // Until the sweep finds it, Bob's one place is taken.
-    expect((await submit('bob', 'next')).status).toBe(429);
     expect(await read(orphan.run_id, 'bob', true)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
     const next = await submit('bob', 'next');
     expect(next.status).toBe(202);
