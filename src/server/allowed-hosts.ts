@@ -11,16 +11,21 @@
 import { isIP } from 'node:net';
 import { matchesHost } from '../runs/index.js';
 
-/** The name in a Host header: lower case, without its port or one trailing dot; an IPv6 address keeps its brackets. */
-export function hostName(header: string): string {
-  const value = header.trim().toLowerCase();
-  if (value.startsWith('[')) {
-    const close = value.indexOf(']');
-    return close === -1 ? value : value.slice(0, close + 1);
-  }
-  const colon = value.lastIndexOf(':');
-  const name = colon === -1 ? value : value.slice(0, colon);
+/**
+ * The name in a Host header: lower case, without its port or one trailing dot; an IPv6 address keeps its
+ * brackets. Undefined when the header is no host with an optional port (`[::1]evil.test`,
+ * `127.0.0.1:80@evil.test`, which a browser never sends).
+ */
+function hostOf(header: string): string | undefined {
+  const match = /^(\[[0-9a-f:.]+\]|[^\s[\]:/@?#]+)(?::\d{1,5})?$/.exec(header.trim().toLowerCase());
+  if (match === null) return undefined;
+  const name = match[1] as string;
   return name.endsWith('.') ? name.slice(0, -1) : name;
+}
+
+/** The name in a Host header as {@link hostOf} reads it, or the header itself when it is none (for messages). */
+export function hostName(header: string): string {
+  return hostOf(header) ?? header.trim();
 }
 
 /** Whether a host name cannot be a rebound one: an IP address, `localhost` or a name under it (RFC 6761). */
@@ -41,7 +46,9 @@ function unrebindable(name: string): boolean {
 export function hostCheck(allowed: readonly string[]): (header: string | undefined) => boolean {
   return (header) => {
     if (header === undefined) return true;
-    const name = hostName(header);
+    const name = hostOf(header);
+    // A malformed Host names nothing: only `*` (any name) lets it through.
+    if (name === undefined) return allowed.includes('*');
     return unrebindable(name) || allowed.some((entry) => matchesHost(name, entry));
   };
 }

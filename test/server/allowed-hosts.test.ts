@@ -22,7 +22,9 @@ describe('hostCheck', () => {
     for (const host of ['127.0.0.1:8000', '10.0.0.7', '[::1]:8000', '[::ffff:127.0.0.1]', 'localhost:8000', 'LOCALHOST', 'localhost.:8000', 'app.localhost:3000', 'runnel.internal:8000', 'a.corp.example', undefined]) {
       expect(allowed(host), String(host)).toBe(true);
     }
-    for (const host of ['rebind.test:8000', 'localhost.rebind.test', 'corp.example', 'runnel.internal.evil.test', '127.0.0.1.nip.io', 'evil.test:127.0.0.1', '[localhost]']) {
+    for (const host of ['rebind.test:8000', 'localhost.rebind.test', 'corp.example', 'runnel.internal.evil.test', '127.0.0.1.nip.io', 'evil.test:127.0.0.1', '[localhost]',
+      // A probe: the part before a port's junk, or after an address's bracket, was taken for the name.
+      '[::1]evil.test', '[::1].evil.test', '127.0.0.1:80@evil.test', 'localhost:1@evil.test', '127.0.0.1:8000:1', 'localhost:80/x', 'evil@app.localhost']) {
       expect(allowed(host), host).toBe(false);
     }
   });
@@ -120,6 +122,16 @@ describe('a page whose name is rebound to this machine', () => {
       socket.on('close', () => resolve(data));
       socket.on('error', reject);
     });
+
+  it('a malformed Host (an address with a name after it) is refused on the wire, not read as its address', async () => {
+    const port = await serve({});
+    for (const host of ['[::1]evil.test', `127.0.0.1:${port}@evil.test`]) {
+      const answer = await raw(port, `GET /echo/input_schema HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`);
+      expect(answer, host).toMatch(/^HTTP\/1\.1 403 /);
+      expect(answer, host).toContain('RUNNEL_ERR_HOST_NOT_ALLOWED');
+    }
+    expect(await raw(port, `GET /echo/input_schema HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nconnection: close\r\n\r\n`)).toMatch(/^HTTP\/1\.1 200 /);
+  });
 
   it('an HTTP/1.0 request without a Host is answered (a browser always sends one)', async () => {
     const port = await serve({});
