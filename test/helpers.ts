@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import type { Redis } from 'ioredis';
 
@@ -49,4 +50,29 @@ export async function scanKeys(redis: Redis, pattern: string): Promise<string[]>
   const found = new Set<string>();
   for await (const keys of redis.scanStream({ match: pattern, count: 1000 }) as AsyncIterable<string[]>) for (const key of keys) found.add(key);
   return [...found];
+}
+
+/** Resolves once `url` answers 2xx, polling; throws with the process's output when it exits or never answers. */
+export async function waitForProcess(url: string, child: ChildProcess, logs: readonly string[]): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    if (child.exitCode !== null) throw new Error(`process exited (${child.exitCode}):\n${logs.join('')}`);
+    if (await fetch(url).then((r) => r.ok, () => false)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url} did not come up:\n${logs.join('')}`);
+}
+
+/** Stops each process with SIGTERM (its graceful shutdown), then SIGKILL after 10 s; resolves once all exited. */
+export async function stopProcesses(children: readonly ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null) return resolve();
+          child.once('exit', () => resolve());
+          child.kill('SIGTERM');
+          setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+        }),
+    ),
+  );
 }

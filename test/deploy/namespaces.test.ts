@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, scanKeys } from '../helpers.js';
+import { freePort, scanKeys, stopProcesses, waitForProcess } from '../helpers.js';
 import { sampleValue } from '../support/prometheus.js';
 
 const root = new URL('../../', import.meta.url).pathname;
@@ -23,15 +23,6 @@ const deployments = [
   { namespace: `runnel-test-b-${run}`, key: 'ada-key-of-deployment-b-4567', url: '' },
 ];
 const redis = new Redis('redis://127.0.0.1:6379');
-
-async function waitFor(url: string, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    if (child.exitCode !== null) throw new Error(`process exited (${child.exitCode}):\n${logs.join('')}`);
-    if (await fetch(url).then((r) => r.ok, () => false)) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${url} did not come up:\n${logs.join('')}`);
-}
 
 beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'runnel-namespaces-'));
@@ -58,23 +49,13 @@ beforeAll(async () => {
       child.stderr?.on('data', (chunk: Buffer) => logs.push(chunk.toString()));
       children.push(child);
       deployment.url = `http://127.0.0.1:${port}`;
-      await waitFor(`${deployment.url}/readyz`, child);
+      await waitForProcess(`${deployment.url}/readyz`, child, logs);
     }),
   );
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all(
-    children.map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null) return resolve();
-          child.once('exit', () => resolve());
-          child.kill('SIGTERM');
-          setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
-        }),
-    ),
-  );
+  await stopProcesses(children);
   for (const { namespace } of deployments) {
     const keys = await scanKeys(redis, `${namespace}:*`);
     if (keys.length > 0) await redis.del(...keys);

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, scanKeys } from '../helpers.js';
+import { freePort, scanKeys, stopProcesses, waitForProcess } from '../helpers.js';
 import { startNginx, type Nginx } from '../support/nginx.js';
 
 const root = new URL('../../', import.meta.url).pathname;
@@ -22,16 +22,6 @@ const logs: string[] = [];
 let proxy = '';
 let nginx: Nginx | undefined;
 const replicas: string[] = [];
-
-async function waitFor(url: string, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    if (child.exitCode !== null) throw new Error(`process exited (${child.exitCode}):\n${logs.join('')}`);
-    const ok = await fetch(url).then((r) => r.ok, () => false);
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${url} did not come up:\n${logs.join('')}`);
-}
 
 function start(command: string, args: string[], env: Record<string, string>): ChildProcess {
   const child = spawn(command, args, { cwd: root, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -54,7 +44,7 @@ beforeAll(async () => {
       LOG_LEVEL: 'warn',
     });
     replicas.push(`http://127.0.0.1:${port}`);
-    return waitFor(`http://127.0.0.1:${port}/readyz`, child);
+    return waitForProcess(`http://127.0.0.1:${port}/readyz`, child, logs);
   });
   await Promise.all(starting);
 
@@ -69,17 +59,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await nginx?.close();
-  await Promise.all(
-    children.map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null) return resolve();
-          child.once('exit', () => resolve());
-          child.kill('SIGTERM');
-          setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
-        }),
-    ),
-  );
+  await stopProcesses(children);
   const redis = new Redis('redis://127.0.0.1:6379');
   const keys = await scanKeys(redis, `runnel:history:*:${session}`);
   if (keys.length > 0) await redis.del(...keys);
