@@ -52,9 +52,9 @@ export async function scanKeys(redis: Redis, pattern: string): Promise<string[]>
   return [...found];
 }
 
-/** Resolves once `url` answers 2xx, polling; throws with the process's output when it exits or never answers. */
+/** Resolves once `url` answers 2xx, polling (up to 150 s: two servers starting on a loaded 2-core machine); throws with the process's output when it exits or never answers. */
 export async function waitForProcess(url: string, child: ChildProcess, logs: readonly string[]): Promise<void> {
-  for (let i = 0; i < 300; i++) {
+  for (let i = 0; i < 1_500; i++) {
     if (child.exitCode !== null) throw new Error(`process exited (${child.exitCode}):\n${logs.join('')}`);
     if (await fetch(url).then((r) => r.ok, () => false)) return;
     await new Promise((resolve) => setTimeout(resolve, 100));

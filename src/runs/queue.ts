@@ -501,6 +501,8 @@ export class BullRunQueue implements RunQueue {
         else if (status !== undefined) settled.push(runId);
       }
       if (pending.length > 0) {
+        // Adds in flight as the jobs are read: one that lands meanwhile has left this set by the reply.
+        const adding = new Set(pending.filter((id) => this.adding.has(id)));
         const pipeline = this.redis.pipeline();
         for (const id of pending) pipeline.hmget(this.queue.toKey(id), 'timestamp', 'finishedOn');
         const jobs = (await pipeline.exec()) ?? [];
@@ -509,7 +511,7 @@ export class BullRunQueue implements RunQueue {
           if (error !== null || !Array.isArray(fields)) continue;
           const [queuedAt, finishedAt] = fields as (string | null)[];
           // Its job waits its turn (or an add held back while Redis was away is still on its way here).
-          if ((queuedAt !== null && finishedAt === null) || this.adding.has(id)) continue;
+          if ((queuedAt !== null && finishedAt === null) || adding.has(id) || this.adding.has(id)) continue;
           if (await this.endNeverStarted(id).catch(() => false)) settled.push(id);
         }
       }
@@ -527,11 +529,10 @@ export class BullRunQueue implements RunQueue {
     const taken = await store.start(runId, record);
     if (taken.cancelled) await this.core.endWaiting(runId, cancelled(), 'cancelled');
     if (!taken.started) return true;
-    try {
-      notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The run never started: its server stopped before queuing it, or its queued job failed')), this.options);
-    } finally {
-      await store.forget(runId).catch(() => undefined);
-    }
+    notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The run never started: its server stopped before queuing it, or its queued job failed')), this.options);
+    // Its heartbeat (the start's) goes only once it has ended: if the end failed, the heartbeat's own sweep
+    // ends it as lost a lock later.
+    await store.forget(runId).catch(() => undefined);
     return true;
   }
 

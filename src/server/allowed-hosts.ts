@@ -17,7 +17,8 @@ import { matchesHost } from '../runs/index.js';
  * `127.0.0.1:80@evil.test`, which a browser never sends).
  */
 function hostOf(header: string): string | undefined {
-  const match = /^(\[[0-9a-f:.]+\]|[^\s[\]:/@?#]+)(?::\d{1,5})?$/.exec(header.trim().toLowerCase());
+  // An IPv6 address may carry a zone (`[fe80::1%eth0]`); a port may be empty (RFC 7230: `port = *DIGIT`).
+  const match = /^(\[[0-9a-f:.]+(?:%[\w.-]+)?\]|[^\s[\]:/@?#%]+)(?::\d{0,5})?$/.exec(header.trim().toLowerCase());
   if (match === null) return undefined;
   const name = match[1] as string;
   return name.endsWith('.') ? name.slice(0, -1) : name;

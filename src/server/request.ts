@@ -29,7 +29,8 @@ export function bodyObject(body: unknown): Record<string, unknown> {
  * request): a client that sent one would wait for a call that never comes.
  */
 export function refuseWebhook(body: Record<string, unknown>, path: string, durable = false): void {
-  if (body.webhook === undefined) return;
+  // null is no webhook, as a submission reads it (a client that writes its unset fields out).
+  if (body.webhook === undefined || body.webhook === null) return;
   const where = `POST ${path}/runs${durable ? ', or this route with on_disconnect "continue"' : ''}`;
   const msg = `A webhook is called when a background run ends (${where}); this request's run ends with its answer, and calls none`;
   throw new RunnelError('RUNNEL_ERR_BODY_INVALID', msg, { detail: [{ type: 'extra_forbidden', loc: ['webhook'], msg }] });

@@ -35,13 +35,14 @@ describe('npm run history:move', () => {
     await redis.rpush('runnel:history:bob:s2', '{"type":"human","content":"old"}');
     await redis.rpush('team-a:history:bob:s2', '{"type":"human","content":"new"}');
     await redis.set('runnel:cache:x', 'cached');
+    await redis.set('runnel:history:not-a-list', 'x');
 
     const dry = await move(['--dry-run'], { RUNNEL_RUN_NAMESPACE: 'team-a' });
-    expect(dry.stdout).toContain('would move 1 conversations to team-a:history; 1 left');
+    expect(dry.stdout).toContain('would move 1 conversations to team-a:history; 2 left');
     expect(await redis.exists('runnel:history:ada:s1')).toBe(1);
 
     const done = await move(['--namespace', 'team-a']);
-    expect(done.stdout).toContain('moved 1 conversations to team-a:history; 1 left');
+    expect(done.stdout).toContain('moved 1 conversations to team-a:history; 2 left');
     expect(await redis.lrange('team-a:history:ada:s1', 0, -1)).toEqual(['{"type":"human","content":"one"}']);
     expect(await redis.ttl('team-a:history:ada:s1')).toBeGreaterThan(3000);
     expect(await redis.exists('runnel:history:ada:s1')).toBe(0);
@@ -54,5 +55,6 @@ describe('npm run history:move', () => {
   it('refuses a namespace RUNNEL_RUN_NAMESPACE would refuse, and needs REDIS_URL', async () => {
     await expect(move(['--namespace', 'bad name'])).rejects.toMatchObject({ code: 2 });
     await expect(move([], { REDIS_URL: '' })).rejects.toMatchObject({ code: 2 });
+    await expect(move(['--namespace', 'runnel:history'])).rejects.toMatchObject({ code: 2 });
   });
 });

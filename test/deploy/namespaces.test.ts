@@ -52,7 +52,7 @@ beforeAll(async () => {
       await waitForProcess(`${deployment.url}/readyz`, child, logs);
     }),
   );
-}, 60_000);
+}, 180_000);
 
 afterAll(async () => {
   await stopProcesses(children);

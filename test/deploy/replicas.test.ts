@@ -55,7 +55,7 @@ beforeAll(async () => {
   });
   expect(nginx.conf).toContain('proxy_ignore_headers X-Accel-Buffering;');
   proxy = nginx.url;
-}, 60_000);
+}, 180_000);
 
 afterAll(async () => {
   await nginx?.close();

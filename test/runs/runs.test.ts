@@ -106,6 +106,8 @@ for (const backend of ['memory', 'redis'] as const) {
         expect(answer.message, route).toContain('POST /story/runs');
         expect(answer.message.includes('on_disconnect'), route).toBe(route === 'stream' || route === 'stream_events');
       }
+      // null is no webhook, as a submission reads it.
+      expect((await fetch(`${url}/story/invoke`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { topic: 'w' }, webhook: null }) })).status).toBe(200);
     });
 
     it('cancels a run under way within a second; its stream ends with an error frame', async () => {

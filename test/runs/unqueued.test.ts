@@ -83,11 +83,12 @@ describe('a run stored but never queued (its submitter stopped between the two s
   it('ends a run whose job failed before it started (the store unreadable to its worker then): it stayed pending', async () => {
     const now = new Date().toISOString();
     const run: RunRecord = { run_id: randomUUID(), chain: '/gate', kind: 'run', identity: 'ada', status: 'pending', input: { name: 'failed' }, config: {}, created_at: now, updated_at: now };
-    await store.create(run, { queued: true });
+    // Stored unreadable (as the worker that takes its job will find it, and fail), and noted as not started,
+    // as the create's step notes it: a sweep meanwhile cannot read it, and leaves it.
     const key = `${runNamespace}:runs:run:${run.run_id}`;
-    const stored = (await redis.get(key)) as string;
-    // Unreadable to the worker that takes its job, which fails; then readable again, still pending.
-    await redis.set(key, 'not a record', 'KEEPTTL');
+    await redis.set(key, 'not a record', 'EX', 3600);
+    const [seconds, micros] = await redis.time();
+    await redis.zadd(`${runNamespace}:runs:unqueued`, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), run.run_id);
     const queue = new Queue('runs', { connection: redis.duplicate({ maxRetriesPerRequest: null }), prefix: `${runNamespace}:bull` });
     try {
       await queue.add('run', { run_id: run.run_id }, { jobId: run.run_id });
@@ -96,7 +97,8 @@ describe('a run stored but never queued (its submitter stopped between the two s
     } finally {
       await queue.close();
     }
-    await redis.set(key, stored, 'KEEPTTL');
+    // Readable again, still pending: its job has failed.
+    await redis.set(key, JSON.stringify(run), 'KEEPTTL');
     expect(await read(run.run_id, 'ada', true)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
   });
 

@@ -19,7 +19,7 @@ describe('hostCheck', () => {
   const allowed = hostCheck(['runnel.internal', '*.corp.example']);
 
   it('answers under IP addresses, localhost and listed names; not under any other name', () => {
-    for (const host of ['127.0.0.1:8000', '10.0.0.7', '[::1]:8000', '[::ffff:127.0.0.1]', 'localhost:8000', 'LOCALHOST', 'localhost.:8000', 'app.localhost:3000', 'runnel.internal:8000', 'a.corp.example', undefined]) {
+    for (const host of ['127.0.0.1:8000', '10.0.0.7', '[::1]:8000', '[::ffff:127.0.0.1]', 'localhost:8000', 'LOCALHOST', 'localhost.:8000', 'localhost:', '[fe80::1%eth0]:8000', 'app.localhost:3000', 'runnel.internal:8000', 'a.corp.example', undefined]) {
       expect(allowed(host), String(host)).toBe(true);
     }
     for (const host of ['rebind.test:8000', 'localhost.rebind.test', 'corp.example', 'runnel.internal.evil.test', '127.0.0.1.nip.io', 'evil.test:127.0.0.1', '[localhost]',

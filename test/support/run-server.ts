@@ -33,7 +33,7 @@ export const runChains = [
 
 if (process.argv[1]?.endsWith('run-server.ts')) {
   const config = loadServerConfig(process.env);
-  const services = await connectServices({ redisUrl: config.redisUrl });
+  const services = await connectServices({ redisUrl: config.redisUrl, namespace: config.runNamespace });
   if (process.env.RUNNEL_ROLE === 'worker') {
     // As `npm run worker` runs: workers only, no HTTP.
     const log = { info: (message: string) => console.log(message), error: (message: string) => console.error(message) };
