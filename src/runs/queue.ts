@@ -501,7 +501,7 @@ export class BullRunQueue implements RunQueue {
         else if (status !== undefined) settled.push(runId);
       }
       if (pending.length > 0) {
-        // Adds in flight as the jobs are read: one that lands meanwhile has left this set by the reply.
+        // Adds in flight as the jobs are read (one that lands meanwhile has left `this.adding` by the reply).
         const adding = new Set(pending.filter((id) => this.adding.has(id)));
         const pipeline = this.redis.pipeline();
         for (const id of pending) pipeline.hmget(this.queue.toKey(id), 'timestamp', 'finishedOn');
@@ -511,7 +511,7 @@ export class BullRunQueue implements RunQueue {
           if (error !== null || !Array.isArray(fields)) continue;
           const [queuedAt, finishedAt] = fields as (string | null)[];
           // Its job waits its turn (or an add held back while Redis was away is still on its way here).
-          if ((queuedAt !== null && finishedAt === null) || adding.has(id) || this.adding.has(id)) continue;
+          if ((queuedAt !== null && finishedAt === null) || adding.has(id)) continue;
           if (await this.endNeverStarted(id).catch(() => false)) settled.push(id);
         }
       }
@@ -589,7 +589,7 @@ export class BullRunQueue implements RunQueue {
   private closing: Promise<void> | undefined;
 }
 
-/** Runs one step of {@link BullRunQueue}'s sweep of unqueued runs checks, and most steps in one sweep. */
+/** How many runs one pass of {@link BullRunQueue}'s sweep of runs never started reads, and most passes a sweep makes. */
 const UNQUEUED_PASS = 500;
 const UNQUEUED_PASSES = 20;
 

@@ -588,9 +588,9 @@ return 1`;
 /**
  * A new run, in one step: its record (SET NX with the TTL), its place in its owner's list (trimmed, with the
  * TTL), for a run executed outside the queue its first heartbeat (at Redis's time), and with a limit its place
- * in its owner's open runs, and for a run whose job is queued next its place among those not yet seen queued
- * (at Redis's time). 0 when the id is taken; -1, writing nothing, when the owner holds `limit` open runs.
- * KEYS: record, owner list, heartbeats, owner's open runs, runs not yet seen queued. ARGV: record JSON, TTL,
+ * in its owner's open runs, and for a run whose job is queued next its place among the runs not yet started
+ * (at Redis's time, with the TTL). 0 when the id is taken; -1, writing nothing, when the owner holds `limit` open runs.
+ * KEYS: record, owner list, heartbeats, owner's open runs, runs not yet started. ARGV: record JSON, TTL,
  * created (ms), run id, most listed, '1' (beating) or '', limit or '', '1' (queued next) or ''.
  */
 const CREATE = `${NOW_MS}
