@@ -6,7 +6,7 @@
  * replica reads what any worker wrote; the memory store does the same within
  * one process (the embedded default: runs end with the process).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomInt } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { heldBytes, RunnelError } from '../core/index.js';
@@ -401,8 +401,8 @@ export class MemoryRunStore implements RunStore {
     const ids = frames.map((frame) => {
       const given = frame.id === undefined ? undefined : Number(frame.id);
       if (given !== undefined && given <= run.seq) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'A frame id must follow the last one');
-      // A frame without an id (a run ended from outside its execution) takes the process's next one too.
-      run.seq = given ?? (this.idCounter = Math.max(this.idCounter, run.seq) + 1);
+      // A frame without an id (a run ended from outside its execution) takes the run's next one.
+      run.seq = given ?? run.seq + 1;
       const id = String(run.seq);
       run.frames.push({ ...frame, id });
       const added = frameBytes(frame);
@@ -423,13 +423,15 @@ export class MemoryRunStore implements RunStore {
   }
 
   frameIds(): () => string {
-    // One process, one counter per store: ids are unique and increasing across every run's frames (the runs
-    // end with the process, and their ids with them). A small integer: a 16-digit one (milliseconds × 1000, as
-    // here before) is a heap number, and printing it cost a microsecond a frame.
-    return () => String(++this.idCounter);
+    // One counter per execution (a run here executes once: the in-process queue never hands a run out twice),
+    // from a random start below 2^30. Not one counter for the process, as before: a caller reading its ids
+    // learnt how many frames everyone else's runs had sent in between. Not from 1 either: a Last-Event-ID of
+    // another run would then name a frame of this one, and a client that mixed up its runs would resume the
+    // wrong one mid-way instead of being told (400). A small integer still: a 16-digit one (milliseconds ×
+    // 1000, as once here) is a heap number, and printing it cost a microsecond a frame.
+    let id = randomInt(1, 2 ** 30);
+    return () => String(++id);
   }
-
-  private idCounter = 0;
 
   async heartbeat(): Promise<void> {}
 

@@ -135,5 +135,23 @@ for (const backend of ['memory', 'redis'] as const) {
       // runs under way goes first, then the one whose last run started longest ago.
       expect(gates.started.slice(first)).toEqual(['f-a1', 'f-b1', 'f-a2', 'f-a3']);
     });
+
+    // In process, every run's frame ids counted on from one counter of the process: the gap between two of
+    // ada's runs told her how many frames everyone else's runs had sent in between (here bob's 6).
+    if (backend === 'memory') it("gives a run frame ids that say nothing of another caller's runs", async () => {
+      const ids = async (who: keyof typeof keys, name: string): Promise<number[]> => {
+        const runId = await submitted(who, name);
+        while (!gates.started.includes(name)) await gates.startedCount(gates.started.length + 1);
+        gates.release(name);
+        expect((await waitFor(runId, who)).status).toBe('success');
+        const text = await (await fetch(`${urls[0]}/gate/runs/${runId}/stream`, { headers: as(who) })).text();
+        return [...text.matchAll(/^id: (.+)$/gm)].map((match) => Number(match[1]));
+      };
+      const first = await ids('ada', 'i-a1');
+      for (const name of ['i-b1', 'i-b2']) expect(await ids('bob', name)).toHaveLength(3);
+      const second = await ids('ada', 'i-a2');
+      expect(second.map((id) => id - (second[0] as number))).toEqual([0, 1, 2]);
+      expect(second[0]).not.toBe((first.at(-1) as number) + 7);
+    });
   });
 }

@@ -487,25 +487,26 @@ describe('MemoryRunStore ends', () => {
 });
 
 describe('MemoryRunStore frame ids', () => {
-  it('increase across runs, and a reader resumes after any of them', async () => {
+  it("increase within an execution, start apart in each, and a reader resumes after any of them", async () => {
     const memory = new MemoryRunStore();
     const [a, b] = [record(), record()];
     await memory.create(a);
     await memory.create(b);
-    const next = memory.frameIds();
-    const ids = [next(), next(), next()];
-    await memory.append(a.run_id, [{ id: ids[0], event: 'data', data: 1 }]);
-    await memory.append(b.run_id, [{ id: ids[1], event: 'data', data: 2 }, { id: ids[2], event: 'data', data: 3 }]);
-    expect(ids.map(Number)).toEqual([...ids.map(Number)].sort((x, y) => x - y));
-    expect(ids.every((id) => memory.validFrameId(id))).toBe(true);
-    expect((await memory.frames(b.run_id, ids[1])).map((frame) => frame.data)).toEqual([3]);
-    // A frame without an id (a run ended from outside its execution: cancelled while waiting) takes the
-    // process's next id too, after every id handed out so far — not its run's own 1.
-    const waiting = record();
-    await memory.create(waiting);
-    const [lone] = await memory.append(waiting.run_id, [{ event: 'error', data: { code: 'RUNNEL_ERR_RUN_CANCELLED' } }]);
-    expect(Number(lone)).toBeGreaterThan(Number(ids[2]));
-    expect(Number(next())).toBeGreaterThan(Number(lone));
+    const [nextA, nextB] = [memory.frameIds(), memory.frameIds()];
+    const ids = [nextA(), nextA(), nextA()];
+    await memory.append(a.run_id, ids.map((id, data) => ({ id, event: data === 0 ? 'metadata' : 'data', data })));
+    const idsB = [nextB(), nextB()];
+    await memory.append(b.run_id, idsB.map((id, data) => ({ id, event: 'data', data })));
+    expect(ids.map(Number)).toEqual([0, 1, 2].map((n) => Number(ids[0]) + n));
+    expect([...ids, ...idsB].every((id) => memory.validFrameId(id))).toBe(true);
+    expect((await memory.frames(a.run_id, ids[1])).map((frame) => frame.data)).toEqual([2]);
+    // One counter for the process, as before, told a run's reader how many frames other runs had sent; from 1
+    // in each, another run's id would name a frame of this one.
+    expect(Number(idsB[0])).not.toBe(Number(ids[2]) + 1);
+    expect(await memory.hasFrame(a.run_id, idsB[0] as string)).toBe(false);
+    // A frame without an id (a run ended from outside its execution: cancelled while waiting) takes its run's next.
+    const [lone] = await memory.append(b.run_id, [{ event: 'error', data: { code: 'RUNNEL_ERR_RUN_CANCELLED' } }]);
+    expect(Number(lone)).toBe(Number(idsB[1]) + 1);
   });
 });
 
