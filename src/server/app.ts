@@ -210,6 +210,14 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   const config: ServerConfig = { ...DEFAULT_SERVER_CONFIG, ...options.config };
   const metricsProblems = metricsKeyProblems(config.apiKeys, config.metricsKeys);
   if (metricsProblems.length > 0) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration: metricsKeys ${metricsProblems.join('; ')}`);
+  const servicesNamespace = options.services?.redis === undefined ? undefined : options.services.namespace;
+  if (servicesNamespace !== undefined && servicesNamespace !== config.runNamespace) {
+    throw new RunnelError(
+      'RUNNEL_ERR_INVALID_ARGUMENT',
+      `Invalid configuration: the services keep histories and the cache under the Redis namespace "${servicesNamespace}" and runs would be under "${config.runNamespace}": ` +
+        'pass the same to connectServices({ namespace }) and to runNamespace (npm start passes RUNNEL_RUN_NAMESPACE to both)',
+    );
+  }
   // Tracing is on when the OTEL_* variables name an endpoint (or a test hands one in).
   const tracing = options.tracing ?? (config.tracing === undefined ? undefined : new Tracing(config.tracing, { version: packageVersion() }));
   const chains = createRegistry(options.chains).map((spec) => new PreparedChain(spec, { tracing }));

@@ -45,6 +45,13 @@ export interface ServicesConfig {
 /** The connected services. */
 export interface Services {
   redis: Redis | undefined;
+  /**
+   * The Redis prefix of histories and the cache (`ServicesConfig.namespace`). `buildApp` refuses services on
+   * Redis whose namespace is not its `runNamespace`: the deployment's runs would be under one prefix and its
+   * conversations under another, shared with every deployment that left it out. Services of your own may leave
+   * it out, and are then not checked.
+   */
+  namespace?: string;
   /** The conversation of one caller's session: Redis when configured, else memory. */
   history(identity: string, sessionId: string): ChatMessageHistory;
   /** The SQL executor for vectors: Postgres when configured, else PGlite (opened on first use). */
@@ -127,6 +134,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
 
   const services: Services = {
     redis,
+    namespace,
     onCacheLookup: () => {},
     modelCache: (options = {}) => {
       const report = (result: 'hit' | 'miss' | 'error'): void => services.onCacheLookup(result);

@@ -19,11 +19,12 @@ export interface RunApp {
 
 /** Starts the app; `close` stops it (and its workers). */
 export async function startRunApp(backend: 'memory' | 'redis'): Promise<RunApp> {
-  const services = backend === 'redis' ? await connectServices({ redisUrl: 'redis://127.0.0.1:6379' }) : undefined;
+  const runNamespace = `runnel-test-${randomUUID()}`;
+  const services = backend === 'redis' ? await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: runNamespace }) : undefined;
   const app = await buildApp({
     chains: runChains as ChainSpec<never, unknown>[],
     services,
-    config: { apiKeys: Object.entries(keys).map(([name, key]) => ({ name, key })), runNamespace: `runnel-test-${randomUUID()}`, workerConcurrency: 4 },
+    config: { apiKeys: Object.entries(keys).map(([name, key]) => ({ name, key })), runNamespace, workerConcurrency: 4 },
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const { port } = app.server.address() as AddressInfo;

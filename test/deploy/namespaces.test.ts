@@ -10,6 +10,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { buildApp, connectServices } from '../../src/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, scanKeys, stopProcesses, waitForProcess } from '../helpers.js';
 import { sampleValue } from '../support/prometheus.js';
@@ -94,5 +95,25 @@ describe('deployments sharing a Redis, each with its namespace', () => {
     const misses = await cache(b, 'miss');
     expect((await call(b, '/joke/invoke', input)).status).toBe(200);
     expect([await cache(b, 'hit'), await cache(b, 'miss')]).toEqual([0, misses + 1]);
+  });
+
+  // An application that builds its own server once passed the namespace to buildApp alone: its runs were
+  // under it, its histories and cache under `runnel:`, shared with every other deployment that did the same.
+  it('an app refuses services on Redis whose namespace is not its run namespace, at start', async () => {
+    for (const [servicesNamespace, runNamespace] of [[undefined, `runnel-test-c-${run}`], [`runnel-test-c-${run}`, `runnel-test-d-${run}`]] as const) {
+      const services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', ...(servicesNamespace === undefined ? {} : { namespace: servicesNamespace }) });
+      try {
+        await expect(buildApp({ chains: [], services, config: { runNamespace } })).rejects.toMatchObject({
+          code: 'RUNNEL_ERR_INVALID_ARGUMENT',
+          message: expect.stringContaining(`"${servicesNamespace ?? 'runnel'}" and runs would be under "${runNamespace}"`),
+        });
+      } finally {
+        await services.close();
+      }
+    }
+    // The same namespace in both starts; so do services without Redis (nothing of theirs is in Redis).
+    const services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: `runnel-test-c-${run}` });
+    await (await buildApp({ chains: [], services, config: { runNamespace: `runnel-test-c-${run}` } })).close();
+    await (await buildApp({ chains: [], services: await connectServices({}), config: { runNamespace: `runnel-test-d-${run}` } })).close();
   });
 });

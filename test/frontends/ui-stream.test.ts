@@ -62,7 +62,7 @@ const facts = defineChain({
 });
 
 async function listen(chains: ChainSpec<never, unknown>[], services: Services): Promise<{ app: FastifyInstance; url: string }> {
-  const app = await buildApp({ chains, services, config: { apiKeys: [{ name: 'ui', key: KEY }, { name: 'eve', key: EVE }], metricsKeys: ['ui'], runNamespace: `runnel-test-ui-${randomUUID()}` } });
+  const app = await buildApp({ chains, services, config: { apiKeys: [{ name: 'ui', key: KEY }, { name: 'eve', key: EVE }], metricsKeys: ['ui'], runNamespace: services.namespace as string } });
   await app.listen({ port: 0, host: '127.0.0.1' });
   return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
 }
@@ -96,7 +96,7 @@ describe('/ui_stream through the AI SDK, offline', () => {
   const transport = (path: string, body?: Record<string, unknown>, headers = auth) => new DefaultChatTransport<UIMessage>({ api: `${url}${path}/ui_stream`, headers, body });
 
   beforeAll(async () => {
-    services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', databaseUrl: DATABASE_URL, cacheNamespace: `runnel-test-ui:${randomUUID()}` });
+    services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', databaseUrl: DATABASE_URL, namespace: `runnel-test-ui-${randomUUID()}`, cacheNamespace: `runnel-test-ui:${randomUUID()}` });
     const { chains, docs } = createChains({ services, env: {} });
     await docs.seed();
     ({ app, url } = await listen([...chains, story, broken, facts] as ChainSpec<never, unknown>[], services));
@@ -344,7 +344,7 @@ describe('/ui_stream on the real openai SDK', () => {
 
   beforeAll(async () => {
     provider = await startProviderServer('openai');
-    services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', cacheNamespace: `runnel-test-ui-openai:${randomUUID()}` });
+    services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: `runnel-test-ui-${randomUUID()}`, cacheNamespace: `runnel-test-ui-openai:${randomUUID()}` });
     const context = { services, env: { OPENAI_API_KEY: 'sk-test-0000', OPENAI_BASE_URL: provider.url } };
     ({ app, url } = await listen([jokeChain(context), chatChain(context)] as ChainSpec<never, unknown>[], services));
   });

@@ -52,8 +52,8 @@ for (const backend of ['memory', 'redis'] as const) {
 
     beforeAll(async () => {
       // Each app closes its own services.
-      const services = async (): Promise<Services | undefined> => (backend === 'redis' ? connectServices({ redisUrl: 'redis://127.0.0.1:6379' }) : undefined);
       const runNamespace = `runnel-test-${randomUUID()}`;
+      const services = async (): Promise<Services | undefined> => (backend === 'redis' ? connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: runNamespace }) : undefined);
       const config = { apiKeys: Object.entries(keys).map(([name, key]) => ({ name, key })), runNamespace, maxRunsPerKey: 3 };
       // One worker, so runs wait; on Redis a second replica that only takes requests shares the queue and the counts.
       apps.push(await buildApp({ chains: [chain] as ChainSpec<never, unknown>[], services: await services(), config: { ...config, workerConcurrency: 1 } }));

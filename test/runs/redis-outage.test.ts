@@ -21,8 +21,8 @@ const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
 beforeAll(async () => {
   process.on('unhandledRejection', onUnhandled);
   redis = await RedisServer.scratch();
-  const services = await connectServices({ redisUrl: redis.url, redisCommandTimeoutMs: 300 });
-  app = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: `runnel-test-outage-${randomUUID()}`, workerConcurrency: 2, runLockMs: 60_000 } });
+  const services = await connectServices({ redisUrl: redis.url, redisCommandTimeoutMs: 300, namespace: `runnel-test-outage-${randomUUID()}` });
+  app = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: services.namespace as string, workerConcurrency: 2, runLockMs: 60_000 } });
   await app.listen({ port: 0, host: '127.0.0.1' });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 });
@@ -144,8 +144,8 @@ describe('Redis stops answering under a run', () => {
 
   it('a durable stream whose first write times out: 503 before any frame, as any refused request; the run, stored late, does not stay running', async () => {
     // An app of its own (its runs alone in its namespace), sweeping lost runs within a few seconds.
-    const services = await connectServices({ redisUrl: redis.url, redisCommandTimeoutMs: 300 });
-    const quick = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: `runnel-test-outage-${randomUUID()}`, workerConcurrency: 1, runLockMs: 1_500 } });
+    const services = await connectServices({ redisUrl: redis.url, redisCommandTimeoutMs: 300, namespace: `runnel-test-outage-${randomUUID()}` });
+    const quick = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: services.namespace as string, workerConcurrency: 1, runLockMs: 1_500 } });
     await quick.listen({ port: 0, host: '127.0.0.1' });
     const base = `http://127.0.0.1:${(quick.server.address() as AddressInfo).port}`;
     try {

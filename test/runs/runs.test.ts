@@ -23,11 +23,12 @@ for (const backend of ['memory', 'redis'] as const) {
     let url: string;
 
     beforeAll(async () => {
-      services = backend === 'redis' ? await connectServices({ redisUrl: 'redis://127.0.0.1:6379' }) : undefined;
+      const runNamespace = `runnel-test-${randomUUID()}`;
+      services = backend === 'redis' ? await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: runNamespace }) : undefined;
       app = await buildApp({
         chains: runChains as ChainSpec<never, unknown>[],
         services,
-        config: { apiKeys: Object.entries(keys).map(([name, key]) => ({ name, key })), runNamespace: `runnel-test-${randomUUID()}`, workerConcurrency: 4 },
+        config: { apiKeys: Object.entries(keys).map(([name, key]) => ({ name, key })), runNamespace, workerConcurrency: 4 },
       });
       await app.listen({ port: 0, host: '127.0.0.1' });
       url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;

@@ -44,7 +44,7 @@ describe('a run stored but never queued (its submitter stopped between the two s
 
   beforeAll(async () => {
     const config = { apiKeys: Object.entries(keys).map(([name, key]) => ({ name, key })), runNamespace, maxRunsPerKey: 1, workerConcurrency: 1, runLockMs: 1_000 };
-    app = await buildApp({ chains: [chain] as ChainSpec<never, unknown>[], services: await connectServices({ redisUrl: 'redis://127.0.0.1:6379' }), config });
+    app = await buildApp({ chains: [chain] as ChainSpec<never, unknown>[], services: await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: runNamespace }), config });
     await app.listen({ port: 0, host: '127.0.0.1' });
     url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   });
