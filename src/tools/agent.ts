@@ -1,9 +1,12 @@
 /**
  * `createToolCallingAgent`: a runnable that loops model → tool calls (run
  * concurrently) → tool messages → model, until the model answers without
- * calling a tool. Streamed, the answer's tokens come as they are generated;
- * every model and tool run shows in the events. It stops with
- * `RUNNEL_ERR_AGENT_MAX_ITERATIONS` after `maxIterations` model calls.
+ * calling a tool. Its answer is the text the model wrote in every step — a
+ * step that calls a tool may say something first ("Let me look that up.") —
+ * the steps' texts apart by a blank line, the same invoked or streamed.
+ * Streamed, the tokens come as they are generated; every model and tool run
+ * shows in the events. It stops with `RUNNEL_ERR_AGENT_MAX_ITERATIONS` after
+ * `maxIterations` model calls.
  */
 import { z, type ZodType } from 'zod';
 import { once, Runnable, RunnelError, type Run } from '../core/index.js';
@@ -11,6 +14,9 @@ import { type AIMessage, AIMessageChunk, coerceMessages, HumanMessage, messagesS
 import type { ChatModel, ChatModelInput } from '../models/index.js';
 import type { ChatPromptTemplate } from '../prompts/index.js';
 import type { StructuredTool } from './tool.js';
+
+/** Between the texts of two steps of an answer. */
+const STEP_SEPARATOR = '\n\n';
 
 /** Options of {@link createToolCallingAgent}. */
 export interface ToolCallingAgentOptions {
@@ -103,10 +109,15 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
 
   protected override async _call(input: AgentInput, run: Run): Promise<string> {
     const messages = await this.conversation(input, run);
+    const said: string[] = [];
     for (let step = 1; step <= this.maxIterations; step++) {
       const answer = await this.model._invokeIn(messages, run.child([`agent:step:${step}`]));
       messages.push(answer);
-      if (answer.tool_calls.length === 0) return this.final(answer);
+      if (answer.tool_calls.length === 0) {
+        const text = this.final(answer);
+        return (text === '' ? said : [...said, text]).join(STEP_SEPARATOR);
+      }
+      if (answer.text !== '') said.push(answer.text);
       messages.push(...(await this.callTools(answer, run)));
     }
     throw this.tooMany();
@@ -114,12 +125,18 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
 
   protected override async *_stream(input: AgentInput, run: Run): AsyncGenerator<string> {
     const messages = await this.conversation(input, run);
+    let said = false;
     for (let step = 1; step <= this.maxIterations; step++) {
       let answer: AIMessageChunk | undefined;
+      let first = true;
       for await (const chunk of this.model._streamIn(once(messages), run.child([`agent:step:${step}`]), { value: messages })) {
         const piece = chunk as unknown as AIMessageChunk;
         answer = answer === undefined ? piece : answer.concat(piece);
-        if (piece.text !== '') yield piece.text;
+        if (piece.text === '') continue;
+        // A step's first words after an earlier step's: a blank line between them, as invoke joins them.
+        yield first && said ? STEP_SEPARATOR + piece.text : piece.text;
+        first = false;
+        said = true;
       }
       const message = (answer ?? new AIMessageChunk('')).toMessage();
       messages.push(message);

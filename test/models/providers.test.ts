@@ -208,6 +208,17 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     }
   });
 
+  it('gives an agent whose model speaks before its tool call the same answer invoked as streamed', async () => {
+    // The second request carries the tool's result: then the model answers.
+    const answered = (body: Record<string, unknown>): boolean => JSON.stringify(body.messages).includes('"2"');
+    await scripted((body) => (answered(body) ? { text: 'It is 2.' } : { text: 'Let me compute.', toolCalls: [{ name: 'calculator', args: { expression: '1 + 1' } }] }), async () => {
+      const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [calculatorTool()] });
+      const invoked = await agent.invoke({ input: 'What is 1 + 1?' });
+      expect(invoked).toBe('Let me compute.\n\nIt is 2.');
+      expect((await toArray(agent.stream({ input: 'What is 1 + 1?' }))).join('')).toBe(invoked);
+    });
+  });
+
   it('passes on an answer cut by the token limit with its reason, and never caches it: the next call asks again', async () => {
     const cache = new InMemoryCache();
     const calls: ModelCall[] = [];

@@ -51,6 +51,18 @@ describe('createToolCallingAgent', () => {
     expect(events.filter((e) => e.event === 'on_chat_model_start')).toHaveLength(2);
   });
 
+  // A probe with a real client: a model that said a few words before its tool call ("Let me compute.") had
+  // them streamed, glued to the answer, while invoke answered the last step's text alone.
+  it('answers with what the model said in every step, the same invoked as streamed', async () => {
+    const responses = () => [{ content: 'Let me compute.', tool_calls: [{ name: 'multiply', args: { a: 2, b: 3 } }] }, { tool_calls: [{ name: 'multiply', args: { a: 6, b: 1 } }] }, 'It is six.'];
+    const agent = () => createToolCallingAgent({ model: new FakeToolCallingModel({ responses: responses() }), tools: [multiply] });
+    const invoked = await agent().invoke({ input: '2*3?' });
+    expect(invoked).toBe('Let me compute.\n\nIt is six.');
+    const streamed = await toArray(agent().stream({ input: '2*3?' }));
+    expect(streamed.join('')).toBe(invoked);
+    expect(streamed.length).toBeGreaterThan(2);
+  });
+
   it('tells the model about an unknown tool instead of crashing', async () => {
     const model = new FakeToolCallingModel({ responses: [{ tool_calls: [{ name: 'divide', args: {} }] }, 'ok'] });
     expect(await createToolCallingAgent({ model, tools: [multiply] }).invoke({ input: 'x' })).toBe('ok');
