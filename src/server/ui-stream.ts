@@ -247,5 +247,15 @@ export function conversationFromUiMessages(body: Record<string, unknown>): Conve
   // A submit that names a message replaces that message of the user's (an edit): the AI SDK names none otherwise.
   const { messageId } = body;
   if (messageId !== undefined && messageId !== null && (typeof messageId !== 'string' || messageId.length > 200)) throw invalid('messageId must be the id of a message (a string of at most 200 characters)', ['messageId']);
-  return { id, turns, trigger: typeof messageId === 'string' && messageId !== '' ? 'edit' : 'submit' };
+  if (typeof messageId !== 'string' || messageId === '') return { id, turns, trigger: 'submit' };
+  // The AI SDK also names the last message when the chat goes on from the assistant's answer (`sendMessage()`
+  // with no message, or a tool's output the client added): no edit, and nothing a chain here can do.
+  const last = messages.at(-1) as { id?: unknown };
+  if (last.id === messageId && turns.at(-1)?.role === 'assistant') {
+    throw invalid(
+      "messageId names the assistant's answer, the last message: going on from an answer (sendMessage() without a message, or a tool output added by the client) is not supported; send the user's next message",
+      ['messageId'],
+    );
+  }
+  return { id, turns, trigger: 'edit' };
 }

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
+import { AbstractChat, DefaultChatTransport, readUIMessageStream, type ChatState, type ChatStatus, type UIMessage, type UIMessageChunk } from 'ai';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -77,6 +77,22 @@ const textOf = (message: UIMessage | undefined): string =>
     .join('');
 
 /** Reads a UI message stream to its last message, as `useChat` builds it. */
+/** The AI SDK's chat as `useChat` drives it, its state in plain fields. */
+class TestChat extends AbstractChat<UIMessage> {
+  constructor(transport: DefaultChatTransport<UIMessage>) {
+    const state: ChatState<UIMessage> = {
+      status: 'ready' as ChatStatus,
+      error: undefined,
+      messages: [],
+      pushMessage: (message) => void state.messages.push(message),
+      popMessage: () => void state.messages.pop(),
+      replaceMessage: (index, message) => void (state.messages[index] = message),
+      snapshot: (thing) => structuredClone(thing),
+    };
+    super({ transport, state });
+  }
+}
+
 async function lastMessage(stream: ReadableStream<UIMessageChunk>): Promise<UIMessage | undefined> {
   let last: UIMessage | undefined;
   for await (const message of readUIMessageStream({ stream, terminateOnError: true })) last = message;
@@ -214,6 +230,19 @@ describe('/ui_stream through the AI SDK, offline', () => {
     for (const body of [undefined, { on_disconnect: 'continue' }]) {
       const message = await lastMessage(await transport('/facts', body).sendMessages({ chatId: randomUUID(), messages: [userMessage('otters')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
       expect(JSON.parse(textOf(message))).toEqual({ topic: 'otters', count: 2 });
+    }
+  });
+
+  // A probe: sendMessage() without a message goes on from the answer, naming it as messageId; that was taken
+  // for an edit, and /chat said it could not replace an earlier message.
+  it("refuses to go on from an answer (sendMessage() without a message), naming the answer, not an edit", async () => {
+    for (const path of ['/chat', '/joke']) {
+      const chat = new TestChat(transport(path));
+      await chat.sendMessage({ text: 'otters' });
+      expect([chat.status, chat.messages.map((m) => m.role)]).toEqual(['ready', ['user', 'assistant']]);
+      await chat.sendMessage();
+      expect(chat.status).toBe('error');
+      expect(chat.error?.message).toMatch(/messageId names the assistant's answer/);
     }
   });
 
