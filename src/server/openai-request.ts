@@ -163,7 +163,10 @@ function toolCallsOf(calls: z.infer<typeof toolCall>[], index: number): NonNulla
     try {
       // Nested past the limit: refused as an argument that is not JSON (a value thousands deep would overflow
       // whatever walks it later).
-      args = nestedDeeperThan(call.function.arguments) ? undefined : JSON.parse(call.function.arguments);
+      // No arguments at all (`""`, which some providers and clients send for a tool without parameters, and
+      // OpenAI takes) is the empty object.
+      const text = call.function.arguments;
+      args = text.trim() === '' ? {} : nestedDeeperThan(text) ? undefined : JSON.parse(text);
     } catch {
       args = undefined;
     }

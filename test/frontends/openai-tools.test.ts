@@ -115,6 +115,13 @@ describe('tools through /v1/chat/completions', () => {
     expect(seen.map((m) => m.type)).toEqual(['human', 'ai', 'tool']);
     expect(seen[1]).toMatchObject({ tool_calls: [{ id: 'call_weather_1', name: 'get_weather', args: { city: 'Paris' } }] });
     expect(seen[2]).toMatchObject({ tool_call_id: 'call_weather_1' });
+    // A call without arguments, as some providers and clients send it (`""`; OpenAI takes it): the empty object.
+    await client.chat.completions.create({
+      model: 'team/tools',
+      tools: [weather],
+      messages: [ask, { role: 'assistant', content: null, tool_calls: [{ id: 'call_here', type: 'function', function: { name: 'get_weather', arguments: '' } }] }, { role: 'tool', tool_call_id: 'call_here', content: '18 °C' }],
+    });
+    expect(model.calls.at(-1)?.[1]).toMatchObject({ tool_calls: [{ id: 'call_here', name: 'get_weather', args: {} }] });
   });
 
   it("tool_choice 'none' keeps the tools from the chain; 'required' is refused", async () => {
