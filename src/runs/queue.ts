@@ -401,6 +401,8 @@ export class BullRunQueue implements RunQueue {
   /** The server's own connection (it fails fast while Redis is away; the queue's waits). */
   private readonly redis: Redis;
   private sweepingUnqueued = false;
+  /** Where the next sweep of runs not started begins (see {@link sweepUnqueued}). */
+  private unqueuedFrom = 0;
   /** Runs submitted here whose job is being added (held back while Redis is away): the sweep leaves them. */
   private readonly adding = new Set<string>();
 
@@ -490,7 +492,11 @@ export class BullRunQueue implements RunQueue {
     const { store } = this;
     if (store.unqueued === undefined || store.settleQueued === undefined) return;
     // Runs left where they are (waiting their turn, or unread) stay at the front: each pass reads past them.
-    let kept = 0;
+    // A sweep that stopped before the end (a backlog longer than its passes) leaves the next one its place, so
+    // a lost run behind a long backlog is reached within a few sweeps; one that reached the end starts over.
+    // (Runs ahead of the place that start meanwhile move it on past some: those are read after the next start over.)
+    let kept = this.unqueuedFrom;
+    this.unqueuedFrom = 0;
     for (let pass = 0; pass < UNQUEUED_PASSES; pass++) {
       const runs = await store.unqueued(graceMs, UNQUEUED_PASS, kept);
       const settled: string[] = [];
@@ -519,6 +525,7 @@ export class BullRunQueue implements RunQueue {
       kept += runs.length - settled.length;
       if (runs.length < UNQUEUED_PASS) return;
     }
+    this.unqueuedFrom = kept;
   }
 
   /** Takes a run that never started, and ends it; true once it is no longer pending. */

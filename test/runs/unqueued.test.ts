@@ -102,6 +102,43 @@ describe('a run stored but never queued (its submitter stopped between the two s
     expect(await read(run.run_id, 'ada', true)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
   });
 
+  // A sweep reads at most 20 passes of 500; each began again from the oldest, so a lost run behind more than
+  // 10,000 runs waiting their turn was never reached while they waited.
+  it('reaches a lost run behind a backlog longer than one sweep reads', async () => {
+    const [seconds] = await redis.time();
+    const old = Number(seconds) * 1000 - 10_000;
+    const queue = new Queue('runs', { connection: redis.duplicate({ maxRetriesPerRequest: null }), prefix: `${runNamespace}:bull` });
+    const record = (name: string): RunRecord => {
+      const now = new Date().toISOString();
+      return { run_id: randomUUID(), chain: '/gate', kind: 'run', identity: 'ada', status: 'pending', input: { name }, config: {}, created_at: now, updated_at: now };
+    };
+    try {
+      // 10,500 runs not started, each with its job (as a queue holds one waiting its turn: added, not finished).
+      for (let batch = 0; batch < 21; batch++) {
+        const pipeline = redis.pipeline();
+        for (let i = 0; i < 500; i++) {
+          const run = record(`backlog-${batch}-${i}`);
+          pipeline.set(`${runNamespace}:runs:run:${run.run_id}`, JSON.stringify(run), 'EX', 600);
+          pipeline.hset(queue.toKey(run.run_id), 'timestamp', String(old));
+          pipeline.expire(queue.toKey(run.run_id), 600);
+          pipeline.zadd(`${runNamespace}:runs:unqueued`, old, run.run_id);
+        }
+        await pipeline.exec();
+      }
+      // Behind them, one with no job.
+      const lost = record('behind');
+      await redis.set(`${runNamespace}:runs:run:${lost.run_id}`, JSON.stringify(lost), 'EX', 600);
+      await redis.zadd(`${runNamespace}:runs:unqueued`, old + 1, lost.run_id);
+      // Two sweeps at least (each reads 10,000): waited for as long as they take on a loaded machine.
+      let ended = await read(lost.run_id, 'ada', true);
+      while (ended.status === 'pending') ended = await read(lost.run_id, 'ada', true);
+      expect(ended).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    } finally {
+      await queue.close();
+      await redis.del(`${runNamespace}:runs:unqueued`);
+    }
+  }, 120_000);
+
   it('frees the place the lost run held under RUNNEL_MAX_RUNS_PER_KEY', async () => {
     const now = new Date().toISOString();
     const orphan: RunRecord = { run_id: randomUUID(), chain: '/gate', kind: 'run', identity: 'bob', status: 'pending', input: { name: 'orphan' }, config: {}, created_at: now, updated_at: now };
