@@ -35,8 +35,15 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
   // One is kept: the URL's database refused on connect. ioredis would go on in database 0, among whatever is
   // there, so the client stops instead (at start that stops the server; later — Redis down at start, then up
   // without that database — every command fails as Redis unavailable, and /readyz says not ready).
+  // And its credentials refused (WRONGPASS, NOAUTH), noted for the start to stop on; the client goes on trying,
+  // as the password may be put right on Redis's side while the server runs.
   client.on('error', (error: { command?: { name?: string } } & Error) => {
-    if (error.command?.name !== 'select') return;
+    const command = error.command?.name?.toLowerCase();
+    if (command === 'auth' || (command === undefined && /^(NOAUTH|WRONGPASS)\b/.test(error.message))) {
+      if (!selectRefusals.has(client)) selectRefusals.set(client, error.message);
+      return;
+    }
+    if (command !== 'select') return;
     selectRefusals.set(client, error.message);
     client.disconnect();
   });
@@ -46,7 +53,10 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
 
 const selectRefusals = new WeakMap<Redis, string>();
 
-/** Redis's refusal of the database `client`'s URL names (`ERR DB index is out of range`), if it refused it. */
+/**
+ * Redis's refusal of the database `client`'s URL names (`ERR DB index is out of range`), or of its
+ * credentials (`WRONGPASS …`, `NOAUTH …`), if it refused them.
+ */
 export function selectRefusal(client: Redis): string | undefined {
   return selectRefusals.get(client);
 }

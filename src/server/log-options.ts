@@ -54,12 +54,27 @@ export function redactUrlCredentials(text: string): string {
   return text.replace(URL_CREDENTIALS, '$1[redacted]@').replace(KEYWORD_PASSWORD, '$1=[redacted]');
 }
 
-/** pino's error serializer, with the credentials of URLs in the message and stack replaced. */
-function loggedError(error: Error): ReturnType<typeof stdSerializers.err> {
-  const out = stdSerializers.err(error);
-  if (typeof out.message === 'string') out.message = redactUrlCredentials(out.message);
-  if (typeof out.stack === 'string') out.stack = redactUrlCredentials(out.stack);
+/**
+ * A serialized error's own fields with what may hold a secret taken out, at any depth (its cause, the errors
+ * it gathers): a client library's failed command with its arguments (ioredis puts `command: {name, args}` on
+ * its errors — a refused AUTH's arguments are the password), and the credentials of URLs in any text.
+ */
+function scrub(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return redactUrlCredentials(value);
+  if (value === null || typeof value !== 'object' || depth > 6) return value;
+  if (Array.isArray(value)) return value.map((item) => scrub(item, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(value)) {
+    if (key === 'command' && field !== null && typeof field === 'object' && 'args' in field) {
+      out[key] = { name: (field as { name?: unknown }).name, args: '[redacted]' };
+    } else out[key] = scrub(field, depth + 1);
+  }
   return out;
+}
+
+/** pino's error serializer, with whatever may hold a secret taken out (see {@link scrub}). */
+export function loggedError(error: Error): ReturnType<typeof stdSerializers.err> {
+  return scrub(stdSerializers.err(error)) as ReturnType<typeof stdSerializers.err>;
 }
 
 interface LoggedRequest {

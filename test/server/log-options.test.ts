@@ -4,9 +4,13 @@
  * request's URL.
  */
 import { Writable } from 'node:stream';
+import { Redis } from 'ioredis';
+import { pino, type LoggerOptions } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { buildApp, defineChain, lambda, type ChainSpec } from '../../src/index.js';
 import { redactQuery, redactUrlCredentials, serverLoggerOptions } from '../../src/server/log-options.js';
+import { freePort } from '../helpers.js';
+import { RedisServer } from '../support/redis-server.js';
 
 /** A stream for the logger, and the lines written to it. */
 function logLines(): { lines: string[]; stream: Writable } {
@@ -60,6 +64,32 @@ describe('the server logger', () => {
       expect(redactUrlCredentials('postgres://runnel:p@ss-canary@db:5432/x and host=db password=kw-canary user=runnel')).toBe('postgres://[redacted]@db:5432/x and host=db password=[redacted] user=runnel');
     } finally {
       await app.close();
+    }
+  });
+
+  // An operator's trial: with REDIS_URL's password wrong, the server's run worker logged ioredis's error whole,
+  // and ioredis puts the failed command on it with its arguments — AUTH's is the password.
+  it("never writes a Redis command's arguments an error carries (a refused AUTH's are the password)", async () => {
+    const locked = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no', '--requirepass', 'right-password-123']);
+    await locked.start();
+    const client = new Redis({ port: locked.port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, enableReadyCheck: false });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      const refused = await client.auth('wrong-canary-3e8').then(() => undefined, (error: unknown) => error as Error);
+      const nested = new Error('run worker error', { cause: refused });
+      expect(JSON.stringify(refused)).toContain('wrong-canary-3e8');
+      const { lines, stream } = logLines();
+      const log = pino(serverLoggerOptions('info') as LoggerOptions, stream);
+      log.error({ err: refused }, 'run worker error');
+      log.error({ err: nested }, 'wrapped');
+      const logged = lines.join('');
+      expect(logged).toContain('WRONGPASS');
+      expect(logged).toContain('"name":"auth"');
+      expect(logged).not.toContain('wrong-canary-3e8');
+    } finally {
+      client.disconnect();
+      await locked.kill();
     }
   });
 });
