@@ -63,6 +63,9 @@ function keyValues(text: string | undefined, variable: string): Record<string, s
  */
 export function loadTracingConfig(env: Record<string, string | undefined>): TracingConfig | undefined {
   const set = (name: string): string | undefined => (env[name] === undefined || env[name]?.trim() === '' ? undefined : env[name]?.trim());
+  // Checked with tracing off too: a value that would be refused once tracing is on is a wrong setting now.
+  const content = set('RUNNEL_TRACE_CONTENT') ?? 'false';
+  if (content !== 'true' && content !== 'false') throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'Invalid configuration:\n- RUNNEL_TRACE_CONTENT: true or false');
   if (set('OTEL_SDK_DISABLED')?.toLowerCase() === 'true' || set('OTEL_TRACES_EXPORTER')?.toLowerCase() === 'none') return undefined;
   const traces = set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
   const base = set('OTEL_EXPORTER_OTLP_ENDPOINT');
@@ -88,25 +91,24 @@ export function loadTracingConfig(env: Record<string, string | undefined>): Trac
   const arg = set('OTEL_TRACES_SAMPLER_ARG');
   const ratio = arg === undefined ? 1 : Number(arg);
   if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) problems.push('OTEL_TRACES_SAMPLER_ARG: a number from 0 to 1');
-  const content = set('RUNNEL_TRACE_CONTENT') ?? 'false';
-  if (content !== 'true' && content !== 'false') problems.push('RUNNEL_TRACE_CONTENT: true or false');
   const compressionName = set('OTEL_EXPORTER_OTLP_TRACES_COMPRESSION') === undefined ? 'OTEL_EXPORTER_OTLP_COMPRESSION' : 'OTEL_EXPORTER_OTLP_TRACES_COMPRESSION';
   const compression = (set(compressionName) ?? 'none').toLowerCase();
   if (compression !== 'gzip' && compression !== 'none') problems.push(`${compressionName}: gzip or none`);
-  const whole = (name: string, fallback: number, min: number): number => {
+  // Durations (ms) become Node timers: at most an hour, well inside what a timer takes (2^31 − 1 ms).
+  const whole = (name: string, fallback: number, min: number, max: number): number => {
     const value = set(name);
     if (value === undefined) return fallback;
     const n = Number(value);
-    if (!Number.isInteger(n) || n < min || n > 1_000_000_000) {
-      problems.push(`${name}: a whole number from ${min}`);
+    if (!Number.isInteger(n) || n < min || n > max) {
+      problems.push(`${name}: a whole number from ${min} to ${max}`);
       return fallback;
     }
     return n;
   };
-  const timeoutMs = whole(set('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') === undefined ? 'OTEL_EXPORTER_OTLP_TIMEOUT' : 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', 10_000, 1);
-  const maxQueueSize = whole('OTEL_BSP_MAX_QUEUE_SIZE', 2048, 1);
-  const maxExportBatchSize = whole('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1);
-  const scheduleDelayMs = whole('OTEL_BSP_SCHEDULE_DELAY', 5000, 0);
+  const timeoutMs = whole(set('OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') === undefined ? 'OTEL_EXPORTER_OTLP_TIMEOUT' : 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', 10_000, 1, 3_600_000);
+  const maxQueueSize = whole('OTEL_BSP_MAX_QUEUE_SIZE', 2048, 1, 1_000_000);
+  const maxExportBatchSize = whole('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1, 1_000_000);
+  const scheduleDelayMs = whole('OTEL_BSP_SCHEDULE_DELAY', 5000, 0, 3_600_000);
   if (problems.length > 0) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Invalid configuration:\n${problems.map((problem) => `- ${problem}`).join('\n')}`);
   const resourceAttributes = keyValues(set('OTEL_RESOURCE_ATTRIBUTES'), 'OTEL_RESOURCE_ATTRIBUTES');
   const headers = { ...keyValues(set('OTEL_EXPORTER_OTLP_HEADERS'), 'OTEL_EXPORTER_OTLP_HEADERS'), ...keyValues(set('OTEL_EXPORTER_OTLP_TRACES_HEADERS'), 'OTEL_EXPORTER_OTLP_TRACES_HEADERS') };

@@ -406,7 +406,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // client reads the 401 or 429 instead of failing its fetch.
   const grant = (request: FastifyRequest, reply: FastifyReply): void => {
     const origin = request.headers.origin;
-    if (typeof origin !== 'string' || !config.corsOrigins.includes(origin)) return;
+    if (typeof origin !== 'string' || !(config.corsOrigins.includes(origin) || config.corsOrigins.includes('*'))) return;
     void reply.header('access-control-allow-origin', origin).header('vary', 'Origin').header('access-control-expose-headers', CORS_EXPOSED.join(', '));
   };
   app.addHook('onRequest', (request, reply, done) => {

@@ -9,6 +9,8 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { RunnelError } from '../core/index.js';
 
+const HOUR_MS = 3_600_000;
+
 const integer = (name: string, min: number, fallback: number, max = Number.MAX_SAFE_INTEGER) =>
   z
     .string()
@@ -111,20 +113,27 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
   RUNNEL_API_KEYS: list,
   RUNNEL_METRICS_KEYS: list,
-  RUNNEL_CORS_ORIGINS: list,
-  RUNNEL_BODY_LIMIT: integer('RUNNEL_BODY_LIMIT', 1024, 1024 * 1024),
-  RUNNEL_MAX_BATCH: integer('RUNNEL_MAX_BATCH', 1, 100),
+  // An origin as a browser sends it (scheme, host, port — never a path): one written with a trailing slash is
+  // taken without it (it would match no Origin); any other path is refused. `*` allows every origin.
+  RUNNEL_CORS_ORIGINS: list
+    .transform((origins) => origins.map((origin) => origin.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/\s]+)\/$/i, '$1')))
+    .refine((origins) => origins.every((origin) => origin === '*' || /^[a-z][a-z0-9+.-]*:\/\/[^/\s?#]+$/i.test(origin)), 'each entry an origin as a browser sends it — scheme, host and port only (https://app.example.com, http://localhost:5173) — or * for any'),
+  RUNNEL_BODY_LIMIT: integer('RUNNEL_BODY_LIMIT', 1024, 1024 * 1024, 1024 ** 3),
+  RUNNEL_MAX_BATCH: integer('RUNNEL_MAX_BATCH', 1, 100, 10_000),
   RUNNEL_MAX_STREAMS: integer('RUNNEL_MAX_STREAMS', 1, 1000),
-  RUNNEL_MAX_STREAMS_PER_KEY: integer('RUNNEL_MAX_STREAMS_PER_KEY', 1, 0),
-  RUNNEL_MAX_RUNS_PER_KEY: integer('RUNNEL_MAX_RUNS_PER_KEY', 1, 0),
+  // 0 is none, as for the rate limit.
+  RUNNEL_MAX_STREAMS_PER_KEY: integer('RUNNEL_MAX_STREAMS_PER_KEY', 0, 0),
+  RUNNEL_MAX_RUNS_PER_KEY: integer('RUNNEL_MAX_RUNS_PER_KEY', 0, 0),
   RUNNEL_RATE_LIMIT: integer('RUNNEL_RATE_LIMIT', 0, 0),
   RUNNEL_AUTH_FAIL_LIMIT: integer('RUNNEL_AUTH_FAIL_LIMIT', 0, 20),
   RUNNEL_TRUST_PROXY: trustProxy,
-  RUNNEL_STREAM_STALL_MS: integer('RUNNEL_STREAM_STALL_MS', 100, 30_000),
-  RUNNEL_BODY_TIMEOUT_MS: integer('RUNNEL_BODY_TIMEOUT_MS', 100, 30_000),
-  RUNNEL_SHUTDOWN_GRACE_MS: integer('RUNNEL_SHUTDOWN_GRACE_MS', 0, 5_000),
-  RUNNEL_PING_MS: integer('RUNNEL_PING_MS', 100, 15_000),
-  RUNNEL_WORKER_CONCURRENCY: integer('RUNNEL_WORKER_CONCURRENCY', 0, 8),
+  // Durations become Node timers, which take at most 2^31 − 1 ms (about 24.8 days) and fire after 1 ms past
+  // that: each has a bound well inside it, and within reason.
+  RUNNEL_STREAM_STALL_MS: integer('RUNNEL_STREAM_STALL_MS', 100, 30_000, HOUR_MS),
+  RUNNEL_BODY_TIMEOUT_MS: integer('RUNNEL_BODY_TIMEOUT_MS', 100, 30_000, HOUR_MS),
+  RUNNEL_SHUTDOWN_GRACE_MS: integer('RUNNEL_SHUTDOWN_GRACE_MS', 0, 5_000, HOUR_MS),
+  RUNNEL_PING_MS: integer('RUNNEL_PING_MS', 100, 15_000, HOUR_MS),
+  RUNNEL_WORKER_CONCURRENCY: integer('RUNNEL_WORKER_CONCURRENCY', 0, 8, 1_000),
   RUNNEL_PROCESSES: z
     .string()
     .optional()
@@ -138,8 +147,8 @@ const envSchema = z.object({
       }
       return n;
     }),
-  RUNNEL_RUN_TTL: integer('RUNNEL_RUN_TTL', 60, 86_400),
-  RUNNEL_RUN_LOCK_MS: integer('RUNNEL_RUN_LOCK_MS', 1_000, 30_000),
+  RUNNEL_RUN_TTL: integer('RUNNEL_RUN_TTL', 60, 86_400, 30 * 86_400),
+  RUNNEL_RUN_LOCK_MS: integer('RUNNEL_RUN_LOCK_MS', 1_000, 30_000, HOUR_MS),
   RUNNEL_ALLOWED_HOSTS: list.refine(
     (hosts) => hosts.every((host) => host === '*' || isHostPattern(host)),
     'each entry a host name (runnel.internal), *. and a name of two labels or more (*.example.com), or * for any — no scheme, port or path',

@@ -305,8 +305,13 @@ describe('tracing settings', () => {
     expect(broken).toThrow(/OTEL_EXPORTER_OTLP_HEADERS: a header name or value holds a character HTTP does not allow/);
     expect(broken).not.toThrow(/se.?cret/);
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_BSP_MAX_QUEUE_SIZE: '0', OTEL_EXPORTER_OTLP_TIMEOUT: 'soon' })).toThrow(
-      /OTEL_EXPORTER_OTLP_TIMEOUT: a whole number from 1\n- OTEL_BSP_MAX_QUEUE_SIZE: a whole number from 1/,
+      /OTEL_EXPORTER_OTLP_TIMEOUT: a whole number from 1 to 3600000\n- OTEL_BSP_MAX_QUEUE_SIZE: a whole number from 1 to 1000000/,
     );
+    // An operator's trial: a delay past the hour was refused as "a whole number from 0", which named no bound;
+    // and RUNNEL_TRACE_CONTENT=yes was taken while tracing was off, refused once it was on.
+    expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_BSP_SCHEDULE_DELAY: '9999999999' })).toThrow(/OTEL_BSP_SCHEDULE_DELAY: a whole number from 0 to 3600000/);
+    expect(() => loadTracingConfig({ RUNNEL_TRACE_CONTENT: 'yes' })).toThrow(/RUNNEL_TRACE_CONTENT: true or false/);
+    expect(loadTracingConfig({ RUNNEL_TRACE_CONTENT: 'true' })).toBeUndefined();
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_HEADERS: 'secret-token' })).toThrow(/OTEL_EXPORTER_OTLP_HEADERS: each entry/);
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_HEADERS: 'secret-token' })).not.toThrow(/secret-token/);
   });

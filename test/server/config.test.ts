@@ -8,6 +8,10 @@ describe('loadServerConfig', () => {
     expect(config.port).toBe(9000);
     expect(config.apiKeys.map((k) => k.name)).toEqual(['ops', 'key2']);
     expect(config.corsOrigins).toEqual(['https://a.example', 'https://b.example']);
+    // An operator's trial: an origin written with a trailing slash matched no browser's Origin, silently.
+    expect(loadServerConfig({ RUNNEL_CORS_ORIGINS: 'https://app.example.com/, http://localhost:5173, *' }).corsOrigins).toEqual(['https://app.example.com', 'http://localhost:5173', '*']);
+    expect(() => loadServerConfig({ RUNNEL_CORS_ORIGINS: 'https://app.example.com/chat' })).toThrow(/RUNNEL_CORS_ORIGINS: each entry an origin as a browser sends it/);
+    expect(() => loadServerConfig({ RUNNEL_CORS_ORIGINS: 'app.example.com' })).toThrow(/RUNNEL_CORS_ORIGINS/);
   });
 
   it('reads an empty variable as an unset one, as compose passes them', () => {
@@ -117,6 +121,15 @@ describe('loadServerConfig', () => {
     expect(loadServerConfig({}).authFailLimit).toBe(20);
     expect(loadServerConfig({ RUNNEL_AUTH_FAIL_LIMIT: '0' }).authFailLimit).toBe(0);
     expect(() => loadServerConfig({ RUNNEL_AUTH_FAIL_LIMIT: '-1' })).toThrow(/RUNNEL_AUTH_FAIL_LIMIT must be a whole number/);
+    // An operator's trial: durations past what a Node timer takes (2^31 − 1 ms) were taken, and fired after
+    // 1 ms — a ping frame a millisecond, the run sweep 6,000 Redis commands a second, a shutdown with no grace.
+    for (const name of ['RUNNEL_PING_MS', 'RUNNEL_RUN_LOCK_MS', 'RUNNEL_SHUTDOWN_GRACE_MS', 'RUNNEL_STREAM_STALL_MS', 'RUNNEL_BODY_TIMEOUT_MS']) {
+      expect(() => loadServerConfig({ [name]: '9999999999' }), name).toThrow(new RegExp(`${name} must be a whole number from \\d+ to 3600000`));
+      expect(() => loadServerConfig({ [name]: '3600000' }), name).not.toThrow();
+    }
+    expect(() => loadServerConfig({ RUNNEL_BODY_LIMIT: '99999999999999' })).toThrow(/RUNNEL_BODY_LIMIT must be a whole number from 1024 to 1073741824/);
+    expect(() => loadServerConfig({ RUNNEL_MAX_BATCH: '99999999999' })).toThrow(/RUNNEL_MAX_BATCH must be a whole number from 1 to 10000/);
+    expect(() => loadServerConfig({ RUNNEL_WORKER_CONCURRENCY: '100000' })).toThrow(/RUNNEL_WORKER_CONCURRENCY must be a whole number from 0 to 1000/);
   });
 
   it('serves only the enabled endpoints', async () => {

@@ -50,9 +50,12 @@ describe('RUNNEL_MAX_STREAMS_PER_KEY', () => {
     expect((await stream('bob')).status).toBe(200);
   });
 
-  it('is off by default, and refuses values below 1', () => {
+  // 0 was refused ("≥ 1") though README says the default is none, and the rate limit takes 0 for none.
+  it('is off by default and at 0, and refuses values below 0', () => {
     expect(loadServerConfig({}).maxStreamsPerKey).toBe(0);
+    expect(loadServerConfig({ RUNNEL_MAX_STREAMS_PER_KEY: '0' }).maxStreamsPerKey).toBe(0);
+    expect(loadServerConfig({ RUNNEL_MAX_RUNS_PER_KEY: '0' }).maxRunsPerKey).toBe(0);
     expect(loadServerConfig({ RUNNEL_MAX_STREAMS_PER_KEY: '50' }).maxStreamsPerKey).toBe(50);
-    expect(() => loadServerConfig({ RUNNEL_MAX_STREAMS_PER_KEY: '0' })).toThrow(/RUNNEL_MAX_STREAMS_PER_KEY must be a whole number ≥ 1/);
+    expect(() => loadServerConfig({ RUNNEL_MAX_STREAMS_PER_KEY: '-1' })).toThrow(/RUNNEL_MAX_STREAMS_PER_KEY must be a whole number ≥ 0/);
   });
 });
