@@ -104,18 +104,32 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
       if (TERMINAL.has(record.status)) return reply.code(200).send(publicRun(record));
       const gone = new AbortController();
       whenClientGone(reply, () => gone.abort());
-      const watch = await runQueue(request).store.watch(record.run_id);
+      // A stopping server ends the wait at once with RUNNEL_ERR_SHUTTING_DOWN (a 503): the run goes on, and its
+      // client waits on another replica.
+      if (request.server.runnel.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
+      let stopped: RunnelError | undefined;
+      let waited!: () => void;
+      const { answers } = request.server.runnel;
+      const pending = { stop: (reason: RunnelError) => ((stopped = reason), gone.abort()), done: new Promise<void>((resolve) => (waited = resolve)), reader: true };
+      answers.add(pending);
       try {
-        record = await ownRun(request, chain, request.params.run_id);
-        while (!TERMINAL.has(record.status) && !gone.signal.aborted) {
-          const left = deadline - performance.now();
-          if (left <= 0) break;
-          await watch.next(Math.min(left, 1_000), gone.signal);
+        const watch = await runQueue(request).store.watch(record.run_id);
+        try {
           record = await ownRun(request, chain, request.params.run_id);
+          while (!TERMINAL.has(record.status) && !gone.signal.aborted) {
+            const left = deadline - performance.now();
+            if (left <= 0) break;
+            await watch.next(Math.min(left, 1_000), gone.signal);
+            record = await ownRun(request, chain, request.params.run_id);
+          }
+        } finally {
+          watch.close();
         }
       } finally {
-        watch.close();
+        answers.delete(pending);
+        waited();
       }
+      if (stopped !== undefined) throw stopped;
       if (gone.signal.aborted) {
         // Nobody to answer: the wait ends as a request whose client left (a 499 in the log and /metrics), not a 408.
         clientGone(request, 'runs_wait', path, reply.elapsedTime);

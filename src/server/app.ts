@@ -58,6 +58,26 @@ export interface OpenStream {
   identity: string;
 }
 
+/**
+ * A request that holds its answer open while a run or a wait goes on (`/invoke`, `/batch`, `/v1` without
+ * `stream`, a run's `/wait`), as shutdown sees it: it ends such a request with `RUNNEL_ERR_SHUTTING_DOWN` (a
+ * 503 with `retry-after`) rather than let the process's deadline drop its connection unanswered.
+ */
+export interface PendingAnswer {
+  /** Ends the request's run or wait with `reason`; the request then answers it. */
+  stop(reason: RunnelError): void;
+  /** Resolves when the request has its answer (or its client has gone). */
+  done: Promise<void>;
+  /** A wait on a run that goes on elsewhere: stopped at once, as its client can wait on another replica. */
+  reader?: boolean;
+}
+
+/**
+ * After the grace, how much longer a request whose run is under way may take before shutdown ends it with a
+ * 503: inside the 5 s the process allows past the grace (signals.ts), with time left to answer and close.
+ */
+const ANSWER_MARGIN_MS = 3_000;
+
 /** What the app shares with its routes. */
 export interface RunnelState {
   config: ServerConfig;
@@ -65,6 +85,8 @@ export interface RunnelState {
   metrics: Metrics;
   keys: KeyRing;
   streams: Set<OpenStream>;
+  /** Requests holding their answer open (see {@link PendingAnswer}). */
+  answers: Set<PendingAnswer>;
   shuttingDown: boolean;
   /** Readiness checks of the services the app depends on (none with the embedded defaults). */
   readiness: Map<string, () => Promise<boolean>>;
@@ -266,6 +288,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     metrics: new Metrics({ openStreams: () => app.runnel.streams.size, runCounts: () => app.runnel.runs?.counts() }),
     keys: new KeyRing(config.apiKeys),
     streams: new Set<OpenStream>(),
+    answers: new Set<PendingAnswer>(),
     shuttingDown: false,
     readiness: new Map(options.services?.checks ?? []),
     runs: undefined,
@@ -510,19 +533,33 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     // Draining: the listener stays up, so /readyz answers 503 and new runs 503 RUNNEL_ERR_SHUTTING_DOWN (a
     // balancer sees "not ready", not "connection refused"), while open streams run on for up to the grace.
     state.shuttingDown = true;
-    // Readers of runs' logs go at once: their clients rejoin elsewhere, and the drain does not wait for them.
-    for (const stream of state.streams) if (stream.reader === true) stream.stop(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down'));
+    const stopping = (): RunnelError => new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
+    // Readers of runs' logs and waits on runs go at once: their clients rejoin or wait elsewhere, and the drain
+    // does not wait for them.
+    for (const stream of state.streams) if (stream.reader === true) stream.stop(stopping());
+    for (const answer of state.answers) if (answer.reader === true) answer.stop(stopping());
     const streams = [...state.streams];
+    const answers = [...state.answers];
     let graceTimer: NodeJS.Timeout | undefined;
     const grace = new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, config.shutdownGraceMs).unref()));
     // Background runs: no new ones are taken; those under way get the same grace (waiting ones stay queued).
     const runsClosed = state.runs?.close(config.shutdownGraceMs);
-    await Promise.race([Promise.all(streams.map((s) => s.done)), grace]);
+    // Open streams and requests whose runs are under way (an /invoke) get the grace to finish; then a stream ends
+    // with its final frame. A request gets a little longer ({@link ANSWER_MARGIN_MS}, inside the process's
+    // deadline), then it too ends with RUNNEL_ERR_SHUTTING_DOWN — a 503, not a connection dropped unanswered at
+    // the deadline — and its run's model calls stop.
+    await Promise.race([Promise.all([...streams.map((s) => s.done), ...answers.map((a) => a.done)]), grace]);
     await runsClosed;
     clearTimeout(graceTimer);
     const stopped = [...state.streams];
-    for (const stream of stopped) stream.stop(new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down'));
-    await Promise.all(stopped.map((s) => s.done));
+    for (const stream of stopped) stream.stop(stopping());
+    let marginTimer: NodeJS.Timeout | undefined;
+    const margin = new Promise<void>((resolve) => (marginTimer = setTimeout(resolve, ANSWER_MARGIN_MS).unref()));
+    await Promise.race([Promise.all([...state.answers].map((a) => a.done)), margin]);
+    clearTimeout(marginTimer);
+    const unanswered = [...state.answers];
+    for (const answer of unanswered) answer.stop(stopping());
+    await Promise.all([...stopped.map((s) => s.done), ...unanswered.map((a) => a.done)]);
     const closing = this.close();
     // Connections busy when closing began go idle as their last response ends (an /invoke finishing after
     // the streams did): close each as soon as it is idle instead of waiting out keep-alive.

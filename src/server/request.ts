@@ -151,11 +151,18 @@ export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, e
     controller.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The client disconnected'));
   };
   whenClientGone(reply, onClose);
+  // A shutdown past its grace ends the run with its own error, which the request answers (a 503).
+  const { answers } = request.server.runnel;
+  let answered!: () => void;
+  const pending = { stop: (reason: RunnelError) => controller.abort(reason), done: new Promise<void>((resolve) => (answered = resolve)) };
+  answers.add(pending);
   return {
     signal: controller,
     gone: () => gone,
     dispose: () => {
       reply.raw.off('close', onClose);
+      answers.delete(pending);
+      answered();
       if (gone) clientGone(request, endpoint, chainPath, reply.elapsedTime);
     },
   };

@@ -71,4 +71,30 @@ describe('SIGTERM with 100 open streams', () => {
     // How long it took is reported for docs/reliability.md, not asserted (no wall-clock assertions in tests).
     console.log(`exited ${((at - signalled) / 1000).toFixed(2)} s after SIGTERM`);
   }, 60_000);
+
+  // An operator's trial: an /invoke whose model took longer than the grace plus 5 s had its connection dropped
+  // unanswered at the deadline, and the process exited 1; a run's /wait held the drain for up to its 300 s.
+  it('answers a request still running past the grace, and a wait on a run, with 503 RUNNEL_ERR_SHUTTING_DOWN, and exits 0', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/slow-server.ts'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    const port = await new Promise<number>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+        const match = /ready (\d+)/.exec(out);
+        if (match) resolve(Number(match[1]));
+      });
+      child.once('exit', (code) => reject(new Error(`exited ${code}`)));
+    });
+    const base = `http://127.0.0.1:${port}`;
+    const json = { 'content-type': 'application/json' };
+    const answer = async (res: Response) => ({ status: res.status, retry: res.headers.get('retry-after'), body: (await res.json()) as { code?: string } });
+    const invoke = fetch(`${base}/forever/invoke`, { method: 'POST', headers: json, body: JSON.stringify({ input: 'invoked' }) }).then(answer);
+    const run = (await (await fetch(`${base}/forever/runs`, { method: 'POST', headers: json, body: JSON.stringify({ input: 'queued' }) })).json()) as { run_id: string };
+    const wait = fetch(`${base}/forever/runs/${run.run_id}/wait?timeout_s=300`).then(answer);
+    while ((out.match(/started forever/g) ?? []).length < 2) await new Promise((resolve) => setTimeout(resolve, 20));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.kill('SIGTERM');
+    for (const result of await Promise.all([wait, invoke])) expect(result).toEqual({ status: 503, retry: '1', body: expect.objectContaining({ code: 'RUNNEL_ERR_SHUTTING_DOWN' }) });
+    expect(await exited).toBe(0);
+  }, 60_000);
 });

@@ -1,6 +1,7 @@
 /**
  * A Runnel process for the shutdown tests: `/slow` streams a token every
- * 50 ms for a minute, `/wait` answers /invoke after 1.5 s (printing "started" when it begins), `/gated`
+ * 50 ms for a minute, `/wait` answers /invoke after 1.5 s (printing "started" when it begins), `/forever`
+ * never answers by itself, `/gated`
  * streams one token and its last only after `POST /release`; signals are handled exactly as `npm start`
  * handles them. Prints "ready <port>".
  */
@@ -19,6 +20,14 @@ const app = await buildApp({
         yield 'waiting ';
         await gate;
         yield 'released';
+      }),
+    }),
+    // Never answers by itself (a model call longer than any grace): only an abort ends it.
+    defineChain({
+      path: '/forever',
+      runnable: lambda(async (x: string) => {
+        console.log(`started forever ${x}`);
+        return new Promise<string>(() => {});
       }),
     }),
     defineChain({
