@@ -72,6 +72,9 @@ export interface PgVectorStoreOptions {
 const toVector = (vector: readonly number[]): string => `[${vector.join(',')}]`;
 const fromVector = (text: string): number[] => text.slice(1, -1).split(',').map(Number);
 
+/** Taken first by every migration step: replicas migrating one database at once take turns. */
+const MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('runnel_migrate'));";
+
 /**
  * A pgvector-backed store.
  *
@@ -123,7 +126,11 @@ export class PgVectorStore extends VectorStore {
   private async migrate(): Promise<void> {
     const { ops } = OPERATORS[this.distance];
     const dims = this.embeddings.dimensions;
+    // Replicas opening at once take turns (two CREATE EXTENSION or CREATE TABLE IF NOT EXISTS at once collide on
+    // Postgres's catalog: "duplicate key value violates unique constraint"): each statement string runs as one
+    // transaction, which holds the lock to its end.
     await this.executor.exec(`
+      ${MIGRATION_LOCK}
       CREATE EXTENSION IF NOT EXISTS vector;
       CREATE TABLE IF NOT EXISTS runnel_collections (
         name text PRIMARY KEY,
@@ -149,9 +156,9 @@ export class PgVectorStore extends VectorStore {
       [['runnel_collections', this.table], ['embedder', LEXICAL_COLUMN]],
     );
     const has = (table: string, column: string): boolean => columns.some((c) => c.table_name === table && c.column_name === column);
-    if (!has('runnel_collections', 'embedder')) await this.executor.exec(`ALTER TABLE runnel_collections ADD COLUMN IF NOT EXISTS embedder text`);
-    if (!has(this.table, LEXICAL_COLUMN)) await this.executor.exec(`ALTER TABLE ${this.table} ADD COLUMN IF NOT EXISTS ${LEXICAL_COLUMN} integer`);
-    await this.executor.exec(lexicalSchema(this.table));
+    if (!has('runnel_collections', 'embedder')) await this.executor.exec(`${MIGRATION_LOCK} ALTER TABLE runnel_collections ADD COLUMN IF NOT EXISTS embedder text`);
+    if (!has(this.table, LEXICAL_COLUMN)) await this.executor.exec(`${MIGRATION_LOCK} ALTER TABLE ${this.table} ADD COLUMN IF NOT EXISTS ${LEXICAL_COLUMN} integer`);
+    await this.executor.exec(`${MIGRATION_LOCK} ${lexicalSchema(this.table)}`);
     const { rows } = await this.executor.query<{ dimensions: number; distance: string; embedder: string | null }>(
       `INSERT INTO runnel_collections (name, dimensions, distance) VALUES ($1, $2, $3)
        ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING dimensions, distance, embedder`,
