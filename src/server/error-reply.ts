@@ -102,7 +102,8 @@ export function serviceFailure(error: unknown): Record<string, string> | undefin
  * Logs the failure of what a request depends on, as a warning (the dependency's, not a bug here), with what
  * the operator needs to find its cause and nothing of its message: a model provider's (`model provider
  * failed`: a wrong base URL, a refused key, a rate limit; see {@link providerFailure}) and the database's or
- * Redis's (`service unavailable`; see {@link serviceFailure}). Anything else is not logged here.
+ * Redis's (`service unavailable`; see {@link serviceFailure}); and a model's answer its parser could not read
+ * (`model output not parsed`). Anything else is not logged here.
  */
 export function logDependencyFailure(request: FastifyRequest, error: unknown, runId?: string): void {
   const failure = providerFailure(error);
@@ -111,5 +112,13 @@ export function logDependencyFailure(request: FastifyRequest, error: unknown, ru
     return;
   }
   const service = serviceFailure(error);
-  if (service !== undefined) request.log.warn(runId === undefined ? service : { ...service, runId }, 'service unavailable');
+  if (service !== undefined) {
+    request.log.warn(runId === undefined ? service : { ...service, runId }, 'service unavailable');
+    return;
+  }
+  // A model's answer the chain's parser could not read (a 502): the model's, or the prompt's, to look at — said
+  // without the answer's text, which is user data.
+  if (isRunnelError(error) && error.code === 'RUNNEL_ERR_OUTPUT_PARSE') {
+    request.log.warn(runId === undefined ? { code: error.code } : { code: error.code, runId }, "model output not parsed");
+  }
 }

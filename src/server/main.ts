@@ -9,6 +9,7 @@ import { isRunnelError } from '../core/index.js';
 import { chatModelFromEnv, setProviderLogger } from '../models/index.js';
 import { buildApp } from './app.js';
 import { loadServerConfig, type ServerConfig } from './config.js';
+import { serviceFailure } from './error-reply.js';
 import { serverLoggerOptions } from './log-options.js';
 import { connectServices } from './services.js';
 import { offerClusterMetrics, serveOnProcesses } from './cluster.js';
@@ -86,8 +87,10 @@ async function serve(config: ServerConfig): Promise<void> {
       else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.removed} stale removed, ${result.failed.length} failed)`);
     },
     failed: (error, retryInMs) => {
+      // The driver's kind of failure as well (an SQLSTATE: 3D000, a database that does not exist; 28P01,
+      // credentials refused; or ECONNREFUSED…), as a request's `service unavailable` line gives it.
       app.log.warn(
-        { code: isRunnelError(error) ? error.code : undefined },
+        serviceFailure(error) ?? { code: isRunnelError(error) ? error.code : undefined },
         `docs collection: not seeded (${error instanceof Error ? error.message : String(error)}); retrying in ${Math.round(retryInMs / 1000)} s`,
       );
     },

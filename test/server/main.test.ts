@@ -31,6 +31,31 @@ describe('npm start', () => {
     }
   }, 60_000);
 
+  // An operator's trial: with DATABASE_URL naming a database that does not exist, the log said only "The
+  // database is unavailable", as when Postgres is down.
+  it("on a DATABASE_URL whose database does not exist: the seed's warning gives the SQLSTATE (3D000)", async () => {
+    const url = new URL(DATABASE_URL);
+    url.pathname = '/runnel_no_such_database';
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', HOST: '127.0.0.1', DATABASE_URL: url.toString(), LOG_LEVEL: 'warn' },
+    });
+    try {
+      let stdout = '';
+      const line = await new Promise<Record<string, unknown>>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          stdout += chunk.toString();
+          const found = stdout.split('\n').find((text) => text.includes('not seeded'));
+          if (found !== undefined) resolve(JSON.parse(found) as Record<string, unknown>);
+        });
+        child.once('close', () => reject(new Error(`exited before its warning:\n${stdout}`)));
+      });
+      expect(line).toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE', service_error: '3D000' });
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+
   /** Starts `npm start`'s entry with `env`; its exit code and stderr. */
   function start(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
     return run('src/server/main.ts', { HOST: '127.0.0.1', PORT: '0', DATABASE_URL, LOG_LEVEL: 'warn', ...env });

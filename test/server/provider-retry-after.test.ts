@@ -10,7 +10,7 @@ import { createServer } from 'node:net';
 import { Writable } from 'node:stream';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, ChatAnthropic, ChatOpenAI, defineChain, generator, providerRetryAfter, RunnelError, type ChainSpec, type ChatModel } from '../../src/index.js';
+import { buildApp, ChatAnthropic, ChatOpenAI, defineChain, generator, JsonOutputParser, providerRetryAfter, RunnelError, type ChainSpec, type ChatModel } from '../../src/index.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 
 const KEY = 'sk-test-canary-4f9d2c';
@@ -196,6 +196,8 @@ describe('a provider failure in the log', () => {
         defineChain({ path: '/down', runnable: model(server.url, 'error') }),
         defineChain({ path: '/nowhere', runnable: model(`http://127.0.0.1:${closed}/v1`, 'text') }),
         defineChain({ path: '/refused', runnable: model(server.url, 'unauthorized') }),
+        // A model that answers prose where the chain wants JSON.
+        defineChain({ path: '/unparsed', runnable: model(server.url, 'text').pipe(new JsonOutputParser()) }),
       ] as ChainSpec<never, unknown>[],
       logger: { level: 'info', stream },
     });
@@ -214,6 +216,11 @@ describe('a provider failure in the log', () => {
       // The provider's message quoted the key: neither the log nor the answer repeats it.
       expect(JSON.stringify(lines)).not.toContain(KEY);
       expect(refused.body).not.toContain(KEY);
+      // An operator's trial: a 502 for an answer the parser could not read left only "request completed" in the
+      // log. A warning now, without the answer's text.
+      expect((await invoke('/unparsed')).statusCode).toBe(502);
+      expect(lines.filter((line) => line.msg === 'model output not parsed')).toEqual([expect.objectContaining({ level: 40, code: 'RUNNEL_ERR_OUTPUT_PARSE' })]);
+      expect(JSON.stringify(lines)).not.toContain('cat sit');
 
       // Under a background run (no request to log it with), the same line, with the run's id.
       lines.length = 0;
