@@ -103,6 +103,17 @@ describe('docker-compose.yml', () => {
     expect(config.authFailLimit).toBe(20);
   });
 
+  // An operator's trial: the worker had no RUNNEL_RUN_NAMESPACE to share with the app, neither had the model
+  // providers' base URLs, and both reported the service name runnel.
+  it('gives the app and the worker the same run and model settings, and service names of their own', () => {
+    const worker = compose.services.worker as Service;
+    for (const name of ['RUNNEL_RUN_NAMESPACE', 'RUNNEL_RUN_TTL', 'RUNNEL_RUN_LOCK_MS', 'RUNNEL_WEBHOOK_HOSTS', 'RUNNEL_WEBHOOK_SECRET', 'RUNNEL_MODEL', 'OPENAI_BASE_URL', 'ANTHROPIC_BASE_URL', 'RUNNEL_TRACE_CONTENT', 'OTEL_EXPORTER_OTLP_ENDPOINT']) {
+      expect(worker.environment?.[name], name).toBeDefined();
+      expect(worker.environment?.[name], name).toBe(app.environment?.[name]);
+    }
+    expect([app.environment?.OTEL_SERVICE_NAME, worker.environment?.OTEL_SERVICE_NAME]).toEqual(['runnel', 'runnel-worker']);
+  });
+
   it("lets Docker wait longer than the server's own hard deadline before it kills the app", () => {
     const env = Object.fromEntries(Object.entries(app.environment ?? {}).map(([key, value]) => [key, substitute(value)]));
     const config = loadServerConfig(env);
