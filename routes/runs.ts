@@ -10,7 +10,7 @@ import { RunnelError } from '../src/core/index.js';
 import { publicRun, TERMINAL, type RunStatus } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { countRequests } from './chain.js';
-import { clientGone, whenClientGone } from '../src/server/request.js';
+import { Answering, clientGone, whenClientGone } from '../src/server/request.js';
 import { joinFormat, lastEventId, ownRun, runQueue, sendRunStream, submitRun } from '../src/server/runs.js';
 
 const STATUSES: readonly RunStatus[] = ['pending', 'running', 'success', 'error', 'cancelled'];
@@ -108,9 +108,8 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
       // client waits on another replica.
       if (request.server.runnel.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
       let stopped: RunnelError | undefined;
-      let waited!: () => void;
       const { answers } = request.server.runnel;
-      const pending = { stop: (reason: RunnelError) => ((stopped = reason), gone.abort()), done: new Promise<void>((resolve) => (waited = resolve)), reader: true };
+      const pending = new Answering((reason) => ((stopped = reason), gone.abort()), true);
       answers.add(pending);
       try {
         const watch = await runQueue(request).store.watch(record.run_id);
@@ -127,7 +126,7 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
         }
       } finally {
         answers.delete(pending);
-        waited();
+        pending.finish();
       }
       if (stopped !== undefined) throw stopped;
       if (gone.signal.aborted) {

@@ -66,8 +66,8 @@ export interface OpenStream {
 export interface PendingAnswer {
   /** Ends the request's run or wait with `reason`; the request then answers it. */
   stop(reason: RunnelError): void;
-  /** Resolves when the request has its answer (or its client has gone). */
-  done: Promise<void>;
+  /** Resolves when the request has its answer (or its client has gone); made only when shutdown asks. */
+  done(): Promise<void>;
   /** A wait on a run that goes on elsewhere: stopped at once, as its client can wait on another replica. */
   reader?: boolean;
 }
@@ -548,18 +548,18 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     // with its final frame. A request gets a little longer ({@link ANSWER_MARGIN_MS}, inside the process's
     // deadline), then it too ends with RUNNEL_ERR_SHUTTING_DOWN — a 503, not a connection dropped unanswered at
     // the deadline — and its run's model calls stop.
-    await Promise.race([Promise.all([...streams.map((s) => s.done), ...answers.map((a) => a.done)]), grace]);
+    await Promise.race([Promise.all([...streams.map((s) => s.done), ...answers.map((a) => a.done())]), grace]);
     await runsClosed;
     clearTimeout(graceTimer);
     const stopped = [...state.streams];
     for (const stream of stopped) stream.stop(stopping());
     let marginTimer: NodeJS.Timeout | undefined;
     const margin = new Promise<void>((resolve) => (marginTimer = setTimeout(resolve, ANSWER_MARGIN_MS).unref()));
-    await Promise.race([Promise.all([...state.answers].map((a) => a.done)), margin]);
+    await Promise.race([Promise.all([...state.answers].map((a) => a.done())), margin]);
     clearTimeout(marginTimer);
     const unanswered = [...state.answers];
     for (const answer of unanswered) answer.stop(stopping());
-    await Promise.all([...stopped.map((s) => s.done), ...unanswered.map((a) => a.done)]);
+    await Promise.all([...stopped.map((s) => s.done), ...unanswered.map((a) => a.done())]);
     const closing = this.close();
     // Connections busy when closing began go idle as their last response ends (an /invoke finishing after
     // the streams did): close each as soon as it is idle instead of waiting out keep-alive.

@@ -11,6 +11,7 @@ export { MAX_JSON_DEPTH, nestedDeeperThan };
 import type { RequestSpan, Span } from '../observability/index.js';
 import { decodeHashText, DecodedTooLong } from './config-hash.js';
 import { MAX_PARAM_LENGTH } from './connection-limits.js';
+import type { PendingAnswer } from './app.js';
 import type { Endpoint, RequestContext } from './registry.js';
 import { SseWriter } from './sse.js';
 
@@ -153,8 +154,7 @@ export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, e
   whenClientGone(reply, onClose);
   // A shutdown past its grace ends the run with its own error, which the request answers (a 503).
   const { answers } = request.server.runnel;
-  let answered!: () => void;
-  const pending = { stop: (reason: RunnelError) => controller.abort(reason), done: new Promise<void>((resolve) => (answered = resolve)) };
+  const pending = new Answering((reason) => controller.abort(reason));
   answers.add(pending);
   return {
     signal: controller,
@@ -162,10 +162,35 @@ export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, e
     dispose: () => {
       reply.raw.off('close', onClose);
       answers.delete(pending);
-      answered();
+      pending.finish();
       if (gone) clientGone(request, endpoint, chainPath, reply.elapsedTime);
     },
   };
+}
+
+/**
+ * A request holding its answer open, as shutdown sees it ({@link PendingAnswer}): `done()`'s promise is made
+ * only if shutdown asks for it, not by every request.
+ */
+export class Answering implements PendingAnswer {
+  private finished = false;
+  private waiting: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+
+  constructor(
+    readonly stop: (reason: RunnelError) => void,
+    readonly reader = false,
+  ) {}
+
+  done(): Promise<void> {
+    return (this.waiting ??= this.finished ? Promise.resolve() : new Promise<void>((resolve) => (this.wake = resolve)));
+  }
+
+  /** The request has its answer (or its client went away). */
+  finish(): void {
+    this.finished = true;
+    this.wake?.();
+  }
 }
 
 
