@@ -469,15 +469,10 @@ export class BullRunQueue implements RunQueue {
   async submit(record: RunRecord): Promise<void> {
     // Two steps, the record then the job (BullMQ's own): a process stopped between them leaves a run no worker
     // will take, which the sweep below ends.
-    const ahead = await this.store.create(record, { openLimit: this.options.maxRunsPerCaller, queued: true });
+    await this.store.create(record, { openLimit: this.options.maxRunsPerCaller, queued: true });
     this.adding.add(record.run_id);
     try {
-      // A caller's first open run joins the line as it is (BullMQ's wait list, before every prioritized job);
-      // its n-th waits behind every other caller's runs with fewer open (BullMQ's priority n, first in first
-      // out within it). So one caller's burst does not hold up everyone else's next run, as the in-process
-      // queue does not let it either.
-      const priority = typeof ahead === 'number' && ahead > 0 ? { priority: Math.min(ahead, MAX_PRIORITY) } : {};
-      await this.queue.add('run', { run_id: record.run_id }, { jobId: record.run_id, ...priority });
+      await this.queue.add('run', { run_id: record.run_id }, { jobId: record.run_id });
     } catch (error) {
       await this.core.endWaiting(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be queued'), 'error').catch(() => undefined);
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be queued', { cause: error });
@@ -551,7 +546,7 @@ export class BullRunQueue implements RunQueue {
   async cancel(runId: string): Promise<void> {
     await this.store.requestCancel(runId);
     const job = await this.queue.getJob(runId).catch(() => undefined);
-    // Waiting its turn: in the wait list, or (a caller's second open run or later) among the prioritized.
+    // Waiting its turn: in the wait list, or among the prioritized (a job added with a priority).
     const state = job === undefined ? undefined : await job.getState().catch(() => undefined);
     if (job !== undefined && (state === 'waiting' || state === 'prioritized')) {
       const removed = await job.remove().then(
@@ -602,9 +597,6 @@ export class BullRunQueue implements RunQueue {
 
   private closing: Promise<void> | undefined;
 }
-
-/** BullMQ's lowest priority (2^21 − 1; 0, no priority, is the highest). */
-const MAX_PRIORITY = 2 ** 21 - 1;
 
 /** How many runs one pass of {@link BullRunQueue}'s sweep of runs never started reads, and most passes a sweep makes. */
 const UNQUEUED_PASS = 500;

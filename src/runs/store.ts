@@ -115,12 +115,8 @@ const RELEASE_PASS = 50;
 
 /** The run store; see the module comment. */
 export interface RunStore {
-  /**
-   * Stores a new run; `local`: it executes in this process now (its first heartbeat goes with it). A store
-   * that counts its callers' open runs across processes resolves, for a `queued` run, with how many of its
-   * caller's runs were open before it (the queue puts the run behind other callers' with fewer).
-   */
-  create(record: RunRecord, options?: CreateOptions): Promise<number | void>;
+  /** Stores a new run; `local`: it executes in this process now (its first heartbeat goes with it). */
+  create(record: RunRecord, options?: CreateOptions): Promise<void>;
   get(runId: string): Promise<RunRecord | undefined>;
   /**
    * Merges `patch` into the record and says so to followers — unless the run has ended: an ended record is
@@ -593,29 +589,21 @@ return 1`;
 
 /**
  * A new run, in one step: its record (SET NX with the TTL), its place in its owner's list (trimmed, with the
- * TTL), for a run executed outside the queue its first heartbeat (at Redis's time), with a limit or queued its
- * place in its owner's open runs, and for a run whose job is queued next its place among the runs not yet
- * started (at Redis's time, with the TTL). 0 when the id is taken; -1, writing nothing, when the owner holds
- * `limit` open runs; else 1 + the owner's open runs before this one. Open runs created longer than the TTL ago
- * are let go first: their records are gone, and their ends never took them out.
+ * TTL), for a run executed outside the queue its first heartbeat (at Redis's time), and with a limit its place
+ * in its owner's open runs, and for a run whose job is queued next its place among the runs not yet started
+ * (at Redis's time, with the TTL). 0 when the id is taken; -1, writing nothing, when the owner holds `limit` open runs.
  * KEYS: record, owner list, heartbeats, owner's open runs, runs not yet started. ARGV: record JSON, TTL,
  * created (ms), run id, most listed, '1' (beating) or '', limit or '', '1' (queued next) or ''.
  */
 const CREATE = `${NOW_MS}
 local limit = tonumber(ARGV[7])
-local counted = limit or ARGV[8] ~= ''
-local open = 0
-if counted then
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. (tonumber(ARGV[3]) - tonumber(ARGV[2]) * 1000))
-  open = redis.call('ZCARD', KEYS[4])
-end
-if limit and open >= limit then return -1 end
+if limit and redis.call('ZCARD', KEYS[4]) >= limit then return -1 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2], 'NX') then return 0 end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(tonumber(ARGV[5]) + 1))
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], now_ms(), ARGV[4]) end
-if counted then
+if limit then
   redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4])
   redis.call('EXPIRE', KEYS[4], ARGV[2])
 end
@@ -623,7 +611,7 @@ if ARGV[8] ~= '' then
   redis.call('ZADD', KEYS[5], now_ms(), ARGV[4])
   redis.call('EXPIRE', KEYS[5], ARGV[2])
 end
-return 1 + open`;
+return 1`;
 
 /**
  * Frames appended to a run's log, and maybe the run ended, in one step: an XADD per entry (MAXLEN ~), the
@@ -868,7 +856,7 @@ export class RedisRunStore implements RunStore {
     await this.subscriber.subscribe(channel);
   }
 
-  async create(record: RunRecord, options: CreateOptions = {}): Promise<number> {
+  async create(record: RunRecord, options: CreateOptions = {}): Promise<void> {
     const limit = options.openLimit ?? 0;
     const open = this.openKey(record.identity);
     // A run id names one run, once (NX): never over another's record or log. One round trip, one command.
@@ -889,8 +877,7 @@ export class RedisRunStore implements RunStore {
       created = await create();
     }
     if (created === -1) throw tooManyRuns(limit);
-    if (created < 1) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
-    return created - 1;
+    if (created !== 1) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
   }
 
   /**
