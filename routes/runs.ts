@@ -128,7 +128,11 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
         answers.delete(pending);
         pending.finish();
       }
-      if (stopped !== undefined) throw stopped;
+      if (stopped !== undefined) {
+        // Ended as the stop came: the answer it waited for, not a 503.
+        if (TERMINAL.has(record.status)) return reply.code(200).send(publicRun(record));
+        throw stopped;
+      }
       if (gone.signal.aborted) {
         // Nobody to answer: the wait ends as a request whose client left (a 499 in the log and /metrics), not a 408.
         clientGone(request, 'runs_wait', path, reply.elapsedTime);

@@ -38,11 +38,13 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
   // And its credentials refused (WRONGPASS, NOAUTH), noted for the start to stop on; the client goes on trying,
   // as the password may be put right on Redis's side while the server runs.
   client.on('error', (error: { command?: { name?: string } } & Error) => {
-    const command = error.command?.name?.toLowerCase();
-    if (command === 'auth' || (command === undefined && /^(NOAUTH|WRONGPASS)\b/.test(error.message))) {
+    // Whichever command met it: AUTH refused, or no password sent (the ready check's INFO, or the SELECT that
+    // follows a refused AUTH — which must not stop the client, as a refused database does).
+    if (/^(NOAUTH|WRONGPASS)\b/.test(error.message)) {
       if (!selectRefusals.has(client)) selectRefusals.set(client, error.message);
       return;
     }
+    const command = error.command?.name?.toLowerCase();
     if (command !== 'select') return;
     selectRefusals.set(client, error.message);
     client.disconnect();

@@ -271,6 +271,8 @@ const frameBytes = (frame: Pick<RunFrame, 'data' | 'json'>): number => {
 interface HeldRun {
   record: RunRecord;
   frames: RunFrame[];
+  /** The id of its first frame (kept when trimming drops the frame): older ids are not its own. */
+  firstId?: number;
   seq: number;
   cancel: boolean;
   bytes: number;
@@ -403,6 +405,7 @@ export class MemoryRunStore implements RunStore {
       if (given !== undefined && given <= run.seq) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'A frame id must follow the last one');
       // A frame without an id (a run ended from outside its execution) takes the run's next one.
       run.seq = given ?? run.seq + 1;
+      run.firstId ??= run.seq;
       const id = String(run.seq);
       run.frames.push({ ...frame, id });
       const added = frameBytes(frame);
@@ -489,9 +492,11 @@ export class MemoryRunStore implements RunStore {
     const frames = this.held(runId)?.frames;
     if (frames === undefined) return false;
     if (frames.some((frame) => frame.id === id)) return true;
-    // Before what a trimmed log still holds (its first frame, `metadata`, is gone): one of its trimmed frames.
+    // Before what a trimmed log still holds (its first frame, `metadata`, is gone) and not before its first
+    // frame: one of its trimmed frames (each run counts from a start of its own: a lower id is another run's).
     const first = frames[0];
-    return first !== undefined && first.event !== 'metadata' && Number(id) < Number(first.id);
+    const wanted = Number(id);
+    return first !== undefined && first.event !== 'metadata' && wanted < Number(first.id) && wanted >= (this.held(runId)?.firstId ?? 0);
   }
 
   async close(): Promise<void> {

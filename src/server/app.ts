@@ -543,13 +543,16 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     let graceTimer: NodeJS.Timeout | undefined;
     const grace = new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, config.shutdownGraceMs).unref()));
     // Background runs: no new ones are taken; those under way get the same grace (waiting ones stay queued).
-    const runsClosed = state.runs?.close(config.shutdownGraceMs);
+    // Awaited later: a failure is logged here, not left unhandled meanwhile.
+    const runsClosed = state.runs?.close(config.shutdownGraceMs).catch((error: unknown) => this.log.error({ err: error }, 'closing the run queue failed'));
     // Open streams and requests whose runs are under way (an /invoke) get the grace to finish; then a stream ends
     // with its final frame. A request gets a little longer ({@link ANSWER_MARGIN_MS}, inside the process's
     // deadline), then it too ends with RUNNEL_ERR_SHUTTING_DOWN — a 503, not a connection dropped unanswered at
     // the deadline — and its run's model calls stop.
+    // The streams and requests keep to their own timeline: the run queue's close may take longer than the
+    // grace (a worker's close waits up to 2 s more; Redis away, its steps time out), and must not push their
+    // final frames and 503s past the process's deadline.
     await Promise.race([Promise.all([...streams.map((s) => s.done), ...answers.map((a) => a.done())]), grace]);
-    await runsClosed;
     clearTimeout(graceTimer);
     const stopped = [...state.streams];
     for (const stream of stopped) stream.stop(stopping());
@@ -560,6 +563,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const unanswered = [...state.answers];
     for (const answer of unanswered) answer.stop(stopping());
     await Promise.all([...stopped.map((s) => s.done), ...unanswered.map((a) => a.done())]);
+    await runsClosed;
     const closing = this.close();
     // Connections busy when closing began go idle as their last response ends (an /invoke finishing after
     // the streams did): close each as soon as it is idle instead of waiting out keep-alive.

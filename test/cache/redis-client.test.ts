@@ -5,7 +5,7 @@
  * still the answer to its own command.
  */
 import type { Socket } from 'node:net';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectServices, createRedisClient } from '../../src/index.js';
 import { selectRefusal } from '../../src/cache/redis-client.js';
@@ -115,6 +115,51 @@ describe('a REDIS_URL with the wrong password', () => {
         expect(error?.message).not.toContain('wrong-password-456');
       }
     } finally {
+      await locked.kill();
+    }
+  }, 60_000);
+
+  // A review: with no password in REDIS_URL the refusal came on the ready check's INFO (NOAUTH), not on an AUTH,
+  // and the server started as when Redis is down.
+  it('stops the start when REDIS_URL has no password and Redis wants one', async () => {
+    const locked = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no', '--requirepass', 'right-password-123']);
+    await locked.start();
+    try {
+      const error = await connectServices({ redisUrl: `redis://127.0.0.1:${locked.port}/0` }).then(() => undefined, (caught: unknown) => caught as Error);
+      expect(error?.message).toMatch(/^Redis refused the credentials of REDIS_URL \(NOAUTH/);
+    } finally {
+      await locked.kill();
+    }
+  }, 60_000);
+
+  // A review: a password refused while running, with a database other than 0, made the SELECT after the AUTH
+  // fail too (NOAUTH), which was taken for a refused database: the client stopped for good, and stayed
+  // stopped once the password was put right.
+  it('goes on trying while Redis refuses its password, and is back once the password is right again', async () => {
+    const locked = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no', '--requirepass', 'first-password-1']);
+    await locked.start();
+    const admin = new Redis({ port: locked.port, host: '127.0.0.1', password: 'first-password-1' });
+    admin.on('error', () => {});
+    const client = createRedisClient(`redis://:first-password-1@127.0.0.1:${locked.port}/2`);
+    try {
+      await client.connect();
+      expect(await client.ping()).toBe('PONG');
+      await admin.config('SET', 'requirepass', 'second-password-2');
+      await admin.auth('second-password-2');
+      await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      while (client.status === 'ready') await new Promise((resolve) => setTimeout(resolve, 50));
+      // Refused a few times over (each reconnect), then the password is put back.
+      while (selectRefusal(client) === undefined) await new Promise((resolve) => setTimeout(resolve, 50));
+      await admin.config('SET', 'requirepass', 'first-password-1');
+      let answer = '';
+      while (answer !== 'PONG') {
+        expect(client.status).not.toBe('end');
+        answer = await client.ping().catch(() => '');
+        if (answer !== 'PONG') await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    } finally {
+      client.disconnect();
+      admin.disconnect();
       await locked.kill();
     }
   }, 60_000);

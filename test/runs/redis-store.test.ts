@@ -229,6 +229,15 @@ describe('RedisRunStore', () => {
     expect((await memory.frames(run.run_id)).map((frame) => frame.id)).toEqual(ids.slice(2));
     for (const id of ids) expect(await memory.hasFrame(run.run_id, id), id).toBe(true);
     expect(await memory.hasFrame(run.run_id, String(Number(ids.at(-1)) + 1))).toBe(false);
+    // A review: an id below the run's first (another run's, each counting from a start of its own) passed for
+    // a trimmed frame of this one.
+    const next = memory.frameIds();
+    const own = [next(), next(), next(), next(), next()];
+    const counted = record();
+    await memory.create(counted);
+    await memory.append(counted.run_id, own.map((id, n) => ({ id, event: n === 0 ? 'metadata' : 'data', data: n })));
+    expect(await memory.hasFrame(counted.run_id, own[0] as string)).toBe(true);
+    expect(await memory.hasFrame(counted.run_id, String(Number(own[0]) - 1))).toBe(false);
   });
 
   it('takes only frame ids of its own shape (they are written unescaped)', async () => {
