@@ -1,6 +1,8 @@
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import type { Redis } from 'ioredis';
+
+const ROOT = new URL('..', import.meta.url).pathname;
 
 /** Small helpers shared by tests. */
 
@@ -60,6 +62,33 @@ export async function waitForProcess(url: string, child: ChildProcess, logs: rea
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`${url} did not come up:\n${logs.join('')}`);
+}
+
+/** A test server script run as its own process (`node --import tsx`), once it has printed "ready <port>". */
+export interface ReadyProcess {
+  child: ChildProcess;
+  /** `http://127.0.0.1:PORT` */
+  base: string;
+  /** What it has printed to stdout so far. */
+  output(): string;
+  /** Its exit code, once it exits (listened for from the start). */
+  exited: Promise<number | null>;
+}
+
+/** Starts `script` (a path from the repository's root) with `env` added, and waits for its "ready <port>" line. */
+export async function startReadyProcess(script: string, env: Record<string, string> = {}): Promise<ReadyProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let out = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /ready (\d+)/.exec(out);
+      if (match) resolve(Number(match[1]));
+    });
+    void exited.then((code) => reject(new Error(`${script} exited ${code}:\n${out}`)));
+  });
+  return { child, base: `http://127.0.0.1:${port}`, output: () => out, exited };
 }
 
 /** Stops each process with SIGTERM (its graceful shutdown), then SIGKILL after 10 s; resolves once all exited. */

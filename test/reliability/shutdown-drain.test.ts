@@ -7,11 +7,9 @@
  * step is ordered by events, not by how fast this machine is; the grace
  * (30 s, past the old fixed 10 s deadline) only bounds a failure.
  */
-import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
-
-const root = new URL('../../', import.meta.url).pathname;
+import { startReadyProcess } from '../helpers.js';
 
 interface Answer {
   status: number;
@@ -60,22 +58,7 @@ function openStream(base: string, path: string): { frames: string[]; first: Prom
 
 describe('draining after SIGTERM', () => {
   it('keeps listening: /readyz 503, new chain requests 503 RUNNEL_ERR_SHUTTING_DOWN, open streams run on to their final frame, exit 0', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/slow-server.ts'], {
-      cwd: root,
-      stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, RUNNEL_SHUTDOWN_GRACE_MS: '30000' },
-    });
-    let out = '';
-    const port = await new Promise<number>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-        const match = /ready (\d+)/.exec(out);
-        if (match) resolve(Number(match[1]));
-      });
-      child.once('exit', (code) => reject(new Error(`exited ${code}`)));
-    });
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const base = `http://127.0.0.1:${port}`;
+    const { child, base, exited } = await startReadyProcess('test/support/slow-server.ts', { RUNNEL_SHUTDOWN_GRACE_MS: '30000' });
     try {
       expect((await ask(base, '/readyz')).status).toBe(200);
       const streams = Array.from({ length: 5 }, () => openStream(base, '/gated/stream'));

@@ -3,11 +3,9 @@
  * /invoke calls: every stream gets a final frame, the invokes complete, and
  * the process exits 0, before its hard deadline (the 1 s grace plus 5 s).
  */
-import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
-
-const root = new URL('../../', import.meta.url).pathname;
+import { startReadyProcess } from '../helpers.js';
 
 function openStream(base: string): Promise<{ last: string; frames: number }> {
   return new Promise((resolve, reject) => {
@@ -28,17 +26,8 @@ function openStream(base: string): Promise<{ last: string; frames: number }> {
 
 describe('SIGTERM with 100 open streams', () => {
   it('gives every stream a final frame, completes in-flight invokes, and exits 0 before the hard deadline', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/slow-server.ts'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    const port = await new Promise<number>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-        const match = /ready (\d+)/.exec(out);
-        if (match) resolve(Number(match[1]));
-      });
-      child.once('exit', (code) => reject(new Error(`exited ${code}`)));
-    });
-    const base = `http://127.0.0.1:${port}`;
+    const server = await startReadyProcess('test/support/slow-server.ts');
+    const { child, base } = server;
     const streams = Array.from({ length: 100 }, () => openStream(base));
     // Wait until all 100 are open (the gauge says so), then start invokes that are still running at SIGTERM.
     for (let i = 0; i < 200; i++) {
@@ -50,8 +39,8 @@ describe('SIGTERM with 100 open streams', () => {
       fetch(`${base}/wait/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: `call ${i}` }) }).then(async (r) => ({ status: r.status, body: (await r.json()) as { output?: string } })),
     );
     // In flight: every invoke has started running on the server.
-    while ((out.match(/started call/g) ?? []).length < 5) await new Promise((resolve) => setTimeout(resolve, 20));
-    const exited = new Promise<{ code: number | null; at: number }>((resolve) => child.once('exit', (code) => resolve({ code, at: performance.now() })));
+    while ((server.output().match(/started call/g) ?? []).length < 5) await new Promise((resolve) => setTimeout(resolve, 20));
+    const exited = server.exited.then((code) => ({ code, at: performance.now() }));
     const signalled = performance.now();
     child.kill('SIGTERM');
     const results = await Promise.all(streams);
@@ -75,26 +64,16 @@ describe('SIGTERM with 100 open streams', () => {
   // An operator's trial: an /invoke whose model took longer than the grace plus 5 s had its connection dropped
   // unanswered at the deadline, and the process exited 1; a run's /wait held the drain for up to its 300 s.
   it('answers a request still running past the grace, and a wait on a run, with 503 RUNNEL_ERR_SHUTTING_DOWN, and exits 0', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/slow-server.ts'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    const port = await new Promise<number>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-        const match = /ready (\d+)/.exec(out);
-        if (match) resolve(Number(match[1]));
-      });
-      child.once('exit', (code) => reject(new Error(`exited ${code}`)));
-    });
-    const base = `http://127.0.0.1:${port}`;
+    const server = await startReadyProcess('test/support/slow-server.ts');
+    const { child, base } = server;
     const json = { 'content-type': 'application/json' };
     const answer = async (res: Response) => ({ status: res.status, retry: res.headers.get('retry-after'), body: (await res.json()) as { code?: string } });
     const invoke = fetch(`${base}/forever/invoke`, { method: 'POST', headers: json, body: JSON.stringify({ input: 'invoked' }) }).then(answer);
     const run = (await (await fetch(`${base}/forever/runs`, { method: 'POST', headers: json, body: JSON.stringify({ input: 'queued' }) })).json()) as { run_id: string };
     const wait = fetch(`${base}/forever/runs/${run.run_id}/wait?timeout_s=300`).then(answer);
-    while ((out.match(/started forever/g) ?? []).length < 2) await new Promise((resolve) => setTimeout(resolve, 20));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    while ((server.output().match(/started forever/g) ?? []).length < 2) await new Promise((resolve) => setTimeout(resolve, 20));
     child.kill('SIGTERM');
     for (const result of await Promise.all([wait, invoke])) expect(result).toEqual({ status: 503, retry: '1', body: expect.objectContaining({ code: 'RUNNEL_ERR_SHUTTING_DOWN' }) });
-    expect(await exited).toBe(0);
+    expect(await server.exited).toBe(0);
   }, 60_000);
 });
