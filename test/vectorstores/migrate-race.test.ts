@@ -11,6 +11,7 @@ import { HashingEmbeddings, PgVectorStore, pgExecutor } from '../../src/index.js
 const ADMIN_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 const database = `runnel_migrate_${process.pid}_${Date.now()}`;
 const admin = new pg.Pool({ connectionString: ADMIN_URL, max: 1 });
+admin.on('error', () => {});
 const pools: pg.Pool[] = [];
 
 afterAll(async () => {
@@ -27,6 +28,8 @@ describe('PgVectorStore.create by several replicas at once, on a database withou
     const opened = await Promise.allSettled(
       Array.from({ length: 6 }, () => {
         const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+        // The drop at the end terminates whatever connection is still closing: not an error of the test's.
+        pool.on('error', () => {});
         pools.push(pool);
         return PgVectorStore.create({ executor: pgExecutor(pool), embeddings: new HashingEmbeddings(), collection: 'docs' });
       }),
