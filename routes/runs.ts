@@ -108,9 +108,7 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
       // client waits on another replica.
       if (request.server.runnel.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
       let stopped: RunnelError | undefined;
-      const { answers } = request.server.runnel;
-      const pending = new Answering((reason) => ((stopped = reason), gone.abort()), true);
-      answers.add(pending);
+      const pending = new Answering(request.server.runnel.answers, (reason) => ((stopped = reason), gone.abort()), true);
       try {
         const watch = await runQueue(request).store.watch(record.run_id);
         try {
@@ -125,7 +123,6 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
           watch.close();
         }
       } finally {
-        answers.delete(pending);
         pending.finish();
       }
       if (stopped !== undefined) {

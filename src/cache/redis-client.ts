@@ -41,26 +41,26 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
     // Whichever command met it: AUTH refused, or no password sent (the ready check's INFO, or the SELECT that
     // follows a refused AUTH — which must not stop the client, as a refused database does).
     if (/^(NOAUTH|WRONGPASS)\b/.test(error.message)) {
-      if (!selectRefusals.has(client)) selectRefusals.set(client, error.message);
+      if (!refusals.has(client)) refusals.set(client, error.message);
       return;
     }
     const command = error.command?.name?.toLowerCase();
     if (command !== 'select') return;
-    selectRefusals.set(client, error.message);
+    refusals.set(client, error.message);
     client.disconnect();
   });
   coalesceWrites(client);
   return client;
 }
 
-const selectRefusals = new WeakMap<Redis, string>();
+const refusals = new WeakMap<Redis, string>();
 
 /**
  * Redis's refusal of the database `client`'s URL names (`ERR DB index is out of range`), or of its
  * credentials (`WRONGPASS …`, `NOAUTH …`), if it refused them.
  */
-export function selectRefusal(client: Redis): string | undefined {
-  return selectRefusals.get(client);
+export function connectRefusal(client: Redis): string | undefined {
+  return refusals.get(client);
 }
 
 const coalescing = new WeakSet<Socket>();

@@ -548,10 +548,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     // Open streams and requests whose runs are under way (an /invoke) get the grace to finish; then a stream ends
     // with its final frame. A request gets a little longer ({@link ANSWER_MARGIN_MS}, inside the process's
     // deadline), then it too ends with RUNNEL_ERR_SHUTTING_DOWN — a 503, not a connection dropped unanswered at
-    // the deadline — and its run's model calls stop.
-    // The streams and requests keep to their own timeline: the run queue's close may take longer than the
-    // grace (a worker's close waits up to 2 s more; Redis away, its steps time out), and must not push their
-    // final frames and 503s past the process's deadline.
+    // the deadline — and its run's model calls stop. This timeline is their own, not the run queue's, whose
+    // close may outlast the grace (a worker's close waits up to 2 s more; with Redis away its steps time out).
     await Promise.race([Promise.all([...streams.map((s) => s.done), ...answers.map((a) => a.done())]), grace]);
     clearTimeout(graceTimer);
     const stopped = [...state.streams];

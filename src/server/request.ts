@@ -153,15 +153,12 @@ export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, e
   };
   whenClientGone(reply, onClose);
   // A shutdown past its grace ends the run with its own error, which the request answers (a 503).
-  const { answers } = request.server.runnel;
-  const pending = new Answering((reason) => controller.abort(reason));
-  answers.add(pending);
+  const pending = new Answering(request.server.runnel.answers, (reason) => controller.abort(reason));
   return {
     signal: controller,
     gone: () => gone,
     dispose: () => {
       reply.raw.off('close', onClose);
-      answers.delete(pending);
       pending.finish();
       if (gone) clientGone(request, endpoint, chainPath, reply.elapsedTime);
     },
@@ -169,8 +166,8 @@ export function disconnectSignal(request: FastifyRequest, reply: FastifyReply, e
 }
 
 /**
- * A request holding its answer open, as shutdown sees it ({@link PendingAnswer}): `done()`'s promise is made
- * only if shutdown asks for it, not by every request.
+ * A request holding its answer open, as shutdown sees it ({@link PendingAnswer}), among `answers` from its
+ * making to its `finish()`: `done()`'s promise is made only if shutdown asks for it, not by every request.
  */
 export class Answering implements PendingAnswer {
   private finished = false;
@@ -178,16 +175,20 @@ export class Answering implements PendingAnswer {
   private wake: (() => void) | undefined;
 
   constructor(
+    private readonly answers: Set<PendingAnswer>,
     readonly stop: (reason: RunnelError) => void,
     readonly reader = false,
-  ) {}
+  ) {
+    answers.add(this);
+  }
 
   done(): Promise<void> {
     return (this.waiting ??= this.finished ? Promise.resolve() : new Promise<void>((resolve) => (this.wake = resolve)));
   }
 
-  /** The request has its answer (or its client went away). */
+  /** The request has its answer (or its client went away): it leaves the answers shutdown waits for. */
   finish(): void {
+    this.answers.delete(this);
     this.finished = true;
     this.wake?.();
   }

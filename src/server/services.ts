@@ -11,7 +11,7 @@ import { mkdirSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { createRedisClient, RedisCache } from '../cache/index.js';
-import { selectRefusal } from '../cache/redis-client.js';
+import { connectRefusal } from '../cache/redis-client.js';
 import { RunnelError } from '../core/index.js';
 import { InMemoryCache, type ModelCache } from '../models/index.js';
 import { MemoryHistoryStore, RedisChatMessageHistory, type ChatMessageHistory } from '../history/index.js';
@@ -84,7 +84,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     await redis.connect().catch(() => undefined);
     // A database this Redis does not have (SELECT refused): ioredis would go on in database 0, mixing this
     // deployment's keys with whatever is there — a wrong setting, refused at start.
-    const refused = selectRefusal(redis);
+    const refused = connectRefusal(redis);
     if (refused !== undefined) {
       redis.disconnect();
       // Its SELECT also fails when the password is wrong (NOAUTH, WRONGPASS): then that is what to fix.

@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectServices, createRedisClient } from '../../src/index.js';
-import { selectRefusal } from '../../src/cache/redis-client.js';
+import { connectRefusal } from '../../src/cache/redis-client.js';
 import { freePort, settleWithin } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
@@ -85,11 +85,11 @@ describe('a database the Redis does not have', () => {
       // It connects by its own retries, and Redis refuses the database.
       await settleWithin(
         (async () => {
-          while (selectRefusal(doomed) === undefined) await new Promise((resolve) => setTimeout(resolve, 20));
+          while (connectRefusal(doomed) === undefined) await new Promise((resolve) => setTimeout(resolve, 20));
         })(),
         30_000,
       );
-      expect(selectRefusal(doomed)).toMatch(/DB index is out of range/);
+      expect(connectRefusal(doomed)).toMatch(/DB index is out of range/);
       await expect(doomed.set('written', 'into database 0')).rejects.toThrow();
       const probe = await later.client();
       expect(await probe.dbsize()).toBe(0);
@@ -149,7 +149,7 @@ describe('a REDIS_URL with the wrong password', () => {
       await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
       while (client.status === 'ready') await new Promise((resolve) => setTimeout(resolve, 50));
       // Refused a few times over (each reconnect), then the password is put back.
-      while (selectRefusal(client) === undefined) await new Promise((resolve) => setTimeout(resolve, 50));
+      while (connectRefusal(client) === undefined) await new Promise((resolve) => setTimeout(resolve, 50));
       await admin.config('SET', 'requirepass', 'first-password-1');
       let answer = '';
       while (answer !== 'PONG') {
