@@ -175,6 +175,21 @@ const envSchema = z.object({
   RUNNEL_DATA_DIR: z.string().optional().transform((value) => value || './.runnel'),
 });
 
+/**
+ * Every `RUNNEL_*` variable Runnel reads: the server's settings above, tracing's content flag, the cluster's
+ * mark on the processes it starts, and the three docker-compose reads (the published port, nginx's subnet,
+ * the stop grace). Any other is a typo or a setting of another version: it changes nothing, and the server
+ * says so at start.
+ */
+export const RUNNEL_SETTINGS: ReadonlySet<string> = new Set([
+  ...Object.keys(envSchema.shape).filter((name) => name.startsWith('RUNNEL_')),
+  'RUNNEL_TRACE_CONTENT',
+  'RUNNEL_CLUSTER_PROCESS',
+  'RUNNEL_PORT',
+  'RUNNEL_EDGE_SUBNET',
+  'RUNNEL_STOP_GRACE_PERIOD',
+]);
+
 /** An API key and the identity it stands for. */
 export interface ApiKey {
   name: string;

@@ -2,7 +2,7 @@
  * What the server says at start about settings that leave it open: `main.ts`
  * logs each line as a warning.
  */
-import type { ServerConfig } from './config.js';
+import { RUNNEL_SETTINGS, type ServerConfig } from './config.js';
 
 /**
  * The warnings `config` deserves at start, one line each; none when it is safe to expose.
@@ -46,6 +46,44 @@ export function startupWarnings(
           'RUNNEL_ERR_HOST_NOT_ALLOWED. List the names clients use in RUNNEL_ALLOWED_HOSTS, or set keys.',
       );
     }
+  }
+  warnings.push(...unknownSettings(env));
+  return warnings;
+}
+
+/** How many single-letter edits turn `a` into `b` (Levenshtein's distance). */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min((previous[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = row;
+  }
+  return previous[b.length] ?? 0;
+}
+
+/**
+ * A warning for each `RUNNEL_*` variable of `env` that Runnel does not read (`RUNNEL_MAX_STREAM`,
+ * `RUNNEL_API_KEY`): set on purpose, it would change nothing while its author believes it holds — a limit
+ * or the keys left off. The nearest setting's name is offered when one is a few letters away.
+ *
+ * @example
+ * unknownSettings({ RUNNEL_MAX_STREAM: '50' });
+ * // ['RUNNEL_MAX_STREAM is not a Runnel setting and changes nothing: did you mean RUNNEL_MAX_STREAMS?']
+ */
+export function unknownSettings(env: Readonly<Record<string, string | undefined>>): string[] {
+  const warnings: string[] = [];
+  for (const name of Object.keys(env).sort()) {
+    if (!name.startsWith('RUNNEL_') || RUNNEL_SETTINGS.has(name) || env[name] === undefined) continue;
+    let nearest: { name: string; distance: number } | undefined;
+    for (const known of RUNNEL_SETTINGS) {
+      const distance = editDistance(name, known);
+      if (nearest === undefined || distance < nearest.distance) nearest = { name: known, distance };
+    }
+    const hint = nearest !== undefined && nearest.distance <= 3 ? `: did you mean ${nearest.name}?` : ' (the settings are listed in README\'s Configuration)';
+    warnings.push(`${name} is not a Runnel setting and changes nothing${hint}`);
   }
   return warnings;
 }

@@ -8,6 +8,7 @@ import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
 import { setProviderLogger } from '../models/index.js';
 import { loadServerConfig } from './config.js';
+import { unknownSettings } from './startup-warnings.js';
 import { redactUrlCredentials } from './log-options.js';
 import { connectServices } from './services.js';
 import { shutdownDeadlineMs } from './signals.js';
@@ -28,6 +29,7 @@ try {
   if (config.workerConcurrency < 1) throw new Error('runnel worker: RUNNEL_WORKER_CONCURRENCY must be at least 1 in a worker process (0 is for a server without workers)');
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, namespace: config.runNamespace, role: 'worker' });
   if (services.redis?.status !== 'ready') logger.warn('runnel worker: Redis is not reachable (REDIS_URL); runs are taken once it is');
+  for (const line of unknownSettings(process.env)) logger.warn(`runnel worker: ${line}`);
   if (config.processes > 1) logger.warn('runnel worker: RUNNEL_PROCESSES is for the HTTP server; a worker runs RUNNEL_WORKER_CONCURRENCY runs at once in one process (start more workers for more)');
   const { chains } = createChains({ services });
   const worker = startRunWorkers({ config, chains, services, log });

@@ -44,12 +44,16 @@ describe('npm run worker', () => {
     expect(lines.filter((line) => line.level === 40)).toEqual([]);
   }, 60_000);
 
-  it("warns at start when it has no DATABASE_URL: its chains would read an embedded database of their own, not the server's", async () => {
+  it("warns at start when it has no DATABASE_URL (its chains would read an embedded database of their own, not the server's), and of a setting it does not read", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'runnel-worker-'));
     try {
-      const { code, lines } = await runWorker({ RUNNEL_DATA_DIR: dataDir });
+      // A setting misspelt is named too: it changes nothing.
+      const { code, lines } = await runWorker({ RUNNEL_DATA_DIR: dataDir, RUNNEL_WORKER_CONCURENCY: '2' });
       expect(code).toBe(0);
-      expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([expect.stringContaining('no DATABASE_URL')]);
+      expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([
+        'runnel worker: RUNNEL_WORKER_CONCURENCY is not a Runnel setting and changes nothing: did you mean RUNNEL_WORKER_CONCURRENCY?',
+        expect.stringContaining('no DATABASE_URL'),
+      ]);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }
