@@ -99,8 +99,8 @@ export interface ProcessesOptions {
   count: number;
   /** After a signal, when the first process gives up waiting and exits 1 (each process has its own deadline too). */
   deadlineMs: number;
-  /** Where the first process says what it does. */
-  log?: (line: string) => void;
+  /** Where the first process says what it does (`npm start`: the server's JSON log lines). */
+  log?: (level: 'info' | 'warn' | 'error', line: string) => void;
   /** The wait before a process that died is replaced. */
   restartDelayMs?: number;
 }
@@ -123,7 +123,7 @@ export async function serveOnProcesses(options: ProcessesOptions, start: () => P
 }
 
 function superviseProcesses(options: ProcessesOptions): void {
-  const log = options.log ?? ((line: string) => console.error(line));
+  const log = options.log ?? ((_level: string, line: string) => console.error(line));
   const restartDelayMs = options.restartDelayMs ?? 1_000;
   const ready = new WeakSet<Worker>();
   /** Replacements in a row that died before they served: the wait before the next doubles (to 30 s). */
@@ -197,7 +197,7 @@ function superviseProcesses(options: ProcessesOptions): void {
   const stopAll = (signal: NodeJS.Signals): void => {
     for (const worker of live) worker.process.kill(signal);
     setTimeout(() => {
-      log(`runnel: server processes still running ${options.deadlineMs} ms after ${signal}; exiting`);
+      log('error', `runnel: server processes still running ${options.deadlineMs} ms after ${signal}; exiting`);
       process.exit(1);
     }, options.deadlineMs + 1_000).unref();
   };
@@ -207,12 +207,12 @@ function superviseProcesses(options: ProcessesOptions): void {
     const how = signal === null ? `exit code ${code}` : signal;
     if (!stopping && !served) {
       // None has served yet: a busy port, bad services. Another would fail the same way.
-      log(`runnel: a server process failed to start (${how}); stopping`);
+      log('error', `runnel: a server process failed to start (${how}); stopping`);
       stopping = true;
       failed = true;
       stopAll('SIGTERM');
     } else if (!stopping) {
-      log(`runnel: server process ${worker.process.pid} stopped (${how}); starting another`);
+      log('warn', `runnel: server process ${worker.process.pid} stopped (${how}); starting another`);
       if (!ready.has(worker)) failedInARow++;
       const delay = Math.min(30_000, restartDelayMs * 2 ** Math.min(failedInARow, 5));
       const wait = Math.max(0, lastRestart + delay - Date.now());
@@ -232,12 +232,12 @@ function superviseProcesses(options: ProcessesOptions): void {
     process.on(signal, () => {
       if (stopping) return;
       stopping = true;
-      log(`runnel: ${signal}: stopping ${live.size} server processes`);
+      log('info', `runnel: ${signal}: stopping ${live.size} server processes`);
       // None alive (one had died, its replacement not started yet): nothing to wait for.
       if (live.size === 0) process.exit(failed ? 1 : 0);
       stopAll(signal);
     });
   }
-  log(`runnel: serving with ${options.count} processes`);
+  log('info', `runnel: serving with ${options.count} processes`);
   for (let i = 0; i < options.count; i++) fork();
 }

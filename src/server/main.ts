@@ -4,6 +4,7 @@
  * SIGTERM and SIGINT (readiness off while still listening, streams finish or
  * get a final frame after the grace, exit by the grace plus 5 s).
  */
+import { pino } from 'pino';
 import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
 import { chatModelFromEnv, setProviderLogger } from '../models/index.js';
@@ -25,7 +26,12 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   // RUNNEL_PROCESSES > 1: this process forks the servers (one per core) and looks after them; each runs serve().
-  await serveOnProcesses({ count: config.processes, deadlineMs: shutdownDeadlineMs(config.shutdownGraceMs) }, () => serve(config));
+  // The supervisor's lines are the servers' JSON lines too (one log stream for an operator's collector).
+  const logger = pino(serverLoggerOptions(config.logLevel));
+  await serveOnProcesses(
+    { count: config.processes, deadlineMs: shutdownDeadlineMs(config.shutdownGraceMs), log: (level, line) => logger[level](line) },
+    () => serve(config),
+  );
 }
 
 async function serve(config: ServerConfig): Promise<void> {

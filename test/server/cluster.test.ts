@@ -50,6 +50,16 @@ function serving(output: string): { pids: Set<number>; port: number | undefined 
   return { pids, port };
 }
 
+/** The JSON log line whose message is `msg`; undefined when there is none (or the line is not JSON). */
+function logLine(output: string, msg: string): Record<string, unknown> | undefined {
+  for (const line of output.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const entry = JSON.parse(line) as Record<string, unknown>;
+    if (entry.msg === msg) return entry;
+  }
+  return undefined;
+}
+
 const alive = (pid: number): boolean => {
   try {
     process.kill(pid, 0);
@@ -106,7 +116,9 @@ describe('RUNNEL_PROCESSES', () => {
         const pids = serving(output()).pids;
         return pids.size === 3 ? pids : undefined;
       });
-      expect(output()).toContain(`runnel: server process ${victim} stopped (SIGKILL); starting another`);
+      // The supervisor's lines are JSON log lines, as the servers' are (one stream for a log collector).
+      expect(logLine(output(), `runnel: server process ${victim} stopped (SIGKILL); starting another`)).toMatchObject({ level: 40, pid: child.pid });
+      expect(logLine(output(), 'runnel: serving with 2 processes')).toMatchObject({ level: 30, pid: child.pid });
       const replacement = [...replaced].find((pid) => !first.pids.has(pid)) as number;
       expect(childrenOf(child.pid as number).sort()).toEqual([survivor, replacement].sort());
       expect((await invoke()).status).toBe(200);
@@ -115,7 +127,7 @@ describe('RUNNEL_PROCESSES', () => {
       child.kill('SIGTERM');
       expect(await settleWithin(code, 30_000)).toBe(0);
       expect(alive(survivor) || alive(replacement)).toBe(false);
-      expect(output()).toContain('runnel: SIGTERM: stopping 2 server processes');
+      expect(logLine(output(), 'runnel: SIGTERM: stopping 2 server processes')).toMatchObject({ level: 30 });
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
     }

@@ -25,7 +25,7 @@ if (mode === 'foreign') {
     process.exit(0);
   }
 } else {
-  await serveOnProcesses({ count: 2, deadlineMs: 5_000, restartDelayMs: 60_000, log: (line) => console.log(line) }, async () => {
+  await serveOnProcesses({ count: 2, deadlineMs: 5_000, restartDelayMs: 60_000, log: (_level, line) => console.log(line) }, async () => {
     const first = cluster.worker?.id === 1;
     // The second process's series never come, in `slow`.
     offerClusterMetrics(mode === 'slow' && !first ? () => new Promise(() => undefined) : async () => []);
