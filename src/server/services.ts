@@ -58,7 +58,9 @@ export interface Services {
   sql(): Promise<SqlExecutor>;
   /**
    * A response cache for chat models: Redis when configured (fails open),
-   * else in memory. Every lookup is reported to `onCacheLookup`.
+   * else in memory. Every lookup is reported to `onCacheLookup`. A
+   * `namespace` keeps a chain's entries apart from the other chains' inside
+   * the deployment's cache (`{RUNNEL_RUN_NAMESPACE}:cache:{namespace}:…`).
    */
   modelCache(options?: { namespace?: string; ttlSeconds?: number }): ModelCache;
   /** Receives each cache lookup's result; `buildApp` points it at `/metrics`. */
@@ -138,7 +140,17 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     onCacheLookup: () => {},
     modelCache: (options = {}) => {
       const report = (result: 'hit' | 'miss' | 'error'): void => services.onCacheLookup(result);
-      if (redis !== undefined) return new RedisCache({ client: redis, namespace: config.cacheNamespace ?? `${namespace}:cache`, ...options, onLookup: report });
+      // A chain's own namespace is a part of the deployment's cache, never beside it: two deployments sharing a
+      // Redis (RUNNEL_RUN_NAMESPACE) must not answer each other's prompts from one cache.
+      const cacheNamespace = config.cacheNamespace ?? `${namespace}:cache`;
+      if (redis !== undefined) {
+        return new RedisCache({
+          client: redis,
+          ttlSeconds: options.ttlSeconds,
+          namespace: options.namespace === undefined ? cacheNamespace : `${cacheNamespace}:${options.namespace}`,
+          onLookup: report,
+        });
+      }
       const memoryCache = new InMemoryCache();
       return {
         lookup: async (key) => {

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildApp, connectServices, HumanMessage } from '../../src/index.js';
+import { AIMessageChunk, buildApp, connectServices, HumanMessage } from '../../src/index.js';
 import { echo } from '../support/server.js';
 
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
@@ -50,6 +50,21 @@ describe('services', () => {
 });
 
 describe('the services model cache', () => {
+  it("keeps a chain's own namespace inside the deployment's cache prefix, so deployments sharing a Redis never share entries", async () => {
+    const deployment = `runnel-test-dep-${process.pid}-${Date.now()}`;
+    const services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: deployment });
+    closers.push(() => services.close());
+    const redis = services.redis!;
+    await redis.ping();
+    await services.modelCache({ namespace: 'my-chain', ttlSeconds: 60 }).update('k1', [new AIMessageChunk('a')]);
+    await services.modelCache().update('k2', [new AIMessageChunk('b')]);
+    expect(await redis.exists(`${deployment}:cache:my-chain:k1`, `${deployment}:cache:k2`)).toBe(2);
+    // What was the chain's own prefix, beside every deployment's, holds nothing.
+    expect(await redis.exists('my-chain:k1')).toBe(0);
+    expect(await redis.ttl(`${deployment}:cache:my-chain:k1`)).toBeGreaterThan(0);
+    await redis.del(`${deployment}:cache:my-chain:k1`, `${deployment}:cache:k2`);
+  });
+
   it('counts hits and misses in /metrics, in Redis', async () => {
     const { buildApp: build, defineChain, FakeListChatModel, lambda } = await import('../../src/index.js');
     const services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379' });
