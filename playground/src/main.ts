@@ -153,17 +153,30 @@ function configForm(configSchema: Schema, initial: unknown, onChange: () => void
   return new SchemaForm(schema, initial, onChange, { skip });
 }
 
-function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema | undefined): void {
-  const sharedConfigPart = decodeShared(shared?.[1]);
-  const sharedInputPart = decodeShared(new URLSearchParams(location.hash.slice(1)).get('input'));
-  const sharedConfig = sharedConfigPart.value as { configurable?: Record<string, unknown> } | undefined;
-  // Settings the chain does not have would be refused at every Run with no field to clear them: left out, said.
+/**
+ * The configuration of the address's `/c/{config}/` part: its settings the chain has, the names of those it
+ * does not (they would be refused at every run, with no field to clear them: left out, and said), and whether
+ * the part was there but could not be read.
+ */
+function readSharedConfig(configSchema: Schema): { config: { configurable?: Record<string, unknown> } | undefined; unknown: string[]; broken: boolean } {
+  const part = decodeShared(shared?.[1]);
+  const config = part.value as { configurable?: Record<string, unknown> } | undefined;
   const knownSettings = new Set(Object.keys(configSchema.properties?.configurable?.properties ?? {}));
-  const sharedSettings = sharedConfig?.configurable;
-  const unknownSettings = sharedSettings !== null && typeof sharedSettings === 'object' && !Array.isArray(sharedSettings) ? Object.keys(sharedSettings).filter((key) => !knownSettings.has(key)) : [];
-  if (unknownSettings.length > 0 && sharedConfig !== undefined) {
-    sharedConfig.configurable = Object.fromEntries(Object.entries(sharedSettings as Record<string, unknown>).filter(([key]) => knownSettings.has(key)));
+  const settings = config?.configurable;
+  const unknown = settings !== null && typeof settings === 'object' && !Array.isArray(settings) ? Object.keys(settings).filter((key) => !knownSettings.has(key)) : [];
+  if (unknown.length > 0 && config !== undefined) {
+    config.configurable = Object.fromEntries(Object.entries(settings as Record<string, unknown>).filter(([key]) => knownSettings.has(key)));
   }
+  return { config, unknown, broken: part.broken };
+}
+
+/** The notice for a shared configuration's settings the chain does not have. */
+const unknownSettingsNotice = (names: string[]): HTMLElement =>
+  notice(`This link's configuration has settings this chain does not have (${names.join(', ')}): they were left out.`);
+
+function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema | undefined): void {
+  const { config: sharedConfig, unknown: unknownSettings, broken: sharedConfigBroken } = readSharedConfig(configSchema);
+  const sharedInputPart = decodeShared(new URLSearchParams(location.hash.slice(1)).get('input'));
   const sharedInput = sharedInputPart.value;
   const syncUrl = (): void => {
     const config = configPanel === undefined ? {} : { configurable: configPanel.value };
@@ -367,17 +380,15 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     jsonBroken = false;
     clear(jsonIssues);
   });
-  configUnread = sharedConfigPart.broken;
-  if (sharedConfigPart.broken || sharedInputPart.broken) {
-    linkNotice.append(notice(`This link's ${sharedConfigPart.broken ? (sharedInputPart.broken ? 'configuration and input' : 'configuration') : 'input'} could not be read (the link may be cut short): the defaults are shown instead.`));
+  configUnread = sharedConfigBroken;
+  if (sharedConfigBroken || sharedInputPart.broken) {
+    linkNotice.append(notice(`This link's ${sharedConfigBroken ? (sharedInputPart.broken ? 'configuration and input' : 'configuration') : 'input'} could not be read (the link may be cut short): the defaults are shown instead.`));
   }
   // A shared configuration the chain would refuse shows on its fields now, not as an error after Run.
   if (configPanel !== undefined && sharedConfig !== undefined) configPanel.showIssues(configIssues({ configurable: configPanel.value }));
   // The address holds the setup from the start (a link that could not be read stays as it was, to be looked at).
-  if (!sharedConfigPart.broken && !sharedInputPart.broken) syncUrl();
-  if (unknownSettings.length > 0) {
-    linkNotice.append(notice(`This link's configuration has settings this chain does not have (${unknownSettings.join(', ')}): they were left out.`));
-  }
+  if (!sharedConfigBroken && !sharedInputPart.broken) syncUrl();
+  if (unknownSettings.length > 0) linkNotice.append(unknownSettingsNotice(unknownSettings));
 
   const inputCard = h(
     'section',
@@ -407,7 +418,21 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     localStorage.setItem(storageKey, id);
     return id;
   };
-  let session = localStorage.getItem(storageKey) ?? newSession();
+  // A shared `/c/{config}/playground/` link opens its session with its settings (the README's /chat example
+  // links one); the address then holds the page's setup as it changes, session included, as a run page's does.
+  const { config: sharedConfig, unknown: unknownSettings, broken: sharedConfigBroken } = readSharedConfig(configSchema);
+  const sessionSchema = configSchema.properties?.configurable?.properties?.session_id;
+  const sharedSession = sharedConfig?.configurable?.session_id;
+  const linkSession =
+    typeof sharedSession === 'string' && (sessionSchema === undefined || validate(sharedSession, sessionSchema, configSchema).length === 0) ? sharedSession : undefined;
+  if (linkSession !== undefined) localStorage.setItem(storageKey, linkSession);
+  let session = linkSession ?? localStorage.getItem(storageKey) ?? newSession();
+  const syncUrl = (): void => {
+    // Without config hashes the chain has no `/c/…/playground/` page.
+    if (info.configHashes === false) return;
+    const config = { configurable: { ...((configPanel?.value as Record<string, unknown>) ?? {}), session_id: session } };
+    history.replaceState(null, '', new URL(`${CHAIN}c/${encode(config)}/playground/`, location.href).href);
+  };
   // The input's text field: the one string property (`message`, `input`, `question`, ...).
   const messageKey = Object.entries(inputSchema.properties ?? {}).find(([, s]) => s.type === 'string')?.[0] ?? 'input';
   const log = h('div', { class: 'chat-log', attrs: { 'aria-live': 'polite' } });
@@ -418,8 +443,14 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
   const errors = h('div', { class: 'errors' });
   const status = h('div', { class: 'status', attrs: { role: 'status' } });
   const tree = new RunTree();
-  const configPanel = configForm(configSchema, undefined, () => {}, ['session_id']);
+  const sharedSettings = { ...(sharedConfig?.configurable ?? {}) };
+  delete sharedSettings.session_id;
+  const configPanel = configForm(configSchema, sharedSettings, syncUrl, ['session_id']);
   let controller: AbortController | undefined;
+  const linkNotice = h('div', { class: 'link-notice' });
+  if (sharedConfigBroken) linkNotice.append(notice("This link's configuration could not be read (the link may be cut short): this tab's session and the defaults are used instead."));
+  else if (typeof sharedSession === 'string' && linkSession === undefined) linkNotice.append(notice(`This link's session id is not one this chain takes (${sessionSchema?.description ?? 'session_id'}): this tab's session is used instead.`));
+  if (unknownSettings.length > 0) linkNotice.append(unknownSettingsNotice(unknownSettings));
 
   const makeBubble = (role: string, content: string): HTMLElement => {
     const el = h('div', { class: `bubble ${role === 'human' ? 'human' : 'ai'}`, attrs: { 'data-role': role } });
@@ -608,6 +639,8 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     // A history still loading is for the session before.
     loading++;
     sessionLabel.textContent = session;
+    clear(linkNotice);
+    syncUrl();
     clear(log);
     clear(errors);
     status.textContent = '';
@@ -617,10 +650,12 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     h(
       'main',
       { class: 'layout chat' },
-      h('section', { class: 'card' }, h('div', { class: 'session' }, 'Session ', sessionLabel, ' ', fresh), log, composer, status, errors, configPanel === undefined ? null : h('details', { class: 'config' }, h('summary', { text: 'Configuration' }), configPanel.element)),
+      h('section', { class: 'card' }, h('div', { class: 'session' }, 'Session ', sessionLabel, ' ', fresh), linkNotice, log, composer, status, errors, configPanel === undefined ? null : h('details', { class: 'config', open: Object.keys(sharedSettings).length > 0 }, h('summary', { text: 'Configuration' }), configPanel.element)),
       h('section', { class: 'card result' }, h('h2', { text: 'Steps of the last turn' }), tree.element),
     ),
   );
+  // The address holds the setup from the start (a link that could not be read stays as it was, to be looked at).
+  if (!sharedConfigBroken) syncUrl();
   void loadHistory().then(resumeTurn);
 }
 

@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import LZString from 'lz-string';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -226,6 +227,40 @@ describe('the playground', () => {
     await page.getByRole('button', { name: 'New session' }).click();
     expect(await page.locator('.bubble').count()).toBe(0);
     await page.close();
+  });
+
+  it("chat mode: a shared /c/ link opens its session with its settings, and the address follows the page's session", async () => {
+    const hash = (configurable: Record<string, unknown>): string => LZString.compressToEncodedURIComponent(JSON.stringify({ configurable }));
+    // The README's kind of link: a session of its own, the response cache off, and a setting /chat does not have.
+    const page = await open(`/chat/c/${hash({ session_id: 'shared-link', cache: false, temprature: 2 })}/playground/`);
+    const sent: unknown[] = [];
+    page.on('request', (req) => {
+      if (req.method() === 'POST') sent.push({ url: new URL(req.url()).pathname, body: req.postDataJSON() as unknown });
+    });
+    await expect(page.locator('.session-id').innerText()).resolves.toBe('shared-link');
+    await expect(page.getByLabel('Use the response cache').isChecked()).resolves.toBe(false);
+    await expect(page.locator('.link-notice').innerText()).resolves.toContain('settings this chain does not have (temprature)');
+    await page.getByLabel('Message').fill('from a shared link');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await page.locator('.bubble.ai:not(.streaming)').first().waitFor();
+    await page.locator('.bubble.streaming').waitFor({ state: 'detached' });
+    expect(sent).toEqual([{ url: '/chat/stream_events', body: expect.objectContaining({ config: { configurable: { cache: false, session_id: 'shared-link' } } }) }]);
+    const history = (await (await fetch(`${base}/chat/history/shared-link`)).json()) as { messages: { content: unknown }[] };
+    expect(history.messages.map((m) => m.content)).toEqual(['from a shared link', expect.any(String)]);
+    // The address holds the page's setup (the unknown setting left out); a new session moves it on.
+    expect(page.url()).toBe(`${base}/chat/c/${hash({ cache: false, session_id: 'shared-link' })}/playground/`);
+    await page.getByRole('button', { name: 'New session' }).click();
+    const fresh = await page.locator('.session-id').innerText();
+    expect(fresh).not.toBe('shared-link');
+    expect(page.url()).toBe(`${base}/chat/c/${hash({ cache: false, session_id: fresh })}/playground/`);
+    expect((page as Page & { problems: string[] }).problems).toEqual([]);
+    await page.close();
+
+    // A session id the chain would refuse is said, and the tab's own session used.
+    const bad = await open(`/chat/c/${hash({ session_id: 'no spaces allowed' })}/playground/`);
+    await expect(bad.locator('.link-notice').innerText()).resolves.toContain("This link's session id is not one this chain takes");
+    expect(await bad.locator('.session-id').innerText()).not.toBe('no spaces allowed');
+    await bad.close();
   });
 
   it('model output is never HTML: an <img onerror> answer changes nothing', async () => {
