@@ -19,7 +19,7 @@
 import { searchableText, type Document } from '../documents/index.js';
 import type { Filter } from './filter.js';
 import { BM25, countTerms, termScore, type TermCounts } from './lexical.js';
-import type { SqlExecutor, SqlQueryable } from './sql.js';
+import { storedMetadata, type SqlExecutor, type SqlQueryable } from './sql.js';
 import { compileFilter } from './sql-filter.js';
 
 /** The column an embeddings table gains; added only when missing (ALTER TABLE locks the table even when it changes nothing). */
@@ -176,7 +176,7 @@ export async function backfill(executor: SqlExecutor, table: string, collection:
       );
       if (rows.length === 0) return 0;
       const added = rows.map((row) => {
-        const metadata = typeof row.metadata === 'string' ? (JSON.parse(row.metadata) as Record<string, unknown>) : row.metadata;
+        const metadata = storedMetadata(row.metadata);
         return { id: row.id, counts: countTerms(searchableText({ pageContent: row.content, metadata } as Document)) };
       });
       await tx.query(
@@ -229,18 +229,21 @@ export async function lexicalSearch(executor: SqlQueryable, query: LexicalQuery)
     filter = `AND EXISTS (SELECT 1 FROM ${query.table} f WHERE f.collection = $1 AND f.id = p.id AND (${compiled.sql}))`;
   }
   const { rows } = await executor.query<LexicalRow>(
+    // The statistics are clamped where a count changed by hand (below zero, a term in more documents than the
+    // collection holds) would take ln of a negative number or divide by zero and fail every search: with counts
+    // Runnel keeps, each clamp is a no-op and the ranking is the memory store's.
     `WITH s AS (
-       SELECT documents::float8 AS n, GREATEST(total_length::float8 / GREATEST(documents, 1), 1) AS avgdl
+       SELECT GREATEST(documents, 0)::float8 AS n, GREATEST(total_length::float8 / GREATEST(documents, 1), 1) AS avgdl
        FROM runnel_lexical_stats WHERE collection = $1
      ), w AS (
-       SELECT t.term, ln(1 + (s.n - t.df + 0.5::float8) / (t.df + 0.5::float8)) AS idf, s.avgdl
+       SELECT t.term, ln(1 + (GREATEST(s.n - GREATEST(t.df, 0), 0) + 0.5::float8) / (GREATEST(t.df, 0) + 0.5::float8)) AS idf, s.avgdl
        FROM (SELECT DISTINCT unnest($2::text[]) AS term) q
        JOIN runnel_lexical_terms t ON t.collection = $1 AND t.term = q.term
        CROSS JOIN s
      ), top AS (
        SELECT p.id, sum(w.idf * p.tf * ${k1 + 1}::float8 / (p.tf + ${k1}::float8 * (${1 - b}::float8 + ${b}::float8 * p.length / w.avgdl))) AS score
        FROM w CROSS JOIN LATERAL (
-         SELECT p.id, p.tf, p.length FROM runnel_lexical_postings p
+         SELECT p.id, GREATEST(p.tf, 0) AS tf, GREATEST(p.length, 0) AS length FROM runnel_lexical_postings p
          WHERE p.collection = $1 AND p.term = w.term ${filter}
          ORDER BY p.impact DESC LIMIT $4
        ) p

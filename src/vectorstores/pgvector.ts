@@ -14,7 +14,7 @@ import type { Embeddings } from '../embeddings/index.js';
 import type { Filter } from './filter.js';
 import type { SearchMatch } from './fusion.js';
 import { backfill, documentTerms, dropIndex, LEXICAL_COLUMN, lexicalSchema, lexicalSearch, lockCollection, reindex, type IndexedDocument } from './pg-lexical.js';
-import type { SqlExecutor } from './sql.js';
+import { storedMetadata, type SqlExecutor } from './sql.js';
 import { compileFilter } from './sql-filter.js';
 import { cosine, VectorStore, type ScoredMatch, type VectorSearchOptions } from './vector-store.js';
 
@@ -196,7 +196,7 @@ export class PgVectorStore extends VectorStore {
       let informative = false;
       let matched = false;
       for (const row of rows) {
-        const metadata = typeof row.metadata === 'string' ? (JSON.parse(row.metadata) as Record<string, unknown>) : row.metadata;
+        const metadata = storedMetadata(row.metadata);
         const stored = fromVector(row.embedding);
         const candidates = await this.embeddings.embedDocuments([searchableText({ pageContent: row.content, metadata }), row.content]);
         if (candidates.every((vector) => vector.every((x) => x === 0))) continue;
@@ -338,7 +338,7 @@ export class PgVectorStore extends VectorStore {
     // relaxed_order may return neighbours slightly out of order.
     rows.sort((a, b) => Number(b.score) - Number(a.score));
     return rows.map((row) => ({
-      document: new Document({ id: row.id, pageContent: row.content, metadata: typeof row.metadata === 'string' ? (JSON.parse(row.metadata) as Record<string, unknown>) : row.metadata }),
+      document: new Document({ id: row.id, pageContent: row.content, metadata: storedMetadata(row.metadata) }),
       score: Number(row.score),
       ...(row.embedding === undefined ? {} : { embedding: fromVector(row.embedding) }),
     }));
@@ -347,7 +347,7 @@ export class PgVectorStore extends VectorStore {
   override async searchTerms(terms: string[], k: number, filter?: Filter): Promise<SearchMatch[]> {
     const rows = await lexicalSearch(this.executor, { collection: this.collection, table: this.table, terms, k, filter, perTerm: this.lexicalCandidates });
     return rows.map((row) => ({
-      document: new Document({ id: row.id, pageContent: row.content, metadata: typeof row.metadata === 'string' ? (JSON.parse(row.metadata) as Record<string, unknown>) : row.metadata }),
+      document: new Document({ id: row.id, pageContent: row.content, metadata: storedMetadata(row.metadata) }),
       score: Number(row.score),
     }));
   }

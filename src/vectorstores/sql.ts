@@ -20,6 +20,28 @@ export interface SqlExecutor extends SqlQueryable {
   close(): Promise<void>;
 }
 
+/**
+ * A row's `metadata` as a document's: the stored object, or `{}` for anything else. Runnel writes objects
+ * only; a row changed by hand (a JSON string, an array, a number — which JSON.parse could not read, or read
+ * into what is not metadata) is still found and quoted, without metadata, instead of failing every search
+ * that reaches it. A driver that hands `jsonb` over as text is read too.
+ *
+ * @example
+ * storedMetadata({ source: 'a.md' }); // { source: 'a.md' }
+ * storedMetadata('"str"');             // {}
+ */
+export function storedMetadata(value: unknown): Record<string, unknown> {
+  let metadata = value;
+  if (typeof metadata === 'string') {
+    try {
+      metadata = JSON.parse(metadata) as unknown;
+    } catch {
+      return {};
+    }
+  }
+  return metadata !== null && typeof metadata === 'object' && !Array.isArray(metadata) ? (metadata as Record<string, unknown>) : {};
+}
+
 // SQLSTATE classes and codes that mean "the database is not there" rather than "this SQL is wrong":
 // connection exceptions (08), credentials refused (28), a database that does not exist (3D000), shutdowns and
 // restarts (57P01-57P03), a statement timeout (57014); and the driver's own timeouts (a server that does not answer).

@@ -211,6 +211,36 @@ describe('the Postgres lexical index', () => {
     expect(Number(rows[0]?.documents)).toBe(3);
   });
 
+  it.each([
+    ['Postgres', () => postgres],
+    ['PGlite', () => pglite],
+  ] as const)('finds rows and opens collections whose records were changed by hand (%s): metadata not an object, counts below zero', async (_name, db) => {
+    const name = collection();
+    const store = await PgVectorStore.create({ executor: db(), embeddings: embeddings(), collection: name });
+    await store.addDocuments(corpus);
+    // Metadata no version writes (a JSON string, an array), on a row the next open must index again; statistics
+    // and postings below zero, and a term in more documents than the collection holds.
+    await db().query(`UPDATE runnel_embeddings_256 SET metadata = '"str"'::jsonb, lexical_length = NULL WHERE collection = $1 AND id = 'history'`, [name]);
+    await db().query(`UPDATE runnel_embeddings_256 SET metadata = '[1,2]'::jsonb WHERE collection = $1 AND id = 'vectors'`, [name]);
+    await db().query('UPDATE runnel_lexical_stats SET documents = -5 WHERE collection = $1', [name]);
+    await db().query(`UPDATE runnel_lexical_terms SET df = CASE WHEN term = 'redi' THEN 1000 ELSE -3 END WHERE collection = $1`, [name]);
+    await db().query(`UPDATE runnel_lexical_postings SET tf = -100, length = -1000 WHERE collection = $1 AND id = 'body'`, [name]);
+    // Opening indexes the row again (it failed on JSON.parse of "str", and kept the collection from opening).
+    const reopened = await PgVectorStore.create({ executor: db(), embeddings: embeddings(), collection: name });
+    for (const search of ['dense', 'lexical', 'hybrid'] as const) {
+      const found = await reopened.search('Where is chat history stored in redis?', { k: 6, search });
+      expect(found.length, search).toBeGreaterThan(0);
+      for (const match of found) {
+        expect(Number.isFinite(match.score), search).toBe(true);
+        expect(match.document.metadata, search).toEqual(expect.any(Object));
+        expect(Array.isArray(match.document.metadata), search).toBe(false);
+      }
+      const history = found.find((match) => match.document.id === 'history');
+      if (history !== undefined) expect(history.document.metadata).toEqual({});
+    }
+    expect((await reopened.search('body limit 413', { k: 6, search: 'lexical' })).length).toBeGreaterThan(0);
+  });
+
   it('refuses to open a collection with other embeddings than it holds, and empties a derived one instead when asked', async () => {
     const name = collection();
     const words = new HashingEmbeddings({ dimensions: 256, features: 'words' });
