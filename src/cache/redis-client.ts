@@ -6,6 +6,7 @@
  */
 import type { Socket } from 'node:net';
 import { Redis } from 'ioredis';
+import { RunnelError } from '../core/index.js';
 
 /** Options of {@link createRedisClient}. */
 export interface RedisClientOptions {
@@ -54,6 +55,20 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
 }
 
 const refusals = new WeakMap<Redis, string>();
+
+/**
+ * A command Redis refused because its key holds another type than the command works on (`WRONGTYPE`, also
+ * from inside a script): not an outage — Redis answered — but a key changed by something other than Runnel,
+ * so `RUNNEL_ERR_STORED_RECORD_INVALID` (`what`: which record), the cause kept for the log. Undefined for any
+ * other error.
+ *
+ * @example
+ * const invalid = wrongTypeError(error, 'A stored run');
+ */
+export function wrongTypeError(error: unknown, what: string): RunnelError | undefined {
+  if (!(error instanceof Error) || !/\bWRONGTYPE\b/.test(error.message)) return undefined;
+  return new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `${what} is not valid: its Redis key holds another kind of value than Runnel stores there`, { cause: error });
+}
 
 /**
  * Redis's refusal of the database `client`'s URL names (`ERR DB index is out of range`), or of its

@@ -8,6 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { wrongTypeError } from '../cache/redis-client.js';
 import { isRunnelError, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
 import { storable, type ChatMessageHistory } from './history.js';
@@ -27,7 +28,7 @@ export interface RedisHistoryOptions {
 /** A Redis failure as a Runnel error (other errors pass through). */
 export function redisError(error: unknown): RunnelError {
   if (isRunnelError(error)) return error;
-  return new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable', { cause: error });
+  return wrongTypeError(error, 'A stored chat history') ?? new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable', { cause: error });
 }
 
 /** The field of a stored message naming the write that stored it (dropped when read). */

@@ -9,6 +9,7 @@
 import { createHash, randomInt } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
+import { wrongTypeError } from '../cache/redis-client.js';
 import { heldBytes, RunnelError } from '../core/index.js';
 
 /** Where a run is in its life. `success`, `error` and `cancelled` are terminal. */
@@ -694,6 +695,40 @@ return out`;
 /** The shape of a frame id in a Redis log: a Redis Stream id. */
 const FRAME_ID = /^\d{1,15}-\d{1,10}$/;
 
+/** The events a run's frames carry. */
+const FRAME_EVENTS: ReadonlySet<string> = new Set(['metadata', 'data', 'end', 'error']);
+
+/** A frame as a log entry packs it: its id (null: the entry's), its event and, but for `end`, its data. */
+type PackedFrame = [string | null, RunFrame['event'], unknown?];
+
+/**
+ * The frames of a log entry, checked as untrusted: undefined unless its `f` field is a JSON list of frames
+ * whose ids have the store's shape and whose events are a run's. A frame id or event name is written into
+ * the SSE stream as it is, so one edited into the log (`1-0\nevent: injected`) would forge events.
+ */
+function unpackEntry(fields: readonly string[]): PackedFrame[] | undefined {
+  let value: string | undefined;
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === 'f') value = fields[i + 1];
+  if (value === undefined) return undefined;
+  let frames: unknown;
+  try {
+    frames = JSON.parse(value);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(frames)) return undefined;
+  for (const frame of frames as unknown[]) {
+    if (!Array.isArray(frame) || frame.length < 2 || frame.length > 3) return undefined;
+    const [id, event] = frame as unknown[];
+    if (!(id === null || (typeof id === 'string' && FRAME_ID.test(id))) || typeof event !== 'string' || !FRAME_EVENTS.has(event)) return undefined;
+  }
+  return frames as PackedFrame[];
+}
+
+function corruptLog(runId: string): RunnelError {
+  return new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `The event log of run ${runId} holds an entry that is not valid`);
+}
+
 function badFrameId(): never {
   throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', "A frame's id must be one that frameIds gave");
 }
@@ -806,7 +841,7 @@ async function redisCall<T>(work: Promise<T>): Promise<T> {
     return await work;
   } catch (error) {
     if (error instanceof RunnelError) throw error;
-    throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: runs cannot be read or written', { cause: error });
+    throw wrongTypeError(error, 'A stored run') ?? new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: runs cannot be read or written', { cause: error });
   }
 }
 
@@ -1048,9 +1083,13 @@ export class RedisRunStore implements RunStore {
     ) as [string, string[]][];
     const out: RunFrame[] = [];
     for (const [entryId, fields] of entries) {
-      const packed = fields[fields.indexOf('f') + 1];
-      if (packed === undefined) continue;
-      for (const frame of JSON.parse(packed) as ([string | null, RunFrame['event']] | [string | null, RunFrame['event'], unknown])[]) {
+      const packed = unpackEntry(fields);
+      if (packed === undefined) {
+        // The good frames before it first: the caller's next read starts at this entry, and fails there.
+        if (out.length > 0) return out;
+        throw corruptLog(runId);
+      }
+      for (const frame of packed) {
         const frameId = frame[0] ?? entryId;
         if (after !== undefined && compareStreamIds(parseStreamId(frameId), after) <= 0) continue;
         out.push(frame.length === 2 ? { id: frameId, event: frame[1] } : { id: frameId, event: frame[1], data: frame[2] });
@@ -1112,10 +1151,11 @@ export class RedisRunStore implements RunStore {
 
   async hasFrame(runId: string, id: string): Promise<boolean> {
     const log = `${this.key(runId)}:log`;
-    const packed = (entry: [string, string[]] | undefined): [string | null, RunFrame['event'], unknown?][] => {
-      const fields = entry?.[1] ?? [];
-      const value = fields[fields.indexOf('f') + 1];
-      return value === undefined ? [] : (JSON.parse(value) as [string | null, RunFrame['event'], unknown?][]);
+    const packed = (entry: [string, string[]] | undefined): PackedFrame[] => {
+      if (entry === undefined) return [];
+      const frames = unpackEntry(entry[1]);
+      if (frames === undefined) throw corruptLog(runId);
+      return frames;
     };
     // The entry that would hold it: the last whose id is not past it.
     const [holder] = (await redisCall(this.client.xrevrange(log, id, '-', 'COUNT', 1))) as [string, string[]][];

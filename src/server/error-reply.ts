@@ -102,8 +102,8 @@ export function serviceFailure(error: unknown): Record<string, string> | undefin
  * Logs the failure of what a request depends on, as a warning (the dependency's, not a bug here), with what
  * the operator needs to find its cause and nothing of its message: a model provider's (`model provider
  * failed`: a wrong base URL, a refused key, a rate limit; see {@link providerFailure}) and the database's or
- * Redis's (`service unavailable`; see {@link serviceFailure}); and a model's answer its parser could not read
- * (`model output not parsed`). Anything else is not logged here.
+ * Redis's (`service unavailable`; see {@link serviceFailure}); a model's answer its parser could not read
+ * (`model output not parsed`); and a stored record that is not valid (`stored record not valid`). Anything else is not logged here.
  */
 export function logDependencyFailure(request: FastifyRequest, error: unknown, runId?: string): void {
   const failure = providerFailure(error);
@@ -120,5 +120,10 @@ export function logDependencyFailure(request: FastifyRequest, error: unknown, ru
   // without the answer's text, which is user data.
   if (isRunnelError(error) && error.code === 'RUNNEL_ERR_OUTPUT_PARSE') {
     request.log.warn(runId === undefined ? { code: error.code } : { code: error.code, runId }, "model output not parsed");
+  }
+  // A record in Redis or the database that Runnel did not write (changed by hand, another program's key): the
+  // operator's to find, by Runnel's own message (which names the record's kind, never its content).
+  if (isRunnelError(error) && error.code === 'RUNNEL_ERR_STORED_RECORD_INVALID') {
+    request.log.warn({ code: error.code, reason: error.message, ...(runId === undefined ? {} : { runId }) }, 'stored record not valid');
   }
 }

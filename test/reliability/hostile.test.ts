@@ -141,6 +141,38 @@ describe('poisoned Redis records', () => {
     }
   });
 
+  it('answers a key holding another type than Runnel stores there (WRONGTYPE) as a record not valid, not as Redis down', async () => {
+    const redis = services.redis;
+    if (redis === undefined) throw new Error('no redis');
+    const session = `${run}-wrongtype`;
+    await redis.set(`runnel:history:anonymous:${session}`, 'a string where a list goes');
+    const history = await app.inject({ method: 'GET', url: `/chat/history/${session}` });
+    expect([history.statusCode, history.json().code]).toEqual([500, 'RUNNEL_ERR_STORED_RECORD_INVALID']);
+    expect(history.json().message).toBe('A stored chat history is not valid: its Redis key holds another kind of value than Runnel stores there');
+    const chat = await app.inject({ method: 'POST', url: '/chat/invoke', payload: { input: { message: 'hi' }, config: { configurable: { session_id: session } } } });
+    expect(chat.json()).toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+
+    const submitted = await app.inject({ method: 'POST', url: '/joke/runs', payload: { input: { topic: `wrongtype ${run}` }, config: { configurable: { cache: false } } } });
+    expect(submitted.statusCode).toBe(202);
+    const runId = (submitted.json() as { run_id: string }).run_id;
+    await app.inject({ method: 'GET', url: `/joke/runs/${runId}/wait?timeout_s=10` });
+    const [key] = await scanKeys(redis, `*:run:${runId}`);
+    expect(key).toBeDefined();
+    const stored = await redis.get(key as string);
+    await redis.del(key as string);
+    await redis.hset(key as string, 'a', 'b');
+    try {
+      const read = await app.inject({ method: 'GET', url: `/joke/runs/${runId}` });
+      expect([read.statusCode, read.json().code]).toEqual([500, 'RUNNEL_ERR_STORED_RECORD_INVALID']);
+      // Redis answers: the replica is ready, and the other routes serve.
+      expect((await app.inject('/readyz')).statusCode).toBe(200);
+    } finally {
+      await redis.del(key as string);
+      await redis.set(key as string, stored as string, 'EX', 600);
+      await redis.del(`runnel:history:anonymous:${session}`);
+    }
+  });
+
   it('discards a poisoned cache record (counted as a cache error), answers from the model, and rewrites it', async () => {
     const redis = services.redis;
     if (redis === undefined) throw new Error('no redis');

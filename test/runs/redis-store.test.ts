@@ -247,6 +247,32 @@ describe('RedisRunStore', () => {
     expect(await store.frames(run.run_id)).toEqual([]);
   });
 
+  it('reads its log as untrusted: the good frames before an entry that is not valid, then RUNNEL_ERR_STORED_RECORD_INVALID — never a forged event', async () => {
+    const bad = [
+      ['f', '[["id","data"'],
+      ['f', '5'],
+      ['f', '[null]'],
+      ['g', '[[null,"data","x"]]'],
+      // A frame id or event name is written into the SSE stream as it is: one edited in would forge events.
+      ['f', JSON.stringify([['9-1\nevent: injected\ndata: {"pwn":1}\n\nid: z', 'data', 'x']])],
+      ['f', JSON.stringify([[null, 'data\nevent: evil', 'x']])],
+      ['f', JSON.stringify([['9-1', 'injected', 'x']])],
+    ];
+    for (const fields of bad) {
+      const run = record();
+      const next = store.frameIds(1);
+      await store.append(run.run_id, [{ id: next(), event: 'metadata', data: { run_id: run.run_id } }, { id: next(), event: 'data', data: 'a' }], { create: run });
+      const log = `${namespace}:run:${run.run_id}:log`;
+      expect(await client.xlen(log)).toBe(1);
+      const badEntry = await client.xadd(log, '*', ...fields);
+      await client.xadd(log, '*', 'f', JSON.stringify([[null, 'data', 'after'], [null, 'end']]));
+      const good = await store.frames(run.run_id);
+      expect(good.map((frame) => frame.data), JSON.stringify(fields)).toEqual([{ run_id: run.run_id }, 'a']);
+      await expect(store.frames(run.run_id, '1-1'), JSON.stringify(fields)).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+      await expect(store.hasFrame(run.run_id, badEntry as string), JSON.stringify(fields)).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+    }
+  });
+
   it('keeps its records writable when an input is nested deeper than Redis’s JSON decoder goes', async () => {
     let deep: unknown = 'bottom';
     for (let i = 0; i < 1200; i++) deep = [deep];
