@@ -823,12 +823,31 @@ const scripts = {
   readFromEntry: new RedisScript(READ_FROM_ENTRY),
 };
 
+const RUN_STATUSES: ReadonlySet<string> = new Set<RunStatus>(['pending', 'running', 'success', 'error', 'cancelled']);
+
+const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/**
+ * Whether `value` has a run record's shape where a reader relies on it: its ids and times strings, a status
+ * a run has (one of another kind would never end: `/wait` would time out for good), an error with a code and
+ * a message, usage in numbers. The input, output and config are the chain's, JSON of any shape.
+ */
+function isRunRecord(value: unknown): value is RunRecord {
+  if (!isObject(value)) return false;
+  const { run_id, identity, status, chain, kind, created_at, updated_at, error, usage, finish_reason } = value;
+  if (typeof run_id !== 'string' || typeof identity !== 'string' || typeof status !== 'string' || !RUN_STATUSES.has(status)) return false;
+  if (typeof chain !== 'string' || typeof kind !== 'string' || typeof created_at !== 'string' || typeof updated_at !== 'string') return false;
+  if (error !== undefined && !(isObject(error) && typeof error.code === 'string' && typeof error.message === 'string')) return false;
+  if (usage !== undefined && !(isObject(usage) && Object.values(usage).every((n) => typeof n === 'number' && Number.isFinite(n)))) return false;
+  return finish_reason === undefined || typeof finish_reason === 'string';
+}
+
 /** Reads a stored record, refusing anything that is not one. */
 function parseRecord(raw: string | null): RunRecord | undefined {
   if (raw === null) return undefined;
   try {
-    const value = JSON.parse(raw) as RunRecord;
-    if (typeof value?.run_id === 'string' && typeof value.status === 'string' && typeof value.identity === 'string') return value;
+    const value = JSON.parse(raw) as unknown;
+    if (isRunRecord(value)) return value;
   } catch {
     // fall through
   }

@@ -273,6 +273,20 @@ describe('RedisRunStore', () => {
     }
   });
 
+  it("refuses a record that is not a run's where a reader relies on it (a status no run has would never end)", async () => {
+    const run = record('shapes');
+    await store.create(run);
+    const key = `${namespace}:run:${run.run_id}`;
+    const good = (await client.get(key)) as string;
+    for (const change of [{ status: 'bogus' }, { created_at: -5 }, { updated_at: null }, { error: 5 }, { error: { code: 'X' } }, { usage: { input_tokens: 'many' } }, { chain: ['/joke'] }]) {
+      await client.set(key, JSON.stringify({ ...(JSON.parse(good) as object), ...change }));
+      await expect(store.get(run.run_id), JSON.stringify(change)).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+      expect(await store.list('shapes', 10), JSON.stringify(change)).toEqual([]);
+    }
+    await client.set(key, good);
+    expect(await store.get(run.run_id)).toMatchObject({ run_id: run.run_id, status: 'running' });
+  });
+
   it('keeps its records writable when an input is nested deeper than Redis’s JSON decoder goes', async () => {
     let deep: unknown = 'bottom';
     for (let i = 0; i < 1200; i++) deep = [deep];
