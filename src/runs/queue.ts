@@ -510,12 +510,21 @@ export class BullRunQueue implements RunQueue {
         // Adds in flight as the jobs are read (one that lands meanwhile has left `this.adding` by the reply).
         const adding = new Set(pending.filter((id) => this.adding.has(id)));
         const pipeline = this.redis.pipeline();
-        for (const id of pending) pipeline.hmget(this.queue.toKey(id), 'timestamp', 'finishedOn');
+        for (const id of pending) pipeline.hmget(this.queue.toKey(id), 'timestamp', 'finishedOn', 'data');
         const jobs = (await pipeline.exec()) ?? [];
         for (const [index, id] of pending.entries()) {
           const [error, fields] = jobs[index] ?? [new Error('no reply'), null];
           if (error !== null || !Array.isArray(fields)) continue;
-          const [queuedAt, finishedAt] = fields as (string | null)[];
+          const [queuedAt, finishedAt, data] = fields as (string | null)[];
+          // A job whose data is not what Runnel writes (changed by hand) fails in every worker that takes it,
+          // before it starts, and never ends: its run would wait for good. The data is the run's id, which is
+          // the job's own: written again, the job is taken again — it runs, or BullMQ fails it as stalled too
+          // often, and this sweep ends its run lost.
+          if (queuedAt !== null && finishedAt === null && !jobDataOf(data ?? null, id)) {
+            await this.redis.hset(this.queue.toKey(id), 'data', JSON.stringify({ run_id: id })).catch(() => undefined);
+            this.options.warn?.({ runId: id }, 'run job data not valid: written again from its id');
+            continue;
+          }
           // Its job waits its turn (or an add held back while Redis was away is still on its way here).
           if ((queuedAt !== null && finishedAt === null) || adding.has(id)) continue;
           if (await this.endNeverStarted(id).catch(() => false)) settled.push(id);
@@ -596,6 +605,17 @@ export class BullRunQueue implements RunQueue {
   }
 
   private closing: Promise<void> | undefined;
+}
+
+/** Whether a BullMQ job's `data` is what Runnel writes for run `runId`: `{"run_id": runId}`. */
+function jobDataOf(data: string | null, runId: string): boolean {
+  if (data === null) return false;
+  try {
+    const value = JSON.parse(data) as unknown;
+    return value !== null && typeof value === 'object' && (value as { run_id?: unknown }).run_id === runId;
+  } catch {
+    return false;
+  }
 }
 
 /** How many runs one pass of {@link BullRunQueue}'s sweep of runs never started reads, and most passes a sweep makes. */

@@ -139,6 +139,29 @@ describe('a run stored but never queued (its submitter stopped between the two s
     }
   }, 120_000);
 
+  it('ends a queued run whose job data was changed by hand (it failed in every worker before it started, and never ended)', async () => {
+    const now = new Date().toISOString();
+    const run: RunRecord = { run_id: randomUUID(), chain: '/gate', kind: 'run', identity: 'ada', status: 'pending', input: { name: 'mended' }, config: {}, created_at: now, updated_at: now };
+    await store.create(run, { queued: true });
+    const queue = new Queue('runs', { connection: redis.duplicate({ maxRetriesPerRequest: null }), prefix: `${runNamespace}:bull` });
+    try {
+      // Held back (the queue paused) while its data is spoilt, then let go to the worker.
+      await queue.pause();
+      await queue.add('run', { run_id: run.run_id }, { jobId: run.run_id });
+      await redis.hset(queue.toKey(run.run_id), 'data', '{"run_id":');
+      await queue.resume();
+      let ended = await read(run.run_id, 'ada', true);
+      while (ended.status === 'pending') ended = await read(run.run_id, 'ada', true);
+      // Its data written again from its id, the job is taken again: it runs, or — when BullMQ has counted it
+      // stalled once too often meanwhile (a worker took it and failed) — fails, and the run ends lost. Either
+      // way it ends (it stayed pending for good, a worker failing at it every few seconds).
+      if (ended.status === 'success') expect(ended).toMatchObject({ output: 'mended' });
+      else expect(ended, JSON.stringify(ended)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    } finally {
+      await queue.close();
+    }
+  }, 120_000);
+
   it('frees the place the lost run held under RUNNEL_MAX_RUNS_PER_KEY', async () => {
     const now = new Date().toISOString();
     const orphan: RunRecord = { run_id: randomUUID(), chain: '/gate', kind: 'run', identity: 'bob', status: 'pending', input: { name: 'orphan' }, config: {}, created_at: now, updated_at: now };
