@@ -383,14 +383,25 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     if (route.config?.refusesMethod !== true) routes.add(route.method, route.url);
   });
   app.setNotFoundHandler((request, reply) => {
-    const allow = routes.allowed(request.url.split('?')[0] ?? '');
+    const path = request.url.split('?')[0] ?? '';
+    const takes = (allow: string | undefined): boolean => allow !== undefined && allow.split(', ').includes(request.method);
+    // A route written with a trailing slash (`/joke/invoke/`, `/joke/runs/` — which reads as a run with an
+    // empty id, and was a 405): said, with the route meant, rather than a bare 404 or a misleading 405.
+    const bare = path.length > 1 && path.endsWith('/') ? path.replace(/\/+$/, '') : undefined;
+    if (bare !== undefined && bare !== '' && takes(routes.allowed(bare))) {
+      app.runnel.metrics.error('RUNNEL_ERR_NOT_FOUND');
+      void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', `Not Found: ${request.method} ${bare} (without the trailing slash) is the route`));
+      return;
+    }
+    const allow = routes.allowed(path);
     // A route of this very method that found nothing (a static file that is not there) is a 404 too.
-    if (allow !== undefined && !allow.split(', ').includes(request.method)) {
+    if (allow !== undefined && !takes(allow)) {
       app.runnel.metrics.error('RUNNEL_ERR_METHOD_NOT_ALLOWED');
       void reply.code(405).header('allow', allow).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed'));
       return;
     }
-    void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
+    // Where to look: the index lists every chain and its routes (JSON for a client, a page for a browser).
+    void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found: GET / lists the chains and their routes'));
   });
 
   // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal is an empty 400, this one says what is missing.

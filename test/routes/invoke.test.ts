@@ -134,7 +134,16 @@ describe('POST /invoke', () => {
   it('answers unknown chains and endpoints with 404 JSON, and a method a route does not take with 405 and allow', async () => {
     const missing = await invoke({ input: {} }, { url: '/nope/invoke' });
     expect(missing.statusCode).toBe(404);
-    expect(missing.json()).toEqual({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'Not Found', detail: 'Not Found' });
+    expect(missing.json()).toEqual({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'Not Found: GET / lists the chains and their routes', detail: 'Not Found: GET / lists the chains and their routes' });
+    // A route with a trailing slash says which route is meant (`/echo/runs/` read as a run with an empty id: a 405).
+    for (const [method, url, route] of [
+      ['POST', '/echo/invoke/', 'POST /echo/invoke'],
+      ['POST', '/echo/runs/', 'POST /echo/runs'],
+      ['GET', '/echo/input_schema//', 'GET /echo/input_schema'],
+    ] as const) {
+      const slashed = await app.inject({ method, url, payload: method === 'POST' ? { input: {} } : undefined });
+      expect([slashed.statusCode, slashed.json().code, slashed.json().message], url).toEqual([404, 'RUNNEL_ERR_NOT_FOUND', `Not Found: ${route} (without the trailing slash) is the route`]);
+    }
     expect((await invoke({ input: {} }, { url: '/echo/feedback' })).json().code).toBe('RUNNEL_ERR_NOT_FOUND');
     for (const [method, url, allow] of [
       ['GET', '/echo/invoke', 'POST'],
