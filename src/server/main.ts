@@ -72,7 +72,11 @@ async function serve(config: ServerConfig): Promise<void> {
   const base = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${(app.server.address() as { port: number }).port}`;
   chatModelFromEnv({ log: (line) => app.log.info(line) });
   app.log.info(`docs: ${base}/docs  openapi: ${base}/openapi.json`);
-  app.log.info(`history: ${config.redisUrl ? 'Redis' : 'in memory (set REDIS_URL for Redis)'}; vectors: ${config.databaseUrl ? 'Postgres' : `PGlite in ${config.dataDir} (set DATABASE_URL for Postgres)`}`);
+  app.log.info(
+    `history: ${config.redisUrl ? 'Redis' : 'in memory (set REDIS_URL for Redis)'}; ` +
+      `background runs: ${config.redisUrl ? `BullMQ on Redis, ${config.workerConcurrency} at a time in this process` : `in this process, ${config.workerConcurrency} at a time (set REDIS_URL for a queue every replica and worker shares)`}; ` +
+      `vectors: ${config.databaseUrl ? 'Postgres' : `PGlite in ${config.dataDir} (set DATABASE_URL for Postgres)`}`,
+  );
   app.log.info(`index: ${base}/`);
   for (const chain of app.runnel.chains) {
     const playground = app.hasRoute({ method: 'GET', url: `${chain.spec.path}/playground/` }) ? `  playground: ${base}${chain.spec.path}/playground/` : '';

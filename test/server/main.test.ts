@@ -33,12 +33,12 @@ describe('npm start', () => {
 
   // An operator's trial: with DATABASE_URL naming a database that does not exist, the log said only "The
   // database is unavailable", as when Postgres is down.
-  it("on a DATABASE_URL whose database does not exist: the seed's warning gives the SQLSTATE (3D000)", async () => {
+  it("on a DATABASE_URL whose database does not exist: the seed's warning gives the SQLSTATE (3D000); the start says where state lives", async () => {
     const url = new URL(DATABASE_URL);
     url.pathname = '/runnel_no_such_database';
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
       cwd: root,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', HOST: '127.0.0.1', DATABASE_URL: url.toString(), LOG_LEVEL: 'warn' },
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', HOST: '127.0.0.1', DATABASE_URL: url.toString(), LOG_LEVEL: 'info' },
     });
     try {
       let stdout = '';
@@ -51,6 +51,10 @@ describe('npm start', () => {
         child.once('close', () => reject(new Error(`exited before its warning:\n${stdout}`)));
       });
       expect(line).toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE', service_error: '3D000' });
+      // The start says where each kind of state lives, background runs included (without Redis: in the process).
+      expect(stdout).toContain(
+        '"msg":"history: in memory (set REDIS_URL for Redis); background runs: in this process, 8 at a time (set REDIS_URL for a queue every replica and worker shares); vectors: Postgres"',
+      );
     } finally {
       child.kill('SIGKILL');
     }
