@@ -362,7 +362,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     try {
       done(null, sjson.parse(body as string, undefined, { protoAction: 'remove', constructorAction: 'remove' }));
     } catch {
-      done(new RunnelError('RUNNEL_ERR_BODY_INVALID', 'Invalid JSON body', { detail: [{ type: 'json_invalid', loc: [], msg: 'Invalid JSON body' }] }), undefined);
+      // What to send instead: an empty body and a form (`topic=cats`, curl -d's default) are the usual mistakes.
+      const empty = (body as string).trim() === '';
+      const message = `${empty ? 'The request body is empty' : 'Invalid JSON body'}: send a JSON object, such as {"input": {...}}`;
+      done(new RunnelError('RUNNEL_ERR_BODY_INVALID', message, { detail: [{ type: 'json_invalid', loc: [], msg: 'Invalid JSON body' }] }), undefined);
     }
   });
   // Validation is Runnel's own (with its error shape); the route schemas document, and JSON.stringify serializes.

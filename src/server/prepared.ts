@@ -186,7 +186,10 @@ export class PreparedChain {
   checkInput(input: unknown, prefix: (string | number)[] = []): void {
     if (this.validateInputFn(input)) return;
     const detail = detailOf(this.validateInputFn.errors, prefix);
-    throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `Invalid input${detail[0] ? ` at ${JSON.stringify(detail[0].loc)}: ${detail[0].msg}` : ''}`, { detail });
+    // At the root, the input itself (`{"input": "cats"}` where an object goes): no empty path to read.
+    const first = detail[0];
+    const where = first === undefined ? '' : first.loc.length === 0 ? `: ${first.msg}` : ` at ${JSON.stringify(first.loc)}: ${first.msg}`;
+    throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `Invalid input${where}`, { detail });
   }
 
   /** One client config (from the body or the hash): allowed keys only, both spellings, validated. */

@@ -18,7 +18,7 @@ import { SseWriter } from './sse.js';
 /** The body as an object, or `RUNNEL_ERR_BODY_INVALID`. */
 export function bodyObject(body: unknown): Record<string, unknown> {
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', body === undefined ? 'Invalid JSON body' : 'The request body must be a JSON object', {
+    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', body === undefined ? 'The request body is empty: send a JSON object, such as {"input": {...}}' : 'The request body must be a JSON object', {
       detail: [{ type: body === undefined ? 'json_invalid' : 'model_type', loc: [], msg: body === undefined ? 'Invalid JSON body' : 'Input should be a valid dictionary' }],
     });
   }
@@ -40,7 +40,9 @@ export function refuseWebhook(body: Record<string, unknown>, path: string, durab
 /** `body[key]`, or `RUNNEL_ERR_BODY_INVALID` naming it as missing. */
 export function required(body: Record<string, unknown>, key: string): unknown {
   if (!Object.hasOwn(body, key)) {
-    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', `Field required: ${key}`, { detail: [{ type: 'missing', loc: [key], msg: 'Field required' }] });
+    // The chain's own fields sent at the top (`{"topic": "cats"}`) are the usual way to miss it: said how it goes.
+    const hint = key === 'input' || key === 'inputs' ? ` (the body is {"${key}": ${key === 'inputs' ? '[...]' : '...'}, "config": {...}}: the chain's input goes under "${key}")` : '';
+    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', `Field required: ${key}${hint}`, { detail: [{ type: 'missing', loc: [key], msg: 'Field required' }] });
   }
   return body[key];
 }

@@ -32,6 +32,19 @@ function frames(body: string, event: string): unknown[] {
     .map((lines) => JSON.parse(lines.find((line) => line.startsWith('data: '))?.slice(6) ?? 'null') as unknown);
 }
 
+describe("a newcomer's usual mistakes are told how the body goes (a trial from the README, with curl)", () => {
+  it('an empty body, a form, the input at the top, an input that is not an object', async () => {
+    const send = async (body: string, type = 'application/json') => {
+      const res = await fetch(`${server.url}/joke/invoke`, { method: 'POST', headers: { 'content-type': type }, body });
+      return [res.status, ((await res.json()) as { message: string }).message];
+    };
+    expect(await send('')).toEqual([422, 'The request body is empty: send a JSON object, such as {"input": {...}}']);
+    expect(await send('topic=cats', 'application/x-www-form-urlencoded')).toEqual([422, 'Invalid JSON body: send a JSON object, such as {"input": {...}}']);
+    expect(await send('{"topic": "cats"}')).toEqual([422, 'Field required: input (the body is {"input": ..., "config": {...}}: the chain\'s input goes under "input")']);
+    expect(await send('{"input": "cats"}')).toEqual([422, 'Invalid input: must be object']);
+  });
+});
+
 describe('everything decidable before a stream starts is a JSON error', () => {
   for (const endpoint of ['invoke', 'batch', 'stream', 'stream_log', 'stream_events']) {
     it(`/chat/${endpoint} without session_id: 422 JSON, no event stream`, async () => {
