@@ -830,7 +830,8 @@ const isObject = (value: unknown): value is Record<string, unknown> => value !==
 /**
  * Whether `value` has a run record's shape where a reader relies on it: its ids and times strings, a status
  * a run has (one of another kind would never end: `/wait` would time out for good), an error with a code and
- * a message, usage in numbers. The input, output and config are the chain's, JSON of any shape.
+ * a message, usage an object whose counts are numbers. The input, output and config are the chain's, JSON of
+ * any shape.
  */
 function isRunRecord(value: unknown): value is RunRecord {
   if (!isObject(value)) return false;
@@ -838,8 +839,9 @@ function isRunRecord(value: unknown): value is RunRecord {
   if (typeof run_id !== 'string' || typeof identity !== 'string' || typeof status !== 'string' || !RUN_STATUSES.has(status)) return false;
   if (typeof chain !== 'string' || typeof kind !== 'string' || typeof created_at !== 'string' || typeof updated_at !== 'string') return false;
   if (error !== undefined && !(isObject(error) && typeof error.code === 'string' && typeof error.message === 'string')) return false;
-  if (usage !== undefined && !(isObject(usage) && Object.values(usage).every((n) => typeof n === 'number' && Number.isFinite(n)))) return false;
-  return finish_reason === undefined || typeof finish_reason === 'string';
+  // Usage as a model reported it (a chain's own model may add details beside the three counts).
+  if (usage !== undefined && !(isObject(usage) && ['input_tokens', 'output_tokens', 'total_tokens'].every((name) => usage[name] === undefined || typeof usage[name] === 'number'))) return false;
+  return finish_reason === undefined || finish_reason === null || typeof finish_reason === 'string';
 }
 
 /** Reads a stored record, refusing anything that is not one. */
