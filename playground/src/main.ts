@@ -425,7 +425,8 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
   const sharedSession = sharedConfig?.configurable?.session_id;
   const linkSession =
     typeof sharedSession === 'string' && (sessionSchema === undefined || validate(sharedSession, sessionSchema, configSchema).length === 0) ? sharedSession : undefined;
-  if (linkSession !== undefined) localStorage.setItem(storageKey, linkSession);
+  // Not kept as this tab's own session: a link does not replace the visitor's conversation (nor, opened once,
+  // write every later visit into a session its author chose).
   let session = linkSession ?? localStorage.getItem(storageKey) ?? newSession();
   const syncUrl = (): void => {
     // Without config hashes the chain has no `/c/…/playground/` page.
@@ -445,7 +446,8 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
   const tree = new RunTree();
   const sharedSettings = { ...(sharedConfig?.configurable ?? {}) };
   delete sharedSettings.session_id;
-  const configPanel = configForm(configSchema, sharedSettings, syncUrl, ['session_id']);
+  // Without a link's settings, the form starts from the schema's defaults (an empty object would clear them).
+  const configPanel = configForm(configSchema, sharedConfig?.configurable === undefined ? undefined : sharedSettings, syncUrl, ['session_id']);
   let controller: AbortController | undefined;
   const linkNotice = h('div', { class: 'link-notice' });
   if (sharedConfigBroken) linkNotice.append(notice("This link's configuration could not be read (the link may be cut short): this tab's session and the defaults are used instead."));

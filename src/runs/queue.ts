@@ -330,7 +330,14 @@ class RunWorkerCore {
   async sweep(staleMs: number): Promise<void> {
     for (const runId of await this.options.store.stale(staleMs)) {
       if (this.local.has(runId) || this.queued.has(runId)) continue;
-      notify(await endRun(this.options.store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The process running this run stopped before it ended')), this.options);
+      try {
+        notify(await endRun(this.options.store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The process running this run stopped before it ended')), this.options);
+      } catch (error) {
+        // A record that is not valid (changed by hand) cannot be ended: forgotten, so that it does not stop
+        // every later sweep at the oldest heartbeat and keep the other lost runs from ending.
+        if (!(error instanceof RunnelError && error.code === 'RUNNEL_ERR_STORED_RECORD_INVALID')) throw error;
+        this.options.warn?.({ runId, code: error.code }, 'lost run not ended: its stored record is not valid');
+      }
       await this.options.store.forget(runId);
     }
   }

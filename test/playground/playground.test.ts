@@ -211,6 +211,8 @@ describe('the playground', () => {
 
   it('chat mode: two turns, the second sees the first, and a reload keeps the conversation', async () => {
     const page = await open('/chat/playground/');
+    // Without a link, the settings start from the schema's defaults (the cache on).
+    await expect(page.getByLabel('Use the response cache').isChecked()).resolves.toBe(true);
     const send = async (text: string, turn: number) => {
       await page.getByLabel('Message').fill(text);
       await page.getByRole('button', { name: 'Send' }).click();
@@ -249,6 +251,8 @@ describe('the playground', () => {
     expect(history.messages.map((m) => m.content)).toEqual(['from a shared link', expect.any(String)]);
     // The address holds the page's setup (the unknown setting left out); a new session moves it on.
     expect(page.url()).toBe(`${base}/chat/c/${hash({ cache: false, session_id: 'shared-link' })}/playground/`);
+    // The link's session is not kept as this tab's own: the plain page opens the visitor's, not the link's.
+    expect(await page.evaluate("localStorage.getItem('runnel:session:/chat')")).not.toBe('shared-link');
     await page.getByRole('button', { name: 'New session' }).click();
     const fresh = await page.locator('.session-id').innerText();
     expect(fresh).not.toBe('shared-link');
