@@ -155,7 +155,7 @@ export const errorCodes = {
   RUNNEL_ERR_OVERLOADED: {
     status: 503,
     retryable: true,
-    description: 'All stream slots are taken (`RUNNEL_MAX_STREAMS`), or, without Redis, the process holds its most background runs waiting (10,000); see `retry-after`.',
+    description: 'All stream slots are taken (`RUNNEL_MAX_STREAMS`), or, without Redis, the process holds its most background runs waiting (10,000) or its runs under way hold the 256 MB it keeps for runs; see `retry-after`.',
   },
   RUNNEL_ERR_METRICS_INCOMPLETE: {
     status: 503,

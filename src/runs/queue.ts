@@ -254,6 +254,12 @@ class RunWorkerCore {
         throw error.failure;
       }
       if (!(error instanceof RunNotStored)) throw error;
+      // Refused before anything was written — the memory store full of runs under way, or a key of the run's
+      // that holds another kind of value (the scripts check first) — the run is not stored: the reason stands.
+      if (error.cause instanceof RunnelError && (error.cause.code === 'RUNNEL_ERR_OVERLOADED' || error.cause.code === 'RUNNEL_ERR_STORED_RECORD_INVALID')) {
+        forgotten = true;
+        throw error.cause;
+      }
       // Its first write failed — but one that timed out may still be carried out when Redis answers again (and
       // then stores the run as running, with its heartbeat). Its heartbeat is not forgotten: stale, it has the
       // sweep end such a run as lost, and one that does not exist costs the sweep a read. (The run id is the

@@ -268,7 +268,16 @@ const frameBytes = (frame: Pick<RunFrame, 'data' | 'json'>): number => {
   return json === undefined ? 0 : heldBytes(json);
 };
 
-/** A run as the memory store holds it: its record, its log and the bytes the log holds. */
+/**
+ * The bytes a record holds in memory, about (its JSON's): its input (up to the body's limit), config,
+ * `stream_events` filters and output are the client's, and as large as it likes.
+ */
+const recordBytes = (record: RunRecord): number => heldBytes(JSON.stringify(record));
+
+/** The record's fields a patch may make large: only these have its bytes counted again. */
+const LARGE_FIELDS = ['input', 'config', 'filters', 'output', 'error', 'webhook', 'chat_id'] as const;
+
+/** A run as the memory store holds it: its record, its log and the bytes both hold. */
 interface HeldRun {
   record: RunRecord;
   frames: RunFrame[];
@@ -276,14 +285,18 @@ interface HeldRun {
   firstId?: number;
   seq: number;
   cancel: boolean;
+  /** The bytes of its record and its log. */
   bytes: number;
+  /** The bytes of its record (a part of `bytes`). */
+  recordBytes: number;
 }
 
 /**
  * Runs in this process's memory: records and logs, for the embedded default. A finished run is kept for
- * `ttlSeconds` (`RUNNEL_RUN_TTL`, as Redis keeps it); at most `maxRuns` runs and `maxBytes` of their logs
- * are held, the oldest finished ones forgotten first — a count alone let 10,000 runs of 10,000 frames each
- * hold gigabytes.
+ * `ttlSeconds` (`RUNNEL_RUN_TTL`, as Redis keeps it); at most `maxRuns` runs and `maxBytes` of their records
+ * and logs are held, the oldest finished ones forgotten first — a count alone let 10,000 runs of 10,000
+ * frames each hold gigabytes, and logs alone let 4,500 runs of a megabyte's input each take the heap. A new
+ * run that would go past `maxBytes` with only runs under way left is refused (`RUNNEL_ERR_OVERLOADED`).
  *
  * @example
  * const store = new MemoryRunStore({ ttlSeconds: 3600 });
@@ -298,7 +311,7 @@ export class MemoryRunStore implements RunStore {
   private readonly maxRuns: number;
   private readonly maxBytes: number;
   private readonly ttlMs: number;
-  /** The frames' bytes of every run held. */
+  /** The bytes of every run held: records and frames. */
   private bytes = 0;
   /** Per caller, its runs stored with a limit that have not ended (`openLimit`). */
   private readonly open = new Map<string, Set<string>>();
@@ -320,8 +333,17 @@ export class MemoryRunStore implements RunStore {
       open.add(record.run_id);
       this.open.set(record.identity, open);
     }
-    this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false, bytes: 0 });
+    const bytes = recordBytes(record);
+    this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false, bytes, recordBytes: bytes });
+    this.bytes += bytes;
     this.evict();
+    if (this.bytes > this.maxBytes) {
+      // Only runs under way are left, and they hold the store: this one waits for some of them to end.
+      this.runs.delete(record.run_id);
+      this.bytes -= bytes;
+      this.release(record.identity, record.run_id);
+      throw new RunnelError('RUNNEL_ERR_OVERLOADED', `Runs under way hold the ${Math.round(this.maxBytes / 2 ** 20)} MB this process keeps for runs; retry shortly`);
+    }
   }
 
   /**
@@ -369,6 +391,12 @@ export class MemoryRunStore implements RunStore {
     if (run === undefined) return undefined;
     if (TERMINAL.has(run.record.status)) return { ...run.record };
     run.record = { ...run.record, ...patch, updated_at: new Date().toISOString() };
+    if (LARGE_FIELDS.some((field) => field in patch)) {
+      const bytes = recordBytes(run.record);
+      run.bytes += bytes - run.recordBytes;
+      this.bytes += bytes - run.recordBytes;
+      run.recordBytes = bytes;
+    }
     if (TERMINAL.has(run.record.status)) {
       this.finished.set(runId, performance.now());
       this.release(run.record.identity, runId);
@@ -522,6 +550,25 @@ const parseStreamId = (id: string): [number, number] => {
 
 const compareStreamIds = (a: [number, number], b: [number, number]): number => (a[0] === b[0] ? a[1] - b[1] : a[0] - b[0]);
 
+/**
+ * Lua: an error reply (WRONGTYPE, as Redis's own) when one of the keys given holds another kind of value than
+ * the one given after it (a key false is skipped). A script checks its keys first: Redis keeps what a script
+ * wrote before a command failed, so one that met a key of another kind mid-way left half a write — a run
+ * stored as running with no heartbeat, which nothing would ever end.
+ */
+const WRONG_TYPE = `
+local function wrong_type(...)
+  local n = select('#', ...)
+  for i = 1, n, 2 do
+    local key, kind = select(i, ...)
+    if key then
+      local held = redis.call('TYPE', key).ok
+      if held ~= 'none' and held ~= kind then return redis.error_reply('WRONGTYPE a key of the run holds a ' .. held .. ', not a ' .. kind) end
+    end
+  end
+  return false
+end`;
+
 /** Lua: SET the record KEYS[1] to ARGV[1] (KEEPTTL) and PUBLISH 'status' on ARGV[2], unless the stored record has ended. */
 const UPDATE_UNLESS_ENDED_BODY = `
 local function status_of(json)
@@ -570,7 +617,9 @@ end`;
  * Resolves 1 when written, 0 when there is no record, -1 when it has ended. With KEYS[2] (the owner's open
  * runs, given when the record written ends the run), the run (ARGV[3]) leaves them as it is written.
  */
-const UPDATE_UNLESS_ENDED = `${UPDATE_UNLESS_ENDED_BODY}
+const UPDATE_UNLESS_ENDED = `${UPDATE_UNLESS_ENDED_BODY}${WRONG_TYPE}
+local bad = wrong_type(KEYS[1], 'string', KEYS[2] or false, 'zset')
+if bad then return bad end
 local written = update_unless_ended(KEYS[1], ARGV[1], ARGV[2])
 if written == 1 and KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[3]) end
 return written`;
@@ -580,7 +629,9 @@ return written`;
  * not yet started (KEYS[4]): only from `pending` (1), never over a record that is missing (0), has ended (-1)
  * or is running already (-3, another worker has it); -2, writing nothing, when its cancel flag KEYS[2] is set.
  */
-const START_UNLESS_CANCELLED = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}
+const START_UNLESS_CANCELLED = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}${WRONG_TYPE}
+local bad = wrong_type(KEYS[1], 'string', KEYS[3], 'zset', KEYS[4], 'zset')
+if bad then return bad end
 local current = redis.call('GET', KEYS[1])
 if not current then return 0 end
 local status = status_of(current)
@@ -601,8 +652,10 @@ return 1`;
  * KEYS: record, owner list, heartbeats, owner's open runs, runs not yet started. ARGV: record JSON, TTL,
  * created (ms), run id, most listed, '1' (beating) or '', limit or '', '1' (queued next) or ''.
  */
-const CREATE = `${NOW_MS}
+const CREATE = `${NOW_MS}${WRONG_TYPE}
 local limit = tonumber(ARGV[7])
+local bad = wrong_type(KEYS[1], 'string', KEYS[2], 'zset', ARGV[6] ~= '' and KEYS[3], 'zset', limit and KEYS[4], 'zset', ARGV[8] ~= '' and KEYS[5], 'zset')
+if bad then return bad end
 if limit and redis.call('ZCARD', KEYS[4]) >= limit then return -1 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2], 'NX') then return 0 end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
@@ -637,8 +690,10 @@ return 1`;
  * forget ('1' or ''), run id, new record JSON ('=': ARGV[4]) or '', its created (ms), most listed, '' (its
  * heartbeat is Redis's time), then per entry its id ('*': the next Redis gives) and its packed frames.
  */
-const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}
+const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}${WRONG_TYPE}
 local creating = ARGV[7] ~= ''
+local bad = wrong_type(KEYS[1], 'stream', KEYS[2], 'string', KEYS[3], 'zset', creating and KEYS[4], 'zset', KEYS[5] or false, 'zset')
+if bad then return bad end
 if creating and redis.call('EXISTS', KEYS[2], KEYS[1]) > 0 then return {'!taken'} end
 -- A write to a run that has ended meanwhile (another process's end: a sweep that took it for lost, two ends
 -- at once) adds nothing to its log, which has its one end already; it answers as the refused update does.
@@ -744,6 +799,8 @@ function checkEntries(entries: FrameEntry[], replies: string[]): void {
   for (let i = 0; i < entries.length; i++) {
     const id = replies[i];
     if (id === undefined || id.startsWith('!')) {
+      const invalid = id === undefined ? undefined : wrongTypeError(new Error(id.slice(1)), 'A stored run');
+      if (invalid !== undefined) throw invalid;
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis refused a run frame', { cause: new Error(id?.slice(1) ?? 'no reply') });
     }
   }

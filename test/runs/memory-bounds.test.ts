@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { AIMessage, HumanMessage, MemoryHistoryStore } from '../../src/index.js';
-import { MemoryRunStore, type RunRecord } from '../../src/runs/index.js';
+import { lambda } from '../../src/core/index.js';
+import { MemoryRunQueue, MemoryRunStore, type RunRecord } from '../../src/runs/index.js';
 
 const now = new Date().toISOString();
 const record = (id: string): RunRecord => ({ run_id: id, chain: '/story', kind: 'run', identity: 'ada', status: 'running', input: null, config: {}, created_at: now, updated_at: now });
@@ -103,4 +104,78 @@ it('counts text past Latin-1 at two bytes a character, in both stores', async ()
   // Two logs of about 6,000 bytes each in a budget of 10,000: the older went.
   expect(await runs.get('r1')).toBeUndefined();
   expect((await runs.get('r2'))?.status).toBe('success');
+});
+
+// A limits probe: the bytes counted only logs, so 4,500 runs of a megabyte's input each (kept a day) took
+// the default server's heap — and input, config and `stream_events` filters are the client's to fill.
+describe('MemoryRunStore counts records', () => {
+  const big = (id: string, status: RunRecord['status'] = 'running'): RunRecord => ({ ...record(id), status, input: { chat_history: [words(2_000)] } });
+
+  it('forgets the oldest finished runs past its bytes when their input holds them', async () => {
+    const store = new MemoryRunStore({ maxBytes: 25_000 });
+    for (const id of ['r1', 'r2', 'r3']) {
+      await store.create(big(id));
+      await store.end(id, [{ event: 'end' }], { status: 'success' });
+    }
+    // Three inputs of about 10,000 bytes in a budget of 25,000: the first went.
+    expect(await store.get('r1')).toBeUndefined();
+    expect((await store.get('r3'))?.status).toBe('success');
+  });
+
+  it('counts an output as the run ends', async () => {
+    const store = new MemoryRunStore({ maxBytes: 25_000 });
+    for (const id of ['r1', 'r2', 'r3']) {
+      await store.create(record(id));
+      await store.end(id, [{ event: 'end' }], { status: 'success', output: words(2_000) });
+    }
+    await store.create(record('r4'));
+    expect(await store.get('r1')).toBeUndefined();
+    expect((await store.get('r2'))?.status).toBe('success');
+  });
+
+  it('refuses a run past its bytes while runs under way hold them, and takes it once one ends', async () => {
+    const store = new MemoryRunStore({ maxBytes: 25_000 });
+    await store.create(big('a'), { openLimit: 5 });
+    await store.create(big('b'), { openLimit: 5 });
+    const refused = await store.create(big('c'), { openLimit: 5 }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'RUNNEL_ERR_OVERLOADED' });
+    expect(await store.get('c')).toBeUndefined();
+    // Its place among the caller's open runs was given back (b, c, d and e are open: four).
+    await store.end('a', [{ event: 'end' }], { status: 'success' });
+    await store.create(big('c'), { openLimit: 5 });
+    expect((await store.get('c'))?.status).toBe('running');
+    expect(await store.get('a')).toBeUndefined();
+    await store.create(record('d'), { openLimit: 5 });
+    await store.create(record('e'), { openLimit: 5 });
+    await expect(store.create(record('f'), { openLimit: 3 })).rejects.toMatchObject({ code: 'RUNNEL_ERR_TOO_MANY_RUNS' });
+  });
+});
+
+// The same refusal through the queue: a submission and a durable stream are told the process is full (503,
+// retryable), not that Redis — which this process does not use — is unavailable.
+it('refuses a background run and a durable stream with RUNNEL_ERR_OVERLOADED while runs under way fill the store', async () => {
+  let release = (): void => undefined;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const queue = new MemoryRunQueue({
+    store: new MemoryRunStore({ maxBytes: 25_000 }),
+    chains: new Map([['/story', lambda(async (input: unknown) => (await held, input))]]) as never,
+    concurrency: 4,
+    webhooks: { hosts: [], secret: undefined, allowHttp: false },
+    log: () => undefined,
+  });
+  const input = { chat_history: [words(2_000)] };
+  const pending = (id: string): RunRecord => ({ ...record(id), status: 'pending', input });
+  await queue.submit(pending('a'));
+  await queue.submit(pending('b'));
+  await expect(queue.submit(pending('c'))).rejects.toMatchObject({ code: 'RUNNEL_ERR_OVERLOADED' });
+  const frames: unknown[] = [];
+  await expect(queue.runHere({ ...record('d'), kind: 'stream', input }, { frame: (frame) => void frames.push(frame) })).rejects.toMatchObject({ code: 'RUNNEL_ERR_OVERLOADED' });
+  expect(frames).toEqual([]);
+  release();
+  for (;;) {
+    if ((await queue.store.get('b'))?.status === 'success') break;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  await queue.submit(pending('c'));
+  await queue.close(1_000);
 });

@@ -575,3 +575,88 @@ async function readAll(runId: string, after?: string): Promise<{ id: string; eve
     cursor = page.at(-1)?.id;
   }
 }
+
+// A stored-records probe: Redis keeps what a script wrote before a command failed on a key of another kind,
+// so such a key left half a write — a durable stream's run stored as running with no heartbeat (nothing would
+// ever end it), a run ended without leaving its caller's open runs (its place held for good), a pending run
+// with no place among the runs not yet started. Each script now checks its keys first and writes nothing.
+describe('a key of another kind than the store writes there', () => {
+  /** Every key of the namespace, its kind and contents: what a refused write must leave as it was. */
+  async function snapshot(ns: string): Promise<string> {
+    const keys = (await client.keys(`${ns}:*`)).sort();
+    const held = await Promise.all(
+      keys.map(async (key) => {
+        const kind = await client.type(key);
+        const value = kind === 'string' ? await client.get(key) : kind === 'zset' ? await client.zrange(key, 0, -1) : kind === 'stream' ? await client.xlen(key) : await client.hgetall(key);
+        return [key, kind, value];
+      }),
+    );
+    return JSON.stringify(held);
+  }
+
+  /** A sorted set's members with their scores, as ZADD takes them back. */
+  async function scored(key: string): Promise<string[]> {
+    const pairs = await client.zrange(key, 0, -1, 'WITHSCORES');
+    const args: string[] = [];
+    for (let i = 0; i < pairs.length; i += 2) args.push(pairs[i + 1] as string, pairs[i] as string);
+    return args;
+  }
+
+  async function refusedUnchanged(ns: string, write: () => Promise<unknown>): Promise<void> {
+    const before = await snapshot(ns);
+    await expect(write()).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+    expect(await snapshot(ns)).toBe(before);
+  }
+
+  it('refuses every write that would meet one, and writes nothing of it', async () => {
+    const ns = `test-${randomUUID()}`;
+    const runs = new RedisRunStore({ client, namespace: ns });
+    try {
+      const run = record('kinds');
+      // A durable stream's first write: the heartbeats a string.
+      await client.set(`${ns}:local`, 'x');
+      const next = runs.frameIds(1);
+      await refusedUnchanged(ns, () => runs.append(run.run_id, [{ id: next(), event: 'metadata', data: {} }], { create: run }));
+      await refusedUnchanged(ns, () => runs.create(run, { local: true }));
+      await client.del(`${ns}:local`);
+      // A submission: the caller's list, its open runs, the runs not yet started.
+      const queued = { ...record('kinds'), status: 'pending' as const };
+      for (const key of [`${ns}:owner:kinds`, `${ns}:open:kinds`, `${ns}:unqueued`]) {
+        await client.hset(key, 'x', '1');
+        await refusedUnchanged(ns, () => runs.create(queued, { openLimit: 5, queued: true }));
+        await client.del(key);
+      }
+      await runs.create(queued, { openLimit: 5, queued: true });
+      // Its start: the heartbeats, the runs not yet started.
+      for (const key of [`${ns}:local`, `${ns}:unqueued`]) {
+        const was = await client.type(key);
+        const members = was === 'zset' ? await scored(key) : [];
+        await client.del(key);
+        await client.set(key, 'x');
+        await refusedUnchanged(ns, () => runs.start(queued.run_id, queued));
+        await client.del(key);
+        if (members.length > 0) await client.zadd(key, ...members);
+      }
+      expect(await runs.start(queued.run_id, queued)).toMatchObject({ started: true });
+      const running = { ...queued, status: 'running' as const };
+      // Its end, with frames and without: the caller's open runs.
+      const open = await scored(`${ns}:open:kinds`);
+      await client.del(`${ns}:open:kinds`);
+      await client.set(`${ns}:open:kinds`, 'x');
+      await refusedUnchanged(ns, () => runs.end(queued.run_id, [{ event: 'end' }], { status: 'success', output: 1 }, running));
+      await refusedUnchanged(ns, () => runs.update(queued.run_id, { status: 'cancelled' }, running));
+      await client.del(`${ns}:open:kinds`);
+      await client.zadd(`${ns}:open:kinds`, ...open);
+      // Its log: a frame refused, as stored data not valid (it read as Redis unavailable).
+      await client.hset(`${ns}:run:${queued.run_id}:log`, 'x', '1');
+      await refusedUnchanged(ns, () => runs.append(queued.run_id, [{ event: 'data', data: 1 }]));
+      await client.del(`${ns}:run:${queued.run_id}:log`);
+      expect(await runs.end(queued.run_id, [{ event: 'end' }], { status: 'success', output: 1 }, running)).toMatchObject({ status: 'success' });
+      expect(await client.zcard(`${ns}:open:kinds`)).toBe(0);
+    } finally {
+      await runs.close();
+      const keys = await client.keys(`${ns}:*`);
+      if (keys.length > 0) await client.del(...keys);
+    }
+  });
+});
