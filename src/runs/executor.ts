@@ -9,7 +9,7 @@ import { addUsage, type UsageMetadata } from '../messages/index.js';
 import { providerFailure } from '../models/errors.js';
 import { CancelToken, concat, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
 import { publicErrors } from './public-errors.js';
-import { isLastFrame, RunEnded, type RunFrame, type RunRecord, type RunStore } from './store.js';
+import { isLastFrame, RunEnded, runConfig, type RunFrame, type RunRecord, type RunStore } from './store.js';
 
 /** What a chain failure looks like in a run's record and its `error` frame. */
 export function runError(error: unknown): { status_code: number; code: string; message: string } {
@@ -248,7 +248,7 @@ export async function executeRun(options: {
     local ? record : undefined,
   );
   let usage: UsageMetadata | undefined;
-  const stored = record.config as RunnableConfig;
+  const stored = runConfig(record.config) as RunnableConfig;
   // The trace goes on from the request that submitted the run, in whichever process runs it.
   const { __traceparent: traceparent, __tracestate: tracestate } = stored.metadata ?? {};
   const callbacks =

@@ -884,6 +884,33 @@ const RUN_STATUSES: ReadonlySet<string> = new Set<RunStatus>(['pending', 'runnin
 
 const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
 
+const RUN_KINDS: ReadonlySet<string> = new Set<RunKind>(['run', 'stream', 'stream_events']);
+
+/** The fields of a stored run's config a worker reads, and the type of each (JSON: see `runConfig`). */
+const CONFIG_FIELDS: Readonly<Record<string, (value: unknown) => boolean>> = {
+  tags: (value) => Array.isArray(value) && value.every((tag) => typeof tag === 'string'),
+  metadata: isObject,
+  configurable: isObject,
+  runName: (value) => typeof value === 'string',
+  runId: (value) => typeof value === 'string',
+  maxConcurrency: (value) => typeof value === 'number',
+  recursionLimit: (value) => typeof value === 'number',
+  timeout: (value) => typeof value === 'number',
+};
+
+const isRunConfig = (config: unknown): config is Record<string, unknown> =>
+  isObject(config) && Object.entries(CONFIG_FIELDS).every(([field, valid]) => config[field] === undefined || valid(config[field]));
+
+/**
+ * A stored run's config as a worker runs its chain with it: the fields a submission stores, and nothing else
+ * (a record is untrusted: `callbacks` or `signal` written into one would reach the chain as plain objects).
+ */
+export function runConfig(config: Record<string, unknown>): Record<string, unknown> {
+  const picked: Record<string, unknown> = {};
+  for (const field of Object.keys(CONFIG_FIELDS)) if (config[field] !== undefined) picked[field] = config[field];
+  return picked;
+}
+
 /**
  * Whether `value` has a run record's shape where a reader relies on it: its ids and times strings, a status
  * a run has (one of another kind would never end: `/wait` would time out for good), an error with a code and
@@ -892,12 +919,16 @@ const isObject = (value: unknown): value is Record<string, unknown> => value !==
  */
 function isRunRecord(value: unknown): value is RunRecord {
   if (!isObject(value)) return false;
-  const { run_id, identity, status, chain, kind, created_at, updated_at, error, usage, finish_reason } = value;
+  const { run_id, identity, status, chain, kind, created_at, updated_at, error, usage, finish_reason, config, filters, webhook, chat_id } = value;
   if (typeof run_id !== 'string' || typeof identity !== 'string' || typeof status !== 'string' || !RUN_STATUSES.has(status)) return false;
-  if (typeof chain !== 'string' || typeof kind !== 'string' || typeof created_at !== 'string' || typeof updated_at !== 'string') return false;
+  if (typeof chain !== 'string' || typeof kind !== 'string' || !RUN_KINDS.has(kind) || typeof created_at !== 'string' || typeof updated_at !== 'string') return false;
+  // What a worker runs the chain with, and what it calls back: one of another shape failed the run as if Redis
+  // were down (its config read outside the run's error handling).
+  if (!isRunConfig(config) || !(webhook === undefined || typeof webhook === 'string') || !(chat_id === undefined || typeof chat_id === 'string')) return false;
+  if (filters !== undefined && !(isObject(filters) && Object.values(filters).every((names) => Array.isArray(names) && names.every((name) => typeof name === 'string')))) return false;
   if (error !== undefined && !(isObject(error) && typeof error.code === 'string' && typeof error.message === 'string')) return false;
   // Usage as a model reported it (a chain's own model may add details beside the three counts).
-  if (usage !== undefined && !(isObject(usage) && ['input_tokens', 'output_tokens', 'total_tokens'].every((name) => usage[name] === undefined || typeof usage[name] === 'number'))) return false;
+  if (usage !== undefined && !(isObject(usage) && ['input_tokens', 'output_tokens', 'total_tokens'].every((name) => usage[name] === undefined || usage[name] === null || typeof usage[name] === 'number'))) return false;
   return finish_reason === undefined || finish_reason === null || typeof finish_reason === 'string';
 }
 
@@ -1250,7 +1281,9 @@ export class RedisRunStore implements RunStore {
       const [wanted, written] = [parseStreamId(id), parseStreamId(lastId)];
       if (wanted[0] !== written[0] || wanted[1] <= written[1]) return false;
       const [next] = (await redisCall(this.client.xrange(log, `(${holder[0]}`, '+', 'COUNT', 1))) as [string, string[]][];
-      const nextId = next === undefined ? undefined : packed(next)[0]?.[0];
+      // An entry after it that is not valid is no execution's: the read that follows reports it, after the
+      // good frames before it (here it refused the resume before any of them).
+      const nextId = next === undefined ? undefined : unpackEntry(next[1])?.[0]?.[0];
       return nextId === undefined || nextId === null || parseStreamId(nextId)[0] !== wanted[0];
     }
     // Before every entry: one of the run's only if the log was trimmed (its first frame, `metadata`, is gone).

@@ -391,7 +391,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     // A route written with a trailing slash (`/joke/invoke/`, `/joke/runs/` — which reads as a run with an
     // empty id, and was a 405): said, with the route meant, rather than a bare 404 or a misleading 405.
     const bare = path.length > 1 && path.endsWith('/') ? path.replace(/\/+$/, '') : undefined;
-    if (bare !== undefined && bare !== '' && takes(routes.allowed(bare))) {
+    if (bare !== undefined && bare !== '' && takes(routes.allowed(bare, { wildcards: false }))) {
       app.runnel.metrics.error('RUNNEL_ERR_NOT_FOUND');
       void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', `Not Found: ${request.method} ${bare} (without the trailing slash) is the route`));
       return;

@@ -42,10 +42,17 @@ export class RouteTable {
     }
   }
 
-  /** The methods some route takes for `path` (no query string), as an `allow` header; undefined when no route matches. */
-  allowed(path: string): string | undefined {
+  /**
+   * The methods some route takes for `path` (no query string), as an `allow` header; undefined when no route
+   * matches. `wildcards: false` counts only routes that name the path, not one whose `*` takes any path (a
+   * static folder's, which takes a file that is not there as well).
+   */
+  allowed(path: string, options: { wildcards?: boolean } = {}): string | undefined {
     const found: string[] = [];
-    for (const method of this.methods) if (this.router.find(method as FindMyWay.HTTPMethod, path) !== null) found.push(method);
+    for (const method of this.methods) {
+      const match = this.router.find(method as FindMyWay.HTTPMethod, path);
+      if (match !== null && (options.wildcards !== false || match.params['*'] === undefined)) found.push(method);
+    }
     if (found.length === 0) return undefined;
     if (found.includes('GET') && !found.includes('HEAD')) found.push('HEAD');
     return found.sort().join(', ');

@@ -11,7 +11,7 @@ import { RunnelError, type RunnableConfig } from '../core/index.js';
 import { checkWebhookUrl, isLastFrame, TERMINAL, type RunFrame, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
 import type { PreparedChain } from './prepared.js';
 import type { SseWriter } from './sse.js';
-import { errorAnswerHeaders } from './error-reply.js';
+import { errorAnswerHeaders, logDependencyFailure } from './error-reply.js';
 import { toHttpError } from './http-errors.js';
 import { bodyObject, checkAcceptingRuns, checkStreamSlot, decodeConfigHash, eventFilters, replyHeaders, required, requestContext, takeOverForEvents, whenClientGone } from './request.js';
 
@@ -306,6 +306,8 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     if (!sse.closed) {
       const failure = error instanceof RunnelError ? error : new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error');
       if (!(error instanceof RunnelError)) request.log.error({ err: error }, 'run stream failed');
+      // A log entry or record not valid, Redis gone mid-stream: logged as the routes log them.
+      else logDependencyFailure(request, error, record.run_id);
       format.failure(sse, failure);
     }
   } finally {

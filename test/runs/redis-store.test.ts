@@ -270,6 +270,10 @@ describe('RedisRunStore', () => {
       expect(good.map((frame) => frame.data), JSON.stringify(fields)).toEqual([{ run_id: run.run_id }, 'a']);
       await expect(store.frames(run.run_id, '1-1'), JSON.stringify(fields)).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
       await expect(store.hasFrame(run.run_id, badEntry as string), JSON.stringify(fields)).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+      // A frame of the execution past its last written one (made, sent, then not written): its client resumes
+      // after it, and the read reports the bad entry then — the bad entry after it is no execution's (a
+      // review: the check refused the resume before any good frame).
+      expect(await store.hasFrame(run.run_id, '1-2'), JSON.stringify(fields)).toBe(true);
     }
   });
 
@@ -278,13 +282,35 @@ describe('RedisRunStore', () => {
     await store.create(run);
     const key = `${namespace}:run:${run.run_id}`;
     const good = (await client.get(key)) as string;
-    for (const change of [{ status: 'bogus' }, { created_at: -5 }, { updated_at: null }, { error: 5 }, { error: { code: 'X' } }, { usage: { input_tokens: 'many' } }, { chain: ['/joke'] }]) {
+    for (const change of [{ status: 'bogus' }, { created_at: -5 }, { updated_at: null }, { error: 5 }, { error: { code: 'X' } }, { usage: { input_tokens: 'many' } }, { chain: ['/joke'] },
+      // What a worker runs the chain with and calls back (a config of another shape failed the run as a Redis outage).
+      { kind: 'batch' }, { config: 5 }, { config: null }, { config: { tags: 'x' } }, { config: { metadata: [] } }, { config: { configurable: 'x' } },
+      { filters: { include_names: 'x' } }, { filters: [] }, { webhook: 5 }, { chat_id: {} }]) {
       await client.set(key, JSON.stringify({ ...(JSON.parse(good) as object), ...change }));
       await expect(store.get(run.run_id), JSON.stringify(change)).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
       expect(await store.list('shapes', 10), JSON.stringify(change)).toEqual([]);
     }
     await client.set(key, good);
     expect(await store.get(run.run_id)).toMatchObject({ run_id: run.run_id, status: 'running' });
+  });
+
+  it('reads the records a run may well have: usage with a model\'s own details or a count unknown (null), finish_reason null', async () => {
+    const run = record('odd');
+    await store.create(run);
+    const key = `${namespace}:run:${run.run_id}`;
+    const good = JSON.parse((await client.get(key)) as string) as object;
+    for (const change of [{ usage: { input_tokens: 3, output_tokens: 2, total_tokens: 5, input_token_details: { cache_read: 1 } } }, { usage: { input_tokens: null, output_tokens: 2, total_tokens: null } }, { finish_reason: null }]) {
+      await client.set(key, JSON.stringify({ ...good, ...change }));
+      expect(await store.get(run.run_id), JSON.stringify(change)).toMatchObject({ run_id: run.run_id, ...change });
+    }
+  });
+
+  it("runs a chain with a stored config's own fields only: callbacks written into a record do not reach it", async () => {
+    const queued = { ...record(), status: 'pending' as const, config: { tags: ['t'], callbacks: 5, signal: { aborted: true }, onUsage: 'x' } };
+    await store.create(queued);
+    const chain = ChatPromptTemplate.fromTemplate('{topic}').pipe(new FakeListChatModel({ responses: ['fine'] })).pipe(new StringOutputParser());
+    const ended = await executeRun({ record: queued, runnable: chain as never, store, signal: new AbortController().signal });
+    expect(ended).toMatchObject({ status: 'success', output: 'fine' });
   });
 
   it('keeps its records writable when an input is nested deeper than Redis’s JSON decoder goes', async () => {

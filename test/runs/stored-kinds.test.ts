@@ -4,18 +4,26 @@
  * not reported as Redis being down — nothing of them is written, and everything else keeps serving.
  */
 import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildApp, connectServices, type ChainSpec, type Services } from '../../src/index.js';
 import { runChains } from '../support/run-server.js';
 
+const lines: Record<string, unknown>[] = [];
+const stream = new Writable({
+  write(chunk: Buffer, _encoding, done) {
+    for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+    done();
+  },
+});
 let app: FastifyInstance;
 let services: Services;
 const namespace = `runnel-test-kinds-${randomUUID()}`;
 
 beforeAll(async () => {
   services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace });
-  app = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: namespace, workerConcurrency: 1 } });
+  app = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: namespace, workerConcurrency: 1 }, logger: { level: 'warn', stream } });
 });
 afterAll(async () => {
   const redis = services.redis;
@@ -44,4 +52,22 @@ it('refuses a durable stream whose heartbeats key holds a string, writing nothin
   const again = await app.inject({ method: 'POST', url: '/story/stream', payload: { input: { topic: 'kinds' }, on_disconnect: 'continue' } });
   expect(again.statusCode).toBe(200);
   expect(again.body).toContain('event: end');
+});
+
+// A review: a run's stream that met a log entry not valid sent its error frame but logged nothing, where the
+// docs (and every other route) say it is logged as `stored record not valid`.
+it("logs a run's log entry that is not valid, as its stream ends with RUNNEL_ERR_STORED_RECORD_INVALID", async () => {
+  const redis = services.redis;
+  if (redis === undefined) throw new Error('no redis');
+  const submitted = await app.inject({ method: 'POST', url: '/story/runs', payload: { input: { topic: 'entries' } } });
+  const runId = (submitted.json() as { run_id: string }).run_id;
+  await app.inject({ method: 'GET', url: `/story/runs/${runId}/wait?timeout_s=30` });
+  const log = `${namespace}:runs:run:${runId}:log`;
+  const [first] = (await redis.xrange(log, '-', '+', 'COUNT', 1)) as [string, string[]][];
+  await redis.del(log);
+  await redis.xadd(log, (first as [string, string[]])[0], ...(first as [string, string[]])[1]);
+  await redis.xadd(log, '*', 'f', '[["not a frame"');
+  const read = await app.inject({ method: 'GET', url: `/story/runs/${runId}/stream` });
+  expect(read.body).toContain('RUNNEL_ERR_STORED_RECORD_INVALID');
+  expect(lines.find((line) => line.msg === 'stored record not valid')).toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID', runId });
 });
