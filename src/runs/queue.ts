@@ -534,7 +534,9 @@ export class BullRunQueue implements RunQueue {
           // the job's own: written again, the job is taken again — it runs, or BullMQ fails it as stalled too
           // often, and this sweep ends its run lost.
           if (queuedAt !== null && finishedAt === null && !jobDataOf(data ?? null, id)) {
-            await this.redis.hset(this.queue.toKey(id), 'data', JSON.stringify({ run_id: id })).catch(() => undefined);
+            // Written only if the job is as read (a replica's sweep may have mended it, or a worker ended it and
+            // BullMQ removed it, meanwhile: then a bare HSET made a job hash of one field, which no one removes).
+            await rewriteJobData(this.redis, this.queue.toKey(id), data ?? null, id).catch(() => undefined);
             this.options.warn?.({ runId: id }, 'run job data not valid: written again from its id');
             continue;
           }
@@ -621,6 +623,33 @@ export class BullRunQueue implements RunQueue {
 }
 
 /** Whether a BullMQ job's `data` is what Runnel writes for run `runId`: `{"run_id": runId}`. */
+/**
+ * Lua: a queued job's data (KEYS[1]'s `data` field) written as ARGV[3], only while the job is queued and not
+ * finished and its data is still ARGV[1] (ARGV[2] '1'), or still missing (ARGV[2] '0'): 1 when written.
+ */
+const REWRITE_JOB_DATA = `
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
+local held = redis.call('HMGET', KEYS[1], 'timestamp', 'finishedOn', 'data')
+if not held[1] or held[2] then return 0 end
+if ARGV[2] == '1' then
+  if held[3] ~= ARGV[1] then return 0 end
+elseif held[3] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'data', ARGV[3])
+return 1`;
+
+/**
+ * A queued job's data written again from its run's id, if the job at `key` is still queued, unfinished and
+ * holding the data `read` (null: none) as read before; true when written.
+ *
+ * @example
+ * await rewriteJobData(redis, queue.toKey(runId), '{"run_id":', runId);
+ */
+export async function rewriteJobData(redis: Redis, key: string, read: string | null, runId: string): Promise<boolean> {
+  return (await redis.eval(REWRITE_JOB_DATA, 1, key, read ?? '', read === null ? '0' : '1', JSON.stringify({ run_id: runId }))) === 1;
+}
+
 function jobDataOf(data: string | null, runId: string): boolean {
   if (data === null) return false;
   try {

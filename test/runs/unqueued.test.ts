@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, connectServices, defineChain, lambda, type ChainSpec } from '../../src/index.js';
+import { rewriteJobData } from '../../src/runs/queue.js';
 import { RedisRunStore, type RunRecord } from '../../src/runs/index.js';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -171,5 +172,37 @@ describe('a run stored but never queued (its submitter stopped between the two s
     const next = await submit('bob', 'next');
     expect(next.status).toBe(202);
     expect(await read(((await next.json()) as { run_id: string }).run_id, 'bob', true)).toMatchObject({ status: 'success', output: 'next' });
+  });
+});
+
+// A review: the sweep read a job's data, then wrote it again with a bare HSET — a job a worker finished and
+// BullMQ removed in between came back as a hash of one field that nothing removes, and a replica's sweep that
+// mended it first was written over. Now the write is one step with the check that the job is as read.
+describe('writing a spoilt job\'s data again', () => {
+  const redis = new Redis('redis://127.0.0.1:6379');
+  const key = `runnel-test-${randomUUID()}:bull:runs:r1`;
+  afterAll(async () => {
+    await redis.del(key);
+    redis.disconnect();
+  });
+
+  it('writes only over the data read, of a job still queued and not finished', async () => {
+    await redis.hset(key, 'timestamp', '1', 'data', '{"run_id":');
+    // Changed meanwhile (another replica mended it): left.
+    expect(await rewriteJobData(redis, key, 'spoilt before', 'r1')).toBe(false);
+    expect(await redis.hget(key, 'data')).toBe('{"run_id":');
+    expect(await rewriteJobData(redis, key, '{"run_id":', 'r1')).toBe(true);
+    expect(await redis.hget(key, 'data')).toBe('{"run_id":"r1"}');
+    // Finished meanwhile: left.
+    await redis.hset(key, 'data', 'x', 'finishedOn', '2');
+    expect(await rewriteJobData(redis, key, 'x', 'r1')).toBe(false);
+    // Removed meanwhile: not made again.
+    await redis.del(key);
+    expect(await rewriteJobData(redis, key, 'x', 'r1')).toBe(false);
+    expect(await redis.exists(key)).toBe(0);
+    // Its data missing as read, and still: written.
+    await redis.hset(key, 'timestamp', '1');
+    expect(await rewriteJobData(redis, key, null, 'r1')).toBe(true);
+    expect(await rewriteJobData(redis, key, null, 'r1')).toBe(false);
   });
 });
