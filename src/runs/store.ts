@@ -932,12 +932,16 @@ function isRunRecord(value: unknown): value is RunRecord {
   return finish_reason === undefined || finish_reason === null || typeof finish_reason === 'string';
 }
 
-/** Reads a stored record, refusing anything that is not one. */
-function parseRecord(raw: string | null): RunRecord | undefined {
+/**
+ * Reads the stored record of run `runId`, refusing anything that is not one — or is another run's (copied
+ * under this key by hand: served as it was, it answered for a run it is not, and its writes went to the
+ * other run's log).
+ */
+function parseRecord(raw: string | null, runId: string): RunRecord | undefined {
   if (raw === null) return undefined;
   try {
     const value = JSON.parse(raw) as unknown;
-    if (isRunRecord(value)) return value;
+    if (isRunRecord(value) && value.run_id === runId) return value;
   } catch {
     // fall through
   }
@@ -1070,7 +1074,7 @@ export class RedisRunStore implements RunStore {
   }
 
   async get(runId: string): Promise<RunRecord | undefined> {
-    return parseRecord(await redisCall(this.client.get(this.key(runId))));
+    return parseRecord(await redisCall(this.client.get(this.key(runId))), runId);
   }
 
   async update(runId: string, patch: Partial<RunRecord>, base?: RunRecord): Promise<RunRecord | undefined> {
@@ -1228,9 +1232,9 @@ export class RedisRunStore implements RunStore {
     const ids = await redisCall(this.client.zrevrange(`${this.ns}:owner:${identity}`, 0, limit - 1));
     if (ids.length === 0) return [];
     const raw = await redisCall(this.client.mget(...ids.map((id) => this.key(id))));
-    return raw.flatMap((value) => {
+    return raw.flatMap((value, index) => {
       try {
-        const record = parseRecord(value);
+        const record = parseRecord(value, ids[index] as string);
         return record !== undefined && record.identity === identity ? [record] : [];
       } catch {
         return [];

@@ -298,7 +298,12 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
       if (frames.length === 0) {
         // Nothing new: the run may have ended with its last frame already read before a reconnect, or been lost.
         const now = await queue.store.get(record.run_id);
-        if (now === undefined || (TERMINAL.has(now.status) && (await queue.store.frames(record.run_id, after)).length === 0)) return;
+        // Gone, or ended with no end in its log (deleted, or evicted by a Redis at its maxmemory): the stream
+        // says so, rather than close without an end, which reads as a dropped connection to resume.
+        if (now === undefined) throw new RunnelError('RUNNEL_ERR_NOT_FOUND', 'The run is gone: its record expired or was deleted');
+        if (TERMINAL.has(now.status) && (await queue.store.frames(record.run_id, after)).length === 0) {
+          throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `The event log of run ${record.run_id} has no end (deleted, or evicted by Redis); the run's record has its outcome`);
+        }
         await watch.next(1_000, gone.signal);
       }
     }

@@ -285,7 +285,9 @@ describe('RedisRunStore', () => {
     for (const change of [{ status: 'bogus' }, { created_at: -5 }, { updated_at: null }, { error: 5 }, { error: { code: 'X' } }, { usage: { input_tokens: 'many' } }, { chain: ['/joke'] },
       // What a worker runs the chain with and calls back (a config of another shape failed the run as a Redis outage).
       { kind: 'batch' }, { config: 5 }, { config: null }, { config: { tags: 'x' } }, { config: { metadata: [] } }, { config: { configurable: 'x' } },
-      { filters: { include_names: 'x' } }, { filters: [] }, { webhook: 5 }, { chat_id: {} }]) {
+      { filters: { include_names: 'x' } }, { filters: [] }, { webhook: 5 }, { chat_id: {} },
+      // Another run's record copied under this key: it answered for a run it is not.
+      { run_id: randomUUID() }]) {
       await client.set(key, JSON.stringify({ ...(JSON.parse(good) as object), ...change }));
       await expect(store.get(run.run_id), JSON.stringify(change)).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
       expect(await store.list('shapes', 10), JSON.stringify(change)).toEqual([]);

@@ -71,3 +71,19 @@ it("logs a run's log entry that is not valid, as its stream ends with RUNNEL_ERR
   expect(read.body).toContain('RUNNEL_ERR_STORED_RECORD_INVALID');
   expect(lines.find((line) => line.msg === 'stored record not valid')).toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID', runId });
 });
+
+// A probe: a finished run whose log was deleted (by hand, or evicted by a Redis at its maxmemory) streamed
+// an empty 200 with no end — a dropped connection to any client, which reconnects for ever.
+it('ends the stream of a finished run whose log is gone with an error frame that says so', async () => {
+  const redis = services.redis;
+  if (redis === undefined) throw new Error('no redis');
+  const submitted = await app.inject({ method: 'POST', url: '/story/runs', payload: { input: { topic: 'gone' } } });
+  const runId = (submitted.json() as { run_id: string }).run_id;
+  await app.inject({ method: 'GET', url: `/story/runs/${runId}/wait?timeout_s=30` });
+  await redis.del(`${namespace}:runs:run:${runId}:log`);
+  const read = await app.inject({ method: 'GET', url: `/story/runs/${runId}/stream` });
+  expect(read.statusCode).toBe(200);
+  expect(read.body).toContain('event: error');
+  expect(read.body).toContain('RUNNEL_ERR_STORED_RECORD_INVALID');
+  expect(read.body).toContain('has no end');
+});
