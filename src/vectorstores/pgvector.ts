@@ -54,8 +54,9 @@ export interface PgVectorStoreOptions {
    */
   exactSearchBelow?: number;
   /**
-   * Empty the collection when it holds vectors of other embeddings, instead
-   * of refusing to open it: for collections of derived data that are filled
+   * Empty the collection when it holds vectors of other embeddings (or of
+   * other dimensions, or recorded with another distance), instead of
+   * refusing to open it: for collections of derived data that are filled
    * again anyway (the `docs` collection of `/rag`).
    */
   replaceIncompatible?: boolean;
@@ -164,7 +165,13 @@ export class PgVectorStore extends VectorStore {
        ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING dimensions, distance, embedder`,
       [this.collection, dims, this.distance],
     );
-    const existing = rows[0];
+    let existing = rows[0];
+    if (existing !== undefined && (existing.dimensions !== dims || existing.distance !== this.distance) && this.replaceIncompatible) {
+      // Derived data: emptied and taken over at these dimensions — whether the embeddings changed or the
+      // record was changed by hand (which kept the docs collection unopened, /rag failing and /readyz down).
+      await this.replaceCollection(existing.dimensions);
+      existing = { dimensions: dims, distance: this.distance, embedder: null };
+    }
     if (existing !== undefined && (existing.dimensions !== dims || existing.distance !== this.distance)) {
       throw new RunnelError(
         'RUNNEL_ERR_INVALID_ARGUMENT',
@@ -174,6 +181,25 @@ export class PgVectorStore extends VectorStore {
     if (existing !== undefined) await this.checkEmbedder(existing.embedder);
     // Rows stored before the lexical index existed join it now.
     await backfill(this.executor, this.table, this.collection);
+  }
+
+  /**
+   * Empties the collection (its rows in its recorded dimensions' table, if that table exists, and in this
+   * one, and its lexical index) and records it at this store's dimensions and distance, in one transaction.
+   */
+  private async replaceCollection(recordedDimensions: number): Promise<void> {
+    await this.executor.transaction(async (tx) => {
+      await lockCollection(tx, this.collection);
+      const tables = [this.table];
+      if (Number.isInteger(recordedDimensions) && recordedDimensions >= 1 && recordedDimensions <= 16_000 && recordedDimensions !== this.embeddings.dimensions) {
+        const old = `runnel_embeddings_${recordedDimensions}`;
+        const { rows } = await tx.query<{ found: string | null }>(`SELECT to_regclass($1)::text AS found`, [old]);
+        if (rows[0]?.found !== null && rows[0]?.found !== undefined) tables.push(old);
+      }
+      for (const table of tables) await tx.query(`DELETE FROM ${table} WHERE collection = $1`, [this.collection]);
+      await dropIndex(tx, this.collection);
+      await tx.query(`UPDATE runnel_collections SET dimensions = $2, distance = $3, embedder = NULL WHERE name = $1`, [this.collection, this.embeddings.dimensions, this.distance]);
+    });
   }
 
   /**

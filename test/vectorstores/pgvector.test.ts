@@ -22,6 +22,33 @@ describe('PgVectorStore', () => {
     await expect(PgVectorStore.create({ executor: postgres, embeddings: new HashingEmbeddings({ dimensions: 128 }), collection: name })).rejects.toThrow(/256-dimensional/);
   });
 
+  // A stored-records probe: the docs collection's record changed by hand (its dimensions, its distance) kept
+  // the collection from opening for good — /rag failed and /readyz said not ready at every retry of the seed.
+  it('with replaceIncompatible, empties and takes over a collection recorded with other dimensions or distance', async () => {
+    const name = collection();
+    const embeddings = new HashingEmbeddings({ dimensions: 256 });
+    const first = await PgVectorStore.create({ executor: postgres, embeddings, collection: name });
+    await first.addDocuments([new Document({ id: 'a', pageContent: 'alpha' })]);
+    for (const change of ['dimensions = 5', "distance = 'nonsense'", 'dimensions = 128']) {
+      await pool.query(`UPDATE runnel_collections SET ${change} WHERE name = $1`, [name]);
+      await expect(PgVectorStore.create({ executor: postgres, embeddings, collection: name }), change).rejects.toMatchObject({ code: 'RUNNEL_ERR_INVALID_ARGUMENT' });
+      const replaced = await PgVectorStore.create({ executor: postgres, embeddings, collection: name, replaceIncompatible: true });
+      expect(await replaced.count(), change).toBe(0);
+      expect((await pool.query('SELECT dimensions, distance FROM runnel_collections WHERE name = $1', [name])).rows[0], change).toEqual({ dimensions: 256, distance: 'cosine' });
+      await replaced.addDocuments([new Document({ id: 'a', pageContent: 'alpha' })]);
+      expect((await replaced.similaritySearch('alpha', 1))[0]?.id, change).toBe('a');
+    }
+    // Its rows in the table of the dimensions it was recorded with go too.
+    const small = await PgVectorStore.create({ executor: postgres, embeddings: new HashingEmbeddings({ dimensions: 128 }), collection: collection() });
+    await small.addDocuments([new Document({ id: 'b', pageContent: 'beta' })]);
+    const other = collection();
+    const narrow = await PgVectorStore.create({ executor: postgres, embeddings: new HashingEmbeddings({ dimensions: 128 }), collection: other });
+    await narrow.addDocuments([new Document({ id: 'c', pageContent: 'gamma' })]);
+    await PgVectorStore.create({ executor: postgres, embeddings, collection: other, replaceIncompatible: true });
+    expect((await pool.query('SELECT count(*)::int AS n FROM runnel_embeddings_128 WHERE collection = $1', [other])).rows[0].n).toBe(0);
+    expect(await small.count()).toBe(1);
+  });
+
   it('keeps collections apart and upserts in batches', async () => {
     const a = await PgVectorStore.create({ executor: pglite, embeddings: new HashingEmbeddings({ dimensions: 256 }), collection: collection(), batchSize: 7 });
     const b = await PgVectorStore.create({ executor: pglite, embeddings: new HashingEmbeddings({ dimensions: 256 }), collection: collection() });
