@@ -31,6 +31,8 @@ export function parseCacheEntry(raw: string): AIMessageChunk[] {
     throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', 'A cached answer is not JSON', { cause: error });
   }
   if (!Array.isArray(data)) throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', 'A cached answer is not a list of chunks');
+  // No answer is stored without a chunk: an empty list served as one was an empty answer, every time, until it expired.
+  if (data.length === 0) throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', 'A cached answer holds no chunk');
   return data.map((item, index) => {
     let message;
     try {

@@ -365,7 +365,8 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       // Only a whole answer of a call nobody aborted is cached — not one cut by a token limit or a filter, nor
       // one whose tool calls do not parse (cut short, say): a retry must reach the provider.
       const cache = lead?.prepared.cache;
-      if (complete && cache !== undefined && run.signal?.aborted !== true && !malformed && !cutShort(reason)) {
+      // Nor a stream that ended without a chunk: an empty answer would be served for the cache's whole TTL.
+      if (complete && chunks.length > 0 && cache !== undefined && run.signal?.aborted !== true && !malformed && !cutShort(reason)) {
         void cache.update(lead?.prepared.key ?? '', chunks).catch(() => undefined);
       }
       started.unlink?.();

@@ -123,6 +123,8 @@ describe('poisoned Redis records', () => {
     '{"type": "human", "content": {"$gt": 1}, "__proto__": {"polluted": true}}',
     'not json at all',
     JSON.stringify({ type: 'function_call', content: 'x' }),
+    // No chunk at all: a cached answer served as an empty one, every time, until it expired.
+    '[]',
   ];
 
   it('rejects a poisoned history record with a code, on the history route and in a chat', async () => {
