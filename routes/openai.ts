@@ -51,7 +51,12 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
     sendErrorAnswer(request, reply, { status, code, body, error });
   });
   app.setNotFoundHandler((request, reply) => {
-    const message = `Invalid URL (${request.method} ${request.url.split('?')[0]})`;
+    const path = request.url.split('?')[0] ?? '';
+    // A route of another method (TRACE, OPTIONS, PROPFIND… on /v1/chat/completions): 405 with `allow`, as the
+    // other routes answer it — not a 404 that says the route is not there.
+    const allow = request.server.runnel.allowedMethods(path);
+    if (allow !== undefined && !allow.split(', ').includes(request.method)) return refuse(allow)(request, reply);
+    const message = `Invalid URL (${request.method} ${path})`;
     void reply.code(404).send({ error: { message, type: 'invalid_request_error', param: null, code: 'RUNNEL_ERR_NOT_FOUND' } });
   });
 

@@ -96,6 +96,8 @@ export interface RunnelState {
   runs: RunQueue | undefined;
   /** OpenTelemetry tracing, when it is on. */
   tracing: Tracing | undefined;
+  /** The methods the routes of `path` take, as an `allow` header (undefined: no route has it): for a 405. */
+  allowedMethods(path: string): string | undefined;
 }
 
 declare module 'fastify' {
@@ -293,6 +295,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     readiness: new Map(options.services?.checks ?? []),
     runs: undefined,
     tracing,
+    allowedMethods: (path) => routes.allowed(path),
     runQueue(): RunQueue {
       // A draining replica starts no workers it would stop at once.
       if (this.runs === undefined && this.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');

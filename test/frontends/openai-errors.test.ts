@@ -118,6 +118,11 @@ describe('errors on /v1 in OpenAI\'s shape', () => {
     expect(method.statusCode).toBe(405);
     expect(method.headers.allow).toBe('POST');
     expect(method.json().error.type).toBe('invalid_request_error');
+    // Any other method too, in OpenAI's shape (a limits probe: TRACE, OPTIONS and the like read 404, as if the route were not there).
+    for (const [verb, url, allow] of [['TRACE', '/v1/chat/completions', 'POST'], ['OPTIONS', '/v1/chat/completions', 'POST'], ['PROPFIND', '/v1/models', 'GET, HEAD'], ['TRACE', '/v1/models/x', 'GET, HEAD']] as const) {
+      const other = await a.inject({ method: verb as 'GET', url });
+      expect([other.statusCode, other.headers.allow, other.json().error.code], `${verb} ${url}`).toEqual([405, allow, 'RUNNEL_ERR_METHOD_NOT_ALLOWED']);
+    }
   });
 
   it('5xx server_error: Redis, the provider, a bug (generic message), the server draining (with retry-after)', async () => {
