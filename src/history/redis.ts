@@ -23,7 +23,22 @@ export interface RedisHistoryOptions {
   ttlSeconds?: number;
   /** Messages kept, the newest (default 200). */
   maxMessages?: number;
+  /**
+   * Most bytes of a conversation read back (default 64 MiB, Redis's own count of the list): one larger was
+   * not written by Runnel — 200 messages that size would need a third of a megabyte each — and is refused
+   * (`RUNNEL_ERR_STORED_RECORD_INVALID`) rather than read into memory at every turn.
+   */
+  maxBytes?: number;
 }
+
+/**
+ * Lua: the list KEYS[1] whole, unless Redis counts it larger than ARGV[1] bytes (an error reply then,
+ * TOOLARGE, with its size): so a list too large to read is never sent.
+ */
+const READ_BOUNDED = `
+local size = redis.call('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', '0')
+if size and size > tonumber(ARGV[1]) then return redis.error_reply('TOOLARGE ' .. size) end
+return redis.call('LRANGE', KEYS[1], 0, -1)`;
 
 /** A Redis failure as a Runnel error (other errors pass through). */
 export function redisError(error: unknown): RunnelError {
@@ -51,19 +66,25 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
   private readonly key: string;
   private readonly ttlSeconds: number;
   private readonly maxMessages: number;
+  private readonly maxBytes: number;
 
   constructor(options: RedisHistoryOptions) {
     this.client = options.client;
     this.key = `${options.namespace ?? 'runnel:history'}:${options.sessionId}`;
     this.ttlSeconds = options.ttlSeconds ?? 7 * 24 * 3600;
     this.maxMessages = options.maxMessages ?? 200;
+    this.maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
   }
 
   async getMessages(): Promise<BaseMessage[]> {
     let records: string[];
     try {
-      records = await this.client.lrange(this.key, 0, -1);
+      records = (await this.client.eval(READ_BOUNDED, 1, this.key, this.maxBytes)) as string[];
     } catch (error) {
+      const size = error instanceof Error ? /^TOOLARGE (\d+)/.exec(error.message)?.[1] : undefined;
+      if (size !== undefined) {
+        throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `The stored chat history of this session holds ${Math.round(Number(size) / 2 ** 20)} MiB, more than the ${Math.round(this.maxBytes / 2 ** 20)} MiB a history is read up to`);
+      }
       throw redisError(error);
     }
     return records.map((record, index) => {

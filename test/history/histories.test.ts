@@ -30,6 +30,20 @@ describe('RedisChatMessageHistory', () => {
     expect(await redis.ttl(key)).toBeGreaterThan(100);
   });
 
+  // A stored-records probe: a message of 50 MB written in by hand was read back whole at every turn of its
+  // session — 150 MB of heap a request, with nothing to bound it.
+  it('refuses to read a conversation Redis counts past maxBytes, sending none of it', async () => {
+    const key = `${namespace}:huge`;
+    const history = new RedisChatMessageHistory({ client: redis, sessionId: 'huge', namespace, maxBytes: 1024 * 1024 });
+    await history.addMessages([new HumanMessage('small')]);
+    expect(await history.getMessages()).toHaveLength(1);
+    await redis.rpush(key, JSON.stringify(new HumanMessage('x'.repeat(2 * 1024 * 1024)).toJSON()));
+    const read = await history.getMessages().catch((error: unknown) => error);
+    expect(read).toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID', message: expect.stringContaining('more than the 1 MiB') });
+    // The default reads it: 64 MiB.
+    expect(await new RedisChatMessageHistory({ client: redis, sessionId: 'huge', namespace }).getMessages()).toHaveLength(2);
+  });
+
   it('rejects a corrupt or poisoned record with a code, never reviving it', async () => {
     const key = `${namespace}:poison`;
     const history = new RedisChatMessageHistory({ client: redis, sessionId: 'poison', namespace });
