@@ -45,11 +45,24 @@ function unrebindable(name: string): boolean {
  * allowed('attacker.example:8000'); // false
  */
 export function hostCheck(allowed: readonly string[]): (header: string | undefined) => boolean {
-  return (header) => {
-    if (header === undefined) return true;
+  const decide = (header: string): boolean => {
     const name = hostOf(header);
     // A malformed Host names nothing: only `*` (any name) lets it through.
     if (name === undefined) return allowed.includes('*');
     return unrebindable(name) || allowed.some((entry) => matchesHost(name, entry));
+  };
+  // A server hears a few Host values, each at every request: their answers are kept (the headers are the
+  // clients', so a bounded few of short ones), which spares the parse on the hot path.
+  const known = new Map<string, boolean>();
+  return (header) => {
+    if (header === undefined) return true;
+    const answer = known.get(header);
+    if (answer !== undefined) return answer;
+    const decided = decide(header);
+    if (header.length <= 255) {
+      if (known.size >= 64) known.clear();
+      known.set(header, decided);
+    }
+    return decided;
   };
 }

@@ -410,33 +410,29 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found: GET / lists the chains and their routes'));
   });
 
-  // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal is an empty 400, this one says what is missing.
+  // One hook for both rules on Host (a hook costs every request something). HTTP/1.1 requires Host (RFC 9112
+  // §3.2); Node's own refusal is an empty 400, this one says what is missing. Without keys, a request is
+  // answered only under a name that cannot be rebound to this machine, or a listed one (allowed-hosts.ts);
+  // health probes, which hold nothing, under any.
+  const allowedHost = config.apiKeys.length === 0 && !config.allowedHosts.includes('*') ? hostCheck(config.allowedHosts) : undefined;
   app.addHook('onRequest', (request, _reply, done) => {
-    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+    const host = request.headers.host;
+    if (host === undefined && request.raw.httpVersion === '1.1') {
       done(new RunnelError('RUNNEL_ERR_BAD_REQUEST', 'An HTTP/1.1 request needs a Host header'));
       return;
     }
-    done();
+    if (allowedHost === undefined || allowedHost(host) || PUBLIC_PATHS.has(request.url.split('?')[0] ?? '')) {
+      done();
+      return;
+    }
+    done(
+      new RunnelError(
+        'RUNNEL_ERR_HOST_NOT_ALLOWED',
+        `This server has no API keys and does not answer under the name ${JSON.stringify(hostName(host ?? ''))}: ` +
+          'add it to RUNNEL_ALLOWED_HOSTS, or set RUNNEL_API_KEYS',
+      ),
+    );
   });
-
-  // Without keys, a request is answered only under a name that cannot be rebound to this machine, or a listed
-  // one (allowed-hosts.ts); health probes, which hold nothing, under any.
-  if (config.apiKeys.length === 0 && !config.allowedHosts.includes('*')) {
-    const allowed = hostCheck(config.allowedHosts);
-    app.addHook('onRequest', (request, _reply, done) => {
-      if (allowed(request.headers.host) || PUBLIC_PATHS.has(request.url.split('?')[0] ?? '')) {
-        done();
-        return;
-      }
-      done(
-        new RunnelError(
-          'RUNNEL_ERR_HOST_NOT_ALLOWED',
-          `This server has no API keys and does not answer under the name ${JSON.stringify(hostName(request.headers.host ?? ''))}: ` +
-            'add it to RUNNEL_ALLOWED_HOSTS, or set RUNNEL_API_KEYS',
-        ),
-      );
-    });
-  }
 
   // Authentication runs first, so every route but health answers 401 without a key, whatever the method.
   // Registered only when keys are on: a hook costs every request something.

@@ -28,6 +28,15 @@ describe('hostCheck', () => {
       expect(allowed(host), host).toBe(false);
     }
   });
+
+  it('answers a Host it has seen as the first time, past the few it keeps and for a long one', () => {
+    const check = hostCheck(['runnel.internal']);
+    const hosts = ['rebind.test', 'runnel.internal', '127.0.0.1:8000', `${'a'.repeat(300)}.test`];
+    for (let i = 0; i < 200; i++) hosts.push(i % 2 === 0 ? `n${i}.rebind.test` : `10.0.0.${i}:80`);
+    for (let round = 0; round < 3; round++) {
+      for (const host of hosts) expect(check(host), host).toBe(!/rebind\.test$|a\.test$/.test(host));
+    }
+  });
 });
 
 describe('RUNNEL_ALLOWED_HOSTS', () => {
