@@ -301,6 +301,10 @@ interface HeldRun {
  * @example
  * const store = new MemoryRunStore({ ttlSeconds: 3600 });
  */
+/** Runs under way hold all the bytes a process keeps for runs. */
+const overloaded = (maxBytes: number): RunnelError =>
+  new RunnelError('RUNNEL_ERR_OVERLOADED', `Runs under way hold the ${Math.round(maxBytes / 2 ** 20)} MB this process keeps for runs; retry shortly`);
+
 export class MemoryRunStore implements RunStore {
   /** Every run held, in the order they were made (newest last: `list` reads them backwards). */
   private readonly runs = new Map<string, HeldRun>();
@@ -325,6 +329,10 @@ export class MemoryRunStore implements RunStore {
 
   async create(record: RunRecord, options: CreateOptions = {}): Promise<void> {
     if (this.held(record.run_id) !== undefined) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
+    const bytes = recordBytes(record);
+    // Refused before any finished run is let go for it: those would go for nothing (a probe: every refusal
+    // emptied the store of its finished runs, their answers 404 to those polling for them).
+    if (this.bytes + bytes > this.maxBytes && this.unfinishedBytes() + bytes > this.maxBytes) throw overloaded(this.maxBytes);
     const limit = options.openLimit ?? 0;
     if (limit > 0) {
       // A run leaves its caller's open runs as it ends.
@@ -333,7 +341,6 @@ export class MemoryRunStore implements RunStore {
       open.add(record.run_id);
       this.open.set(record.identity, open);
     }
-    const bytes = recordBytes(record);
     this.runs.set(record.run_id, { record: { ...record }, frames: [], seq: 0, cancel: false, bytes, recordBytes: bytes });
     this.bytes += bytes;
     this.evict();
@@ -342,8 +349,15 @@ export class MemoryRunStore implements RunStore {
       this.runs.delete(record.run_id);
       this.bytes -= bytes;
       this.release(record.identity, record.run_id);
-      throw new RunnelError('RUNNEL_ERR_OVERLOADED', `Runs under way hold the ${Math.round(this.maxBytes / 2 ** 20)} MB this process keeps for runs; retry shortly`);
+      throw overloaded(this.maxBytes);
     }
+  }
+
+  /** The bytes of the runs not ended (read only when a new run would not fit). */
+  private unfinishedBytes(): number {
+    let sum = 0;
+    for (const [id, run] of this.runs) if (!this.finished.has(id)) sum += run.bytes;
+    return sum;
   }
 
   /**

@@ -149,6 +149,22 @@ describe('MemoryRunStore counts records', () => {
     await store.create(record('e'), { openLimit: 5 });
     await expect(store.create(record('f'), { openLimit: 3 })).rejects.toMatchObject({ code: 'RUNNEL_ERR_TOO_MANY_RUNS' });
   });
+
+  it('refuses a run it cannot hold without letting the finished runs go for it', async () => {
+    const store = new MemoryRunStore({ maxBytes: 25_000 });
+    for (const id of ['f1', 'f2', 'f3']) {
+      await store.create(record(id));
+      await store.end(id, [{ event: 'end' }], { status: 'success' });
+    }
+    await store.create(big('a'));
+    await store.create(big('b'));
+    await expect(store.create(big('c'))).rejects.toMatchObject({ code: 'RUNNEL_ERR_OVERLOADED' });
+    for (const id of ['f1', 'f2', 'f3']) expect((await store.get(id))?.status, id).toBe('success');
+    // One that fits once the finished runs go is taken, as before.
+    await store.end('a', [{ event: 'end' }], { status: 'success' });
+    await store.create(big('c'));
+    expect((await store.get('c'))?.status).toBe('running');
+  });
 });
 
 // The same refusal through the queue: a submission and a durable stream are told the process is full (503,
