@@ -169,8 +169,7 @@ export class PgVectorStore extends VectorStore {
     if (existing !== undefined && (existing.dimensions !== dims || existing.distance !== this.distance) && this.replaceIncompatible) {
       // Derived data: emptied and taken over at these dimensions — whether the embeddings changed or the
       // record was changed by hand (which kept the docs collection unopened, /rag failing and /readyz down).
-      await this.replaceCollection(existing.dimensions);
-      existing = { dimensions: dims, distance: this.distance, embedder: null };
+      existing = await this.replaceCollection();
     }
     if (existing !== undefined && (existing.dimensions !== dims || existing.distance !== this.distance)) {
       throw new RunnelError(
@@ -185,11 +184,21 @@ export class PgVectorStore extends VectorStore {
 
   /**
    * Empties the collection (its rows in its recorded dimensions' table, if that table exists, and in this
-   * one, and its lexical index) and records it at this store's dimensions and distance, in one transaction.
+   * one, and its lexical index) and records it at this store's dimensions and distance, in one transaction;
+   * the record as it then stands. The record is read again under the collection's lock: another replica
+   * that opened at the same time may have taken the collection over and filled it already (a review: the
+   * second emptied what the first had seeded), and then it is left as it is.
    */
-  private async replaceCollection(recordedDimensions: number): Promise<void> {
-    await this.executor.transaction(async (tx) => {
+  private async replaceCollection(): Promise<{ dimensions: number; distance: string; embedder: string | null }> {
+    return this.executor.transaction(async (tx) => {
       await lockCollection(tx, this.collection);
+      const { rows: records } = await tx.query<{ dimensions: number; distance: string; embedder: string | null }>(
+        'SELECT dimensions, distance, embedder FROM runnel_collections WHERE name = $1 FOR UPDATE',
+        [this.collection],
+      );
+      const record = records[0];
+      if (record !== undefined && record.dimensions === this.embeddings.dimensions && record.distance === this.distance) return record;
+      const recordedDimensions = record?.dimensions ?? 0;
       const tables = [this.table];
       if (Number.isInteger(recordedDimensions) && recordedDimensions >= 1 && recordedDimensions <= 16_000 && recordedDimensions !== this.embeddings.dimensions) {
         const old = `runnel_embeddings_${recordedDimensions}`;
@@ -199,6 +208,7 @@ export class PgVectorStore extends VectorStore {
       for (const table of tables) await tx.query(`DELETE FROM ${table} WHERE collection = $1`, [this.collection]);
       await dropIndex(tx, this.collection);
       await tx.query(`UPDATE runnel_collections SET dimensions = $2, distance = $3, embedder = NULL WHERE name = $1`, [this.collection, this.embeddings.dimensions, this.distance]);
+      return { dimensions: this.embeddings.dimensions, distance: this.distance, embedder: null };
     });
   }
 

@@ -49,6 +49,20 @@ describe('PgVectorStore', () => {
     expect(await small.count()).toBe(1);
   });
 
+  it('with replaceIncompatible, leaves a collection another replica has just taken over and filled', async () => {
+    const name = collection();
+    const embeddings = new HashingEmbeddings({ dimensions: 256 });
+    await (await PgVectorStore.create({ executor: postgres, embeddings, collection: name })).addDocuments([new Document({ id: 'old', pageContent: 'old' })]);
+    await pool.query('UPDATE runnel_collections SET dimensions = 128 WHERE name = $1', [name]);
+    const first = await PgVectorStore.create({ executor: postgres, embeddings, collection: name, replaceIncompatible: true });
+    await first.addDocuments([new Document({ id: 'a', pageContent: 'alpha' }), new Document({ id: 'b', pageContent: 'beta' })]);
+    // A second replica read the record before the first took it over, and reaches the lock after the first
+    // has seeded: its takeover finds the collection as it wants it, and empties nothing.
+    await (first as unknown as { replaceCollection(): Promise<unknown> }).replaceCollection();
+    expect(await first.count()).toBe(2);
+    expect((await first.search('alpha', { k: 1, search: 'lexical' }))[0]?.document.id).toBe('a');
+  });
+
   it('keeps collections apart and upserts in batches', async () => {
     const a = await PgVectorStore.create({ executor: pglite, embeddings: new HashingEmbeddings({ dimensions: 256 }), collection: collection(), batchSize: 7 });
     const b = await PgVectorStore.create({ executor: pglite, embeddings: new HashingEmbeddings({ dimensions: 256 }), collection: collection() });
