@@ -632,10 +632,11 @@ end`;
  * runs, given when the record written ends the run), the run (ARGV[3]) leaves them as it is written.
  */
 const UPDATE_UNLESS_ENDED = `${UPDATE_UNLESS_ENDED_BODY}${WRONG_TYPE}
-local bad = wrong_type(KEYS[1], 'string', KEYS[2] or false, 'zset')
+local bad = wrong_type(KEYS[1], 'string')
 if bad then return bad end
 local written = update_unless_ended(KEYS[1], ARGV[1], ARGV[2])
-if written == 1 and KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[3]) end
+-- Tidying only: a key of another kind there does not keep the run from ending (pcall).
+if written == 1 and KEYS[2] then redis.pcall('ZREM', KEYS[2], ARGV[3]) end
 return written`;
 
 /**
@@ -644,7 +645,7 @@ return written`;
  * or is running already (-3, another worker has it); -2, writing nothing, when its cancel flag KEYS[2] is set.
  */
 const START_UNLESS_CANCELLED = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}${WRONG_TYPE}
-local bad = wrong_type(KEYS[1], 'string', KEYS[3], 'zset', KEYS[4], 'zset')
+local bad = wrong_type(KEYS[1], 'string', KEYS[3], 'zset')
 if bad then return bad end
 local current = redis.call('GET', KEYS[1])
 if not current then return 0 end
@@ -654,7 +655,8 @@ if status ~= 'pending' then return -3 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
 redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
 redis.call('ZADD', KEYS[3], now_ms(), ARGV[3])
-redis.call('ZREM', KEYS[4], ARGV[3])
+-- Tidying only: a key of another kind there does not keep the run from starting.
+redis.pcall('ZREM', KEYS[4], ARGV[3])
 redis.call('PUBLISH', ARGV[2], 'status')
 return 1`;
 
@@ -706,7 +708,9 @@ return 1`;
  */
 const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}${WRONG_TYPE}
 local creating = ARGV[7] ~= ''
-local bad = wrong_type(KEYS[1], 'stream', KEYS[2], 'string', KEYS[3], 'zset', creating and KEYS[4], 'zset', KEYS[5] or false, 'zset')
+-- The keys written; the heartbeats and the caller's open runs only tidied (a ZREM) are not checked, and a key
+-- of another kind there does not keep a run from ending (pcall): it would stay running until its TTL.
+local bad = wrong_type(KEYS[1], 'stream', KEYS[2], 'string', creating and KEYS[3], 'zset', creating and KEYS[4], 'zset')
 if bad then return bad end
 if creating and redis.call('EXISTS', KEYS[2], KEYS[1]) > 0 then return {'!taken'} end
 -- A write to a run that has ended meanwhile (another process's end: a sweep that took it for lost, two ends
@@ -716,7 +720,7 @@ if not creating and ended_already(KEYS[2]) then
   for i = 11, #ARGV, 2 do skipped[#skipped + 1] = '-' end
   skipped[#skipped + 1] = '-1'
   -- Its heartbeat goes as an ending write would have taken it.
-  if ARGV[5] == '1' then redis.call('ZREM', KEYS[3], ARGV[6]) end
+  if ARGV[5] == '1' then redis.pcall('ZREM', KEYS[3], ARGV[6]) end
   return skipped
 end
 local out = {}
@@ -753,12 +757,12 @@ end
 if ARGV[4] ~= '' and not refused then
   local written = update_unless_ended(KEYS[2], ARGV[4], ARGV[3])
   -- A run that ends leaves its owner's open runs (KEYS[5], given when the record written ends it).
-  if written == 1 and KEYS[5] then redis.call('ZREM', KEYS[5], ARGV[6]) end
+  if written == 1 and KEYS[5] then redis.pcall('ZREM', KEYS[5], ARGV[6]) end
   out[#out + 1] = tostring(written)
 else
   out[#out + 1] = ''
 end
-if ARGV[5] == '1' and not refused then redis.call('ZREM', KEYS[3], ARGV[6]) end
+if ARGV[5] == '1' and not refused then redis.pcall('ZREM', KEYS[3], ARGV[6]) end
 return out`;
 
 /** The shape of a frame id in a Redis log: a Redis Stream id. */

@@ -636,7 +636,7 @@ describe('a key of another kind than the store writes there', () => {
     expect(await snapshot(ns)).toBe(before);
   }
 
-  it('refuses every write that would meet one, and writes nothing of it', async () => {
+  it('refuses every write to one, writing nothing of it; a key a write only tidies does not stop it', async () => {
     const ns = `test-${randomUUID()}`;
     const runs = new RedisRunStore({ client, namespace: ns });
     try {
@@ -655,32 +655,32 @@ describe('a key of another kind than the store writes there', () => {
         await client.del(key);
       }
       await runs.create(queued, { openLimit: 5, queued: true });
-      // Its start: the heartbeats, the runs not yet started.
-      for (const key of [`${ns}:local`, `${ns}:unqueued`]) {
-        const was = await client.type(key);
-        const members = was === 'zset' ? await scored(key) : [];
-        await client.del(key);
-        await client.set(key, 'x');
-        await refusedUnchanged(ns, () => runs.start(queued.run_id, queued));
-        await client.del(key);
-        if (members.length > 0) await client.zadd(key, ...members);
-      }
-      expect(await runs.start(queued.run_id, queued)).toMatchObject({ started: true });
+      // Its start: the heartbeats, which it writes (a run running with no heartbeat would never be ended).
+      const beats = await scored(`${ns}:local`);
+      await client.del(`${ns}:local`);
+      await client.set(`${ns}:local`, 'x');
+      await refusedUnchanged(ns, () => runs.start(queued.run_id, queued));
+      await client.del(`${ns}:local`);
+      if (beats.length > 0) await client.zadd(`${ns}:local`, ...beats);
       const running = { ...queued, status: 'running' as const };
-      // Its end, with frames and without: the caller's open runs.
-      const open = await scored(`${ns}:open:kinds`);
-      await client.del(`${ns}:open:kinds`);
-      await client.set(`${ns}:open:kinds`, 'x');
-      await refusedUnchanged(ns, () => runs.end(queued.run_id, [{ event: 'end' }], { status: 'success', output: 1 }, running));
-      await refusedUnchanged(ns, () => runs.update(queued.run_id, { status: 'cancelled' }, running));
-      await client.del(`${ns}:open:kinds`);
-      await client.zadd(`${ns}:open:kinds`, ...open);
       // Its log: a frame refused, as stored data not valid (it read as Redis unavailable).
       await client.hset(`${ns}:run:${queued.run_id}:log`, 'x', '1');
+      await expect(runs.start(queued.run_id, queued)).resolves.toMatchObject({ started: true });
       await refusedUnchanged(ns, () => runs.append(queued.run_id, [{ event: 'data', data: 1 }]));
       await client.del(`${ns}:run:${queued.run_id}:log`);
+      // What a write only tidies — the runs not yet started, the caller's open runs — does not stop it: a run
+      // that could not end (a review) stayed running until its TTL, and /wait with it.
+      const other = { ...record('kinds'), status: 'pending' as const };
+      await runs.create(other, { queued: true });
+      await client.del(`${ns}:unqueued`);
+      await client.set(`${ns}:unqueued`, 'x');
+      expect(await runs.start(other.run_id, other)).toMatchObject({ started: true });
+      await client.del(`${ns}:open:kinds`);
+      await client.set(`${ns}:open:kinds`, 'x');
       expect(await runs.end(queued.run_id, [{ event: 'end' }], { status: 'success', output: 1 }, running)).toMatchObject({ status: 'success' });
-      expect(await client.zcard(`${ns}:open:kinds`)).toBe(0);
+      expect(await runs.frames(queued.run_id)).toMatchObject([{ event: 'end' }]);
+      expect(await runs.update(other.run_id, { status: 'cancelled' })).toMatchObject({ status: 'cancelled' });
+      expect([await client.get(`${ns}:open:kinds`), await client.get(`${ns}:unqueued`)]).toEqual(['x', 'x']);
     } finally {
       await runs.close();
       const keys = await client.keys(`${ns}:*`);
