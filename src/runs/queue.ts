@@ -536,8 +536,8 @@ export class BullRunQueue implements RunQueue {
           if (queuedAt !== null && finishedAt === null && !jobDataOf(data ?? null, id)) {
             // Written only if the job is as read (a replica's sweep may have mended it, or a worker ended it and
             // BullMQ removed it, meanwhile: then a bare HSET made a job hash of one field, which no one removes).
-            await rewriteJobData(this.redis, this.queue.toKey(id), data ?? null, id).catch(() => undefined);
-            this.options.warn?.({ runId: id }, 'run job data not valid: written again from its id');
+            const written = await rewriteJobData(this.redis, this.queue.toKey(id), data ?? null, id).catch(() => false);
+            if (written) this.options.warn?.({ runId: id }, 'run job data not valid: written again from its id');
             continue;
           }
           // Its job waits its turn (or an add held back while Redis was away is still on its way here).

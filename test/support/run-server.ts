@@ -33,7 +33,11 @@ export const runChains = [
 
 if (process.argv[1]?.endsWith('run-server.ts')) {
   const config = loadServerConfig(process.env);
-  const services = await connectServices({ redisUrl: config.redisUrl, namespace: config.runNamespace });
+  // Redis commands wait up to 10 s here, not the 500 ms a server's own default allows: these processes run
+  // beside the rest of the suite on a loaded 2-core machine, where a stalled turn of the event loop made a
+  // command time out and a replica's run end RUNNEL_ERR_REDIS_UNAVAILABLE (CI, Node 20) — a margin of time
+  // this test of replicas does not mean to measure.
+  const services = await connectServices({ redisUrl: config.redisUrl, namespace: config.runNamespace, redisCommandTimeoutMs: 10_000 });
   if (process.env.RUNNEL_ROLE === 'worker') {
     // As `npm run worker` runs: workers only, no HTTP.
     const log = { info: (message: string) => console.log(message), error: (message: string) => console.error(message) };
