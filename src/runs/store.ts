@@ -291,6 +291,10 @@ interface HeldRun {
   recordBytes: number;
 }
 
+/** Runs under way hold all the bytes a process keeps for runs. */
+const overloaded = (maxBytes: number): RunnelError =>
+  new RunnelError('RUNNEL_ERR_OVERLOADED', `Runs under way hold the ${Math.round(maxBytes / 2 ** 20)} MB this process keeps for runs; retry shortly`);
+
 /**
  * Runs in this process's memory: records and logs, for the embedded default. A finished run is kept for
  * `ttlSeconds` (`RUNNEL_RUN_TTL`, as Redis keeps it); at most `maxRuns` runs and `maxBytes` of their records
@@ -301,10 +305,6 @@ interface HeldRun {
  * @example
  * const store = new MemoryRunStore({ ttlSeconds: 3600 });
  */
-/** Runs under way hold all the bytes a process keeps for runs. */
-const overloaded = (maxBytes: number): RunnelError =>
-  new RunnelError('RUNNEL_ERR_OVERLOADED', `Runs under way hold the ${Math.round(maxBytes / 2 ** 20)} MB this process keeps for runs; retry shortly`);
-
 export class MemoryRunStore implements RunStore {
   /** Every run held, in the order they were made (newest last: `list` reads them backwards). */
   private readonly runs = new Map<string, HeldRun>();
