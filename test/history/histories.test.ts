@@ -1,8 +1,9 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { HumanMessage, MemoryHistoryStore, RedisChatMessageHistory } from '../../src/index.js';
+import { AIMessage, HumanMessage, MemoryHistoryStore, RedisChatMessageHistory } from '../../src/index.js';
 import { historyContract } from './contract.js';
-import { scanKeys } from '../helpers.js';
+import { freePort, scanKeys } from '../helpers.js';
+import { RedisServer } from '../support/redis-server.js';
 
 const namespace = `runnel-test:${process.pid}:${Date.now()}`;
 const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false });
@@ -42,6 +43,57 @@ describe('RedisChatMessageHistory', () => {
     expect(read).toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID', message: expect.stringContaining('more than the 1 MiB') });
     // The default reads it: 64 MiB.
     expect(await new RedisChatMessageHistory({ client: redis, sessionId: 'huge', namespace }).getMessages()).toHaveLength(2);
+  });
+
+  // A review: the read bound was Runnel's only one, and Runnel wrote past it — 90 turns of 700 KB (under the
+  // 1 MiB body limit) made a 64 MiB list, and from then on every turn of the session failed reading it.
+  it('keeps the newest messages that fit maxBytes when it writes, so what it wrote it can read', async () => {
+    const maxBytes = 20_000;
+    const history = new RedisChatMessageHistory({ client: redis, sessionId: 'bytes', namespace, maxBytes });
+    for (let turn = 0; turn < 12; turn += 1) {
+      await history.addMessages([new HumanMessage(`q${turn} ${'x'.repeat(2_000)}`), new AIMessage(`a${turn} ${'y'.repeat(2_000)}`)]);
+      const messages = await history.getMessages();
+      // The newest survive, oldest dropped first, whole messages only.
+      expect(String(messages.at(-1)?.content)).toMatch(new RegExp(`^a${turn} `));
+      expect(messages.length).toBeLessThanOrEqual(2 * (turn + 1));
+    }
+    const stored = await redis.lrange(`${namespace}:bytes`, 0, -1);
+    expect(stored.reduce((sum, record) => sum + Buffer.byteLength(record), 0)).toBeLessThanOrEqual(maxBytes);
+    expect(stored.length).toBeGreaterThanOrEqual(8);
+    expect(stored.length).toBeLessThan(24);
+  });
+
+  it('refuses a turn larger than maxBytes on its own, writing none of it and keeping the conversation', async () => {
+    const history = new RedisChatMessageHistory({ client: redis, sessionId: 'big-turn', namespace, maxBytes: 10_000 });
+    await history.addMessages([new HumanMessage('first'), new AIMessage('answer')]);
+    const refused = await history.addMessages([new HumanMessage('q'), new AIMessage('z'.repeat(12_000))]).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID', message: expect.stringContaining('nothing of it was saved') });
+    expect((await history.getMessages()).map((message) => message.content)).toEqual(['first', 'answer']);
+  });
+
+  // The read bound was Redis's MEMORY USAGE: a list whose nodes Redis compresses counts a fraction of what
+  // LRANGE sends (a 4 MiB list counted 0.2 MiB), and some hosted Redis refuse the command, which failed
+  // every read as RUNNEL_ERR_REDIS_UNAVAILABLE. Both on a server of the test's own.
+  it('bounds a read by the bytes it would send, on a Redis that compresses lists and has no MEMORY command', async () => {
+    const server = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no', '--list-compress-depth', '1', '--rename-command', 'MEMORY', '']);
+    await server.start();
+    const client = await server.client();
+    try {
+      const history = new RedisChatMessageHistory({ client, sessionId: 's', namespace, maxBytes: 1024 * 1024 });
+      await history.addMessages([new HumanMessage('small')]);
+      expect(await history.getMessages()).toHaveLength(1);
+      const key = `${namespace}:s`;
+      for (let i = 0; i < 64; i += 1) await client.rpush(key, JSON.stringify(new HumanMessage('a'.repeat(64 * 1024)).toJSON()));
+      await expect(history.getMessages()).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID', message: expect.stringContaining('more than the 1 MiB') });
+      // A write trims it back under the bound, and the conversation reads again.
+      await history.addMessages([new HumanMessage('again')]);
+      const messages = await history.getMessages();
+      expect(messages.at(-1)?.content).toBe('again');
+      expect(messages.length).toBeLessThan(20);
+    } finally {
+      client.disconnect();
+      await server.kill();
+    }
   });
 
   it('rejects a corrupt or poisoned record with a code, never reviving it', async () => {
