@@ -43,6 +43,15 @@ import type { Redis } from 'ioredis';
 import { createRegistry, type ChainSpec } from './registry.js';
 import type { Services } from './services.js';
 
+/** The shape of the body a route takes, for an error that says what to send instead (the path's own protocol). */
+function bodyExample(url: string): string {
+  const path = url.split('?', 1)[0] ?? '';
+  if (path.startsWith('/v1/')) return '{"model": "...", "messages": [{"role": "user", "content": "..."}]}';
+  if (path.endsWith('/ui_stream')) return '{"messages": [{"role": "user", "parts": [{"type": "text", "text": "..."}]}]}';
+  if (path.endsWith('/batch')) return '{"inputs": [{...}]}';
+  return '{"input": {...}}';
+}
+
 /** An open event stream, as shutdown sees it. */
 export interface OpenStream {
   /** Ends the stream's run; the stream then sends its final frame. */
@@ -367,7 +376,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     } catch {
       // What to send instead: an empty body and a form (`topic=cats`, curl -d's default) are the usual mistakes.
       const empty = (body as string).trim() === '';
-      const message = `${empty ? 'The request body is empty' : 'Invalid JSON body'}: send a JSON object, such as {"input": {...}}`;
+      const message = `${empty ? 'The request body is empty' : 'Invalid JSON body'}: send a JSON object, such as ${bodyExample(request.url)}`;
       done(new RunnelError('RUNNEL_ERR_BODY_INVALID', message, { detail: [{ type: 'json_invalid', loc: [], msg: 'Invalid JSON body' }] }), undefined);
     }
   });

@@ -109,7 +109,8 @@ describe('errors on /v1 in OpenAI\'s shape', () => {
     expect((await complete(a, { model: 'echo', messages: refused })).status).toBe(200);
     const notJson = await a.inject({ method: 'POST', url: '/v1/chat/completions', payload: '{not json', headers: { 'content-type': 'application/json' } });
     expect(notJson.statusCode).toBe(400);
-    expect(notJson.json().error).toMatchObject({ type: 'invalid_request_error', code: 'RUNNEL_ERR_BODY_INVALID' });
+    // A probe: the hint was LangServe's (`{"input": {...}}`), which /v1 does not take.
+    expect(notJson.json().error).toMatchObject({ type: 'invalid_request_error', code: 'RUNNEL_ERR_BODY_INVALID', message: 'Invalid JSON body: send a JSON object, such as {"model": "...", "messages": [{"role": "user", "content": "..."}]}' });
     for (const model of ['hidden', 'plain', 'nope']) expect((await complete(a, { ...ask('x'), model })).json.error).toMatchObject({ code: 'model_not_found', param: 'model' });
     const route = await a.inject({ method: 'POST', url: '/v1/completions', payload: {} });
     expect(route.statusCode).toBe(404);

@@ -190,6 +190,8 @@ describe('/ui_stream through the AI SDK, offline', () => {
     const empty = await send('/joke', { id: 'c', messages: [] });
     expect(empty.status).toBe(422);
     expect(((await empty.json()) as { detail: { loc: unknown[] }[] }).detail[0]?.loc).toEqual(['messages']);
+    const notJson = await fetch(`${url}/joke/ui_stream`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{"messages": [' });
+    expect(((await notJson.json()) as { message: string }).message).toBe('Invalid JSON body: send a JSON object, such as {"messages": [{"role": "user", "parts": [{"type": "text", "text": "..."}]}]}');
     const assistantLast = await send('/joke', { id: 'c', messages: [{ id: 'a', role: 'assistant', parts: [{ type: 'text', text: 'hi' }] }] });
     expect(assistantLast.status).toBe(422);
     expect((await send('/joke', { id: 'c', messages: [userMessage('x')] }, {})).status).toBe(401);

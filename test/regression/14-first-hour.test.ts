@@ -42,6 +42,9 @@ describe("a newcomer's usual mistakes are told how the body goes (a trial from t
     expect(await send('topic=cats', 'application/x-www-form-urlencoded')).toEqual([422, 'Invalid JSON body: send a JSON object, such as {"input": {...}}']);
     expect(await send('{"topic": "cats"}')).toEqual([422, 'Field required: input (the body is {"input": ..., "config": {...}}: the chain\'s input goes under "input")']);
     expect(await send('{"input": "cats"}')).toEqual([422, 'Invalid input: must be object']);
+    // Each route's hint is its own body: /batch takes "inputs".
+    const batch = await fetch(`${server.url}/joke/batch`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"inputs": [' });
+    expect(((await batch.json()) as { message: string }).message).toBe('Invalid JSON body: send a JSON object, such as {"inputs": [{...}]}');
   });
 });
 
