@@ -68,7 +68,7 @@ export const errorCodes = {
   RUNNEL_ERR_BODY_INVALID: {
     status: 422,
     retryable: false,
-    description: 'The request body is not JSON, not an object, or lacks `input`/`inputs`; `detail` says where.',
+    description: 'The request body is not JSON (or not UTF-8), not an object, or lacks `input`/`inputs`; `detail` says where.',
   },
   RUNNEL_ERR_BODY_TOO_LARGE: {
     status: 413,
@@ -79,7 +79,7 @@ export const errorCodes = {
     status: 415,
     retryable: false,
     description:
-      "A browser sent a body not declared `application/json` (a form or `text/plain` post, which a page on any site may send without CORS's consent), or a body came compressed (`content-encoding`, or a `transfer-encoding` other than `chunked`); send it uncompressed, as `content-type: application/json`.",
+      "A browser sent a body not declared `application/json` (a form or `text/plain` post, which a page on any site may send without CORS's consent), or a body came compressed (`content-encoding`, or a `transfer-encoding` other than `chunked`), or declared a charset other than UTF-8; send it uncompressed, in UTF-8, as `content-type: application/json`.",
   },
   RUNNEL_ERR_BODY_TIMEOUT: {
     status: 408,

@@ -4,6 +4,7 @@
  * API keys, CORS, rate limiting, limits, and graceful shutdown. It does not
  * listen; `main.ts` does.
  */
+import { isUtf8 } from 'node:buffer';
 import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
@@ -220,6 +221,13 @@ function isJsonType(header: string | undefined): boolean {
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
 }
 
+/** The charset a content-type names, lowercased; none when it names none. */
+function charsetOf(header: string | undefined): string | undefined {
+  if (header === undefined || !header.includes(';')) return undefined;
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(header)?.[1];
+  return charset?.toLowerCase();
+}
+
 function isPreflight(method: string, headers: Readonly<Record<string, string | string[] | undefined>>): boolean {
   return method === 'OPTIONS' && typeof headers.origin === 'string' && typeof headers['access-control-request-method'] === 'string';
 }
@@ -345,9 +353,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // text/plain post is what a page on any site may send here without asking CORS, so a server without keys
   // would run it for that site (spend tokens, write into a history).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, raw, done) => {
+    const bytes = typeof raw === 'string' ? Buffer.from(raw) : raw;
     // No body at all (a POST to /cancel with a content-type): routes that need one say so (422).
-    if (body === '') {
+    if (bytes.length === 0) {
       done(null, undefined);
       return;
     }
@@ -367,15 +376,27 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       done(new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', `A body with transfer-encoding ${JSON.stringify(transfer)} is not read: send it chunked or with a content-length only`), undefined);
       return;
     }
-    if (nestedDeeperThan(body as string)) {
+    // JSON is UTF-8 (RFC 8259). A body declared in another charset, or not UTF-8 at all, was read as UTF-8
+    // with its other bytes turned into U+FFFD, and answered 200 about text the client never sent.
+    const charset = charsetOf(request.headers['content-type']);
+    if (charset !== undefined && !['utf-8', 'utf8', 'us-ascii', 'ascii'].includes(charset)) {
+      done(new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', `A body in charset ${JSON.stringify(charset)} is not read: send it as UTF-8, JSON's encoding`), undefined);
+      return;
+    }
+    if (!isUtf8(bytes)) {
+      done(new RunnelError('RUNNEL_ERR_BODY_INVALID', 'The body is not valid UTF-8: send JSON encoded as UTF-8', { detail: [{ type: 'json_invalid', loc: [], msg: 'Invalid UTF-8' }] }), undefined);
+      return;
+    }
+    const body = bytes.toString('utf8');
+    if (nestedDeeperThan(body)) {
       done(tooDeep([]), undefined);
       return;
     }
     try {
-      done(null, sjson.parse(body as string, undefined, { protoAction: 'remove', constructorAction: 'remove' }));
+      done(null, sjson.parse(body, undefined, { protoAction: 'remove', constructorAction: 'remove' }));
     } catch {
       // What to send instead: an empty body and a form (`topic=cats`, curl -d's default) are the usual mistakes.
-      const empty = (body as string).trim() === '';
+      const empty = body.trim() === '';
       const message = `${empty ? 'The request body is empty' : 'Invalid JSON body'}: send a JSON object, such as ${bodyExample(request.url)}`;
       done(new RunnelError('RUNNEL_ERR_BODY_INVALID', message, { detail: [{ type: 'json_invalid', loc: [], msg: 'Invalid JSON body' }] }), undefined);
     }

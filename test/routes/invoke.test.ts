@@ -314,6 +314,28 @@ describe('a compressed body', () => {
   });
 });
 
+describe("a body's charset", () => {
+  // A probe: a Latin-1 body (`charset=iso-8859-1`, or no charset and bytes that are not UTF-8) was read as
+  // UTF-8 with each other byte turned into U+FFFD, and answered 200 about a name the client never sent.
+  it('is UTF-8: another declared charset is refused 415, bytes that are not UTF-8 are 422, UTF-8 is read', async () => {
+    const server = await startServer();
+    try {
+      const send = (type: string, body: Buffer) => fetch(`${server.url}/echo/invoke`, { method: 'POST', headers: { 'content-type': type }, body });
+      const latin1 = Buffer.from('{"input": {"name": "Zoë"}}', 'latin1');
+      const declared = await send('application/json; charset=ISO-8859-1', latin1);
+      expect([declared.status, ((await declared.json()) as { message: string }).message]).toEqual([415, 'A body in charset "iso-8859-1" is not read: send it as UTF-8, JSON\'s encoding']);
+      const undeclared = await send('application/json', latin1);
+      expect([undeclared.status, ((await undeclared.json()) as { code: string }).code]).toEqual([422, 'RUNNEL_ERR_BODY_INVALID']);
+      for (const type of ['application/json', 'application/json; charset=utf-8', 'application/json;charset="UTF-8"', 'application/json; charset=us-ascii']) {
+        const read = await send(type, Buffer.from(type.endsWith('ascii') ? '{"input": {"name": "Zoe"}}' : '{"input": {"name": "Zoë"}}', 'utf8'));
+        expect(((await read.json()) as { output: string }).output, type).toBe(type.endsWith('ascii') ? 'hello Zoe' : 'hello Zoë');
+      }
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('a body with a transfer coding before the chunks', () => {
   // A probe: `Transfer-Encoding: gzip, chunked` came to the parser with the chunks taken off and the gzip
   // left, and was refused as "Invalid JSON".
