@@ -41,7 +41,8 @@ const message = z.discriminatedUnion(
 const functionTool = z.object({
   type: z.literal('function'),
   function: z.object({
-    name: z.string().min(1).max(64),
+    // As OpenAI's API takes them (the providers Runnel calls refuse other names).
+    name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'expected 1 to 64 letters, digits, underscores or dashes'),
     description: z.string().optional(),
     parameters: z.record(z.string(), z.unknown()).optional().describe('JSON Schema of the arguments'),
     strict: z.boolean().nullish().describe('Accepted and ignored.'),
@@ -123,11 +124,17 @@ export function paramOf(loc: readonly (string | number)[]): string {
   return loc.reduce<string>((out, part) => (typeof part === 'number' ? `${out}[${part}]` : out === '' ? part : `${out}.${part}`), '');
 }
 
-/** Content parts other than text are refused by name, before the schema's general message could hide which. */
+/**
+ * Content parts other than text are refused by name, before the schema's general message could hide which;
+ * so is a message that is not an object (`["hi"]` was told its role was wrong).
+ */
 function checkParts(body: Record<string, unknown>): void {
   if (!Array.isArray(body.messages)) return;
   body.messages.forEach((entry: unknown, i) => {
-    const { content: parts, role } = (entry ?? {}) as { content?: unknown; role?: unknown };
+    if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) {
+      throw bodyError(`Invalid 'messages[${i}]': expected an object with a role and content, such as {"role": "user", "content": "..."}`, { code: 'invalid_type', loc: ['messages', i] });
+    }
+    const { content: parts, role } = entry as { content?: unknown; role?: unknown };
     if (!Array.isArray(parts)) return;
     parts.forEach((part: unknown, j) => {
       const type = (part as { type?: unknown } | null)?.type;
@@ -229,6 +236,13 @@ export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest
       throw bodyError("Invalid 'metadata.session_id': 1-128 letters, digits or _ . : -", { code: 'invalid_value', loc: ['metadata', 'session_id'] });
     }
   }
+  // Two tools of one name: the model's call of it could mean either (Anthropic's API refuses them; so does Runnel).
+  const named = new Map<string, number>();
+  (request.tools ?? []).forEach(({ function: f }, i) => {
+    const first = named.get(f.name);
+    if (first !== undefined) throw bodyError(`Invalid 'tools[${i}].function.name': tools[${first}] is named '${f.name}' too; tool names must be unique`, { code: 'invalid_value', loc: ['tools', i, 'function', 'name'] });
+    named.set(f.name, i);
+  });
   const tools = (request.tools ?? []).map(({ function: f }) => ({
     name: f.name,
     ...(f.description === undefined ? {} : { description: f.description }),

@@ -80,6 +80,11 @@ describe('errors on /v1 in OpenAI\'s shape', () => {
       [ask('hi', { n: 2 }), 'n', 'invalid_value'],
       [ask('hi', { metadata: { session_id: 'a b' } }), 'metadata.session_id', 'invalid_value'],
       [{ model: 'echo', messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: 'not json' } }] }] }, 'messages[1].tool_calls[0].function.arguments', 'invalid_value'],
+      // Probes: a message that is not an object was told its role was wrong; a tool name OpenAI refuses, and
+      // two tools of one name, were taken.
+      [{ model: 'echo', messages: ['hi'] }, 'messages[0]', 'invalid_type'],
+      [ask('hi', { tools: [{ type: 'function', function: { name: 'get weather' } }] }), 'tools[0].function.name', 'invalid_value'],
+      [ask('hi', { tools: [{ type: 'function', function: { name: 'lookup' } }, { type: 'function', function: { name: 'lookup' } }] }), 'tools[1].function.name', 'invalid_value'],
     ];
     for (const [payload, param, code] of cases) {
       const res = await complete(a, payload);
