@@ -257,5 +257,11 @@ export function conversationFromUiMessages(body: Record<string, unknown>): Conve
       ['messageId'],
     );
   }
+  // An edit sends the chat up to the message it replaces, that message last (the AI SDK cuts the rest).
+  // One naming another message, or none sent, is no edit the SDK makes: read as one, it ran as an edit of
+  // the last message.
+  if (last.id !== messageId) {
+    throw invalid('messageId names no message the chat ends with: an edit (sendMessage() with a messageId) sends the edited message last, with that id', ['messageId']);
+  }
   return { id, turns, trigger: 'edit' };
 }

@@ -267,6 +267,12 @@ describe('/ui_stream through the AI SDK, offline', () => {
     // A chain that keeps no history answers the conversation as the page now has it.
     const joke = await lastMessage(await transport('/joke').sendMessages({ chatId: randomUUID(), messages: [edited], trigger: 'submit-message', messageId: first.id, abortSignal: undefined }));
     expect(textOf(joke).length).toBeGreaterThan(0);
+    // A probe: a messageId naming no message sent (or not the last, which the AI SDK never sends) ran as an edit.
+    for (const messageId of ['no-such-message', first.id]) {
+      const stray = await fetch(`${url}/joke/ui_stream`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ id: randomUUID(), messages: [first, one, userMessage('next')], trigger: 'submit-message', messageId }) });
+      expect(stray.status, messageId).toBe(422);
+      expect(((await stray.json()) as { message: string }).message).toMatch(/^messageId names no message the chat ends with/);
+    }
   });
 
   it('refuses an attachment the chain would never see (it was dropped, and the answer read as if the model had seen it)', async () => {
