@@ -73,7 +73,7 @@ export const errorCodes = {
   RUNNEL_ERR_BODY_TOO_LARGE: {
     status: 413,
     retryable: false,
-    description: 'The request body is larger than the limit (`RUNNEL_BODY_LIMIT`, default 1 MiB).',
+    description: 'The request body is larger than the limit (`RUNNEL_BODY_LIMIT`, default 1 MiB), or a run larger than the whole embedded run store (256 MB).',
   },
   RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE: {
     status: 415,

@@ -291,9 +291,11 @@ interface HeldRun {
   recordBytes: number;
 }
 
+const megabytes = (bytes: number): number => Math.round((bytes / 2 ** 20) * 10) / 10;
+
 /** Runs under way hold all the bytes a process keeps for runs. */
 const overloaded = (maxBytes: number): RunnelError =>
-  new RunnelError('RUNNEL_ERR_OVERLOADED', `Runs under way hold the ${Math.round(maxBytes / 2 ** 20)} MB this process keeps for runs; retry shortly`);
+  new RunnelError('RUNNEL_ERR_OVERLOADED', `Runs under way hold the ${megabytes(maxBytes)} MB this process keeps for runs; retry shortly`);
 
 /**
  * Runs in this process's memory: records and logs, for the embedded default. A finished run is kept for
@@ -330,6 +332,10 @@ export class MemoryRunStore implements RunStore {
   async create(record: RunRecord, options: CreateOptions = {}): Promise<void> {
     if (this.held(record.run_id) !== undefined) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Run ${record.run_id} exists`);
     const bytes = recordBytes(record);
+    // One that could not fit in an empty store is told so, not to retry (503 retryable, as it was, for ever).
+    if (bytes > this.maxBytes) {
+      throw new RunnelError('RUNNEL_ERR_BODY_TOO_LARGE', `This run's input, config and filters hold ${megabytes(bytes)} MB, more than the ${megabytes(this.maxBytes)} MB this process keeps for all its runs`);
+    }
     // Refused before any finished run is let go for it: those would go for nothing (a probe: every refusal
     // emptied the store of its finished runs, their answers 404 to those polling for them).
     if (this.bytes + bytes > this.maxBytes && this.unfinishedBytes() + bytes > this.maxBytes) throw overloaded(this.maxBytes);

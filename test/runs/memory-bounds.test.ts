@@ -150,6 +150,14 @@ describe('MemoryRunStore counts records', () => {
     await expect(store.create(record('f'), { openLimit: 3 })).rejects.toMatchObject({ code: 'RUNNEL_ERR_TOO_MANY_RUNS' });
   });
 
+  // A review: a run larger than the whole store was told 503, retry shortly — and could never be taken.
+  it('refuses a run larger than the whole store as too large, not to be retried', async () => {
+    const store = new MemoryRunStore({ maxBytes: 5_000 });
+    const refused = await store.create(big('huge')).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'RUNNEL_ERR_BODY_TOO_LARGE', statusCode: 413, retryable: false });
+    expect(await store.get('huge')).toBeUndefined();
+  });
+
   it('refuses a run it cannot hold without letting the finished runs go for it', async () => {
     const store = new MemoryRunStore({ maxBytes: 25_000 });
     for (const id of ['f1', 'f2', 'f3']) {
