@@ -302,6 +302,10 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
         // says so, rather than close without an end, which reads as a dropped connection to resume.
         if (now === undefined) throw new RunnelError('RUNNEL_ERR_NOT_FOUND', 'The run is gone: its record expired or was deleted');
         if (TERMINAL.has(now.status) && (await queue.store.frames(record.run_id, after)).length === 0) {
+          // Nothing was sent, and nothing follows the client's own Last-Event-ID: it rejoined after the last
+          // frame while the record had not yet ended (or the 204 above would have answered). Closed as that
+          // 204 would be: its reconnect then gets the 204 (a review: it was sent an error, "no end").
+          if (afterId !== undefined && after === afterId) return;
           throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `The event log of run ${record.run_id} has no end (deleted, or evicted by Redis); the run's record has its outcome`);
         }
         await watch.next(1_000, gone.signal);

@@ -76,6 +76,21 @@ for (const backend of ['memory', 'redis'] as const) {
       expect((await fetch(`${url}/story/runs/${run.run_id}/stream`, { headers: { ...as('ada'), 'last-event-id': lastId } })).status).toBe(204);
     });
 
+    // A review: a client that rejoins after the `end` frame before the run's record has ended (the worker
+    // writes the log's end, then the record) was sent an error frame saying the log had no end.
+    it('closes a rejoin after the last frame quietly when the record ends after it came, then answers 204', async () => {
+      const store = app.runnel.runQueue().store;
+      const runId = randomUUID();
+      const now = new Date().toISOString();
+      await store.create({ run_id: runId, chain: '/story', kind: 'run', identity: 'ada', status: 'running', input: { topic: 'a' }, config: {}, created_at: now, updated_at: now });
+      const ids = await store.append(runId, [{ event: 'data', data: 'x' }, { event: 'end' }]);
+      const rejoined = await fetch(`${url}/story/runs/${runId}/stream`, { headers: { ...as('ada'), 'last-event-id': ids[1] as string } });
+      expect(rejoined.status).toBe(200);
+      await store.update(runId, { status: 'success', output: 'x' });
+      expect(frames(await rejoined.text())).toEqual([]);
+      expect((await fetch(`${url}/story/runs/${runId}/stream`, { headers: { ...as('ada'), 'last-event-id': ids[1] as string } })).status).toBe(204);
+    });
+
     it('answers a bad submission with the same 4xx as /invoke, queueing nothing', async () => {
       const before = ((await (await fetch(`${url}/story/runs?limit=100`, { headers: as('ada') })).json()) as { runs: unknown[] }).runs.length;
       const res = await submit('/story', { input: { topic: 5 } });
