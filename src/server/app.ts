@@ -205,7 +205,8 @@ const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
 const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 
 /** What a page's client may read of an answer from another origin: when to retry, and the id to quote. */
-const CORS_EXPOSED = ['retry-after', 'x-request-id'];
+/** What a page's script may read of an answer: when to retry, the request's id, its rate limit's state. */
+const CORS_EXPOSED = ['retry-after', 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
 
 /**
  * The index page and the API docs — Swagger UI and the OpenAPI document it reads — are public, so a browser

@@ -58,6 +58,19 @@ describe('CORS for browser clients', () => {
     }
   });
 
+  // A probe: the rate limit's headers were sent but not exposed, so a page could not see how many it had left.
+  it("exposes the rate limit's headers to a page", async () => {
+    const limited = await startServer({ corsOrigins: [ORIGIN], rateLimit: 100 });
+    try {
+      const res = await fetch(`${limited.url}/joke/invoke`, { method: 'POST', headers: { origin: ORIGIN, 'content-type': 'application/json' }, body: '{"input": {"topic": "cats"}}' });
+      expect(res.headers.get('x-ratelimit-remaining')).toBe('99');
+      const exposed = (res.headers.get('access-control-expose-headers') ?? '').toLowerCase().split(/\s*,\s*/);
+      for (const name of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'retry-after']) expect(exposed).toContain(name);
+    } finally {
+      await limited.close();
+    }
+  });
+
   it('allows an EventSource’s Last-Event-ID and a no-cache request', async () => {
     const res = await preflight('/joke/runs/r/stream', 'GET', ['last-event-id', 'cache-control', 'authorization']);
     const allowed = (res.headers.get('access-control-allow-headers') ?? '').toLowerCase();
