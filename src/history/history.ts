@@ -35,3 +35,15 @@ export function storable(message: BaseMessage): BaseMessage {
   return message instanceof AIMessageChunk ? message.toMessage() : message;
 }
 
+/** A size as a person reads it: bytes below a mebibyte, tenths of one above. */
+export function mebibytes(bytes: number): string {
+  return bytes >= 2 ** 20 ? `${Math.round((bytes / 2 ** 20) * 10) / 10} MiB` : `${bytes} bytes`;
+}
+
+/**
+ * A turn larger than a conversation keeps: of its messages the newest that fit would be kept and its
+ * question dropped — a part of a turn — so it is refused, nothing of it written.
+ */
+export function turnTooLarge(bytes: number, maxBytes: number): RunnelError {
+  return new RunnelError('RUNNEL_ERR_INPUT_INVALID', `This turn's messages hold ${mebibytes(bytes)}, more than the ${mebibytes(maxBytes)} a chat history keeps; nothing of it was saved`);
+}

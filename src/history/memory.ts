@@ -1,7 +1,7 @@
 /** `MemoryChatMessageHistory`: conversations in process memory — the default without Redis. */
 import { heldBytes } from '../core/index.js';
 import type { BaseMessage } from '../messages/index.js';
-import { storable, type ChatMessageHistory } from './history.js';
+import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
 
 /** The bytes a message holds, about: its JSON's, measured once per message. */
 const sizes = new WeakMap<BaseMessage, number>();
@@ -21,25 +21,29 @@ interface Session {
 }
 
 /**
- * Conversations of one process, each trimmed to its last `maxMessages`; at
- * most `maxSessions` conversations holding `maxBytes` in all, the least
- * recently written forgotten first — a process's memory must not grow with
- * every new `session_id` a client makes up, nor with long messages (10,000
- * sessions of 200 messages of 8,000 characters would be gigabytes; Redis
- * histories expire instead).
+ * Conversations of one process, each trimmed to its last `maxMessages` and
+ * its newest `maxSessionBytes`, as a Redis history is; at most `maxSessions`
+ * conversations holding `maxBytes` in all, the least recently written
+ * forgotten first — a process's memory must not grow with every new
+ * `session_id` a client makes up, nor with long messages (10,000 sessions of
+ * 200 messages of 8,000 characters would be gigabytes; Redis histories
+ * expire instead).
  */
 export class MemoryHistoryStore {
   private readonly sessions = new Map<string, Session>();
   readonly maxMessages: number;
   readonly maxSessions: number;
   readonly maxBytes: number;
+  readonly maxSessionBytes: number;
   /** The bytes every session holds. */
   bytes = 0;
 
-  constructor(options: { maxMessages?: number; maxSessions?: number; maxBytes?: number } = {}) {
+  constructor(options: { maxMessages?: number; maxSessions?: number; maxBytes?: number; maxSessionBytes?: number } = {}) {
     this.maxMessages = options.maxMessages ?? 200;
     this.maxSessions = options.maxSessions ?? 10_000;
     this.maxBytes = options.maxBytes ?? 128 * 1024 * 1024;
+    // One conversation was bounded by its count alone: 200 messages of a megabyte, twice that in V8's strings.
+    this.maxSessionBytes = options.maxSessionBytes ?? 64 * 1024 * 1024;
   }
 
   /** The history of one session. */
@@ -60,12 +64,21 @@ export class MemoryHistoryStore {
   /** Replaces a session's messages, made its most recent; then forgets the least recently written past the limits. */
   write(sessionId: string, messages: BaseMessage[]): void {
     this.remove(sessionId);
-    const kept = messages.slice(-this.maxMessages);
-    const bytes = kept.reduce((sum, message) => sum + messageBytes(message), 0);
+    let kept = messages.slice(-this.maxMessages);
+    let bytes = 0;
+    // The newest that fit, counted newest first.
+    for (let i = kept.length - 1; i >= 0; i--) {
+      const size = messageBytes(kept[i] as BaseMessage);
+      if (bytes + size > this.maxSessionBytes) {
+        kept = kept.slice(i + 1);
+        break;
+      }
+      bytes += size;
+    }
     this.sessions.set(sessionId, { messages: kept, bytes });
     this.bytes += bytes;
     for (const [oldest, session] of this.sessions) {
-      // The session just written stays, whatever its size (one conversation is bounded by its message count).
+      // The session just written stays, whatever the others hold (it is bounded by maxSessionBytes).
       if ((this.sessions.size <= this.maxSessions && this.bytes <= this.maxBytes) || oldest === sessionId) break;
       this.sessions.delete(oldest);
       this.bytes -= session.bytes;
@@ -99,7 +112,10 @@ export class MemoryChatMessageHistory implements ChatMessageHistory {
   }
 
   async addMessages(messages: BaseMessage[]): Promise<void> {
-    this.store.write(this.sessionId, [...this.store.read(this.sessionId), ...messages.map(storable)]);
+    const added = messages.map(storable);
+    const bytes = added.reduce((sum, message) => sum + messageBytes(message), 0);
+    if (bytes > this.store.maxSessionBytes) throw turnTooLarge(bytes, this.store.maxSessionBytes);
+    this.store.write(this.sessionId, [...this.store.read(this.sessionId), ...added]);
   }
 
   async clear(): Promise<void> {

@@ -12,7 +12,7 @@ import type { Redis } from 'ioredis';
 import { wrongTypeError } from '../cache/redis-client.js';
 import { isRunnelError, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
-import { storable, type ChatMessageHistory } from './history.js';
+import { mebibytes, storable, turnTooLarge, type ChatMessageHistory } from './history.js';
 
 /** Options of {@link RedisChatMessageHistory}. */
 export interface RedisHistoryOptions {
@@ -79,10 +79,6 @@ end
 redis.call('EXPIRE', key, tonumber(ARGV[2]))
 return length - kept`;
 
-function mebibytes(bytes: number): string {
-  return bytes >= 2 ** 20 ? `${Math.round((bytes / 2 ** 20) * 10) / 10} MiB` : `${bytes} bytes`;
-}
-
 /** A Redis failure as a Runnel error (other errors pass through). */
 export function redisError(error: unknown): RunnelError {
   if (isRunnelError(error)) return error;
@@ -143,12 +139,8 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     // Each write's records carry a token of their own, so a write whose outcome is unknown can be taken back.
     const token = randomUUID();
     const records = messages.map((message) => JSON.stringify({ ...storable(message).toJSON(), [WRITE_TOKEN]: token }));
-    // Of the turn's messages, the newest that fit would be kept and the turn's question dropped: a part of
-    // a turn. So a turn that cannot fit whole is not written at all.
     const bytes = records.reduce((sum, record) => sum + Buffer.byteLength(record), 0);
-    if (bytes > this.maxBytes) {
-      throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `This turn's messages hold ${mebibytes(bytes)}, more than the ${mebibytes(this.maxBytes)} a chat history keeps; nothing of it was saved`);
-    }
+    if (bytes > this.maxBytes) throw turnTooLarge(bytes, this.maxBytes);
     try {
       await this.client.eval(APPEND_BOUNDED, 1, this.key, this.maxMessages, this.ttlSeconds, this.maxBytes, ...records);
     } catch (error) {

@@ -2,7 +2,13 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { AIMessage, AIMessageChunk, HumanMessage, SystemMessage, ToolMessage, type ChatMessageHistory } from '../../src/index.js';
 
-export function historyContract(name: string, make: (sessionId: string) => ChatMessageHistory, options: { maxMessages: number }): void {
+/**
+ * `options.bounded` makes a history that keeps `BOUND` bytes of a conversation (each store counts them its
+ * own way: Redis the stored JSON, memory the strings V8 holds; both near the JSON's length for ASCII).
+ */
+export const BOUND = 20_000;
+
+export function historyContract(name: string, make: (sessionId: string) => ChatMessageHistory, options: { maxMessages: number; bounded: (sessionId: string) => ChatMessageHistory }): void {
   describe(`${name}: the chat history contract`, () => {
     let n = 0;
     let history: ChatMessageHistory;
@@ -32,6 +38,31 @@ export function historyContract(name: string, make: (sessionId: string) => ChatM
       expect(messages).toHaveLength(options.maxMessages);
       expect(messages.at(-1)?.text).toBe(`m${options.maxMessages + 2}`);
       expect(messages[0]?.text).toBe('m3');
+    });
+
+    // A review: the Redis read bound was the only one, and Runnel wrote past it — then every later turn of the
+    // conversation failed reading it; in memory one conversation was bounded by its count alone.
+    it('keeps the newest whole messages that fit its bytes, so what it wrote it can read', async () => {
+      const bounded = options.bounded(`contract-bytes-${Date.now()}-${n++}`);
+      for (let turn = 0; turn < 12; turn += 1) {
+        await bounded.addMessages([new HumanMessage(`q${turn} ${'x'.repeat(2_000)}`), new AIMessage(`a${turn} ${'y'.repeat(2_000)}`)]);
+        const messages = await bounded.getMessages();
+        expect(messages.at(-1)?.text).toMatch(new RegExp(`^a${turn} `));
+        expect(messages.at(-2)?.text).toMatch(new RegExp(`^q${turn} `));
+      }
+      const messages = await bounded.getMessages();
+      // About nine of 2 KB fit in 20 KB; the oldest went first.
+      expect(messages.length).toBeGreaterThanOrEqual(8);
+      expect(messages.length).toBeLessThanOrEqual(10);
+      expect(messages.reduce((sum, message) => sum + JSON.stringify(message).length, 0)).toBeLessThanOrEqual(BOUND);
+    });
+
+    it('refuses a turn larger than its bytes on its own, writing none of it and keeping the conversation', async () => {
+      const bounded = options.bounded(`contract-big-${Date.now()}-${n++}`);
+      await bounded.addMessages([new HumanMessage('first'), new AIMessage('answer')]);
+      const refused = await bounded.addMessages([new HumanMessage('q'), new AIMessage('z'.repeat(BOUND + 2_000))]).catch((error: unknown) => error);
+      expect(refused).toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID', message: expect.stringContaining('nothing of it was saved') });
+      expect((await bounded.getMessages()).map((message) => message.text)).toEqual(['first', 'answer']);
     });
 
     it('keeps sessions apart and clears one', async () => {
