@@ -3,8 +3,8 @@
  * key, full message JSON (never chunks), appended atomically by one script
  * (RPUSH, trim to the newest `maxMessages` and the newest `maxBytes`, EXPIRE),
  * the TTL refreshed on every write. Read back, each record is parsed and
- * validated; a corrupt one, or a list past `maxBytes`, is
- * `RUNNEL_ERR_STORED_RECORD_INVALID`. Redis failures are
+ * validated; a corrupt one is `RUNNEL_ERR_STORED_RECORD_INVALID`; of a list
+ * past `maxBytes`, the newest messages that fit are read. Redis failures are
  * `RUNNEL_ERR_REDIS_UNAVAILABLE`.
  */
 import { randomUUID } from 'node:crypto';
@@ -12,7 +12,7 @@ import type { Redis } from 'ioredis';
 import { wrongTypeError } from '../cache/redis-client.js';
 import { isRunnelError, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
-import { mebibytes, storable, turnTooLarge, type ChatMessageHistory } from './history.js';
+import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
 
 /** Options of {@link RedisChatMessageHistory}. */
 export interface RedisHistoryOptions {
@@ -27,30 +27,33 @@ export interface RedisHistoryOptions {
   /**
    * Most bytes of a conversation kept and read back, its messages' JSON (default 64 MiB). A write keeps the
    * newest messages that fit, as it keeps the newest `maxMessages`; a turn larger on its own is refused
-   * unwritten. A list larger than this was not written by Runnel and is refused
-   * (`RUNNEL_ERR_STORED_RECORD_INVALID`) rather than read into memory at every turn.
+   * unwritten. A read gives the newest messages that fit, so a list written larger (by an older Runnel, or
+   * with a larger bound) is read as the next write will trim it, never whole into memory at every turn.
    */
   maxBytes?: number;
 }
 
 /**
- * Lua: the list KEYS[1] whole, read a window at a time, unless its entries hold more than ARGV[1] bytes:
- * an error reply then (TOOLARGE) as soon as the count passes the bound, so neither Redis's script nor the
+ * Lua: the newest entries of the list KEYS[1] whose bytes add up to at most ARGV[1] (all of a list Runnel
+ * wrote), read newest first a window at a time and returned oldest first: neither Redis's script nor the
  * reply ever holds much more than the bound. (Redis's MEMORY USAGE is no measure of this: it counts
  * compressed nodes compressed, and some hosted Redis refuse the command.)
  */
 const READ_BOUNDED = `
-local bytes, from, records = 0, 0, {}
-while true do
-  local window = redis.call('LRANGE', KEYS[1], from, from + 15)
-  for _, record in ipairs(window) do
-    bytes = bytes + #record
-    if bytes > tonumber(ARGV[1]) then return redis.error_reply('TOOLARGE past ' .. ARGV[1] .. ' bytes') end
-    records[#records + 1] = record
+local length, taken, bytes, limit, newest = redis.call('LLEN', KEYS[1]), 0, 0, tonumber(ARGV[1]), {}
+local full = false
+while taken < length and not full do
+  local window = redis.call('LRANGE', KEYS[1], -(taken + 16), -(taken + 1))
+  for i = #window, 1, -1 do
+    bytes = bytes + #window[i]
+    if bytes > limit then full = true break end
+    newest[#newest + 1] = window[i]
+    taken = taken + 1
   end
-  if #window < 16 then return records end
-  from = from + 16
-end`;
+end
+local records = {}
+for i = #newest, 1, -1 do records[#records + 1] = newest[i] end
+return records`;
 
 /**
  * Lua: appends ARGV[4…] to the list KEYS[1], keeps its newest ARGV[1] entries and, of those, the newest
@@ -113,6 +116,10 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     this.ttlSeconds = options.ttlSeconds ?? 7 * 24 * 3600;
     this.maxMessages = options.maxMessages ?? 200;
     this.maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
+    // A bound of 0 kept nothing Redis would take: LTRIM refused its -0, after the RPUSH (a review).
+    for (const [name, value] of [['maxMessages', this.maxMessages], ['maxBytes', this.maxBytes], ['ttlSeconds', this.ttlSeconds]] as const) {
+      if (!Number.isSafeInteger(value) || value < 1) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `${name} must be a whole number of at least 1, not ${value}`);
+    }
   }
 
   async getMessages(): Promise<BaseMessage[]> {
@@ -120,9 +127,6 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     try {
       records = (await this.client.eval(READ_BOUNDED, 1, this.key, this.maxBytes)) as string[];
     } catch (error) {
-      if (error instanceof Error && error.message.startsWith('TOOLARGE')) {
-        throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `The stored chat history of this session holds more than the ${mebibytes(this.maxBytes)} a history is kept and read up to`);
-      }
       throw redisError(error);
     }
     return records.map((record, index) => {

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AIMessage, HumanMessage, MemoryHistoryStore, RedisChatMessageHistory } from '../../src/index.js';
+import { AIMessage, HumanMessage, lambda, MemoryHistoryStore, RedisChatMessageHistory, withMessageHistory, type BaseMessage } from '../../src/index.js';
 import { BOUND, historyContract } from './contract.js';
 import { freePort, scanKeys } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
@@ -37,16 +37,41 @@ describe('RedisChatMessageHistory', () => {
 
   // A stored-records probe: a message of 50 MB written in by hand was read back whole at every turn of its
   // session — 150 MB of heap a request, with nothing to bound it.
-  it('refuses to read a conversation Redis counts past maxBytes, sending none of it', async () => {
+  it('reads the newest messages that fit maxBytes of a list written larger, and the next turn trims it', async () => {
     const key = `${namespace}:huge`;
     const history = new RedisChatMessageHistory({ client: redis, sessionId: 'huge', namespace, maxBytes: 1024 * 1024 });
     await history.addMessages([new HumanMessage('small')]);
     expect(await history.getMessages()).toHaveLength(1);
     await redis.rpush(key, JSON.stringify(new HumanMessage('x'.repeat(2 * 1024 * 1024)).toJSON()));
-    const read = await history.getMessages().catch((error: unknown) => error);
-    expect(read).toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID', message: expect.stringContaining('more than the 1 MiB') });
+    // The newest does not fit: nothing older than it is read either (the messages read are the newest, in a row).
+    expect(await history.getMessages()).toEqual([]);
     // The default reads it: 64 MiB.
     expect(await new RedisChatMessageHistory({ client: redis, sessionId: 'huge', namespace }).getMessages()).toHaveLength(2);
+    await history.addMessages([new HumanMessage('next')]);
+    expect(await redis.llen(key)).toBe(1);
+  });
+
+  // A review: a conversation past the bound (written before the write-side bound, or with a larger one) was
+  // refused at every read, and a turn reads before it writes — so no write ever trimmed it, until its TTL.
+  it('goes on with a conversation written past maxBytes: a turn answers and trims it', async () => {
+    const key = `${namespace}:stuck`;
+    const large = new RedisChatMessageHistory({ client: redis, sessionId: 'stuck', namespace });
+    for (let i = 0; i < 20; i += 1) await large.addMessages([new HumanMessage(`m${i} ${'x'.repeat(8_000)}`)]);
+    const chat = withMessageHistory(
+      lambda((messages: BaseMessage[]) => new AIMessage(`read ${messages.length}`)),
+      { getHistory: () => new RedisChatMessageHistory({ client: redis, sessionId: 'stuck', namespace, maxBytes: 64 * 1024 }) },
+    );
+    const answer = (await chat.invoke([new HumanMessage('hi')], { configurable: { session_id: 'stuck' } })) as AIMessage;
+    // The newest 8 of about 8 KB fit in 64 KiB, then the question.
+    expect(answer.text).toBe('read 9');
+    // The turn's write trimmed the list under the bound: its 8 newest that still fit and the new turn.
+    expect(await redis.llen(key)).toBeLessThanOrEqual(10);
+  });
+
+  it('refuses bounds it cannot keep', () => {
+    for (const options of [{ maxMessages: 0 }, { maxBytes: 0 }, { ttlSeconds: 1.5 }]) {
+      expect(() => new RedisChatMessageHistory({ client: redis, sessionId: 's', namespace, ...options }), JSON.stringify(options)).toThrow(/must be a whole number of at least 1/);
+    }
   });
 
   it('keeps the stored list itself within maxBytes, counted as Redis holds it', async () => {
@@ -60,7 +85,7 @@ describe('RedisChatMessageHistory', () => {
   // The read bound was Redis's MEMORY USAGE: a list whose nodes Redis compresses counts a fraction of what
   // LRANGE sends (a 4 MiB list counted 0.2 MiB), and some hosted Redis refuse the command, which failed
   // every read as RUNNEL_ERR_REDIS_UNAVAILABLE. Both on a server of the test's own.
-  it('bounds a read by the bytes it would send, on a Redis that compresses lists and has no MEMORY command', async () => {
+  it('bounds a read by the bytes it sends, on a Redis that compresses lists and has no MEMORY command', async () => {
     const server = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no', '--list-compress-depth', '1', '--rename-command', 'MEMORY', '']);
     await server.start();
     const client = await server.client();
@@ -70,12 +95,14 @@ describe('RedisChatMessageHistory', () => {
       expect(await history.getMessages()).toHaveLength(1);
       const key = `${namespace}:s`;
       for (let i = 0; i < 64; i += 1) await client.rpush(key, JSON.stringify(new HumanMessage('a'.repeat(64 * 1024)).toJSON()));
-      await expect(history.getMessages()).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID', message: expect.stringContaining('more than the 1 MiB') });
-      // A write trims it back under the bound, and the conversation reads again.
+      // About 65.6 KB each: the newest 15 fit in 1 MiB, whatever Redis counts of its compressed list.
+      const read = await history.getMessages();
+      expect(read.map((message) => message.text.length)).toEqual(Array(15).fill(64 * 1024));
+      // A write trims the list itself under the bound.
       await history.addMessages([new HumanMessage('again')]);
-      const messages = await history.getMessages();
-      expect(messages.at(-1)?.content).toBe('again');
-      expect(messages.length).toBeLessThan(20);
+      const stored = await client.lrange(key, 0, -1);
+      expect(stored.reduce((sum, record) => sum + Buffer.byteLength(record), 0)).toBeLessThanOrEqual(1024 * 1024);
+      expect((await history.getMessages()).at(-1)?.text).toBe('again');
     } finally {
       client.disconnect();
       await server.kill();
