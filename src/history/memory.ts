@@ -61,8 +61,12 @@ export class MemoryHistoryStore {
     return [...(this.sessions.get(sessionId)?.messages ?? [])];
   }
 
-  /** Replaces a session's messages, made its most recent; then forgets the least recently written past the limits. */
-  write(sessionId: string, messages: BaseMessage[]): void {
+  /**
+   * Replaces a session's messages, made its most recent; then forgets the least recently written past the
+   * limits. A trim that cuts a turn drops the rest of it (the answer and tool results before the next
+   * question), never into the newest `added` messages.
+   */
+  write(sessionId: string, messages: BaseMessage[], added = 0): void {
     this.remove(sessionId);
     let kept = messages.slice(-this.maxMessages);
     let bytes = 0;
@@ -74,6 +78,11 @@ export class MemoryHistoryStore {
         break;
       }
       bytes += size;
+    }
+    if (kept.length < messages.length) {
+      let cut = 0;
+      while (kept.length - cut > added && ['ai', 'tool'].includes((kept[cut] as BaseMessage).type)) bytes -= messageBytes(kept[cut++] as BaseMessage);
+      kept = kept.slice(cut);
     }
     this.sessions.set(sessionId, { messages: kept, bytes });
     this.bytes += bytes;
@@ -115,7 +124,7 @@ export class MemoryChatMessageHistory implements ChatMessageHistory {
     const added = messages.map(storable);
     const bytes = added.reduce((sum, message) => sum + messageBytes(message), 0);
     if (bytes > this.store.maxSessionBytes) throw turnTooLarge(bytes, this.store.maxSessionBytes);
-    this.store.write(this.sessionId, [...this.store.read(this.sessionId), ...added]);
+    this.store.write(this.sessionId, [...this.store.read(this.sessionId), ...added], added.length);
   }
 
   async clear(): Promise<void> {

@@ -65,6 +65,30 @@ export function historyContract(name: string, make: (sessionId: string) => ChatM
       expect((await bounded.getMessages()).map((message) => message.text)).toEqual(['first', 'answer']);
     });
 
+    // A review: a trim could keep a turn's answer or tool result without the question and call before it —
+    // a tool result whose call went is refused by the providers.
+    it('starts what it keeps at a question when a trim cuts a turn', async () => {
+      const turn = (i: number) => [
+        new HumanMessage(`q${i}`),
+        new AIMessage({ content: '', tool_calls: [{ id: `c${i}`, name: 'f', args: {} }] }),
+        new ToolMessage({ content: `r${i}`, tool_call_id: `c${i}` }),
+        new AIMessage(`a${i}`),
+      ];
+      for (let i = 0; i < 3; i++) await history.addMessages(turn(i));
+      const kept = await history.getMessages();
+      // maxMessages cuts the turns of four into the middle of one: its rest goes too.
+      expect(kept[0]?.type).toBe('human');
+      expect(kept.at(-1)?.text).toBe('a2');
+      const bounded = options.bounded(`contract-cut-${Date.now()}-${n++}`);
+      const long = (i: number) => [new HumanMessage(`q${i}`), new AIMessage({ content: 'x'.repeat(3_000), tool_calls: [{ id: `c${i}`, name: 'f', args: {} }] }), new ToolMessage({ content: 'y'.repeat(3_000), tool_call_id: `c${i}` }), new AIMessage(`a${i}`)];
+      for (let i = 0; i < 6; i++) {
+        await bounded.addMessages(long(i));
+        const messages = await bounded.getMessages();
+        expect(messages[0]?.type, `turn ${i}`).toBe('human');
+        expect(messages.at(-1)?.text).toBe(`a${i}`);
+      }
+    });
+
     it('keeps sessions apart and clears one', async () => {
       const other = make(`contract-other-${Date.now()}-${n++}`);
       await history.addMessages([new HumanMessage('mine')]);
