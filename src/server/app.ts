@@ -204,7 +204,6 @@ const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
 /** Paths whose requests get no trace: health probes and metrics scrapes. */
 const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 
-/** What a page's client may read of an answer from another origin: when to retry, and the id to quote. */
 /** What a page's script may read of an answer: when to retry, the request's id, its rate limit's state. */
 const CORS_EXPOSED = ['retry-after', 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
 
@@ -222,11 +221,16 @@ function isJsonType(header: string | undefined): boolean {
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
 }
 
-/** The charset a content-type names, lowercased; none when it names none. */
+/** The charset a content-type's parameters name, lowercased, its quotes off; none when it names none or ''. */
 function charsetOf(header: string | undefined): string | undefined {
   if (header === undefined || !header.includes(';')) return undefined;
-  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(header)?.[1];
-  return charset?.toLowerCase();
+  // Parameter by parameter, a quoted value whole: `x="; charset=latin1"` names no charset.
+  for (const [, name, value] of header.matchAll(/;\s*([^=;\s]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;]*)/g)) {
+    if (name?.toLowerCase() !== 'charset') continue;
+    const charset = (value ?? '').trim().replace(/^(["'])(.*)\1$/, '$2').trim().toLowerCase();
+    return charset === '' ? undefined : charset;
+  }
+  return undefined;
 }
 
 function isPreflight(method: string, headers: Readonly<Record<string, string | string[] | undefined>>): boolean {
