@@ -36,7 +36,7 @@ export function storable(message: BaseMessage): BaseMessage {
 }
 
 /** A size as a person reads it: bytes below a mebibyte, tenths of one above. */
-export function mebibytes(bytes: number): string {
+function mebibytes(bytes: number): string {
   return bytes >= 2 ** 20 ? `${Math.round((bytes / 2 ** 20) * 10) / 10} MiB` : `${bytes} bytes`;
 }
 

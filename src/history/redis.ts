@@ -34,51 +34,51 @@ export interface RedisHistoryOptions {
 }
 
 /**
- * Lua: the newest entries of the list KEYS[1] whose bytes add up to at most ARGV[1] (all of a list Runnel
- * wrote), read newest first a window at a time and returned oldest first: neither Redis's script nor the
- * reply ever holds much more than the bound. (Redis's MEMORY USAGE is no measure of this: it counts
- * compressed nodes compressed, and some hosted Redis refuse the command.)
+ * Lua: how many of the newest entries of the list `key` have bytes adding up to at most `limit` — counted
+ * newest first, a window at a time, so a script never holds much more than the bound — and those entries,
+ * newest first, when `collect`. (Redis's MEMORY USAGE is no measure of this: it counts compressed nodes
+ * compressed, and some hosted Redis refuse the command.)
  */
-const READ_BOUNDED = `
-local length, taken, bytes, limit, newest = redis.call('LLEN', KEYS[1]), 0, 0, tonumber(ARGV[1]), {}
-local full = false
-while taken < length and not full do
-  local window = redis.call('LRANGE', KEYS[1], -(taken + 16), -(taken + 1))
-  for i = #window, 1, -1 do
-    bytes = bytes + #window[i]
-    if bytes > limit then full = true break end
-    newest[#newest + 1] = window[i]
-    taken = taken + 1
+const NEWEST_WITHIN = `
+local function newestWithin(key, limit, collect)
+  local length, taken, bytes, newest = redis.call('LLEN', key), 0, 0, {}
+  while taken < length do
+    local window = redis.call('LRANGE', key, -(taken + 16), -(taken + 1))
+    for i = #window, 1, -1 do
+      bytes = bytes + #window[i]
+      if bytes > limit then return taken, newest end
+      if collect then newest[#newest + 1] = window[i] end
+      taken = taken + 1
+    end
   end
-end
+  return taken, newest
+end`;
+
+/**
+ * Lua: the newest entries of the list KEYS[1] whose bytes add up to at most ARGV[1] (all of a list Runnel
+ * wrote), oldest first.
+ */
+const READ_BOUNDED = `${NEWEST_WITHIN}
+local _, newest = newestWithin(KEYS[1], tonumber(ARGV[1]), true)
 local records = {}
 for i = #newest, 1, -1 do records[#records + 1] = newest[i] end
 return records`;
 
 /**
  * Lua: appends ARGV[4…] to the list KEYS[1], keeps its newest ARGV[1] entries and, of those, the newest
- * whose bytes add up to at most ARGV[3] (counted newest first, a window at a time), then sets its TTL to
- * ARGV[2] seconds; a trim that cuts a turn drops the rest of it (the answer and tool results before the next
- * question). One script, so no reader sees the list between the append and the trims. Returns the number of
- * entries dropped. The count reads the list once, as the read that starts each
- * turn does: measured, an append took 0.4 ms more on 200 messages of 1 KB, 9 ms more on 6 MB.
+ * whose bytes add up to at most ARGV[3], then sets its TTL to ARGV[2] seconds; a trim that cuts a turn drops
+ * the rest of it (the answer and tool results before the next question). One script, so no reader sees the
+ * list between the append and the trims. Returns the number of entries dropped. The count reads the list
+ * once, as the read that starts each turn does: measured, an append took 0.4 ms more on 200 messages of
+ * 1 KB, 9 ms more on 6 MB.
  */
-const APPEND_BOUNDED = `
+const APPEND_BOUNDED = `${NEWEST_WITHIN}
 local key = KEYS[1]
 local added = #ARGV - 3
 for i = 4, #ARGV, 64 do redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 63, #ARGV))) end
 local before = redis.call('LLEN', key)
 redis.call('LTRIM', key, -tonumber(ARGV[1]), -1)
-local length, kept, bytes, limit = redis.call('LLEN', key), 0, 0, tonumber(ARGV[3])
-local over = false
-while kept < length and not over do
-  local window = redis.call('LRANGE', key, -(kept + 16), -(kept + 1))
-  for i = #window, 1, -1 do
-    bytes = bytes + #window[i]
-    if bytes > limit then over = true break end
-    kept = kept + 1
-  end
-end
+local kept = newestWithin(key, tonumber(ARGV[3]), false)
 if kept < before then
   -- Cut in the middle of a turn: its answer and tool results go too, so the conversation kept starts with a
   -- question (a tool result whose call went is refused by the providers). Never into this write's messages.

@@ -359,7 +359,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // would run it for that site (spend tokens, write into a history).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, raw, done) => {
-    const bytes = typeof raw === 'string' ? Buffer.from(raw) : raw;
+    const bytes = raw as Buffer;
     // No body at all (a POST to /cancel with a content-type): routes that need one say so (422).
     if (bytes.length === 0) {
       done(null, undefined);
