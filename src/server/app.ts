@@ -10,7 +10,7 @@ import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import fastifyStatic from '@fastify/static';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBodyParser, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -358,8 +358,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // text/plain post is what a page on any site may send here without asking CORS, so a server without keys
   // would run it for that site (spend tokens, write into a history).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, raw, done) => {
-    const bytes = raw as Buffer;
+  const parseBody: FastifyBodyParser<Buffer> = (request, bytes, done) => {
     // No body at all (a POST to /cancel with a content-type): routes that need one say so (422).
     if (bytes.length === 0) {
       done(null, undefined);
@@ -405,7 +404,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       const message = `${empty ? 'The request body is empty' : 'Invalid JSON body'}: send a JSON object, such as ${bodyExample(request.url)}`;
       done(new RunnelError('RUNNEL_ERR_BODY_INVALID', message, { detail: [{ type: 'json_invalid', loc: [], msg: 'Invalid JSON body' }] }), undefined);
     }
-  });
+  };
+  // JSON's own type too, though the catch-all takes it as well: Fastify remembers the parser of a type it has a
+  // parser for, but looks the catch-all up again for every request (parsing the content-type each time).
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseBody);
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, parseBody);
   // Validation is Runnel's own (with its error shape); the route schemas document, and JSON.stringify serializes.
   app.setValidatorCompiler(() => () => true);
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
