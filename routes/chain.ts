@@ -188,12 +188,9 @@ export function countRequests(app: FastifyInstance, path: string, endpointOf?: (
   const metrics = app.runnel.metrics;
   app.addHook('onRoute', (route) => {
     const endpoint = route.config?.endpoint ?? endpointOf?.(route.url) ?? route.url.split('/').filter((part) => part !== '' && part !== '*' && !part.startsWith(':')).pop() ?? 'unknown';
-    const labels = { chain: path, endpoint };
+    const requests = metrics.route(path, endpoint);
     const count: onResponseHookHandler = (request, reply, done) => {
-      if (!request.countedByHandler) {
-        metrics.requests.inc({ chain: path, endpoint, status: String(reply.statusCode) });
-        metrics.duration.observe(labels, reply.elapsedTime / 1000);
-      }
+      if (!request.countedByHandler) requests.answered(reply.statusCode, reply.elapsedTime / 1000);
       done();
     };
     route.onResponse = route.onResponse === undefined ? [count] : [...[route.onResponse].flat(), count];

@@ -112,10 +112,7 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
   const metrics = app.runnel.metrics;
   app.addHook('onResponse', (request, reply, done) => {
     const chain = servedChain.get(request);
-    if (chain !== undefined && !request.countedByHandler) {
-      metrics.requests.inc({ chain, endpoint: 'chat_completions', status: String(reply.statusCode) });
-      metrics.duration.observe({ chain, endpoint: 'chat_completions' }, reply.elapsedTime / 1000);
-    }
+    if (chain !== undefined && !request.countedByHandler) metrics.route(chain, 'chat_completions').answered(reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 };

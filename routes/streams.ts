@@ -159,10 +159,7 @@ export async function sendLiveStream(
     state.streams.delete(entry);
     const elapsedMs = performance.now() - started;
     if (clientGone) recordClientGone(request, endpoint, chain.spec.path, elapsedMs);
-    else {
-      state.metrics.requests.inc({ chain: chain.spec.path, endpoint, status: String(status) });
-      state.metrics.duration.observe({ chain: chain.spec.path, endpoint }, elapsedMs / 1000);
-    }
+    else state.metrics.route(chain.spec.path, endpoint).answered(status, elapsedMs / 1000);
     finish();
   }
 }

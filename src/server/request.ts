@@ -217,9 +217,7 @@ export function whenClientGone(reply: FastifyReply, onGone: () => void): () => v
 export function clientGone(request: FastifyRequest, endpoint: string, chainPath: string, elapsedMs: number): void {
   request.countedByHandler = true;
   request.log.info({ res: { statusCode: 499 }, responseTime: elapsedMs }, 'request aborted by the client');
-  const { metrics } = request.server.runnel;
-  metrics.requests.inc({ chain: chainPath, endpoint, status: '499' });
-  metrics.duration.observe({ chain: chainPath, endpoint }, elapsedMs / 1000);
+  request.server.runnel.metrics.route(chainPath, endpoint).answered(499, elapsedMs / 1000);
 }
 
 /**

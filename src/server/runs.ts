@@ -216,8 +216,7 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
     state.streams.delete(entry);
     finish();
     const endpoint = format.endpoint ?? record.kind;
-    state.metrics.requests.inc({ chain: record.chain, endpoint, status: gone ? '499' : String(status) });
-    if (!gone) state.metrics.duration.observe({ chain: record.chain, endpoint }, (performance.now() - started) / 1000);
+    state.metrics.route(record.chain, endpoint).answered(gone ? 499 : status, gone ? undefined : (performance.now() - started) / 1000);
   }
 }
 
@@ -327,7 +326,6 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     const { metrics } = state;
     const endpoint = format.endpoint ?? 'runs_stream';
     const clientGone = gone.signal.aborted && !closedByServer;
-    metrics.requests.inc({ chain: record.chain, endpoint, status: clientGone ? '499' : '200' });
-    if (!clientGone) metrics.duration.observe({ chain: record.chain, endpoint }, (performance.now() - started) / 1000);
+    metrics.route(record.chain, endpoint).answered(clientGone ? 499 : 200, clientGone ? undefined : (performance.now() - started) / 1000);
   }
 }
