@@ -238,12 +238,20 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
   /** Streams this runnable within a scope. @internal */
   _streamIn(inputs: AsyncIterable<I>, scope: Scope, known?: Known<I>): AsyncGenerator<O> {
     const run = new Run(this.name, this.runType, scope, this._eventMetadata);
-    // Nobody observes this run, and nothing aborts it or an enclosing run races the abort for it:
-    // no wrapper, the chunks flow straight through.
-    if (!run.observed && (scope.signal === undefined || !entersSignal(scope))) {
-      if (this._transform !== undefined) return this._transform(inputs, run, known);
-      if (known !== undefined) return this._stream(known.value, run);
-      return this.collectThenStream(inputs, run);
+    if (!run.observed) {
+      const signal = scope.signal;
+      // Nobody observes this run, and nothing aborts it or an enclosing run races the abort for it:
+      // no wrapper, the chunks flow straight through.
+      if (signal === undefined || !entersSignal(scope)) {
+        if (this._transform !== undefined) return this._transform(inputs, run, known);
+        if (known !== undefined) return this._stream(known.value, run);
+        return this.collectThenStream(inputs, run);
+      }
+      // Nobody observes it, and its signal enters here (a request's, at the root of what it streams): the
+      // abort race alone, an iterator handing on the source's promises, not a generator's hops on every chunk.
+      if (this._transform !== undefined) return abortable(this._transform(inputs, run, known), signal) as AsyncGenerator<O>;
+      if (known !== undefined) return abortable(this._stream(known.value, run), signal) as AsyncGenerator<O>;
+      return abortable(this.collectThenStream(abortable(inputs, signal), run), signal) as AsyncGenerator<O>;
     }
     return this.runStream(inputs, run, scope.signal, known);
   }
