@@ -3,7 +3,7 @@
  * fan-out (tee) and fan-in (merge) of async iterables. Each cleans up in
  * `finally`, so an abandoned stream never leaves a producer running.
  */
-import { abortError } from './errors.js';
+import { abortError, RunnelError } from './errors.js';
 
 const noop = (): void => {};
 
@@ -199,79 +199,136 @@ export function sleep(ms: number, signal?: Cancellation): Promise<void> {
  */
 export function abortable<T>(source: AsyncIterable<T>, signal: Cancellation | undefined): AsyncIterableIterator<T> {
   if (signal === undefined) return source[Symbol.asyncIterator]() as AsyncIterableIterator<T>;
-  return new AbortableIterator(source[Symbol.asyncIterator](), signal);
+  return new AbortableIterator(() => source[Symbol.asyncIterator](), signal);
+}
+
+/**
+ * {@link abortable} of a stream made by `open` on the first `next()`, as a generator
+ * that wraps it would make it: a stream that is never read opens nothing and
+ * waits for no abort, and `open`'s throw rejects that `next()`. The result
+ * answers as an async generator does: `throw()`, `await using`, `{done: true}`
+ * once it has ended or failed; a second `next()` while one is pending is
+ * refused ("one reader at a time"), as the core's other iterators refuse it.
+ * @internal
+ */
+export function abortableStream<T>(open: () => AsyncIterator<T>, signal: Cancellation): AsyncGenerator<T> {
+  return new AbortableIterator(open, signal) as unknown as AsyncGenerator<T>;
 }
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
 class AbortableIterator<T> implements AsyncIterableIterator<T> {
+  /** The source has ended, failed or been closed: nothing more is pulled from it. */
   private finished = false;
+  /**
+   * The reader has had the last answer (the source's end, a failure, the abort's error) or stopped: every
+   * `next()` from then on is `{done: true}`, as a generator's. An abort that came while the reader held a
+   * chunk is still owed to it: its next `next()` rejects with it, once.
+   */
+  private answered = false;
+  private source: AsyncIterator<T> | undefined;
   /** Settle the pending `next()`, if one is pending (handlers made once, not per chunk). */
   private resolvePending: ((result: IteratorResult<T>) => void) | undefined;
   private rejectPending: ((error: unknown) => void) | undefined;
-  private readonly cancel: () => void;
+  private cancel: (() => void) | undefined;
   private readonly settle = (result: IteratorResult<T>): void => {
     const resolve = this.resolvePending;
     this.resolvePending = this.rejectPending = undefined;
-    if (result.done === true) this.finish();
+    if (result.done === true) {
+      this.answered = true;
+      this.finish();
+    }
     resolve?.(result);
   };
   private readonly fail = (error: unknown): void => {
     const reject = this.rejectPending;
     this.resolvePending = this.rejectPending = undefined;
     // The source failed: it has ended, and there is nothing to close.
+    this.answered = true;
     this.finish();
     reject?.(error);
   };
 
   constructor(
-    private readonly source: AsyncIterator<T>,
+    private readonly open: () => AsyncIterator<T>,
     private readonly signal: Cancellation,
-  ) {
-    this.cancel = onAbort(signal, () => {
-      const reject = this.rejectPending;
-      this.resolvePending = this.rejectPending = undefined;
-      reject?.(abortError(signal));
-      this.close(false);
-    });
-  }
+  ) {}
 
   [Symbol.asyncIterator](): this {
     return this;
   }
 
   next(): Promise<IteratorResult<T>> {
+    if (this.answered) return Promise.resolve(DONE);
     if (this.signal.aborted) {
-      this.close(false);
+      this.answered = true;
+      void this.close(false);
       return Promise.reject(abortError(this.signal));
     }
-    if (this.finished) return Promise.resolve(DONE);
+    if (this.resolvePending !== undefined) return Promise.reject(new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'A stream is read by one reader at a time'));
+    let source = this.source;
+    if (source === undefined) {
+      try {
+        source = this.source = this.open();
+      } catch (error) {
+        this.answered = this.finished = true;
+        return Promise.reject(error);
+      }
+      this.cancel = onAbort(this.signal, () => {
+        const reject = this.rejectPending;
+        this.resolvePending = this.rejectPending = undefined;
+        if (reject !== undefined) {
+          this.answered = true;
+          reject(abortError(this.signal));
+        }
+        void this.close(false);
+      });
+    }
     return new Promise<IteratorResult<T>>((resolve, reject) => {
       this.resolvePending = resolve;
       this.rejectPending = reject;
-      this.source.next().then(this.settle, this.fail);
+      source.next().then(this.settle, this.fail);
     });
   }
 
   /** The reader stopped early: close the source (waiting for it, unless aborted). */
-  async return(): Promise<IteratorResult<T>> {
+  async return(value?: unknown): Promise<IteratorResult<T>> {
+    this.answered = true;
     await this.close(!this.signal.aborted);
-    return DONE;
+    return { done: true, value } as IteratorResult<T>;
+  }
+
+  /** As a generator's `throw()` where it waits: the source is closed, then the error is the answer. */
+  async throw(error: unknown): Promise<IteratorResult<T>> {
+    this.answered = true;
+    await this.close(!this.signal.aborted);
+    throw error;
   }
 
   private finish(): void {
     this.finished = true;
-    this.cancel();
+    this.cancel?.();
+    this.cancel = undefined;
   }
 
   private async close(wait: boolean): Promise<void> {
     if (this.finished) return;
     this.finish();
-    const closing = this.source.return?.();
+    const closing = this.source?.return?.();
     if (closing === undefined) return;
     if (wait) await closing;
     else closing.catch(noop);
   }
+}
+
+// `await using stream = chain.stream(…)` closes it, as it closes a generator (where the runtime has the symbol).
+const asyncDispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
+if (asyncDispose !== undefined) {
+  Object.defineProperty(AbortableIterator.prototype, asyncDispose, {
+    value(this: AbortableIterator<unknown>): Promise<void> {
+      return this.return().then(noop);
+    },
+  });
 }
 
 /** What a {@link mapChunks} function returns for an item to drop. */

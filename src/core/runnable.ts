@@ -13,7 +13,7 @@
  * for all of them.
  */
 import { z, type ZodType } from 'zod';
-import { abortable, mapConcurrently, once, raceAbort, type Cancellation } from './async.js';
+import { abortable, abortableStream, mapConcurrently, once, raceAbort, type Cancellation } from './async.js';
 import {
   resolveScope,
   ROOT_SCOPE,
@@ -249,9 +249,11 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
       }
       // Nobody observes it, and its signal enters here (a request's, at the root of what it streams): the
       // abort race alone, an iterator handing on the source's promises, not a generator's hops on every chunk.
-      if (this._transform !== undefined) return abortable(this._transform(inputs, run, known), signal) as AsyncGenerator<O>;
-      if (known !== undefined) return abortable(this._stream(known.value, run), signal) as AsyncGenerator<O>;
-      return abortable(this.collectThenStream(abortable(inputs, signal), run), signal) as AsyncGenerator<O>;
+      // The source is made on the first pull, as the generator made it.
+      const transform = this._transform;
+      if (transform !== undefined) return abortableStream(() => transform.call(this, inputs, run, known), signal);
+      if (known !== undefined) return abortableStream(() => this._stream(known.value, run), signal);
+      return abortableStream(() => this.collectThenStream(abortable(inputs, signal), run), signal);
     }
     return this.runStream(inputs, run, scope.signal, known);
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { abortable, CancelToken, generator, lambda, RunController, sequence, toAbortSignal, type StreamEvent } from '../../src/index.js';
+import { abortable, CancelToken, generator, lambda, Runnable, RunController, sequence, toAbortSignal, type StreamEvent } from '../../src/index.js';
 import { deferred, settleWithin, toArray } from '../helpers.js';
 
 const never = (): Promise<never> => new Promise<never>(() => {});
@@ -282,8 +282,9 @@ describe('abortable', () => {
     const pending = iterator.next();
     controller.abort();
     await expect(settleWithin(pending, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
-    // The source is stuck in an await it cannot leave: its return() is requested, not awaited.
-    await expect(iterator.next()).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    // The source is stuck in an await it cannot leave: its return() is requested, not awaited, and the reader,
+    // told of the abort, has its end at once (as from a generator that threw).
+    expect(await settleWithin(iterator.next(), 1000)).toEqual({ done: true, value: undefined });
   });
 
   it('rejects when the signal fired while the reader held a chunk, with a plain AbortController too', async () => {
@@ -293,9 +294,10 @@ describe('abortable', () => {
     expect((await iterator.next()).value).toBe(1);
     controller.abort();
     await expect(iterator.next()).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
-    // The source was between yields: closing it ran its finally.
+    // The source was between yields: closing it ran its finally. The reader was told once; then its end.
     await new Promise((resolve) => setTimeout(resolve, 0));
     expect(log).toEqual(['closed']);
+    expect(await iterator.next()).toEqual({ done: true, value: undefined });
   });
 
   it('passes a source error through, and waits for the source on an early return', async () => {
@@ -312,5 +314,86 @@ describe('abortable', () => {
     const reader = abortable(source(log), new RunController().signal);
     for await (const value of reader) if (value === 1) break;
     expect(log).toEqual(['closed']);
+  });
+});
+
+/**
+ * A stream nobody observes whose signal enters at its root (a request's `/stream`) is the abort race alone, a
+ * hand-written iterator: it must still answer as the async generator it replaced (a review found each of these
+ * broken by that change).
+ */
+describe('an unobserved stream where its signal enters', () => {
+  const slowly = lambda(async (x: number) => {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    return x;
+  });
+
+  it('refuses a second next() while one is pending, and still answers the first (it hung)', async () => {
+    const stream = slowly.stream(1, { signal: new AbortController().signal });
+    const [first, second] = await settleWithin(Promise.allSettled([stream.next(), stream.next()]), 2000);
+    expect(first).toEqual({ status: 'fulfilled', value: { done: false, value: 1 } });
+    expect(second).toMatchObject({ status: 'rejected', reason: { code: 'RUNNEL_ERR_INVALID_ARGUMENT' } });
+  });
+
+  it('has throw() and closes with `await using`, as a generator does', async () => {
+    const closed: string[] = [];
+    const chain = generator(async function* (inputs: AsyncIterable<number>) {
+      try {
+        for await (const x of inputs) yield x;
+      } finally {
+        closed.push('source');
+      }
+    });
+    const stream = chain.stream(1, { signal: new AbortController().signal });
+    expect(typeof stream.throw).toBe('function');
+    await (async () => {
+      await using reading = chain.stream(1, { signal: new AbortController().signal });
+      expect((await reading.next()).value).toBe(1);
+    })();
+    expect(closed).toEqual(['source']);
+    await stream.next();
+    await expect(stream.throw(new Error('stop'))).rejects.toThrow('stop');
+    expect(closed).toEqual(['source', 'source']);
+    expect(await stream.next()).toEqual({ done: true, value: undefined });
+  });
+
+  it('answers done once it has ended: after its abort error, and after its end once its timeout has passed', async () => {
+    const controller = new AbortController();
+    const aborted = lambda(never).stream(undefined, { signal: controller.signal });
+    const pending = aborted.next();
+    controller.abort();
+    await expect(settleWithin(pending, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(await aborted.next()).toEqual({ done: true, value: undefined });
+
+    const ended = lambda((x: number) => x).stream(1, { timeout: 20 });
+    expect(await ended.next()).toEqual({ done: false, value: 1 });
+    expect((await ended.next()).done).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(await ended.next()).toEqual({ done: true, value: undefined });
+  });
+
+  it('makes its source on the first next(), not when stream() is called, and not at all when already aborted', async () => {
+    let made = 0;
+    class Eager extends Runnable<number, number> {
+      readonly name = 'Eager';
+      protected override async _call(x: number): Promise<number> {
+        return x;
+      }
+      protected override _stream(): AsyncGenerator<number> {
+        made++;
+        throw new Error('made too soon');
+      }
+    }
+    const stream = new Eager().stream(1, { signal: new AbortController().signal });
+    expect(made).toBe(0);
+    await expect(stream.next()).rejects.toThrow('made too soon');
+    expect(made).toBe(1);
+    expect(await stream.next()).toEqual({ done: true, value: undefined });
+
+    const controller = new AbortController();
+    controller.abort();
+    const refused = new Eager().stream(1, { signal: controller.signal });
+    await expect(refused.next()).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(made).toBe(1);
   });
 });
