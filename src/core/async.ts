@@ -541,20 +541,39 @@ export class IdleGuard {
   private ticks = 0;
   private seenTicks = 0;
   private quietChecks = 0;
-  /** Settle the pending `next()` (one promise per chunk, no race: this sits on every chunk's path). */
-  private resolvePending: ((result: IteratorResult<unknown>) => void) | undefined;
+  /** Settle the pending pull (one promise per chunk, no race: this sits on every chunk's path). */
+  private resolvePending: ((result: unknown) => void) | undefined;
   private rejectPending: ((error: unknown) => void) | undefined;
+  /** The pending pull's handlers (`pull`), run as its item or error arrives. */
+  private onItem: ((result: IteratorResult<unknown>) => unknown) | undefined;
+  private onError: ((error: unknown) => unknown) | undefined;
   private readonly settle = (result: IteratorResult<unknown>): void => {
     const resolve = this.resolvePending;
-    this.resolvePending = this.rejectPending = undefined;
+    const reject = this.rejectPending;
+    const onItem = this.onItem;
+    this.resolvePending = this.rejectPending = this.onItem = this.onError = undefined;
     this.ticks++;
-    resolve?.(result);
+    if (resolve === undefined) return;
+    if (onItem === undefined) return resolve(result);
+    try {
+      resolve(onItem(result));
+    } catch (error) {
+      reject?.(error);
+    }
   };
   private readonly fail = (error: unknown): void => {
+    const resolve = this.resolvePending;
     const reject = this.rejectPending;
-    this.resolvePending = this.rejectPending = undefined;
+    const onError = this.onError;
+    this.resolvePending = this.rejectPending = this.onItem = this.onError = undefined;
     this.ticks++;
-    reject?.(error);
+    if (reject === undefined) return;
+    if (onError === undefined) return reject(error);
+    try {
+      resolve?.(onError(error));
+    } catch (thrown) {
+      reject(thrown);
+    }
   };
   /** True once the source was given up on. */
   timedOut = false;
@@ -576,12 +595,37 @@ export class IdleGuard {
   }
 
   next<T>(iterator: AsyncIterator<T>): Promise<IteratorResult<T>> {
-    if (this.error !== undefined) return Promise.reject(this.error);
+    return this.pull(iterator, undefined, undefined) as Promise<IteratorResult<T>>;
+  }
+
+  /**
+   * Pulls the next item and settles with what `onItem` makes of it, or what `onError` makes of the
+   * source's error or the stall (their throw rejects): one promise an item, where
+   * `next(iterator).then(onItem, onError)` makes two and a turn of the microtask queue more.
+   */
+  pull<T, R>(iterator: AsyncIterator<T>, onItem: ((result: IteratorResult<T>) => R) | undefined, onError: ((error: unknown) => R) | undefined): Promise<R> {
+    if (this.error !== undefined) {
+      if (onError === undefined) return Promise.reject(this.error);
+      try {
+        return Promise.resolve(onError(this.error));
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
     this.ticks++;
-    return new Promise<IteratorResult<T>>((resolve, reject) => {
-      this.resolvePending = resolve as (result: IteratorResult<unknown>) => void;
+    return new Promise<R>((resolve, reject) => {
+      this.resolvePending = resolve as (result: unknown) => void;
       this.rejectPending = reject;
-      iterator.next().then(this.settle, this.fail);
+      this.onItem = onItem as ((result: IteratorResult<unknown>) => unknown) | undefined;
+      this.onError = onError;
+      let pulled: Promise<IteratorResult<T>>;
+      try {
+        pulled = iterator.next();
+      } catch (error) {
+        this.fail(error);
+        return;
+      }
+      pulled.then(this.settle, this.fail);
     });
   }
 

@@ -15,6 +15,7 @@ import {
   RunnelError,
   toJsonSchema,
   IdleGuard,
+  CancelToken,
   toAbortSignal,
   type Cancellation,
   type ConfigSpec,
@@ -98,6 +99,22 @@ function storable(chunks: readonly AIMessageChunk[]): boolean {
  * so a cached answer streams the way a fresh one does; the last chunk keeps
  * the tool calls, metadata and usage, and the chunks add up to the stored answer.
  */
+/**
+ * A streamed call's request. Its `AbortSignal` is made when the provider first reads it (an SDK does; a fake
+ * need not): an own property, so a provider that copies the request (`{ ...request }`) still has it.
+ */
+function providerRequest(messages: BaseMessage[], params: CallParams, cancellation: CancelToken, headers: Record<string, string> | undefined): ChatRequest {
+  return {
+    messages,
+    params,
+    cancellation,
+    headers,
+    get signal(): AbortSignal {
+      return cancellation.signal;
+    },
+  };
+}
+
 const DONE_CHUNK: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
 function replay(chunks: AIMessageChunk[]): AIMessageChunk[] {
@@ -345,7 +362,8 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     lead: { prepared: ReturnType<ChatModel['prepare']>; flight: ((chunks: AIMessageChunk[] | undefined) => void) | undefined } | undefined,
   ): AsyncGenerator<AIMessageChunk> {
     const chunks: AIMessageChunk[] = [];
-    const upstream = new AbortController();
+    // The provider's cancellation: a light token, made an `AbortSignal` only when the provider reads `signal`.
+    const upstream = new CancelToken();
     let started: { stream: AsyncIterator<AIMessageChunk>; guard: IdleGuard; params: CallParams; began: number; unlink: (() => void) | undefined } | undefined;
     let ended = false;
     const finish = (complete: boolean, failure?: RunnelError): void => {
@@ -374,7 +392,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       if (!complete) upstream.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'The stream was closed before it ended'));
     };
     const fail = (error: unknown): never => {
-      const failure = providerError(this.name, upstream.signal.reason instanceof RunnelError ? upstream.signal.reason : error, run.signal);
+      const failure = providerError(this.name, upstream.reason instanceof RunnelError ? upstream.reason : error, run.signal);
       finish(false, failure);
       throw failure;
     };
@@ -389,7 +407,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
         return error;
       });
       started = { stream: undefined as unknown as AsyncIterator<AIMessageChunk>, guard, params, began: performance.now(), unlink };
-      started.stream = this.provider.stream({ messages, params, signal: upstream.signal, headers: traceHeaders(run.id) })[Symbol.asyncIterator]();
+      started.stream = this.provider.stream(providerRequest(messages, params, upstream, traceHeaders(run.id)))[Symbol.asyncIterator]();
       return started;
     };
     const onChunk = (next: IteratorResult<AIMessageChunk>): IteratorResult<AIMessageChunk> => {
@@ -400,7 +418,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       // The SDKs end an aborted stream as if it were done (openai@6 and @anthropic-ai/sdk return on an abort
       // error): whatever the stream said, a call whose signal fired failed, and an answer is whole only when
       // the provider said it finished.
-      if (upstream.signal.aborted) return fail(upstream.signal.reason);
+      if (upstream.aborted) return fail(upstream.reason);
       if (finishReason(chunks) === undefined) return fail(new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${this.name}: the provider ended the stream before finishing the answer`));
       finish(true);
       return DONE_CHUNK;
@@ -413,7 +431,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
         if (ended) return Promise.resolve(DONE_CHUNK);
         try {
           const call = started ?? start();
-          return call.guard.next(call.stream).then(onChunk, fail);
+          return call.guard.pull(call.stream, onChunk, fail);
         } catch (error) {
           // Input that is not messages fails as it is; a provider that throws at once, as a provider error.
           if (started === undefined) return Promise.reject(error);

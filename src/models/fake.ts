@@ -29,8 +29,8 @@ const RECORD_CALLS = 100;
 
 class FakeProvider implements ChatProvider {
   readonly id = 'fake';
-  /** The messages of the last `recordCalls` calls, oldest first. */
-  readonly calls: BaseMessage[][] = [];
+  /** The messages of recent calls, oldest first: the last `recordCalls` and up to as many older ones. */
+  private readonly log: BaseMessage[][] = [];
   private next = 0;
   private readonly recordCalls: number;
 
@@ -43,10 +43,16 @@ class FakeProvider implements ChatProvider {
     this.recordCalls = recordCalls;
   }
 
+  /** The messages of the last `recordCalls` calls, oldest first. */
+  get calls(): BaseMessage[][] {
+    return this.log.length > this.recordCalls ? this.log.slice(-this.recordCalls) : this.log;
+  }
+
   private record(messages: BaseMessage[]): void {
     if (this.recordCalls === 0) return;
-    this.calls.push(messages);
-    if (this.calls.length > this.recordCalls) this.calls.shift();
+    this.log.push(messages);
+    // Trimmed in one step once twice as long: a shift per call moves the whole record every time.
+    if (this.log.length >= 2 * this.recordCalls) this.log.splice(0, this.log.length - this.recordCalls);
   }
 
   private respond(request: ChatRequest): FakeResponse {
@@ -78,23 +84,18 @@ class FakeProvider implements ChatProvider {
     });
   }
 
-  async *stream(request: ChatRequest): AsyncGenerator<AIMessageChunk> {
+  /**
+   * The answer's chunks, each made when it is asked for, like a real stream: the first token does not wait
+   * for the last. The call is recorded when the first chunk is asked for.
+   */
+  private *answer(request: ChatRequest): Generator<AIMessageChunk, void, undefined> {
     this.record(request.messages);
     const response = this.respond(request);
     const id = `fake-${this.next}`;
     let produced = 0;
-    // Paced by sleepMs; without it, no await at all (a promise per token is most of what a token costs here).
-    const pace = (): Promise<void> | undefined => {
-      produced++;
-      if (this.sleepMs > 0) return sleep(this.sleepMs, request.signal);
-      request.signal.throwIfAborted();
-      return undefined;
-    };
-    // Chunks are made as they are sent, like a real stream: the first token does not wait for the last.
     if (response.content !== undefined && response.content !== '') {
       for (const token of fakeTokens(response.content)) {
-        const wait = pace();
-        if (wait !== undefined) await wait;
+        produced++;
         yield new AIMessageChunk({ content: token, id });
       }
     }
@@ -102,20 +103,62 @@ class FakeProvider implements ChatProvider {
       const args = JSON.stringify(call.args);
       const half = Math.ceil(args.length / 2);
       const callId = call.id ?? `call_${this.next}_${index}`;
-      await pace();
+      produced += 2;
       yield new AIMessageChunk({ content: '', id, tool_call_chunks: [{ index, id: callId, name: call.name, args: args.slice(0, half) }] });
-      await pace();
       yield new AIMessageChunk({ content: '', id, tool_call_chunks: [{ index, args: args.slice(half) }] });
     }
     const input = countWords(request.messages);
     const output = Math.max(1, produced);
-    await pace();
     yield new AIMessageChunk({
       content: '',
       id,
       response_metadata: { model_name: request.params.model, finish_reason: response.tool_calls?.length ? 'tool_calls' : 'stop' },
       usage_metadata: { input_tokens: input, output_tokens: output, total_tokens: input + output },
     });
+  }
+
+  /**
+   * Paced by `sleepMs` before each chunk; without it, each chunk at once: a hand-written iterator with no
+   * await (an async generator's hops are most of what a token costs here). The abort is checked before each
+   * chunk, on the core's token when the request carries one (no `AbortSignal` made for it).
+   */
+  stream(request: ChatRequest): AsyncIterableIterator<AIMessageChunk> {
+    if (this.sleepMs > 0) return this.paced(request);
+    const cancellation = request.cancellation ?? request.signal;
+    const chunks = this.answer(request);
+    let done = false;
+    const end = (): Promise<IteratorResult<AIMessageChunk>> => {
+      if (!done) {
+        done = true;
+        chunks.return();
+      }
+      return Promise.resolve({ done: true, value: undefined });
+    };
+    return {
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+      next: () => {
+        if (done) return Promise.resolve({ done: true, value: undefined });
+        try {
+          cancellation.throwIfAborted();
+          const next = chunks.next();
+          if (next.done === true) done = true;
+          return Promise.resolve(next);
+        } catch (error) {
+          done = true;
+          return Promise.reject(error);
+        }
+      },
+      return: end,
+    };
+  }
+
+  private async *paced(request: ChatRequest): AsyncGenerator<AIMessageChunk> {
+    for (const chunk of this.answer(request)) {
+      await sleep(this.sleepMs, request.cancellation ?? request.signal);
+      yield chunk;
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 /** What chat models are called with, and what providers implement. */
-import type { RunnableConfig } from '../core/index.js';
+import type { Cancellation, RunnableConfig } from '../core/index.js';
 import type { AIMessageChunk, BaseMessage } from '../messages/index.js';
 
 /** A tool as a model sees it: a name, what it does, and a JSON Schema of its arguments. */
@@ -38,6 +38,12 @@ export interface ChatRequest {
   params: CallParams;
   /** Fires when the run is aborted or the stream stalls; the provider must close its HTTP request. */
   signal: AbortSignal;
+  /**
+   * The same cancellation as the core's light token, when the request has one: a provider that only
+   * checks `aborted` between chunks reads it here, and no `AbortSignal` is made for a call that never
+   * needs one (`signal` is made when first read).
+   */
+  cancellation?: Cancellation | undefined;
   /** Headers the provider's HTTP request carries on (the trace's `traceparent` when tracing is on). */
   headers?: Record<string, string> | undefined;
 }

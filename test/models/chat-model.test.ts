@@ -3,6 +3,9 @@ import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
   AIMessage,
+  AIMessageChunk,
+  ChatModel,
+  type ChatRequest,
   ChatAnthropic,
   chatModelFromEnv,
   ChatOpenAI,
@@ -49,6 +52,73 @@ describe('FakeListChatModel', () => {
       temperature: { id: 'temperature', schema: z.number().min(0).max(2) },
     });
     expect(model.configJsonSchema()).toMatchObject({ properties: { configurable: { properties: { temperature: { type: 'number' } } } } });
+  });
+});
+
+describe('what a provider is handed', () => {
+  /** A provider that sends one chunk, then waits for its request's signal and fails with its reason. */
+  const waiting = (seen: { request?: ChatRequest; copy?: ChatRequest }) => ({
+    id: 'waiting',
+    stream(request: ChatRequest): AsyncIterable<AIMessageChunk> {
+      seen.request = request;
+      // A provider may copy its request (to add an option): the copy's signal fires as the original's.
+      const copy = { ...request };
+      seen.copy = copy;
+      return (async function* () {
+        yield new AIMessageChunk('first');
+        await new Promise((resolve) => copy.signal.addEventListener('abort', resolve, { once: true }));
+        throw copy.signal.reason;
+      })();
+    },
+  });
+
+  it("closes the provider's request through its signal, a copied request's too, and tells the light token as well", async () => {
+    const seen: { request?: ChatRequest; copy?: ChatRequest } = {};
+    const model = new ChatModel(waiting(seen), { name: 'Waiting', defaultModel: 'w' });
+    const controller = new AbortController();
+    const stream = model.stream('x', { signal: controller.signal })[Symbol.asyncIterator]();
+    expect((await stream.next()).value?.text).toBe('first');
+    const pending = stream.next();
+    controller.abort();
+    await expect(settleWithin(pending, 1000)).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(seen.copy?.signal.aborted).toBe(true);
+    expect(seen.request?.signal).toBe(seen.copy?.signal);
+    expect(seen.request?.cancellation?.aborted).toBe(true);
+  });
+
+  it('makes a signal already fired for a provider that first reads it after the abort', async () => {
+    let request: ChatRequest | undefined;
+    const model = new ChatModel(
+      {
+        id: 'late',
+        async *stream(r: ChatRequest) {
+          request = r;
+          yield new AIMessageChunk('first');
+          yield new AIMessageChunk({ content: '', response_metadata: { finish_reason: 'stop' } });
+        },
+      },
+      { name: 'Late', defaultModel: 'l' },
+    );
+    const controller = new AbortController();
+    const stream = model.stream('x', { signal: controller.signal })[Symbol.asyncIterator]();
+    await stream.next();
+    controller.abort(new Error('gone'));
+    await expect(stream.next()).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(request?.cancellation?.aborted).toBe(true);
+    expect(request?.signal.aborted).toBe(true);
+    expect(request?.signal.reason).toBe(request?.cancellation?.reason);
+  });
+});
+
+describe('an unpaced fake', () => {
+  it('stops at the next chunk once aborted, and a finished one stays finished', async () => {
+    const model = new FakeListChatModel({ responses: ['a b c d e'] });
+    const controller = new AbortController();
+    const stream = model.stream('x', { signal: controller.signal })[Symbol.asyncIterator]();
+    expect((await stream.next()).value?.text).toBe('a');
+    controller.abort();
+    await expect(stream.next()).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    expect(await stream.next()).toEqual({ done: true, value: undefined });
   });
 });
 
