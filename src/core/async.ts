@@ -64,14 +64,27 @@ export class CancelToken {
   private waiters: Set<() => void> | undefined = undefined;
   private controller: AbortController | undefined = undefined;
 
-  /** Fires the token once: its waiters run, then its `AbortSignal`, if one was made, aborts. */
+  /**
+   * Fires the token once: its waiters run, then its `AbortSignal`, if one was made, aborts. A waiter that
+   * throws is reported as a process warning (`RUNNEL_CANCEL_CALLBACK_FAILED`); the rest still run.
+   */
   abort(reason?: unknown): void {
     if (this.aborted) return;
     this.aborted = true;
     this.reason = reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
     const waiters = this.waiters;
     this.waiters = undefined;
-    if (waiters !== undefined) for (const waiter of waiters) waiter();
+    if (waiters !== undefined) {
+      for (const waiter of waiters) {
+        try {
+          waiter();
+        } catch (error) {
+          // A callback that throws does not stop the others, nor the signal (an SDK's request is closed by
+          // it), nor reach whoever aborted: it is reported as a process warning.
+          process.emitWarning(`A cancellation callback threw: ${error instanceof Error ? error.message : String(error)}`, { type: 'RunnelWarning', code: 'RUNNEL_CANCEL_CALLBACK_FAILED' });
+        }
+      }
+    }
     this.controller?.abort(this.reason);
   }
 
@@ -618,14 +631,12 @@ export class IdleGuard {
       this.rejectPending = reject;
       this.onItem = onItem as ((result: IteratorResult<unknown>) => unknown) | undefined;
       this.onError = onError;
-      let pulled: Promise<IteratorResult<T>>;
       try {
-        pulled = iterator.next();
+        // Inside the try, `.then` too: a source whose next() gives no promise fails as a source error.
+        iterator.next().then(this.settle, this.fail);
       } catch (error) {
         this.fail(error);
-        return;
       }
-      pulled.then(this.settle, this.fail);
     });
   }
 

@@ -101,18 +101,25 @@ function storable(chunks: readonly AIMessageChunk[]): boolean {
  */
 /**
  * A streamed call's request. Its `AbortSignal` is made when the provider first reads it (an SDK does; a fake
- * need not): an own property, so a provider that copies the request (`{ ...request }`) still has it.
+ * need not): an own property, so a provider that copies the request (`{ ...request }`) still has it, and one
+ * that sets it (its own signal, narrowed) may. `cancellation` is not enumerable, so a copy does not carry it
+ * and is read by its own `signal`; setting `signal` drops it too.
  */
 function providerRequest(messages: BaseMessage[], params: CallParams, cancellation: CancelToken, headers: Record<string, string> | undefined): ChatRequest {
-  return {
+  const request: ChatRequest = {
     messages,
     params,
-    cancellation,
     headers,
     get signal(): AbortSignal {
       return cancellation.signal;
     },
+    set signal(signal: AbortSignal) {
+      Object.defineProperty(this, 'signal', { value: signal, writable: true, enumerable: true, configurable: true });
+      (this as ChatRequest).cancellation = undefined;
+    },
   };
+  Object.defineProperty(request, 'cancellation', { value: cancellation, writable: true, enumerable: false, configurable: true });
+  return request;
 }
 
 const DONE_CHUNK: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });

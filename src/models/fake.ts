@@ -43,9 +43,9 @@ class FakeProvider implements ChatProvider {
     this.recordCalls = recordCalls;
   }
 
-  /** The messages of the last `recordCalls` calls, oldest first. */
+  /** The messages of the last `recordCalls` calls, oldest first: a copy, as of this read. */
   get calls(): BaseMessage[][] {
-    return this.log.length > this.recordCalls ? this.log.slice(-this.recordCalls) : this.log;
+    return this.recordCalls === 0 ? [] : this.log.slice(-this.recordCalls);
   }
 
   private record(messages: BaseMessage[]): void {
@@ -91,11 +91,14 @@ class FakeProvider implements ChatProvider {
   private *answer(request: ChatRequest): Generator<AIMessageChunk, void, undefined> {
     this.record(request.messages);
     const response = this.respond(request);
+    // Checked before each chunk: on the core's token when the request carries one (no AbortSignal made).
+    const cancellation = request.cancellation ?? request.signal;
     const id = `fake-${this.next}`;
     let produced = 0;
     if (response.content !== undefined && response.content !== '') {
       for (const token of fakeTokens(response.content)) {
         produced++;
+        cancellation.throwIfAborted();
         yield new AIMessageChunk({ content: token, id });
       }
     }
@@ -104,11 +107,14 @@ class FakeProvider implements ChatProvider {
       const half = Math.ceil(args.length / 2);
       const callId = call.id ?? `call_${this.next}_${index}`;
       produced += 2;
+      cancellation.throwIfAborted();
       yield new AIMessageChunk({ content: '', id, tool_call_chunks: [{ index, id: callId, name: call.name, args: args.slice(0, half) }] });
+      cancellation.throwIfAborted();
       yield new AIMessageChunk({ content: '', id, tool_call_chunks: [{ index, args: args.slice(half) }] });
     }
     const input = countWords(request.messages);
     const output = Math.max(1, produced);
+    cancellation.throwIfAborted();
     yield new AIMessageChunk({
       content: '',
       id,
@@ -119,12 +125,11 @@ class FakeProvider implements ChatProvider {
 
   /**
    * Paced by `sleepMs` before each chunk; without it, each chunk at once: a hand-written iterator with no
-   * await (an async generator's hops are most of what a token costs here). The abort is checked before each
-   * chunk, on the core's token when the request carries one (no `AbortSignal` made for it).
+   * await (an async generator's hops are most of what a token costs here), answering as a generator does
+   * (`return()`, `throw()`, `await using`).
    */
-  stream(request: ChatRequest): AsyncIterableIterator<AIMessageChunk> {
+  stream(request: ChatRequest): AsyncIterableIterator<AIMessageChunk> & AsyncDisposable {
     if (this.sleepMs > 0) return this.paced(request);
-    const cancellation = request.cancellation ?? request.signal;
     const chunks = this.answer(request);
     let done = false;
     const end = (): Promise<IteratorResult<AIMessageChunk>> => {
@@ -141,7 +146,6 @@ class FakeProvider implements ChatProvider {
       next: () => {
         if (done) return Promise.resolve({ done: true, value: undefined });
         try {
-          cancellation.throwIfAborted();
           const next = chunks.next();
           if (next.done === true) done = true;
           return Promise.resolve(next);
@@ -151,6 +155,8 @@ class FakeProvider implements ChatProvider {
         }
       },
       return: end,
+      throw: (error: unknown) => end().then(() => Promise.reject(error)),
+      [Symbol.asyncDispose]: () => end().then(() => undefined),
     };
   }
 
@@ -187,7 +193,7 @@ export class FakeListChatModel extends ChatModel {
     });
   }
 
-  /** The messages of the last calls (`recordCalls`, default 100), oldest first. */
+  /** The messages of the last calls (`recordCalls`, default 100), oldest first: a copy, as of this read. */
   get calls(): readonly BaseMessage[][] {
     return (this.provider as FakeProvider).calls;
   }
@@ -215,7 +221,7 @@ export class FakeToolCallingModel extends ChatModel {
     super(new FakeProvider(responses, options.sleepMs ?? 0, options.recordCalls), { ...options, name: 'FakeToolCallingModel', defaultModel: 'fake-tools' });
   }
 
-  /** The messages of the last calls (`recordCalls`, default 100), oldest first. */
+  /** The messages of the last calls (`recordCalls`, default 100), oldest first: a copy, as of this read. */
   get calls(): readonly BaseMessage[][] {
     return (this.provider as FakeProvider).calls;
   }
@@ -247,7 +253,7 @@ export class ScriptedChatModel extends ChatModel {
     super(new FakeProvider(respond, options.sleepMs ?? 0, options.recordCalls), { ...options, name: 'ScriptedChatModel', defaultModel: 'offline' });
   }
 
-  /** The messages of the last calls (`recordCalls`, default 100), oldest first. */
+  /** The messages of the last calls (`recordCalls`, default 100), oldest first: a copy, as of this read. */
   get calls(): readonly BaseMessage[][] {
     return (this.provider as FakeProvider).calls;
   }

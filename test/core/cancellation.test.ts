@@ -172,6 +172,28 @@ describe('CancelToken', () => {
     expect(started).toEqual([1]);
   });
 
+  it('runs every waiter and still fires its signal when one waiter throws, which is reported as a warning', async () => {
+    const token = new CancelToken();
+    const heard: string[] = [];
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => void warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      token.onAbort(() => {
+        throw new Error('cleanup bug');
+      });
+      token.onAbort(() => void heard.push('second'));
+      const signal = token.signal;
+      expect(() => token.abort()).not.toThrow();
+      expect(heard).toEqual(['second']);
+      expect(signal.aborted).toBe(true);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.map((w) => [(w as Error & { code?: string }).code, w.message])).toEqual([['RUNNEL_CANCEL_CALLBACK_FAILED', 'A cancellation callback threw: cleanup bug']]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('keeps its reason, and refuses to start once fired', async () => {
     const token = new CancelToken();
     const reason = new Error('client left');

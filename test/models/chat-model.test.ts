@@ -4,6 +4,7 @@ import { z } from 'zod';
 import {
   AIMessage,
   AIMessageChunk,
+  CancelToken,
   ChatModel,
   type ChatRequest,
   ChatAnthropic,
@@ -110,15 +111,96 @@ describe('what a provider is handed', () => {
   });
 });
 
-describe('an unpaced fake', () => {
-  it('stops at the next chunk once aborted, and a finished one stays finished', async () => {
-    const model = new FakeListChatModel({ responses: ['a b c d e'] });
-    const controller = new AbortController();
-    const stream = model.stream('x', { signal: controller.signal })[Symbol.asyncIterator]();
+describe("a fake's own stream", () => {
+  const request = (cancellation: CancelToken): ChatRequest => ({ messages: [new HumanMessage('x')], params: { model: 'm' }, cancellation, signal: cancellation.signal });
+
+  it('checks its cancellation before each chunk, paced or not, and records the call either way', async () => {
+    for (const sleepMs of [0, 5]) {
+      const model = new FakeListChatModel({ responses: ['a b c d e', 'two'], sleepMs });
+      const token = new CancelToken();
+      const stream = model.provider.stream(request(token))[Symbol.asyncIterator]();
+      expect((await stream.next()).value?.text).toBe('a');
+      token.abort(new Error('gone'));
+      await expect(stream.next()).rejects.toThrow('gone');
+      expect(await stream.next()).toEqual({ done: true, value: undefined });
+      // Fired before the first chunk: the call is recorded and its answer used, as a paced fake always did.
+      const early = new CancelToken();
+      early.abort(new Error('early'));
+      await expect(model.provider.stream(request(early))[Symbol.asyncIterator]().next()).rejects.toThrow('early');
+      expect(model.calls).toHaveLength(2);
+      expect((await model.invoke('next')).text).toBe('a b c d e');
+    }
+  });
+
+  it('answers as a generator does: return(), throw() and await using', async () => {
+    const model = new FakeListChatModel({ responses: ['a b c'] });
+    const token = new CancelToken();
+    const stream = model.provider.stream(request(token)) as AsyncGenerator<AIMessageChunk> & AsyncDisposable;
     expect((await stream.next()).value?.text).toBe('a');
-    controller.abort();
-    await expect(stream.next()).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    await expect(stream.throw(new Error('stop'))).rejects.toThrow('stop');
     expect(await stream.next()).toEqual({ done: true, value: undefined });
+    {
+      await using disposed = model.provider.stream(request(token)) as AsyncGenerator<AIMessageChunk> & AsyncDisposable;
+      expect((await disposed.next()).value?.text).toBe('a');
+    }
+    const returned = model.provider.stream(request(token))[Symbol.asyncIterator]();
+    expect(await returned.return?.()).toEqual({ done: true, value: undefined });
+    expect(await returned.next()).toEqual({ done: true, value: undefined });
+  });
+});
+
+describe('a provider that wraps another', () => {
+  /** Wraps the fake's provider, giving it a signal of its own (set on the request, or on a copy of it). */
+  const wrapped = (how: 'set' | 'copy', mine: AbortController) => {
+    const inner = new FakeListChatModel({ responses: ['a b c d e f g h'] }).provider;
+    return new ChatModel(
+      {
+        id: 'wrapped',
+        stream(request: ChatRequest) {
+          const signal = AbortSignal.any([request.signal, mine.signal]);
+          if (how === 'copy') return inner.stream({ ...request, signal });
+          request.signal = signal;
+          return inner.stream(request);
+        },
+      },
+      { name: 'Wrapped', defaultModel: 'w' },
+    );
+  };
+
+  for (const how of ['set', 'copy'] as const) {
+    it(`gives the wrapped provider its own signal by ${how === 'set' ? 'setting it on the request' : 'a copy of the request'}, and the fake hears it`, async () => {
+      const mine = new AbortController();
+      const seen: string[] = [];
+      const failure = await (async () => {
+        for await (const chunk of wrapped(how, mine).stream('x')) {
+          seen.push(chunk.text);
+          if (seen.length === 3) mine.abort(new Error('budget spent'));
+        }
+      })().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(seen).toEqual(['a', ' b', ' c']);
+      expect(failure).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+    });
+  }
+});
+
+describe('a provider whose stream breaks the iterator protocol', () => {
+  it('fails as a provider error, reported once, and leaves no idle timer behind', async () => {
+    const calls: { error?: string }[] = [];
+    const model = new ChatModel(
+      {
+        id: 'plain-object',
+        stream: () => ({ [Symbol.asyncIterator]: () => ({ next: () => ({ done: false, value: new AIMessageChunk('x') }) as unknown as Promise<IteratorResult<AIMessageChunk>> }) }),
+      },
+      { name: 'Broken', defaultModel: 'b', streamIdleTimeoutMs: 40 },
+    );
+    await expect(toArray(model.stream('x', { onModelCall: (call) => void calls.push(call) }))).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+    expect(calls.map((call) => call.error)).toEqual(['RUNNEL_ERR_PROVIDER_UNAVAILABLE']);
+    // Several idle periods later, no timer has reported a stall of the call that already failed.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(calls.map((call) => call.error)).toEqual(['RUNNEL_ERR_PROVIDER_UNAVAILABLE']);
   });
 });
 
