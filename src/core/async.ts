@@ -25,6 +25,34 @@ const waiters = new WeakMap<AbortSignal, Set<() => void>>();
  * chain.invoke(input, { signal: controller.signal });
  * controller.abort();
  */
+/** The text of what a callback threw, whatever it is (an object without `toString`, a throwing `message`). */
+function thrownText(error: unknown): string {
+  try {
+    return error instanceof Error ? error.message : String(error);
+  } catch {
+    return 'a value that cannot be printed';
+  }
+}
+
+/**
+ * Calls each waiter of a cancellation. One that throws does not stop the others, nor the signal (an SDK's
+ * request is closed by it), nor reach whoever aborted: it is reported as a process warning
+ * (`RUNNEL_CANCEL_CALLBACK_FAILED`).
+ */
+function runWaiters(called: Iterable<() => void>): void {
+  for (const waiter of called) {
+    try {
+      waiter();
+    } catch (error) {
+      try {
+        process.emitWarning(`A cancellation callback threw: ${thrownText(error)}`, { type: 'RunnelWarning', code: 'RUNNEL_CANCEL_CALLBACK_FAILED' });
+      } catch {
+        // Reporting must not stop the cancellation either.
+      }
+    }
+  }
+}
+
 export class RunController extends AbortController {
   constructor() {
     super();
@@ -36,8 +64,9 @@ export class RunController extends AbortController {
     super.abort(reason);
     const set = waiters.get(this.signal);
     if (set === undefined) return;
-    for (const waiter of [...set]) waiter();
+    const called = [...set];
     set.clear();
+    runWaiters(called);
   }
 }
 
@@ -74,18 +103,11 @@ export class CancelToken {
     this.reason = reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
     const waiters = this.waiters;
     this.waiters = undefined;
-    if (waiters !== undefined) {
-      for (const waiter of waiters) {
-        try {
-          waiter();
-        } catch (error) {
-          // A callback that throws does not stop the others, nor the signal (an SDK's request is closed by
-          // it), nor reach whoever aborted: it is reported as a process warning.
-          process.emitWarning(`A cancellation callback threw: ${error instanceof Error ? error.message : String(error)}`, { type: 'RunnelWarning', code: 'RUNNEL_CANCEL_CALLBACK_FAILED' });
-        }
-      }
+    try {
+      if (waiters !== undefined) runWaiters(waiters);
+    } finally {
+      this.controller?.abort(this.reason);
     }
-    this.controller?.abort(this.reason);
   }
 
   /** Calls `callback` once when the token fires (never, if it already has); returns the function that cancels that. */
@@ -143,8 +165,9 @@ export function onAbort(signal: Cancellation, callback: () => void): () => void 
     signal.addEventListener(
       'abort',
       () => {
-        for (const waiter of [...created]) waiter();
+        const called = [...created];
         created.clear();
+        runWaiters(called);
       },
       { once: true },
     );

@@ -101,24 +101,32 @@ function storable(chunks: readonly AIMessageChunk[]): boolean {
  */
 /**
  * A streamed call's request. Its `AbortSignal` is made when the provider first reads it (an SDK does; a fake
- * need not): an own property, so a provider that copies the request (`{ ...request }`) still has it, and one
- * that sets it (its own signal, narrowed) may. `cancellation` is not enumerable, so a copy does not carry it
- * and is read by its own `signal`; setting `signal` drops it too.
+ * need not): an own, enumerable property, so a copy of the request (`{ ...request }`) has it, and a provider
+ * may give its own (set, or defined anew: a narrowed signal). `cancellation` is the token only while
+ * `signal` is the request's own: not enumerable, so a copy does not carry it, and gone once the provider
+ * gives a signal of its own, so the provider is read by the signal it gave.
  */
 function providerRequest(messages: BaseMessage[], params: CallParams, cancellation: CancelToken, headers: Record<string, string> | undefined): ChatRequest {
-  const request: ChatRequest = {
-    messages,
-    params,
-    headers,
-    get signal(): AbortSignal {
-      return cancellation.signal;
+  let given: AbortSignal | undefined;
+  const request = { messages, params, headers } as ChatRequest;
+  const signal = {
+    get(this: ChatRequest): AbortSignal {
+      return given ?? cancellation.signal;
     },
-    set signal(signal: AbortSignal) {
-      Object.defineProperty(this, 'signal', { value: signal, writable: true, enumerable: true, configurable: true });
-      (this as ChatRequest).cancellation = undefined;
+    set(this: ChatRequest, value: AbortSignal): void {
+      // Set on the request itself (a sealed one too); on an object made from it, that object's own.
+      if (this === request) given = value;
+      else Object.defineProperty(this, 'signal', { value, writable: true, enumerable: true, configurable: true });
     },
   };
-  Object.defineProperty(request, 'cancellation', { value: cancellation, writable: true, enumerable: false, configurable: true });
+  Object.defineProperty(request, 'signal', { ...signal, enumerable: true, configurable: true });
+  Object.defineProperty(request, 'cancellation', {
+    get(this: ChatRequest): CancelToken | undefined {
+      return this === request && given === undefined && Object.getOwnPropertyDescriptor(request, 'signal')?.get === signal.get ? cancellation : undefined;
+    },
+    enumerable: false,
+    configurable: true,
+  });
   return request;
 }
 

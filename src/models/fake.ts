@@ -132,12 +132,12 @@ class FakeProvider implements ChatProvider {
     if (this.sleepMs > 0) return this.paced(request);
     const chunks = this.answer(request);
     let done = false;
-    const end = (): Promise<IteratorResult<AIMessageChunk>> => {
+    const end = (value?: unknown): Promise<IteratorResult<AIMessageChunk>> => {
       if (!done) {
         done = true;
         chunks.return();
       }
-      return Promise.resolve({ done: true, value: undefined });
+      return Promise.resolve({ done: true, value: value as undefined });
     };
     return {
       [Symbol.asyncIterator]() {
@@ -155,7 +155,7 @@ class FakeProvider implements ChatProvider {
         }
       },
       return: end,
-      throw: (error: unknown) => end().then(() => Promise.reject(error)),
+      throw: (error: unknown) => end().then(() => Promise.reject(error as Error)),
       [Symbol.asyncDispose]: () => end().then(() => undefined),
     };
   }

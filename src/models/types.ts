@@ -42,8 +42,8 @@ export interface ChatRequest {
    * The same cancellation as the core's light token, when the request has one: a provider that only
    * checks `aborted` between chunks reads it here, and no `AbortSignal` is made for a call that never
    * needs one (`signal` is made when first read). Not enumerable: a copy of the request (`{ ...request,
-   * signal }`) does not carry it, and setting `signal` removes it, so a provider that gives its own signal
-   * is read by that signal.
+   * signal }`) does not carry it, and it is gone once a provider sets or redefines `signal`, so a provider
+   * that gives its own signal is read by that signal.
    */
   cancellation?: Cancellation | undefined;
   /** Headers the provider's HTTP request carries on (the trace's `traceparent` when tracing is on). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { abortable, CancelToken, generator, lambda, Runnable, RunController, sequence, toAbortSignal, type StreamEvent } from '../../src/index.js';
+import { abortable, CancelToken, generator, lambda, onAbort, Runnable, RunController, sequence, toAbortSignal, type StreamEvent } from '../../src/index.js';
 import { deferred, settleWithin, toArray } from '../helpers.js';
 
 const never = (): Promise<never> => new Promise<never>(() => {});
@@ -182,13 +182,29 @@ describe('CancelToken', () => {
       token.onAbort(() => {
         throw new Error('cleanup bug');
       });
-      token.onAbort(() => void heard.push('second'));
+      // Not even printable: no toString, as an object made without a prototype.
+      token.onAbort(() => {
+        throw Object.create(null);
+      });
+      token.onAbort(() => void heard.push('third'));
       const signal = token.signal;
       expect(() => token.abort()).not.toThrow();
-      expect(heard).toEqual(['second']);
+      expect(heard).toEqual(['third']);
       expect(signal.aborted).toBe(true);
+      // The standard signal's own waiters (onAbort on a RunController's signal) are kept to the same rule.
+      const controller = new RunController();
+      onAbort(controller.signal, () => {
+        throw new Error('its cleanup bug');
+      });
+      onAbort(controller.signal, () => void heard.push('controller'));
+      expect(() => controller.abort()).not.toThrow();
+      expect(heard).toEqual(['third', 'controller']);
       await new Promise((resolve) => setImmediate(resolve));
-      expect(warnings.map((w) => [(w as Error & { code?: string }).code, w.message])).toEqual([['RUNNEL_CANCEL_CALLBACK_FAILED', 'A cancellation callback threw: cleanup bug']]);
+      expect(warnings.map((w) => [(w as Error & { code?: string }).code, w.message])).toEqual([
+        ['RUNNEL_CANCEL_CALLBACK_FAILED', 'A cancellation callback threw: cleanup bug'],
+        ['RUNNEL_CANCEL_CALLBACK_FAILED', 'A cancellation callback threw: a value that cannot be printed'],
+        ['RUNNEL_CANCEL_CALLBACK_FAILED', 'A cancellation callback threw: its cleanup bug'],
+      ]);
     } finally {
       process.off('warning', onWarning);
     }

@@ -144,14 +144,15 @@ describe("a fake's own stream", () => {
       expect((await disposed.next()).value?.text).toBe('a');
     }
     const returned = model.provider.stream(request(token))[Symbol.asyncIterator]();
-    expect(await returned.return?.()).toEqual({ done: true, value: undefined });
+    expect(await returned.return?.('given back')).toEqual({ done: true, value: 'given back' });
     expect(await returned.next()).toEqual({ done: true, value: undefined });
   });
 });
 
 describe('a provider that wraps another', () => {
   /** Wraps the fake's provider, giving it a signal of its own (set on the request, or on a copy of it). */
-  const wrapped = (how: 'set' | 'copy', mine: AbortController) => {
+  type How = 'set' | 'copy' | 'define' | 'sealed';
+  const wrapped = (how: How, mine: AbortController) => {
     const inner = new FakeListChatModel({ responses: ['a b c d e f g h'] }).provider;
     return new ChatModel(
       {
@@ -159,7 +160,11 @@ describe('a provider that wraps another', () => {
         stream(request: ChatRequest) {
           const signal = AbortSignal.any([request.signal, mine.signal]);
           if (how === 'copy') return inner.stream({ ...request, signal });
-          request.signal = signal;
+          if (how === 'define') Object.defineProperty(request, 'signal', { value: signal, enumerable: true });
+          else {
+            if (how === 'sealed') Object.seal(request);
+            request.signal = signal;
+          }
           return inner.stream(request);
         },
       },
@@ -167,8 +172,9 @@ describe('a provider that wraps another', () => {
     );
   };
 
-  for (const how of ['set', 'copy'] as const) {
-    it(`gives the wrapped provider its own signal by ${how === 'set' ? 'setting it on the request' : 'a copy of the request'}, and the fake hears it`, async () => {
+  const ways: Record<How, string> = { set: 'setting it on the request', copy: 'a copy of the request', define: 'defining it anew on the request', sealed: 'setting it on a sealed request' };
+  for (const how of Object.keys(ways) as How[]) {
+    it(`gives the wrapped provider its own signal by ${ways[how]}, and the fake hears it`, async () => {
       const mine = new AbortController();
       const seen: string[] = [];
       const failure = await (async () => {
