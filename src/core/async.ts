@@ -14,17 +14,6 @@ const noop = (): void => {};
  */
 const waiters = new WeakMap<AbortSignal, Set<() => void>>();
 
-/**
- * An AbortController whose signal Runnel waits on without EventTarget
- * listeners (on Node 20 the first listener on a signal costs ~3 µs, paid per
- * request). Its `abort()` wakes Runnel's waiters, then dispatches the
- * standard `abort` event as any controller does.
- *
- * @example
- * const controller = new RunController();
- * chain.invoke(input, { signal: controller.signal });
- * controller.abort();
- */
 /** The text of what a callback threw, whatever it is (an object without `toString`, a throwing `message`). */
 function thrownText(error: unknown): string {
   try {
@@ -53,6 +42,17 @@ function runWaiters(called: Iterable<() => void>): void {
   }
 }
 
+/**
+ * An AbortController whose signal Runnel waits on without EventTarget
+ * listeners (on Node 20 the first listener on a signal costs ~3 µs, paid per
+ * request). Its `abort()` wakes Runnel's waiters, then dispatches the
+ * standard `abort` event as any controller does.
+ *
+ * @example
+ * const controller = new RunController();
+ * chain.invoke(input, { signal: controller.signal });
+ * controller.abort();
+ */
 export class RunController extends AbortController {
   constructor() {
     super();

@@ -94,12 +94,6 @@ function storable(chunks: readonly AIMessageChunk[]): boolean {
 }
 
 /**
- * A cached answer as a stream: the chunks it was stored as. An answer stored
- * in one piece (a provider that answered whole) is cut into word tokens again,
- * so a cached answer streams the way a fresh one does; the last chunk keeps
- * the tool calls, metadata and usage, and the chunks add up to the stored answer.
- */
-/**
  * A streamed call's request. Its `AbortSignal` is made when the provider first reads it (an SDK does; a fake
  * need not): an own, enumerable property, so a copy of the request (`{ ...request }`) has it, and a provider
  * may give its own (set, or defined anew: a narrowed signal). `cancellation` is the token only while
@@ -132,6 +126,12 @@ function providerRequest(messages: BaseMessage[], params: CallParams, cancellati
 
 const DONE_CHUNK: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
+/**
+ * A cached answer as a stream: the chunks it was stored as. An answer stored
+ * in one piece (a provider that answered whole) is cut into word tokens again,
+ * so a cached answer streams the way a fresh one does; the last chunk keeps
+ * the tool calls, metadata and usage, and the chunks add up to the stored answer.
+ */
 function replay(chunks: AIMessageChunk[]): AIMessageChunk[] {
   const only = chunks.length === 1 ? chunks[0] : undefined;
   if (only === undefined || typeof only.content !== 'string') return chunks;
