@@ -8,6 +8,7 @@
 import { addUsage, type UsageMetadata } from '../messages/index.js';
 import { providerFailure } from '../models/errors.js';
 import { CancelToken, concat, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
+import { eventFilter, runTypeOf } from '../core/events.js';
 import { publicErrors } from './public-errors.js';
 import { isLastFrame, RunEnded, runConfig, type RunFrame, type RunRecord, type RunStore } from './store.js';
 
@@ -280,9 +281,12 @@ export async function executeRun(options: {
     writer.push('metadata', { run_id: runId });
     let first = true;
     if (record.kind === 'stream_events') {
-      for await (const event of publicErrors('stream_events', runnable.streamEvents(record.input as never, config, (record.filters ?? {}) as EventFilters))) {
-        writer.push('data', event);
+      // Filtered here, not by the chain: the root run's end (the output `/invoke` gives, which the record keeps)
+      // is read whether or not the filters let its event through to the log.
+      const accept = eventFilter(record.filters as EventFilters | undefined);
+      for await (const event of publicErrors('stream_events', runnable.streamEvents(record.input as never, config))) {
         if (event.parent_ids.length === 0 && event.event.endsWith('_end')) output = (event.data as { output?: unknown }).output;
+        if (accept === undefined || accept(event, runTypeOf(event))) writer.push('data', event);
       }
     } else {
       for await (const chunk of runnable.stream(record.input as never, config)) {

@@ -27,6 +27,12 @@ export interface RunQueue {
    * each frame once the run is stored. It outlives the request; any process ends it as lost if this one dies.
    */
   runHere(record: RunRecord, reader: RunReader): Promise<void>;
+  /**
+   * Ends a run executing in this process with `reason` (a stopping server's durable stream, after its grace):
+   * it ends as any aborted run does, its last frame (the error) written and heard by its reader. False when no
+   * such run executes here.
+   */
+  stopHere(runId: string, reason: RunnelError): boolean;
   /** Cancels a run: taken out of the queue if it waits, aborted wherever it runs. */
   cancel(runId: string): Promise<void>;
   /** Runs waiting and running (for /metrics). */
@@ -50,7 +56,14 @@ export interface RunQueueOptions {
    */
   warn?: (fields: Record<string, unknown>, message: string) => void;
   /** Who webhooks may call; without it no run has one. */
-  webhooks?: WebhookPolicy & { attempts?: number; backoffMs?: number; maxRetryAfterMs?: number; limits?: Partial<DeliveryLimits> };
+  webhooks?: WebhookPolicy & {
+    attempts?: number;
+    backoffMs?: number;
+    maxRetryAfterMs?: number;
+    limits?: Partial<DeliveryLimits>;
+    /** How long past its grace a stopping process waits for deliveries (default {@link DELIVERIES_PAST_GRACE_MS}). */
+    pastGraceMs?: number;
+  };
   /** Tracing: the run-event callback that makes a run's spans under the trace it was submitted in. */
   trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
   /** Runs one caller may have pending or running at once, in every process of the store (`RUNNEL_MAX_RUNS_PER_KEY`); 0 or none: no limit. */
@@ -67,8 +80,16 @@ const deliveries = new Set<Promise<unknown>>();
 const limiters = new WeakMap<object, { limiter: DeliveryLimiter; dropped: ((error: unknown, message: string) => void) | undefined }>();
 
 /** Waits for the process's deliveries within `ms`, then logs how many it leaves undelivered (they end with it). */
-async function settleDeliveries(options: RunQueueOptions, ms: number): Promise<void> {
-  if (await within(Promise.all(deliveries), ms)) return;
+/**
+ * How long past its grace a stopping process waits for webhook deliveries: the runs its grace ended (cancelled
+ * as shutting down) start theirs only then, and would otherwise get none of it — the runs whose end nobody saw
+ * losing the one message that says it. Inside the process's deadline (the grace plus 5 s).
+ */
+export const DELIVERIES_PAST_GRACE_MS = 2_000;
+
+/** Waits for the deliveries under way until `deadline` (a `performance.now()` time); logs those left. */
+async function settleDeliveriesBy(options: RunQueueOptions, deadline: number): Promise<void> {
+  if (await within(Promise.all(deliveries), Math.max(0, deadline - performance.now()))) return;
   const left = options.webhooks === undefined ? undefined : limiters.get(options.webhooks)?.limiter.size;
   if (left !== undefined && left.active + left.waiting > 0) {
     options.log?.(undefined, `stopping with ${left.active} webhook deliveries under way and ${left.waiting} waiting: they are not delivered`);
@@ -374,6 +395,13 @@ class RunWorkerCore {
     for (const controller of this.running.values()) controller.abort(reason);
   }
 
+  /** Aborts one run executing here; false when none by that id does. */
+  abort(runId: string, reason: RunnelError): boolean {
+    const controller = this.running.get(runId);
+    controller?.abort(reason);
+    return controller !== undefined;
+  }
+
   close(): void {
     this.stopped = true;
     this.stopListening();
@@ -477,6 +505,10 @@ export class BullRunQueue implements RunQueue {
 
   async runHere(record: RunRecord, reader: RunReader): Promise<void> {
     await this.core.runLocal(record, reader);
+  }
+
+  stopHere(runId: string, reason: RunnelError): boolean {
+    return this.core.abort(runId, reason);
   }
 
   async submit(record: RunRecord): Promise<void> {
@@ -609,8 +641,8 @@ export class BullRunQueue implements RunQueue {
       // Runs whose store failed under them, being ended once Redis answers: what is left of the grace.
       await within(Promise.all(this.core.endings), Math.max(0, graceMs - (performance.now() - started)));
       for (const timer of this.timers) clearInterval(timer);
-      // Webhooks of runs that ended meanwhile get what is left of the grace.
-      await settleDeliveries(this.options, Math.max(0, graceMs - (performance.now() - started)));
+      // Webhooks of runs that ended meanwhile — those the grace ended too — get until a little past the grace.
+      await settleDeliveriesBy(this.options, started + graceMs + (this.options.webhooks?.pastGraceMs ?? DELIVERIES_PAST_GRACE_MS));
       this.core.close();
       await within(this.queue.close().catch(() => undefined), 1_000);
       await this.store.close();
@@ -763,6 +795,10 @@ export class MemoryRunQueue implements RunQueue {
     await work;
   }
 
+  stopHere(runId: string, reason: RunnelError): boolean {
+    return this.core.abort(runId, reason);
+  }
+
   async cancel(runId: string): Promise<void> {
     await this.store.requestCancel(runId);
     const caller = (await this.store.get(runId))?.identity;
@@ -791,9 +827,9 @@ export class MemoryRunQueue implements RunQueue {
     const left = [...this.callers.values()].flatMap((own) => own.line.splice(0));
     this.waiting = 0;
     for (const runId of left) await this.core.endWaiting(runId, new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server shut down before the run started'), 'error');
-    // Webhooks of runs that ended meanwhile get what is left of the grace (a whole one more would hold the
-    // shutdown past its deadline, with a slow receiver).
-    await settleDeliveries(this.options, Math.max(0, graceMs - (performance.now() - started)));
+    // Webhooks of runs that ended meanwhile — those the grace ended too — get until a little past the grace (a
+    // whole grace more would hold the shutdown past its deadline, with a slow receiver).
+    await settleDeliveriesBy(this.options, started + graceMs + (this.options.webhooks?.pastGraceMs ?? DELIVERIES_PAST_GRACE_MS));
     this.core.close();
     await this.store.close();
   }

@@ -1297,8 +1297,12 @@ export class RedisRunStore implements RunStore {
     // The entry that would hold it: the last whose id is not past it.
     const [holder] = (await redisCall(this.client.xrevrange(log, id, '-', 'COUNT', 1))) as [string, string[]][];
     if (holder !== undefined) {
-      const ids = packed(holder).map((frame) => frame[0] ?? holder[0]);
+      const held = packed(holder);
+      const ids = held.map((frame) => frame[0] ?? holder[0]);
       if (ids.includes(id)) return true;
+      // The log's end is in this entry: nothing was made after it, by this execution or any.
+      const lastEvent = held.at(-1)?.[1];
+      if (lastEvent === 'end' || lastEvent === 'error') return false;
       // Past the last frame written, in the execution that wrote it (ids `{base}-{n}`): a frame its process made
       // and handed to its client, then failed to write (Redis went away, the process was killed). The client
       // resumes after it as after the last frame written, and hears how the run ended — which the frames of

@@ -40,6 +40,13 @@ export async function prepareRun(
   from?: { input: unknown; server?: RunnableConfig; chatId: string },
 ): Promise<RunRecord> {
   const body = bodyObject(request.body);
+  // A durable stream's run lives on under the chain's run routes (its record, `/runs/{id}/stream` to rejoin,
+  // `/cancel`): without them nobody could rejoin it, wait for it or stop it while it spends tokens.
+  if (kind !== 'run' && !chain.spec.enabledEndpoints.includes('runs')) {
+    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', `on_disconnect "continue" needs the runs endpoint, which ${chain.spec.path} does not enable`, {
+      detail: [{ type: 'enum', loc: ['on_disconnect'], msg: "Only 'cancel' is available: this chain has no runs endpoint" }],
+    });
+  }
   const input = from === undefined ? required(body, 'input') : from.input;
   const filters = kind === 'stream_events' && from === undefined ? eventFilters(body) : undefined;
   const { config } = await chain.resolveConfig(
@@ -143,7 +150,16 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
   };
   whenClientGone(reply, stop);
   let finish!: () => void;
-  const entry = { stop, done: new Promise<void>((resolve) => (finish = resolve)), identity: request.identity };
+  const entry = {
+    // A stopping server, its grace spent: the run ends with `reason` (its record, its log's error frame) and
+    // this client hears that frame last, as a plain stream's client would — not a connection cut mid-answer,
+    // which the AI SDK takes for the whole answer. A run not executing here any more has nothing to wait for.
+    stop: (reason: RunnelError) => {
+      if (!queue.stopHere(record.run_id, reason)) stop();
+    },
+    done: new Promise<void>((resolve) => (finish = resolve)),
+    identity: request.identity,
+  };
   state.streams.add(entry);
   // Opened with the first frame, once the run is stored: the headers, the `metadata` frame and whatever the
   // chain made in the same tick go out as one write, not the headers alone while the record is written.

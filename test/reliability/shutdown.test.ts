@@ -7,20 +7,20 @@ import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { startReadyProcess } from '../helpers.js';
 
-function openStream(base: string): Promise<{ last: string; frames: number }> {
+function openStream(base: string, route = 'stream', body: Record<string, unknown> = { input: { topic: 'shutdown' } }): Promise<{ last: string; frames: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(`${base}/slow/stream`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+    const req = request(`${base}/slow/${route}`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
       res.on('end', () => {
-        const frames = text.split('\r\n\r\n').filter((f) => f.startsWith('event:'));
-        resolve({ last: frames.at(-1) ?? '', frames: frames.length });
+        const frames = text.split(/\r?\n\r?\n/).filter((f) => f.startsWith('event:') || f.startsWith('id:') || f.startsWith('data:'));
+        resolve({ last: frames.at(-1) ?? '', frames: frames.length, text });
       });
       res.on('error', reject);
     });
     req.on('error', reject);
-    req.end(JSON.stringify({ input: { topic: 'shutdown' } }));
+    req.end(JSON.stringify(body));
   });
 }
 
@@ -28,7 +28,11 @@ describe('SIGTERM with 100 open streams', () => {
   it('gives every stream a final frame, completes in-flight invokes, and exits 0 before the hard deadline', async () => {
     const server = await startReadyProcess('test/support/slow-server.ts');
     const { child, base } = server;
-    const streams = Array.from({ length: 100 }, () => openStream(base));
+    // Ten of them durable (on_disconnect "continue"), one of those the AI SDK's UI message stream: a probe found
+    // their connections cut at the grace with no final frame — a half answer the AI SDK shows as the whole.
+    const streams = Array.from({ length: 91 }, () => openStream(base));
+    const durable = Array.from({ length: 8 }, () => openStream(base, 'stream', { input: { topic: 'shutdown' }, on_disconnect: 'continue' }));
+    const ui = openStream(base, 'ui_stream', { id: 'chat-1', messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'shutdown' }] }], on_disconnect: 'continue' });
     // Wait until all 100 are open (the gauge says so), then start invokes that are still running at SIGTERM.
     for (let i = 0; i < 200; i++) {
       const open = Number(/^runnel_open_streams (\d+)$/m.exec(await (await fetch(`${base}/metrics`)).text())?.[1]);
@@ -50,6 +54,16 @@ describe('SIGTERM with 100 open streams', () => {
       expect(result.last).toMatch(/^event: (end|error)/);
       if (result.last.startsWith('event: error')) expect(result.last).toContain('RUNNEL_ERR_SHUTTING_DOWN');
     }
+    for (const result of await Promise.all(durable)) {
+      expect(result.frames).toBeGreaterThan(2);
+      // The run's own last frame, from its log, with its id.
+      expect(result.last).toMatch(/^id: \S+\r?\nevent: error\r?\ndata: .*RUNNEL_ERR_SHUTTING_DOWN/);
+    }
+    const chat = await ui;
+    expect(chat.text).toContain('"type":"text-delta"');
+    const parts = chat.text.split(/\r?\n\r?\n/).filter((f) => f.startsWith('data:'));
+    expect(parts.at(-1)).toBe('data: [DONE]');
+    expect(parts.at(-2)).toMatch(/"type":"error","errorText":"RUNNEL_ERR_SHUTTING_DOWN/);
     for (const invoke of await Promise.all(invokes)) {
       expect(invoke.status).toBe(200);
       expect(invoke.body.output).toMatch(/^waited for call \d$/);

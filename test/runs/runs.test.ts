@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { frames } from '../support/sse-frames.js';
-import { buildApp, connectServices, type ChainSpec, type Services } from '../../src/index.js';
+import { z } from 'zod';
+import { buildApp, connectServices, defineChain, lambda, type ChainSpec, type Services } from '../../src/index.js';
 import { runChains, STORY } from '../support/run-server.js';
 
 const keys = { ada: 'ada-key-0123456789abcdef', bob: 'bob-key-0123456789abcdef' };
@@ -221,5 +222,97 @@ for (const backend of ['memory', 'redis'] as const) {
       expect(events.at(-1)?.event).toBe('end');
       expect(((await (await fetch(`${url}/story/runs/${eventsRun}`, { headers: as('ada') })).json()) as { output: unknown }).output).toBe(STORY);
     });
+
+    // A probe: a filter that leaves out the root run's end event (the output /invoke gives) stored `output:
+    // null` — in the record and in its webhook — though the run succeeded.
+    it("a durable /stream_events with filters still records the chain's output; only the frames are filtered", async () => {
+      const onlyModel = (event: { name: string }) => event.name === 'FakeListChatModel';
+      const notRoot = (event: { name: string }) => event.name !== '/story';
+      for (const [filters, kept] of [
+        [{ include_types: ['chat_model'] }, onlyModel],
+        [{ exclude_names: ['/story'] }, notRoot],
+        [{ include_names: ['FakeListChatModel'] }, onlyModel],
+      ] as const) {
+        const events = frames(await (await fetch(`${url}/story/stream_events`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { topic: 'f' }, on_disconnect: 'continue', ...filters }) })).text());
+        const runId = (events[0]?.data as { run_id: string }).run_id;
+        const data = events.filter((frame) => frame.event === 'data').map((frame) => frame.data as { event: string; name: string });
+        expect(data.length, JSON.stringify(filters)).toBeGreaterThan(0);
+        expect(data.every(kept), JSON.stringify(filters)).toBe(true);
+        const record = (await (await fetch(`${url}/story/runs/${runId}`, { headers: as('ada') })).json()) as { status: string; output: unknown };
+        expect(record, JSON.stringify(filters)).toMatchObject({ status: 'success', output: STORY });
+      }
+    });
+
+    // A probe: an id one past a finished run's last frame — the same execution's ids, `{base}-{n + 1}` —
+    // answered 204 on Redis, as if it were the last frame; a client holding it never heard how the run ended.
+    it('Last-Event-ID one past the last frame of a finished run is not one of its frames: 400', async () => {
+      const run = (await (await submit('/story', { input: { topic: 'p' } })).json()) as { run_id: string };
+      await fetch(`${url}/story/runs/${run.run_id}/wait?timeout_s=60`, { headers: as('ada') });
+      const replay = frames(await (await fetch(`${url}/story/runs/${run.run_id}/stream`, { headers: as('ada') })).text());
+      const lastId = replay.at(-1)?.id as string;
+      const next = lastId.includes('-') ? lastId.replace(/\d+$/, (n) => String(Number(n) + 1)) : String(Number(lastId) + 1);
+      const later = lastId.includes('-') ? lastId.replace(/\d+$/, (n) => String(Number(n) + 5_000)) : String(Number(lastId) + 5_000);
+      for (const id of [next, later]) {
+        const res = await fetch(`${url}/story/runs/${run.run_id}/stream`, { headers: { ...as('ada'), 'last-event-id': id } });
+        expect(res.status, id).toBe(400);
+      }
+      // A durable stream's run (ids from 1) the same.
+      const own = frames(await (await fetch(`${url}/story/stream`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { topic: 'q' }, on_disconnect: 'continue' }) })).text());
+      const ownRun = (own[0]?.data as { run_id: string }).run_id;
+      const ownLast = own.at(-1)?.id as string;
+      const ownNext = ownLast.includes('-') ? ownLast.replace(/\d+$/, (n) => String(Number(n) + 1)) : String(Number(ownLast) + 1);
+      expect((await fetch(`${url}/story/runs/${ownRun}/stream`, { headers: { ...as('ada'), 'last-event-id': ownNext } })).status).toBe(400);
+      expect((await fetch(`${url}/story/runs/${ownRun}/stream`, { headers: { ...as('ada'), 'last-event-id': ownLast } })).status).toBe(204);
+    });
   });
 }
+
+// A probe: a chain without the runs endpoint took on_disconnect "continue", gave a run id, and went on after its
+// client left — a run nobody could rejoin (its /runs/{id}/stream is a 404), wait for or cancel.
+describe('a durable stream needs the chain\'s runs endpoint', () => {
+  let app: FastifyInstance;
+  let url: string;
+  const calls: string[] = [];
+
+  beforeAll(async () => {
+    const echo = lambda((input: { topic: string }) => {
+      calls.push(input.topic);
+      return input.topic;
+    });
+    app = await buildApp({
+      chains: [
+        defineChain({
+          path: '/noruns',
+          runnable: echo,
+          inputSchema: z.object({ topic: z.string() }),
+          messages: { toInput: ({ turns }) => ({ input: { topic: turns.at(-1)?.text ?? '' } }) },
+          enabledEndpoints: ['invoke', 'stream', 'stream_events', 'ui_stream'],
+        }),
+      ] as ChainSpec<never, unknown>[],
+      config: { apiKeys: [{ name: 'ada', key: keys.ada }] },
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => app.close());
+
+  it('on_disconnect "continue" is a 422 naming it, before anything runs; "cancel" streams as before', async () => {
+    const uiBody = { id: 'chat-1', messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'ui' }] }] };
+    for (const [route, body] of [
+      ['stream', { input: { topic: 'a' } }],
+      ['stream_events', { input: { topic: 'b' } }],
+      ['ui_stream', uiBody],
+    ] as const) {
+      const res = await fetch(`${url}/noruns/${route}`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ ...body, on_disconnect: 'continue' }) });
+      expect(res.status, route).toBe(422);
+      const answer = (await res.json()) as { code: string; message: string; detail: { loc: unknown[] }[] };
+      expect(answer.code, route).toBe('RUNNEL_ERR_BODY_INVALID');
+      expect(answer.message, route).toContain('runs endpoint');
+      expect(answer.detail[0]?.loc, route).toEqual(['on_disconnect']);
+    }
+    expect(calls).toEqual([]);
+    const plain = frames(await (await fetch(`${url}/noruns/stream`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { topic: 'c' }, on_disconnect: 'cancel' }) })).text());
+    expect(plain.filter((frame) => frame.event === 'data').map((frame) => frame.data)).toEqual(['c']);
+    expect((await fetch(`${url}/noruns/runs`, { headers: as('ada') })).status).toBe(404);
+  });
+});

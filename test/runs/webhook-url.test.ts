@@ -5,11 +5,13 @@
  * any other service of a listed host — an admin API, a database. An entry
  * now allows the scheme's default port, or the one port it names.
  */
+import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lambda } from '../../src/core/index.js';
-import { checkWebhookUrl, DeliveryLimiter, deliverWebhook, isPublicAddress, MemoryRunQueue, MemoryRunStore, retryAfterMs, type WebhookPolicy } from '../../src/runs/index.js';
+import { Redis } from 'ioredis';
+import { BullRunQueue, checkWebhookUrl, DeliveryLimiter, deliverWebhook, isPublicAddress, MemoryRunQueue, MemoryRunStore, RedisRunStore, retryAfterMs, type WebhookPolicy } from '../../src/runs/index.js';
 
 const policy = { hosts: ['hooks.example.com', '*.corp.example:8443', '10.0.0.5:8080', '[::1]:9000'], secret: 's3cret-0123456789', allowHttp: true };
 const allowed = (url: string): boolean => {
@@ -199,7 +201,7 @@ describe('a queue\'s deliveries within their limits', () => {
       store: new MemoryRunStore(),
       chains: new Map([['/noop', lambda((input: unknown) => input)]]) as never,
       concurrency: 4,
-      webhooks: { hosts: [`127.0.0.1:${port}`], secret: 's3cret-0123456789', allowHttp: true, attempts: 1, limits: { concurrent: 1, queued: 1 } },
+      webhooks: { hosts: [`127.0.0.1:${port}`], secret: 's3cret-0123456789', allowHttp: true, attempts: 1, limits: { concurrent: 1, queued: 1 }, pastGraceMs: 0 },
       log: (_error, message) => void logged.push(message),
     });
     const now = new Date().toISOString();
@@ -221,6 +223,67 @@ describe('a queue\'s deliveries within their limits', () => {
     receiver.closeAllConnections();
     await new Promise<void>((resolve) => receiver.close(() => resolve()));
   });
+});
+
+// A probe: a run the grace ended (cancelled as shutting down) started its delivery once the grace was spent,
+// and the stopping queue gave deliveries only what was left of the grace — none: its webhook never came.
+describe('a stopping queue and the webhooks of the runs its grace ended', () => {
+  for (const kind of ['memory', 'redis'] as const) {
+    it(`delivers them after the grace (${kind === 'memory' ? 'in-process queue' : 'BullMQ'})`, async () => {
+      const received: string[] = [];
+      const receiver = createServer((request, response) => {
+        let body = '';
+        request.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        // A receiver that takes its time: a delivery counts once answered, and the queue must wait for it.
+        request.on('end', () =>
+          setTimeout(() => {
+            received.push(body);
+            response.writeHead(200).end();
+          }, 500),
+        );
+      });
+      await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+      const port = (receiver.address() as AddressInfo).port;
+      let started!: () => void;
+      const running = new Promise<void>((resolve) => (started = resolve));
+      // Never ends by itself: only the abort at the end of the grace does.
+      const forever = lambda((_input: unknown, config) => {
+        started();
+        return new Promise((_resolve, reject) => config.signal?.addEventListener('abort', () => reject(config.signal?.reason)));
+      });
+      const namespace = `runnel-test-${randomUUID()}`;
+      const redis = kind === 'redis' ? new Redis('redis://127.0.0.1:6379') : undefined;
+      const options = {
+        chains: new Map([['/forever', forever]]) as never,
+        concurrency: 2,
+        // Past the grace a delivery may take as long as this test needs (the default is 2 s): what is asserted
+        // is that it is waited for, not how fast it is.
+        webhooks: { hosts: [`127.0.0.1:${port}`], secret: 's3cret-0123456789', allowHttp: true, attempts: 1, pastGraceMs: 120_000 },
+      };
+      const queue =
+        redis === undefined
+          ? new MemoryRunQueue({ store: new MemoryRunStore(), ...options })
+          : new BullRunQueue({ connection: redis, prefix: `${namespace}:bull`, store: new RedisRunStore({ client: redis, namespace: `${namespace}:runs` }), ...options });
+      try {
+        const now = new Date().toISOString();
+        const record = { run_id: randomUUID(), chain: '/forever', identity: 'ada', status: 'pending' as const, input: 1, config: {}, webhook: `http://127.0.0.1:${port}/hook`, created_at: now, updated_at: now };
+        // Queued on the in-process queue; on BullMQ a durable stream's run, executed here (a queued one's worker
+        // close waits 2 s more of its own, which hid this there).
+        const ran = kind === 'memory' ? queue.submit({ ...record, kind: 'run' }) : queue.runHere({ ...record, kind: 'stream' }, { frame: () => undefined }).catch(() => undefined);
+        await running;
+        await queue.close(50);
+        await ran;
+        expect(received).toHaveLength(1);
+        expect(JSON.parse(received[0] as string)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_SHUTTING_DOWN' } });
+      } finally {
+        await new Promise<void>((resolve) => receiver.close(() => resolve()));
+        if (redis !== undefined) {
+          for await (const keys of redis.scanStream({ match: `${namespace}:*`, count: 1000 }) as AsyncIterable<string[]>) if (keys.length > 0) await redis.unlink(...keys);
+          redis.disconnect();
+        }
+      }
+    }, 60_000);
+  }
 });
 
 /**

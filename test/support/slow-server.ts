@@ -1,6 +1,6 @@
 /**
  * A Runnel process for the shutdown tests: `/slow` streams a token every
- * 50 ms for a minute, `/wait` answers /invoke after 1.5 s (printing "started" when it begins), `/forever`
+ * 50 ms for a minute (on `/ui_stream` too), `/wait` answers /invoke after 1.5 s (printing "started" when it begins), `/forever`
  * never answers by itself, `/gated`
  * streams one token and its last only after `POST /release`; signals are handled exactly as `npm start`
  * handles them. Prints "ready <port>".
@@ -12,7 +12,12 @@ let release!: () => void;
 const gate = new Promise<void>((resolve) => (release = resolve));
 const app = await buildApp({
   chains: [
-    defineChain({ path: '/slow', runnable: ChatPromptTemplate.fromMessages([['human', '{topic}']]).pipe(new FakeListChatModel({ responses: [story], sleepMs: 50 })).pipe(new StringOutputParser()) }),
+    defineChain({
+      path: '/slow',
+      runnable: ChatPromptTemplate.fromMessages([['human', '{topic}']]).pipe(new FakeListChatModel({ responses: [story], sleepMs: 50 })).pipe(new StringOutputParser()),
+      // The AI SDK's UI message stream too (the last message is the topic).
+      messages: { toInput: ({ turns }) => ({ input: { topic: turns.at(-1)?.text ?? '' } }) },
+    }),
     defineChain({
       path: '/gated',
       runnable: generator(async function* (inputs: AsyncIterable<unknown>) {
