@@ -83,8 +83,7 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
         throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', `status must be one of ${STATUSES.join(', ')}`, { detail: [{ type: 'enum', loc: ['query', 'status'], msg: `Input should be ${STATUSES.join(', ')}` }] });
       }
       const limit = numberParam(request.query.limit, 'limit', 1, 100, 20, true);
-      const all = await runQueue(request).store.list(request.identity, 1000);
-      const runs = all.filter((record) => record.chain === path && (status === undefined || record.status === status)).slice(0, limit);
+      const runs = await runQueue(request).store.list(request.identity, limit, { chain: path, status: status as RunStatus | undefined });
       return { runs: runs.map(publicRun) };
     },
   );

@@ -23,8 +23,6 @@ import { conversationFromUiMessages, UI_STREAM_HEADERS, UiMessageEncoder } from 
 import { lastFinishReason } from '../src/server/usage.js';
 import { sendLiveStream } from './streams.js';
 
-/** How many of the caller's latest runs a reconnect looks through for the chat's. */
-const RESUME_WINDOW = 100;
 
 /** A durable run's log as UI message parts: its `metadata` starts the message, its `end` or `error` ends it. */
 function uiFormat(kind: RunKind, runId: string, endpoint: string): RunStreamFormat {
@@ -120,8 +118,7 @@ export function uiStreamHandler(chain: PreparedChain) {
 export function uiResumeHandler(chain: PreparedChain) {
   return async (request: FastifyRequest<{ Params: { chat_id: string } }>, reply: FastifyReply) => {
     const { chat_id: chatId } = request.params;
-    const runs = await runQueue(request).store.list(request.identity, RESUME_WINDOW);
-    const run = runs.find((record) => record.chain === chain.spec.path && record.chat_id === chatId);
+    const [run] = await runQueue(request).store.list(request.identity, 1, { chain: chain.spec.path, chat_id: chatId });
     if (run === undefined || TERMINAL.has(run.status)) return reply.code(204).send();
     await sendRunStream(request, reply, run, undefined, uiFormat(run.kind, run.run_id, 'ui_stream_resume'));
   };

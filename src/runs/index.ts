@@ -1,5 +1,5 @@
 /** Background runs: the store of records and event logs, the queue and its workers, webhooks. */
-export { MemoryRunStore, RedisRunStore, publicRun, isLastFrame, RunEnded, TERMINAL, type RunFrame, type RunKind, type RunRecord, type RunStart, type RunStatus, type RunStore, type RunStoreOptions, type RunWatch } from './store.js';
+export { MemoryRunStore, RedisRunStore, publicRun, isLastFrame, RunEnded, TERMINAL, type RunFrame, type RunKind, type RunMatch, type RunRecord, type RunStart, type RunStatus, type RunStore, type RunStoreOptions, type RunWatch } from './store.js';
 export { BullRunQueue, MemoryRunQueue, type RunQueue, type RunQueueOptions } from './queue.js';
 export { executeRun, runError, RunNotStored, type RunReader } from './executor.js';
 export { publicErrors } from './public-errors.js';

@@ -43,6 +43,18 @@ export interface RunRecord {
   updated_at: string;
 }
 
+/** What a listing keeps: runs whose fields equal these. */
+export interface RunMatch {
+  chain?: string;
+  status?: RunStatus;
+  chat_id?: string;
+}
+
+/** Whether a record has every field of `match`. */
+function matches(record: RunRecord, match: RunMatch): boolean {
+  return (match.chain === undefined || record.chain === match.chain) && (match.status === undefined || record.status === match.status) && (match.chat_id === undefined || record.chat_id === match.chat_id);
+}
+
 /** One frame of a run's stream, as SSE sends it. */
 export interface RunFrame {
   id: string;
@@ -174,8 +186,11 @@ export interface RunStore {
   frames(runId: string, afterId?: string): Promise<RunFrame[]>;
   /** Watches a run for changes (new frames, a new status), from now on: subscribe before reading, then read. */
   watch(runId: string): Promise<RunWatch>;
-  /** The caller's most recent runs, newest first. */
-  list(identity: string, limit: number): Promise<RunRecord[]>;
+  /**
+   * The caller's most recent runs that match (every field given equal), newest first, at most `limit` — looked
+   * for among all the runs the store lists for the caller, reading in full only the records that may match.
+   */
+  list(identity: string, limit: number, match?: RunMatch): Promise<RunRecord[]>;
   /** Marks a run to be cancelled (seen by whichever worker runs it). */
   requestCancel(runId: string): Promise<void>;
   cancelRequested(runId: string): Promise<boolean>;
@@ -508,11 +523,11 @@ export class MemoryRunStore implements RunStore {
     return emitterWatch(this.events, runId);
   }
 
-  async list(identity: string, limit: number): Promise<RunRecord[]> {
+  async list(identity: string, limit: number, match: RunMatch = {}): Promise<RunRecord[]> {
     if (this.finished.size > 0) this.evict(true);
     return [...this.runs.values()]
       .map((run) => run.record)
-      .filter((record) => record.identity === identity)
+      .filter((record) => record.identity === identity && matches(record, match))
       .reverse()
       .slice(0, limit)
       .map((record) => ({ ...record }));
@@ -961,6 +976,52 @@ function isRunRecord(value: unknown): value is RunRecord {
  * under this key by hand: served as it was, it answered for a run it is not, and its writes went to the
  * other run's log).
  */
+/** Runs read per page of a listing. */
+const LIST_PAGE = 100;
+/** The bytes of a record read to tell whether a listing can keep it. */
+const HEAD_BYTES = 1024;
+
+/** A record's small leading fields, as its first bytes hold them; `complete`: every one of them is there. */
+interface RecordHead {
+  fields: Record<string, unknown>;
+  complete: boolean;
+}
+
+/** A JSON member whose value is a string, number, boolean or null, at `lastIndex`. */
+const LEADING_MEMBER = /"((?:[^"\\\u0000-\u001f]|\\.)*)":("(?:[^"\\\u0000-\u001f]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)([,}])/y;
+
+/**
+ * The top-level members of a record's JSON that come before its first object, list or cut — only those, so a
+ * string inside its input is never taken for one of them. A record made by this version has its small fields
+ * (chain, status, chat id, times) before its input, and then `created_at` is among them: its head is complete,
+ * and a field missing from it is missing from the record. An older record's may be after its input.
+ */
+export function recordHead(head: string): RecordHead {
+  const fields: Record<string, unknown> = {};
+  if (!head.startsWith('{')) return { fields, complete: false };
+  LEADING_MEMBER.lastIndex = 1;
+  for (let member = LEADING_MEMBER.exec(head); member !== null; member = LEADING_MEMBER.exec(head)) {
+    try {
+      fields[JSON.parse(`"${member[1] as string}"`) as string] = JSON.parse(member[2] as string);
+    } catch {
+      break;
+    }
+    if (member[3] === '}') break;
+  }
+  return { fields, complete: typeof fields.created_at === 'string' };
+}
+
+/** Whether a run whose record begins so may match: false only when its head says a field differs. */
+function mayMatch(head: RecordHead | 'gone' | undefined, match: RunMatch): boolean {
+  if (head === 'gone') return false;
+  if (head === undefined) return true;
+  for (const [key, wanted] of Object.entries(match)) {
+    if (wanted === undefined) continue;
+    if (key in head.fields ? head.fields[key] !== wanted : head.complete) return false;
+  }
+  return true;
+}
+
 function parseRecord(raw: string | null, runId: string): RunRecord | undefined {
   if (raw === null) return undefined;
   try {
@@ -1252,17 +1313,48 @@ export class RedisRunStore implements RunStore {
     return watch;
   }
 
-  async list(identity: string, limit: number): Promise<RunRecord[]> {
-    const ids = await redisCall(this.client.zrevrange(`${this.ns}:owner:${identity}`, 0, limit - 1));
-    if (ids.length === 0) return [];
-    const raw = await redisCall(this.client.mget(...ids.map((id) => this.key(id))));
-    return raw.flatMap((value, index) => {
-      try {
-        const record = parseRecord(value, ids[index] as string);
-        return record !== undefined && record.identity === identity ? [record] : [];
-      } catch {
-        return [];
+  async list(identity: string, limit: number, match: RunMatch = {}): Promise<RunRecord[]> {
+    const owner = `${this.ns}:owner:${identity}`;
+    const found: RunRecord[] = [];
+    const filtered = match.chain !== undefined || match.status !== undefined || match.chat_id !== undefined;
+    // A page of the caller's runs at a time, newest first. With a match, each record's first bytes say whether
+    // it can be one (its small fields come before its input): only those are read whole — a listing of one
+    // chain's runs is not the caller's thousand records, inputs and all, read to keep a few.
+    for (let start = 0; found.length < limit && start < this.maxListed; start += LIST_PAGE) {
+      const ids = await redisCall(this.client.zrevrange(owner, start, Math.min(start + LIST_PAGE, this.maxListed) - 1));
+      if (ids.length === 0) break;
+      let candidates = ids;
+      if (filtered) {
+        const heads = await this.leading(ids);
+        candidates = ids.filter((_, index) => mayMatch(heads[index], match));
       }
+      // Read whole as they are needed: a page of candidates that all match costs `limit` records, no more.
+      for (let next = 0; next < candidates.length && found.length < limit; ) {
+        const batch = candidates.slice(next, next + Math.max(1, limit - found.length));
+        next += batch.length;
+        const raw = await redisCall(this.client.mget(...batch.map((id) => this.key(id))));
+        raw.forEach((value, index) => {
+          try {
+            const record = parseRecord(value, batch[index] as string);
+            if (record !== undefined && record.identity === identity && matches(record, match) && found.length < limit) found.push(record);
+          } catch {
+            // A record that is not valid is not listed.
+          }
+        });
+      }
+    }
+    return found;
+  }
+
+  /** The leading small fields of each run's record, from its first bytes ('gone': none; undefined: unread). */
+  private async leading(ids: readonly string[]): Promise<(RecordHead | 'gone' | undefined)[]> {
+    const pipeline = this.client.pipeline();
+    for (const id of ids) pipeline.getrange(this.key(id), 0, HEAD_BYTES - 1);
+    const heads = (await redisCall(pipeline.exec())) ?? [];
+    return ids.map((_, index) => {
+      const [error, head] = heads[index] ?? [null, undefined];
+      if (error !== null || typeof head !== 'string') return undefined;
+      return head === '' ? 'gone' : recordHead(head);
     });
   }
 

@@ -688,3 +688,50 @@ describe('a key of another kind than the store writes there', () => {
     }
   });
 });
+
+// A probe: `GET /{chain}/runs?limit=1` read the caller's latest thousand records whole, inputs and all (150 runs
+// of 1 MB: 755 ms, 180 MB more in the server), and an AI SDK resume a hundred; they now read a record whole only
+// when its first bytes say it may match.
+describe('listing a caller\'s runs of one kind', () => {
+  const ns = `list-${randomUUID()}`;
+  const sent = async (): Promise<number> => Number(/total_net_output_bytes:(\d+)/.exec(await client.info('stats'))?.[1]);
+  const big = 'x'.repeat(100_000);
+  const at = (i: number) => new Date(Date.now() + 1000 * i).toISOString();
+
+  afterAll(async () => {
+    const keys = await client.keys(`${ns}:*`);
+    if (keys.length > 0) await client.del(...keys);
+  });
+
+  it('reads whole only the records that may match, and finds them among every run listed', async () => {
+    const wide = new RedisRunStore({ client, namespace: ns });
+    const b = { ...record('wide'), chain: '/b', status: 'success' as const, created_at: at(0), updated_at: at(0) };
+    await wide.create(b);
+    // Written before this version: its chat id after its input, so its first bytes cannot rule it out.
+    const old = { run_id: randomUUID(), chain: '/c', kind: 'stream' as const, identity: 'wide', status: 'running' as const, input: { text: big }, config: {}, chat_id: 'chat-old', created_at: at(1), updated_at: at(1) };
+    await wide.create(old);
+    // A newer one whose input says it is of /b and of that chat: words inside the input are not its fields.
+    const liar = { run_id: randomUUID(), chain: '/a', kind: 'stream' as const, identity: 'wide', status: 'running' as const, chat_id: 'chat-a', created_at: at(2), updated_at: at(2), input: { chain: '/b', chat_id: 'chat-old', status: 'success' }, config: {} };
+    await wide.create(liar);
+    for (let i = 0; i < 40; i++) await wide.create({ ...record('wide'), chain: '/a', chat_id: `chat-${i}`, created_at: at(3 + i), updated_at: at(3 + i), input: { text: big } });
+
+    let before = await sent();
+    expect((await wide.list('wide', 1, { chain: '/b' })).map((run) => run.run_id)).toEqual([b.run_id]);
+    // 43 heads of 1 KB, the old record (100 KB: it may be one) and /b's; not forty records of 100 KB.
+    expect((await sent()) - before).toBeLessThan(250_000);
+
+    expect((await wide.list('wide', 1, { chain: '/c', chat_id: 'chat-old' })).map((run) => run.run_id)).toEqual([old.run_id]);
+    expect(await wide.list('wide', 5, { chain: '/b', status: 'running' })).toEqual([]);
+    expect((await wide.list('wide', 5, { chat_id: 'chat-a' })).map((run) => run.run_id)).toEqual([liar.run_id]);
+
+    before = await sent();
+    const newest = await wide.list('wide', 3, { chain: '/a' });
+    expect(newest.map((run) => run.chat_id)).toEqual(['chat-39', 'chat-38', 'chat-37']);
+    // The three it keeps, and the heads of one page.
+    expect((await sent()) - before).toBeLessThan(3 * 100_000 + 150_000);
+    // Unfiltered, the newest `limit` and no more.
+    before = await sent();
+    expect(await wide.list('wide', 2)).toHaveLength(2);
+    expect((await sent()) - before).toBeLessThan(2 * 100_000 + 50_000);
+  });
+});
