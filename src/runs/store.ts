@@ -987,8 +987,8 @@ interface RecordHead {
   complete: boolean;
 }
 
-/** A JSON member whose value is a string, number, boolean or null, at `lastIndex`. */
-const LEADING_MEMBER = /"((?:[^"\\\u0000-\u001f]|\\.)*)":("(?:[^"\\\u0000-\u001f]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)([,}])/y;
+/** A JSON member whose value is a string, number, boolean or null, at `lastIndex` (a raw control character, which JSON never writes, fails its parse). */
+const LEADING_MEMBER = /"((?:[^"\\]|\\.)*)":("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)([,}])/y;
 
 /**
  * The top-level members of a record's JSON that come before its first object, list or cut — only those, so a
