@@ -6,7 +6,7 @@
  * to the provider, and an idle timeout between streamed chunks.
  */
 import { z, type ZodType } from 'zod';
-import { traceHeaders } from '../observability/propagation.js';
+import { runTraceHeaders } from '../observability/propagation.js';
 import {
   lambda,
   onAbort,
@@ -325,7 +325,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     let answer: AIMessageChunk | undefined;
     const began = performance.now();
     try {
-      answer = await (this.provider.generate as (request: ChatRequest) => Promise<AIMessageChunk>)({ messages, params, signal, headers: traceHeaders(run.id) });
+      answer = await (this.provider.generate as (request: ChatRequest) => Promise<AIMessageChunk>)({ messages, params, signal, headers: runTraceHeaders(run) });
     } catch (error) {
       const failure = providerError(this.name, error, run.signal);
       this.reportCall(run, { model: params.model, began, error: failure.code });
@@ -422,7 +422,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
         return error;
       });
       started = { stream: undefined as unknown as AsyncIterator<AIMessageChunk>, guard, params, began: performance.now(), unlink };
-      started.stream = this.provider.stream(providerRequest(messages, params, upstream, traceHeaders(run.id)))[Symbol.asyncIterator]();
+      started.stream = this.provider.stream(providerRequest(messages, params, upstream, runTraceHeaders(run)))[Symbol.asyncIterator]();
       return started;
     };
     const onChunk = (next: IteratorResult<AIMessageChunk>): IteratorResult<AIMessageChunk> => {

@@ -21,3 +21,11 @@ export function traceHeaders(runId: string): Record<string, string> | undefined 
   const headers = openSpans.get(runId);
   return headers === undefined ? undefined : { ...headers };
 }
+
+/**
+ * {@link traceHeaders} of a run, its id read only while some span is open: reading a run's id makes one (a
+ * UUID), which a call with tracing off has no use for. @internal
+ */
+export function runTraceHeaders(run: { readonly id: string }): Record<string, string> | undefined {
+  return openSpans.size === 0 ? undefined : traceHeaders(run.id);
+}
