@@ -816,7 +816,19 @@ export class MemoryRunQueue implements RunQueue {
     return { waiting: this.waiting, active: this.core.active };
   }
 
+  /**
+   * Once, as the BullMQ queue's: a server's shutdown closes it with its grace, then the app's own close with
+   * none — which must not wait for the deliveries a second time (a receiver that never answers held a
+   * shutdown 2 s more, near the process's deadline).
+   */
   async close(graceMs: number): Promise<void> {
+    this.closing ??= this.closeOnce(graceMs);
+    return this.closing;
+  }
+
+  private closing: Promise<void> | undefined;
+
+  private async closeOnce(graceMs: number): Promise<void> {
     this.closed = true;
     const started = performance.now();
     const all = Promise.all([...this.underway, ...this.streaming]);

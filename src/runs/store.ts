@@ -1316,6 +1316,9 @@ export class RedisRunStore implements RunStore {
   async list(identity: string, limit: number, match: RunMatch = {}): Promise<RunRecord[]> {
     const owner = `${this.ns}:owner:${identity}`;
     const found: RunRecord[] = [];
+    // Pages by rank: a run the caller adds meanwhile moves the later ones down a place, so a page may begin
+    // with the last of the one before — listed once.
+    const seen = new Set<string>();
     const filtered = match.chain !== undefined || match.status !== undefined || match.chat_id !== undefined;
     // A page of the caller's runs at a time, newest first. With a match, each record's first bytes say whether
     // it can be one (its small fields come before its input): only those are read whole — a listing of one
@@ -1323,10 +1326,11 @@ export class RedisRunStore implements RunStore {
     for (let start = 0; found.length < limit && start < this.maxListed; start += LIST_PAGE) {
       const ids = await redisCall(this.client.zrevrange(owner, start, Math.min(start + LIST_PAGE, this.maxListed) - 1));
       if (ids.length === 0) break;
-      let candidates = ids;
+      let candidates = ids.filter((id) => !seen.has(id));
+      for (const id of candidates) seen.add(id);
       if (filtered) {
-        const heads = await this.leading(ids);
-        candidates = ids.filter((_, index) => mayMatch(heads[index], match));
+        const heads = await this.leading(candidates);
+        candidates = candidates.filter((_, index) => mayMatch(heads[index], match));
       }
       // Read whole as they are needed: a page of candidates that all match costs `limit` records, no more.
       for (let next = 0; next < candidates.length && found.length < limit; ) {

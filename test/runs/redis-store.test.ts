@@ -735,3 +735,37 @@ describe('listing a caller\'s runs of one kind', () => {
     expect((await sent()) - before).toBeLessThan(2 * 100_000 + 50_000);
   });
 });
+
+// A review: the listing reads by rank, a page at a time; a run the caller added between two pages moved the
+// rest down a place, and the next page began with the last of the one before — listed twice.
+describe('a listing while the caller adds a run', () => {
+  it('lists each run once', async () => {
+    const ns = `list-pages-${randomUUID()}`;
+    const paged = new RedisRunStore({ client, namespace: ns });
+    try {
+      const at = (i: number) => new Date(Date.now() + 1000 * i).toISOString();
+      for (let i = 0; i < 150; i++) await paged.create({ ...record('ada'), chain: '/b', status: i < 100 ? 'success' : 'running', created_at: at(i), updated_at: at(i) });
+      const original = client.zrevrange.bind(client);
+      let added = false;
+      const spy = vi.spyOn(client, 'zrevrange').mockImplementation((async (...args: Parameters<typeof client.zrevrange>) => {
+        const page = await original(...(args as [string, number, number]));
+        if (!added) {
+          added = true;
+          await paged.create({ ...record('ada'), chain: '/b', status: 'running', created_at: at(500), updated_at: at(500) });
+        }
+        return page;
+      }) as never);
+      try {
+        const listed = await paged.list('ada', 100, { chain: '/b', status: 'success' });
+        expect(added).toBe(true);
+        expect(new Set(listed.map((run) => run.run_id)).size).toBe(listed.length);
+        expect(listed).toHaveLength(100);
+      } finally {
+        spy.mockRestore();
+      }
+    } finally {
+      const keys = await client.keys(`${ns}:*`);
+      if (keys.length > 0) await client.del(...keys);
+    }
+  });
+});

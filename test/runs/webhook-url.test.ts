@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { lambda } from '../../src/core/index.js';
 import { Redis } from 'ioredis';
 import { BullRunQueue, checkWebhookUrl, DeliveryLimiter, deliverWebhook, isPublicAddress, MemoryRunQueue, MemoryRunStore, RedisRunStore, retryAfterMs, type WebhookPolicy } from '../../src/runs/index.js';
@@ -372,5 +372,19 @@ describe('a receiver that asks to wait, and the turns of deliveries between atte
     await expect(paused).rejects.toThrow();
     expect(limiter.size).toEqual({ active: 0, waiting: 0 });
     expect(await limiter.run('ada', async () => 'next')).toBe('next');
+  });
+});
+
+// A review: a server's shutdown closes its queue with the grace, then the app's own close with none; the
+// in-process queue did all of its closing twice — waiting for the deliveries again (a receiver that never
+// answered held the shutdown 2 s longer) and closing its store twice.
+describe('closing the in-process queue twice', () => {
+  it('closes once', async () => {
+    const store = new MemoryRunStore();
+    const closed = vi.spyOn(store, 'close');
+    const queue = new MemoryRunQueue({ store, chains: new Map() as never, concurrency: 1 });
+    await queue.close(10);
+    await queue.close(0);
+    expect(closed).toHaveBeenCalledTimes(1);
   });
 });
