@@ -78,9 +78,9 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
       url,
       schema: { hide: true },
       config: { refusesMethod: true },
-      handler: async (_request, reply) => {
+      handler: async (request, reply) => {
         app.runnel.metrics.error('RUNNEL_ERR_METHOD_NOT_ALLOWED');
-        return reply.code(405).header('allow', allow).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed'));
+        return reply.code(405).header('allow', allow).header('x-request-id', request.id).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed'));
       },
     });
   };

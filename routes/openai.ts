@@ -28,7 +28,7 @@ function refuse(allow: string) {
   return async (request: FastifyRequest, reply: FastifyReply) => {
     request.server.runnel.metrics.error('RUNNEL_ERR_METHOD_NOT_ALLOWED');
     const message = `Method Not Allowed: this route takes ${allow}`;
-    return reply.code(405).header('allow', allow).send({ error: { message, type: 'invalid_request_error', param: null, code: 'RUNNEL_ERR_METHOD_NOT_ALLOWED' } });
+    return reply.code(405).header('allow', allow).header('x-request-id', request.id).send({ error: { message, type: 'invalid_request_error', param: null, code: 'RUNNEL_ERR_METHOD_NOT_ALLOWED' } });
   };
 }
 
@@ -57,7 +57,7 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
     const allow = request.server.runnel.allowedMethods(path);
     if (allow !== undefined && !allow.split(', ').includes(request.method)) return refuse(allow)(request, reply);
     const message = `Invalid URL (${request.method} ${path})`;
-    void reply.code(404).send({ error: { message, type: 'invalid_request_error', param: null, code: 'RUNNEL_ERR_NOT_FOUND' } });
+    void reply.code(404).header('x-request-id', request.id).send({ error: { message, type: 'invalid_request_error', param: null, code: 'RUNNEL_ERR_NOT_FOUND' } });
   });
 
   app.get(

@@ -57,13 +57,13 @@ export const playgroundRoutes: FastifyPluginAsync<PlaygroundOptions> = async (ap
   });
   app.get('/playground/', { config, schema }, (_request, reply) => {
     if (page === undefined) {
-      return reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'The playground is not built: run npm run build', 'Not Found'));
+      return reply.code(404).header('x-request-id', reply.request.id).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'The playground is not built: run npm run build', 'Not Found'));
     }
     return secure(reply).header('cache-control', 'no-cache').type('text/html; charset=utf-8').send(page);
   });
   app.get<{ Params: { file: string } }>('/playground/assets/:file', { config, schema }, (request, reply) => {
     const { file } = request.params;
-    if (page === undefined || !ASSET.test(file)) return reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
+    if (page === undefined || !ASSET.test(file)) return reply.code(404).header('x-request-id', request.id).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
     return secure(reply).header('cache-control', 'public, max-age=31536000, immutable').sendFile(`assets/${file}`);
   });
 };

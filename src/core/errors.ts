@@ -96,6 +96,21 @@ export const errorCodes = {
     retryable: false,
     description: "The request line and headers together are larger than Node's limit (16 KiB); a URL that long is refused here.",
   },
+  RUNNEL_ERR_PRECONDITION_FAILED: {
+    status: 412,
+    retryable: false,
+    description: 'A conditional request for a static file (the playground, the API docs) whose condition does not hold (`if-match`, `if-unmodified-since`).',
+  },
+  RUNNEL_ERR_RANGE_NOT_SATISFIABLE: {
+    status: 416,
+    retryable: false,
+    description: 'A `range` request for a static file (the playground, the API docs) that lies outside it.',
+  },
+  RUNNEL_ERR_EXPECTATION_FAILED: {
+    status: 417,
+    retryable: false,
+    description: 'An `expect` header other than `100-continue`, the one expectation HTTP defines; the connection is closed (the body is not read).',
+  },
   RUNNEL_ERR_BATCH_TOO_LARGE: {
     status: 422,
     retryable: false,
@@ -125,7 +140,7 @@ export const errorCodes = {
   RUNNEL_ERR_FORBIDDEN: {
     status: 403,
     retryable: false,
-    description: 'The caller may not use this resource: `/metrics` for a key `RUNNEL_METRICS_KEYS` does not name. (Another caller\'s history and runs are not refused but out of sight: a history is kept per key, and another key\'s run is 404.)',
+    description: 'The caller may not use this resource: `/metrics` for a key `RUNNEL_METRICS_KEYS` does not name, or a static file path that leads out of its folder. (Another caller\'s history and runs are not refused but out of sight: a history is kept per key, and another key\'s run is 404.)',
   },
   RUNNEL_ERR_NOT_FOUND: {
     status: 404,

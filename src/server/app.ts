@@ -28,7 +28,7 @@ import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, type ServerConfig } from './config.js';
 import { clientNetwork } from './client-network.js';
-import { connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH } from './connection-limits.js';
+import { connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseExpectations } from './connection-limits.js';
 import { logDependencyFailure, sendErrorAnswer } from './error-reply.js';
 import { errorBody, toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
@@ -237,9 +237,16 @@ function isPreflight(method: string, headers: Readonly<Record<string, string | s
   return method === 'OPTIONS' && typeof headers.origin === 'string' && typeof headers['access-control-request-method'] === 'string';
 }
 
+/** A request's id: the client's `x-request-id` when it is a plain token of at most 128 characters, else a new UUID. */
+function requestIdOf(req: { headers: Record<string, string | string[] | undefined> }): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
+}
+
 /** The reply as `frameworkErrors` receives it, typed loosely (its generics cannot name our body). */
 interface FastifyReplyLike {
   code(status: number): FastifyReplyLike;
+  header(name: string, value: string): FastifyReplyLike;
   type(contentType: string): FastifyReplyLike;
   send(body: unknown): unknown;
 }
@@ -289,19 +296,17 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     ...connectionOptions(config),
     // Only the listed proxies' X-Forwarded-For is believed; request.ip is then the right-most address they did not add.
     trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
-    genReqId: (req) => {
-      const given = req.headers['x-request-id'];
-      return typeof given === 'string' && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
-    },
+    genReqId: requestIdOf,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
     // Errors Fastify raises before routing (a URL with broken percent-encoding) get Runnel's error shape too.
-    frameworkErrors: (error, _request, reply) => {
+    frameworkErrors: (error, request, reply) => {
       const { status, body } = toHttpError(error);
-      void (reply as unknown as FastifyReplyLike).code(status).type('application/json; charset=utf-8').send(body);
+      void (reply as unknown as FastifyReplyLike).code(status).header('x-request-id', request.id).type('application/json; charset=utf-8').send(body);
     },
   });
   continueWhenRead(app.server);
+  refuseExpectations(app.server, requestIdOf);
   const stopCuttingStalled = cutStalledReaders(app.server, config.streamStallMs);
   app.addHook('onClose', async () => stopCuttingStalled());
 
@@ -427,6 +432,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     if (route.config?.refusesMethod !== true) routes.add(route.method, route.url);
   });
   app.setNotFoundHandler((request, reply) => {
+    // An error answer like any other: its request id with it.
+    void reply.header('x-request-id', request.id);
     const path = request.url.split('?')[0] ?? '';
     const takes = (allow: string | undefined): boolean => allow !== undefined && allow.split(', ').includes(request.method);
     // A route written with a trailing slash (`/joke/invoke/`, `/joke/runs/` — which reads as a run with an

@@ -7,6 +7,7 @@
  * and path parameters (session ids, config hashes) may be as long as a URL.
  */
 import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders, type ServerOptions, type ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorCodes, type ErrorCode } from '../core/index.js';
@@ -168,14 +169,44 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
   const code = clientErrorCode(error);
   const status = errorCodes[code].status;
   const message = CLIENT_ERROR_MESSAGES[code] ?? code;
-  this.log.debug({ code: error.code }, `client error: ${message}`);
-  if (socket.writable) {
-    const body = JSON.stringify(errorBody(status, code, message));
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-    );
+  const requestId = randomUUID();
+  this.log.debug({ code: error.code, reqId: requestId }, `client error: ${message}`);
+  const answer = (): void => {
+    if (socket.writable) {
+      const body = JSON.stringify(errorBody(status, code, message));
+      socket.write(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.destroy();
+  };
+  // A request pipelined before the bad one still has its answer to come on this connection: it goes first, in
+  // order, then this one — not this one in its place, which its client would read as the first one's answer
+  // (a probe: a valid chat turn ran, and its client got the 400 of the garbage sent after it).
+  // (Its request arrived whole; one still arriving — a body that timed out — is the one this error ends.)
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (inFlight !== undefined && inFlight !== null && inFlight.req.complete && !inFlight.writableFinished) {
+    inFlight.once('finish', () => setImmediate(answer));
+    inFlight.once('close', () => {
+      if (!inFlight.writableFinished) socket.destroy();
+    });
+    return;
   }
-  socket.destroy();
+  answer();
+}
+
+/**
+ * Answers an `expect` other than `100-continue` (the only expectation HTTP defines) in Runnel's error shape —
+ * Node's own answer is a bare 417 — and closes the connection: its body is never read, so nothing of it may
+ * be taken for a next request.
+ */
+export function refuseExpectations(server: { on(event: 'checkExpectation', listener: (req: IncomingMessage, res: ServerResponse) => void): unknown }, requestId: (req: IncomingMessage) => string): void {
+  server.on('checkExpectation', (req, res) => {
+    const body = JSON.stringify(errorBody(417, 'RUNNEL_ERR_EXPECTATION_FAILED', 'Expectation Failed: the only expect this server meets is 100-continue'));
+    res.shouldKeepAlive = false;
+    res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId(req), connection: 'close' });
+    res.end(body);
+  });
 }
 
 /**

@@ -60,14 +60,24 @@ const FASTIFY_MESSAGES: Partial<Record<ErrorCode, string>> = {
   RUNNEL_ERR_URI_TOO_LONG: 'A path parameter is too long',
 };
 
-/** A 4xx from a Fastify plugin, by status: each status its own code. */
+/**
+ * A 4xx from a Fastify plugin (a parser, the rate limit, the static files' `send`), by status: each status its
+ * own code. Another 4xx is answered as a 400 `RUNNEL_ERR_BAD_REQUEST`, so the status always is its code's.
+ */
 const STATUS_CODES: Partial<Record<number, ErrorCode>> = {
   400: 'RUNNEL_ERR_BAD_REQUEST',
   401: 'RUNNEL_ERR_UNAUTHORIZED',
+  403: 'RUNNEL_ERR_FORBIDDEN',
   404: 'RUNNEL_ERR_NOT_FOUND',
+  405: 'RUNNEL_ERR_METHOD_NOT_ALLOWED',
   408: 'RUNNEL_ERR_BODY_TIMEOUT',
+  412: 'RUNNEL_ERR_PRECONDITION_FAILED',
   413: 'RUNNEL_ERR_BODY_TOO_LARGE',
   414: 'RUNNEL_ERR_URI_TOO_LONG',
+  415: 'RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE',
+  416: 'RUNNEL_ERR_RANGE_NOT_SATISFIABLE',
+  417: 'RUNNEL_ERR_EXPECTATION_FAILED',
+  422: 'RUNNEL_ERR_BODY_INVALID',
   429: 'RUNNEL_ERR_RATE_LIMITED',
   431: 'RUNNEL_ERR_HEADERS_TOO_LARGE',
 };
@@ -87,9 +97,10 @@ export function toHttpError(error: unknown): { status: number; body: ErrorBody; 
   }
   const status = (error as { statusCode?: unknown }).statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    // A 4xx from a Fastify plugin (CORS, rate limit, parser): say what it is without its internals.
-    const code = STATUS_CODES[status] ?? 'RUNNEL_ERR_BODY_INVALID';
-    return { status, body: errorBody(status, code, errorCodes[code].description), internal: false };
+    // A 4xx from a Fastify plugin (CORS, rate limit, parser, static files): say what it is without its internals.
+    const code = STATUS_CODES[status] ?? 'RUNNEL_ERR_BAD_REQUEST';
+    const answered = errorCodes[code].status;
+    return { status: answered, body: errorBody(answered, code, errorCodes[code].description), internal: false };
   }
   return { status: 500, body: errorBody(500, 'RUNNEL_ERR_INTERNAL', 'Internal Server Error'), internal: true };
 }

@@ -748,7 +748,7 @@ describe('a listing while the caller adds a run', () => {
       const original = client.zrevrange.bind(client);
       let added = false;
       const spy = vi.spyOn(client, 'zrevrange').mockImplementation((async (...args: Parameters<typeof client.zrevrange>) => {
-        const page = await original(...(args as [string, number, number]));
+        const page = await original(...(args as unknown as [string, number, number]));
         if (!added) {
           added = true;
           await paged.create({ ...record('ada'), chain: '/b', status: 'running', created_at: at(500), updated_at: at(500) });
