@@ -109,7 +109,7 @@ export const errorCodes = {
   RUNNEL_ERR_EXPECTATION_FAILED: {
     status: 417,
     retryable: false,
-    description: 'An `expect` header other than `100-continue`, the one expectation HTTP defines; the connection is closed (the body is not read).',
+    description: 'An `expect` header other than `100-continue`, the one expectation HTTP defines; the body is read and dropped, and the connection goes on.',
   },
   RUNNEL_ERR_BATCH_TOO_LARGE: {
     status: 422,

@@ -161,7 +161,7 @@ const CLIENT_ERROR_MESSAGES: Partial<Record<ErrorCode, string>> = {
  * nothing more of it may reach a route.
  */
 function answerClientError(this: FastifyInstance, error: ConnectionError, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  if (error.code === 'ECONNRESET' || socket.destroyed || deferred.has(socket)) return;
   if (lingering.has(socket)) {
     socket.destroy();
     return;
@@ -180,31 +180,48 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
     }
     socket.destroy();
   };
-  // A request pipelined before the bad one still has its answer to come on this connection: it goes first, in
-  // order, then this one — not this one in its place, which its client would read as the first one's answer
-  // (a probe: a valid chat turn ran, and its client got the 400 of the garbage sent after it).
-  // (Its request arrived whole; one still arriving — a body that timed out — is the one this error ends.)
-  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (inFlight !== undefined && inFlight !== null && inFlight.req.complete && !inFlight.writableFinished) {
-    inFlight.once('finish', () => setImmediate(answer));
-    inFlight.once('close', () => {
-      if (!inFlight.writableFinished) socket.destroy();
-    });
+  // Requests pipelined before the bad one still have their answers to come on this connection: they go first,
+  // in order, then this one — not this one in their place, which a client reads as the first one's answer (a
+  // probe: a valid chat turn ran, and its client got the 400 of the garbage sent after it). Node hands the
+  // socket to each queued answer in turn as the one before finishes; this one waits for the last.
+  if (pendingAnswer(socket) !== undefined) {
+    // Once per connection: the parser, failed, raises this again at every chunk that arrives meanwhile.
+    deferred.add(socket);
+    const after = (): void => {
+      const next = pendingAnswer(socket);
+      if (next === undefined) return answer();
+      next.once('finish', () => setImmediate(after));
+      next.once('close', () => {
+        if (!next.writableFinished) socket.destroy();
+      });
+    };
+    after();
     return;
   }
   answer();
 }
 
+/** Connections whose client error waits for the answers pipelined before it. */
+const deferred = new WeakSet<Socket>();
+
+/**
+ * The answer Node is writing on `socket` for a request that arrived whole (one still arriving — a body that
+ * timed out — is the one a client error ends), unless it has finished.
+ */
+function pendingAnswer(socket: Socket): ServerResponse | undefined {
+  const answer = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  return answer !== undefined && answer !== null && answer.req.complete && !answer.writableFinished ? answer : undefined;
+}
+
 /**
  * Answers an `expect` other than `100-continue` (the only expectation HTTP defines) in Runnel's error shape —
- * Node's own answer is a bare 417 — and closes the connection: its body is never read, so nothing of it may
- * be taken for a next request.
+ * Node's own answer is a bare 417 — as Node does otherwise: the request's body is read and dropped when the
+ * answer ends, and the connection goes on (a request pipelined after it is answered in turn).
  */
 export function refuseExpectations(server: { on(event: 'checkExpectation', listener: (req: IncomingMessage, res: ServerResponse) => void): unknown }, requestId: (req: IncomingMessage) => string): void {
   server.on('checkExpectation', (req, res) => {
     const body = JSON.stringify(errorBody(417, 'RUNNEL_ERR_EXPECTATION_FAILED', 'Expectation Failed: the only expect this server meets is 100-continue'));
-    res.shouldKeepAlive = false;
-    res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId(req), connection: 'close' });
+    res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId(req) });
     res.end(body);
   });
 }
