@@ -3,7 +3,8 @@
  * and every answer with its request id — and a valid request pipelined ahead of a malformed one keeps its own
  * answer.
  */
-import { connect } from 'node:net';
+import type { ServerResponse } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type TestServer } from '../support/server.js';
 
@@ -125,8 +126,8 @@ describe('odd requests', () => {
   // A review: every chunk that arrived after the garbage raised the client error again, and each added a pair of
   // listeners to the answer under way — without bound, for as long as a stream ran.
   it('bytes that keep coming after the garbage add nothing while the answer before it is written', async () => {
-    const sockets: import('node:net').Socket[] = [];
-    const onConnection = (socket: import('node:net').Socket) => void sockets.push(socket);
+    const sockets: Socket[] = [];
+    const onConnection = (socket: Socket) => void sockets.push(socket);
     server.app.server.on('connection', onConnection);
     const { port } = new URL(server.url);
     const socket = connect(Number(port), '127.0.0.1');
@@ -139,7 +140,7 @@ describe('odd requests', () => {
     socket.write(`POST /slow/stream HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}GARBAGE\r\n\r\n`);
     // The stream's first frame: the answer is under way.
     while (!got.includes('event: data')) await new Promise((resolve) => setTimeout(resolve, 5));
-    const answer = (sockets.at(-1) as unknown as { _httpMessage?: import('node:http').ServerResponse | null })._httpMessage;
+    const answer = (sockets.at(-1) as unknown as { _httpMessage?: ServerResponse | null })._httpMessage;
     const listeners = answer?.listenerCount('finish') ?? 0;
     expect(listeners).toBeGreaterThan(0);
     for (let i = 0; i < 30; i++) {
