@@ -183,8 +183,10 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
   // Requests pipelined before the bad one still have their answers to come on this connection: they go first,
   // in order, then this one — not this one in their place, which a client reads as the first one's answer (a
   // probe: a valid chat turn ran, and its client got the 400 of the garbage sent after it). Node hands the
-  // socket to each queued answer in turn as the one before finishes; this one waits for the last.
-  if (pendingAnswer(socket) !== undefined) {
+  // socket to each queued answer in turn as the one before finishes; this one waits for the last. Only after a
+  // parse error, which stops Node's parser: a request whose body timed out is routed already and its parser
+  // still reads, so waiting would let its late body arrive and run it (a review) — it ends the connection now.
+  if (error.code?.startsWith('HPE_') === true && pendingAnswer(socket) !== undefined) {
     // Once per connection: the parser, failed, raises this again at every chunk that arrives meanwhile.
     deferred.add(socket);
     const after = (): void => {
@@ -215,12 +217,30 @@ function pendingAnswer(socket: Socket): ServerResponse | undefined {
 
 /**
  * Answers an `expect` other than `100-continue` (the only expectation HTTP defines) in Runnel's error shape —
- * Node's own answer is a bare 417 — as Node does otherwise: the request's body is read and dropped when the
- * answer ends, and the connection goes on (a request pipelined after it is answered in turn).
+ * Node's own answer is a bare 417 — and, as Node does, goes on with the connection (a request pipelined after
+ * it is answered in turn) once the refused body is read and dropped: up to {@link LINGER_MAX_BYTES}, as any
+ * refused body, and then the connection is closed (Node's own drain read without end, a review found: 2 GB in
+ * 4 s, then a second answer when the body timed out).
  */
 export function refuseExpectations(server: { on(event: 'checkExpectation', listener: (req: IncomingMessage, res: ServerResponse) => void): unknown }, requestId: (req: IncomingMessage) => string): void {
   server.on('checkExpectation', (req, res) => {
     const body = JSON.stringify(errorBody(417, 'RUNNEL_ERR_EXPECTATION_FAILED', 'Expectation Failed: the only expect this server meets is 100-continue'));
+    const socket = req.socket;
+    // Read here (so Node does not dump it without a bound); answered already, so a body timeout meanwhile
+    // closes the connection without a second answer.
+    lingering.add(socket);
+    let read = 0;
+    const onData = (chunk: Buffer): void => {
+      read += chunk.length;
+      if (read > LINGER_MAX_BYTES) socket.destroy();
+    };
+    const done = (): void => {
+      req.off('data', onData);
+      lingering.delete(socket);
+    };
+    req.on('data', onData);
+    req.once('end', done);
+    req.once('close', done);
     res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId(req) });
     res.end(body);
   });

@@ -153,4 +153,64 @@ describe('odd requests', () => {
     expect(got).toContain('event: end');
     expect(got.slice(got.lastIndexOf('HTTP/1.1'))).toMatch(/^HTTP\/1\.1 400 /);
   });
+
+  // A review: after a bad expect, Node's own drain of the refused body had no bound (2 GB in 4 s), and a body
+  // timeout meanwhile sent a second answer.
+  it('reads a refused body behind a bad expect up to the limit any refused body has, then closes', async () => {
+    const { port } = new URL(server.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    let got = '';
+    socket.on('data', (chunk: Buffer) => (got += chunk.toString('latin1')));
+    socket.on('error', () => undefined);
+    let closed = false;
+    socket.on('close', () => (closed = true));
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write('POST /echo/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nexpect: bogus\r\ncontent-length: 100000000000\r\n\r\n');
+    const chunk = Buffer.alloc(1024 * 1024, 'x');
+    let sent = 0;
+    // Far past the 16 MiB limit unless the server closes first.
+    while (!closed && sent < 128 * 1024 * 1024) {
+      await new Promise<void>((resolve) => {
+        if (socket.write(chunk)) resolve();
+        else socket.once('drain', () => resolve());
+        socket.once('close', () => resolve());
+      });
+      sent += chunk.length;
+    }
+    await new Promise<void>((resolve) => (closed ? resolve() : socket.once('close', () => resolve())));
+    expect(sent).toBeLessThan(64 * 1024 * 1024);
+    expect([...got.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => match[1])).toEqual(['417']);
+  });
 });
+
+// A review: a request pipelined behind a slow one whose body then stalled past the body timeout was left to run
+// once its late body came (its answer, then a stray 408): the timed-out request must not run.
+describe('a pipelined request whose body times out', () => {
+  let timed: TestServer;
+  beforeAll(async () => {
+    timed = await startServer({ bodyTimeoutMs: 300 });
+  });
+  afterAll(async () => timed.close());
+
+  it('is not run when its body arrives late', async () => {
+    const { port } = new URL(timed.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    let got = '';
+    socket.on('data', (chunk: Buffer) => (got += chunk.toString('latin1')));
+    socket.on('error', () => undefined);
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const slowBody = JSON.stringify({ input: { count: 100 } });
+    const lateBody = JSON.stringify({ input: { name: 'late' } });
+    socket.write(`POST /slow/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${slowBody.length}\r\n\r\n${slowBody}`);
+    socket.write(`POST /echo/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${lateBody.length}\r\n\r\n${lateBody.slice(0, 5)}`);
+    // The rest of the body once the server has seen the timeout (its client-error event, heard after its own).
+    await new Promise<void>((resolve) => timed.app.server.once('clientError', () => resolve()));
+    socket.write(lateBody.slice(5));
+    await closed;
+    socket.destroy();
+    expect(got).not.toContain('hello late');
+    expect(got).toMatch(/RUNNEL_ERR_BODY_TIMEOUT/);
+  });
+});
+
