@@ -189,20 +189,26 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
     return revive(((await response.json()) as { output: unknown }).output) as O;
   }
 
-  /** The SSE `data` payloads of a streaming endpoint, revived; an `error` frame throws. */
+  /**
+   * The SSE `data` payloads of a streaming endpoint, revived; an `error` frame throws, and so does a body that
+   * ends before the `end` frame (a proxy that closed it cleanly): a cut answer is not a whole one.
+   */
   private async *frames(path: string, body: Record<string, unknown>, caller: Cancellation | undefined): AsyncGenerator<unknown> {
     const call = this.call(caller);
     const response = await this.request(path, { method: 'POST', body }, call);
-    if (response.body === null) return;
+    const cut = (): RunnelError => new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${this.url}${path} broke off the stream before its end`);
+    if (response.body === null) throw cut();
     try {
       for await (const message of parseSse(response.body as unknown as AsyncIterable<Uint8Array>)) {
         if (message.event === 'error') throw errorFromFrame(message.data);
+        if (message.event === 'end') return;
         if (message.event !== 'data' || message.data === '') continue;
         yield revive(JSON.parse(message.data));
       }
     } catch (error) {
       throw this.failure(error, call, `${this.url}${path} broke off the stream`);
     }
+    throw cut();
   }
 
   /** The SSE messages of a response. */
