@@ -26,8 +26,21 @@ export const MAX_PARAM_LENGTH = 16 * 1024;
  */
 export const LINGER_MAX_BYTES = 16 * 1024 * 1024;
 
-/** Sockets being drained after their answer: a body timeout there only closes them (they have their answer). */
-const lingering = new WeakSet<Socket>();
+/**
+ * Sockets being drained after their answer, by how many of their requests are: a body timeout there only
+ * closes them (they have their answer). Counted, not marked: two refused requests pipelined on one socket
+ * drain one after the other, and the first's end must not unmark the second (a review: a second answer).
+ */
+const draining = new WeakMap<Socket, number>();
+const lingering = {
+  has: (socket: Socket): boolean => (draining.get(socket) ?? 0) > 0,
+  add: (socket: Socket): void => void draining.set(socket, (draining.get(socket) ?? 0) + 1),
+  delete: (socket: Socket): void => {
+    const left = (draining.get(socket) ?? 1) - 1;
+    if (left > 0) draining.set(socket, left);
+    else draining.delete(socket);
+  },
+};
 
 /** Requests that asked for `100 Continue` and have not had it: their client may send no body until they do. */
 const awaitingContinue = new WeakSet<IncomingMessage>();
@@ -183,10 +196,17 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
   // Requests pipelined before the bad one still have their answers to come on this connection: they go first,
   // in order, then this one — not this one in their place, which a client reads as the first one's answer (a
   // probe: a valid chat turn ran, and its client got the 400 of the garbage sent after it). Node hands the
-  // socket to each queued answer in turn as the one before finishes; this one waits for the last. Only after a
-  // parse error, which stops Node's parser: a request whose body timed out is routed already and its parser
-  // still reads, so waiting would let its late body arrive and run it (a review) — it ends the connection now.
-  if (error.code?.startsWith('HPE_') === true && pendingAnswer(socket) !== undefined) {
+  // socket to each queued answer in turn as the one before finishes; this one waits for the last.
+  const pending = pendingAnswer(socket) !== undefined;
+  // Only after a parse error, which stops Node's parser. A request whose body timed out is routed already and
+  // its parser still reads: waiting would let its late body arrive and run it, and answering now would put its
+  // 408 in the place of an earlier answer, or inside one being written (reviews). Its connection just closes:
+  // the client sees it dropped, as HTTP lets a server drop pipelined requests, and none of them is misread.
+  if (pending && error.code?.startsWith('HPE_') !== true) {
+    socket.destroy();
+    return;
+  }
+  if (pending) {
     // Once per connection: the parser, failed, raises this again at every chunk that arrives meanwhile.
     deferred.add(socket);
     const after = (): void => {
@@ -234,7 +254,10 @@ export function refuseExpectations(server: { on(event: 'checkExpectation', liste
       read += chunk.length;
       if (read > LINGER_MAX_BYTES) socket.destroy();
     };
+    let drained = false;
     const done = (): void => {
+      if (drained) return;
+      drained = true;
       req.off('data', onData);
       lingering.delete(socket);
     };
