@@ -26,6 +26,17 @@ function raw(bytes: string): Promise<string> {
   });
 }
 
+/** A connection to `url`, open: what it has read so far, and when it closes (its errors are the server closing it). */
+async function opened(url: string): Promise<{ socket: Socket; got: () => string; closed: Promise<void> }> {
+  const socket = connect(Number(new URL(url).port), '127.0.0.1');
+  let text = '';
+  socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')));
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  return { socket, got: () => text, closed };
+}
+
 const bodyOf = (answer: string): { code?: string } => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { code?: string };
 
 describe('odd requests', () => {
@@ -193,13 +204,7 @@ describe('a pipelined request whose body times out', () => {
   afterAll(async () => timed.close());
 
   it('is not run when its body arrives late, and no 408 is read as the answer before it', async () => {
-    const { port } = new URL(timed.url);
-    const socket = connect(Number(port), '127.0.0.1');
-    let got = '';
-    socket.on('data', (chunk: Buffer) => (got += chunk.toString('latin1')));
-    socket.on('error', () => undefined);
-    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const { socket, got, closed } = await opened(timed.url);
     const slowBody = JSON.stringify({ input: { count: 100 } });
     const lateBody = JSON.stringify({ input: { name: 'late' } });
     socket.write(`POST /slow/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${slowBody.length}\r\n\r\n${slowBody}`);
@@ -209,44 +214,32 @@ describe('a pipelined request whose body times out', () => {
     socket.write(lateBody.slice(5));
     await closed;
     socket.destroy();
-    expect(got).not.toContain('hello late');
+    expect(got()).not.toContain('hello late');
     // Dropped, not answered in /slow's place (or inside its answer).
-    expect(got).not.toContain('RUNNEL_ERR_BODY_TIMEOUT');
+    expect(got()).not.toContain('RUNNEL_ERR_BODY_TIMEOUT');
   });
 
   // A review: two refused requests pipelined on one connection, the first whole, the second's body stalled: the
   // first's end unmarked the connection, and the second got a 408 after its 417.
   it('gives each of two refused requests behind bad expects one answer', async () => {
-    const { port } = new URL(timed.url);
-    const socket = connect(Number(port), '127.0.0.1');
-    let got = '';
-    socket.on('data', (chunk: Buffer) => (got += chunk.toString('latin1')));
-    socket.on('error', () => undefined);
-    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const { socket, got, closed } = await opened(timed.url);
     const head = (length: number) => `POST /echo/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nexpect: bogus\r\ncontent-length: ${length}\r\n\r\n`;
     socket.write(`${head(5)}hello${head(10)}abc`);
     await closed;
-    expect([...got.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => match[1])).toEqual(['417', '417']);
+    expect([...got().matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => match[1])).toEqual(['417', '417']);
   });
 
   // A review: the 408 went out at once, into the chunked stream being written before it. The connection now
   // closes with nothing written: the stream before it is cut (a chunked body without its last chunk, which a
   // client tells from a whole one), never corrupted.
   it("writes no 408 into a stream written before it: the connection closes, the stream cut, not corrupted", async () => {
-    const { port } = new URL(timed.url);
-    const socket = connect(Number(port), '127.0.0.1');
-    let got = '';
-    socket.on('data', (chunk: Buffer) => (got += chunk.toString('latin1')));
-    socket.on('error', () => undefined);
-    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const { socket, got, closed } = await opened(timed.url);
     const slowBody = JSON.stringify({ input: { count: 50 } });
     socket.write(`POST /slow/stream HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${slowBody.length}\r\n\r\n${slowBody}POST /echo/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 40\r\n\r\n{"inp`);
     await closed;
-    expect(got).toMatch(/^HTTP\/1\.1 200 /);
-    expect(got.match(/HTTP\/1\.1 /g)).toHaveLength(1);
-    expect(got).not.toContain('RUNNEL_ERR_BODY_TIMEOUT');
+    expect(got()).toMatch(/^HTTP\/1\.1 200 /);
+    expect(got().match(/HTTP\/1\.1 /g)).toHaveLength(1);
+    expect(got()).not.toContain('RUNNEL_ERR_BODY_TIMEOUT');
   });
 });
 
