@@ -1148,13 +1148,10 @@ export class RedisRunStore implements RunStore {
    * comes before its input, so that is one with an odd shape).
    */
   private async heads(ids: readonly string[]): Promise<(string | undefined)[]> {
-    const pipeline = this.client.pipeline();
-    for (const id of ids) pipeline.getrange(this.key(id), 0, 1023);
-    const heads = (await redisCall(pipeline.exec())) ?? [];
-    return ids.map((_, index) => {
-      const [error, head] = heads[index] ?? [null, undefined];
-      if (error !== null || typeof head !== 'string') return undefined;
-      return head === '' ? 'gone' : /"status":"(\w+)"/.exec(head)?.[1];
+    return (await this.leading(ids)).map((head) => {
+      if (head === undefined || head === 'gone') return head;
+      const status = head.fields.status;
+      return typeof status === 'string' ? status : undefined;
     });
   }
 
