@@ -5,6 +5,7 @@
  * resumable with `Last-Event-ID`), `POST .../cancel`. docs/runs.md is the
  * contract.
  */
+import { Readable } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import { RunnelError } from '../src/core/index.js';
 import { publicRun, TERMINAL, type RunStatus } from '../src/runs/index.js';
@@ -30,6 +31,8 @@ const runSchema = {
     updated_at: { type: 'string', format: 'date-time' },
   },
 };
+/** The bytes of a listing answered at once; past them the rest of it is written as its runs are read. */
+const LIST_ANSWER_BUFFER = 1024 * 1024;
 const runParams = { params: { type: 'object', properties: { run_id: { type: 'string' } } } };
 
 /**
@@ -77,14 +80,38 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
   app.get<{ Querystring: { status?: string; limit?: string } }>(
     '/runs',
     { schema: { tags, summary: `The caller's recent runs of ${path}, newest first`, querystring: { type: 'object', properties: { status: { type: 'string', enum: [...STATUSES] }, limit: { type: 'integer', minimum: 1, maximum: 100 } } }, response: { 200: { description: 'Runs', type: 'object', properties: { runs: { type: 'array', items: runSchema } } }, ...errors } } },
-    async (request) => {
+    async (request, reply) => {
       const status = request.query.status;
       if (status !== undefined && !STATUSES.includes(status as RunStatus)) {
         throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', `status must be one of ${STATUSES.join(', ')}`, { detail: [{ type: 'enum', loc: ['query', 'status'], msg: `Input should be ${STATUSES.join(', ')}` }] });
       }
       const limit = numberParam(request.query.limit, 'limit', 1, 100, 20, true);
-      const runs = await runQueue(request).store.list(request.identity, limit, { chain: path, status: status as RunStatus | undefined });
-      return { runs: runs.map(publicRun) };
+      const records = runQueue(request).store.each(request.identity, limit, { chain: path, status: status as RunStatus | undefined })[Symbol.asyncIterator]();
+      // Each run as the schema serialises it (its fields, no more), the answer written as its runs are read.
+      const serialize = reply.compileSerializationSchema(runSchema);
+      const listed: string[] = [];
+      let bytes = 0;
+      reply.type('application/json; charset=utf-8');
+      while (bytes <= LIST_ANSWER_BUFFER) {
+        const next = await records.next();
+        if (next.done === true) return reply.send(`{"runs":[${listed.join(',')}]}`);
+        const run = serialize(publicRun(next.value));
+        listed.push(run);
+        bytes += run.length;
+      }
+      // A long answer (a hundred outputs of a megabyte each) goes out as its runs are read, a few at a time,
+      // as fast as the client takes it — not built whole in memory first. A failure from here on cuts it, which
+      // every HTTP client reports (a chunked answer without its end).
+      async function* rest(): AsyncGenerator<string> {
+        try {
+          yield `{"runs":[${listed.splice(0).join(',')}`;
+          for (let next = await records.next(); next.done !== true; next = await records.next()) yield `,${serialize(publicRun(next.value))}`;
+          yield ']}';
+        } finally {
+          await records.return?.();
+        }
+      }
+      return reply.send(Readable.from(rest(), { highWaterMark: 1 }));
     },
   );
 

@@ -191,6 +191,11 @@ export interface RunStore {
    * for among all the runs the store lists for the caller, reading in full only the records that may match.
    */
   list(identity: string, limit: number, match?: RunMatch): Promise<RunRecord[]>;
+  /**
+   * The same runs as {@link list}, one at a time as they are read: a listing of records with large inputs or
+   * outputs holds a few megabytes of them at a time, not all of them at once.
+   */
+  each(identity: string, limit: number, match?: RunMatch): AsyncIterable<RunRecord>;
   /** Marks a run to be cancelled (seen by whichever worker runs it). */
   requestCancel(runId: string): Promise<void>;
   cancelRequested(runId: string): Promise<boolean>;
@@ -531,6 +536,11 @@ export class MemoryRunStore implements RunStore {
       .reverse()
       .slice(0, limit)
       .map((record) => ({ ...record }));
+  }
+
+  async *each(identity: string, limit: number, match: RunMatch = {}): AsyncGenerator<RunRecord> {
+    // The records are in memory already; copies of at most `limit` of them.
+    yield* await this.list(identity, limit, match);
   }
 
   async requestCancel(runId: string): Promise<void> {
@@ -978,6 +988,8 @@ function isRunRecord(value: unknown): value is RunRecord {
  */
 /** Runs read per page of a listing. */
 const LIST_PAGE = 100;
+/** The most bytes of records a listing reads at once (a record larger than this is read alone). */
+const LIST_READ_BYTES = 4 * 1024 * 1024;
 /** The bytes of a record read to tell whether a listing can keep it. */
 const HEAD_BYTES = 1024;
 
@@ -1148,9 +1160,9 @@ export class RedisRunStore implements RunStore {
    * comes before its input, so that is one with an odd shape).
    */
   private async heads(ids: readonly string[]): Promise<(string | undefined)[]> {
-    return (await this.leading(ids)).map((head) => {
-      if (head === undefined || head === 'gone') return head;
-      const status = head.fields.status;
+    return (await this.leading(ids, true)).map((read) => {
+      if (read === 'gone' || read.head === undefined) return read === 'gone' ? read : undefined;
+      const status = read.head.fields.status;
       return typeof status === 'string' ? status : undefined;
     });
   }
@@ -1311,8 +1323,14 @@ export class RedisRunStore implements RunStore {
   }
 
   async list(identity: string, limit: number, match: RunMatch = {}): Promise<RunRecord[]> {
-    const owner = `${this.ns}:owner:${identity}`;
     const found: RunRecord[] = [];
+    for await (const record of this.each(identity, limit, match)) found.push(record);
+    return found;
+  }
+
+  async *each(identity: string, limit: number, match: RunMatch = {}): AsyncGenerator<RunRecord> {
+    const owner = `${this.ns}:owner:${identity}`;
+    let listed = 0;
     // Pages by rank: a run the caller adds meanwhile moves the later ones down a place, so a page may begin
     // with the last of the one before — listed once.
     const seen = new Set<string>();
@@ -1320,42 +1338,66 @@ export class RedisRunStore implements RunStore {
     // A page of the caller's runs at a time, newest first. With a match, each record's first bytes say whether
     // it can be one (its small fields come before its input): only those are read whole — a listing of one
     // chain's runs is not the caller's thousand records, inputs and all, read to keep a few.
-    for (let start = 0; found.length < limit && start < this.maxListed; start += LIST_PAGE) {
+    for (let start = 0; listed < limit && start < this.maxListed; start += LIST_PAGE) {
       const ids = await redisCall(this.client.zrevrange(owner, start, Math.min(start + LIST_PAGE, this.maxListed) - 1));
       if (ids.length === 0) break;
-      let candidates = ids.filter((id) => !seen.has(id));
-      for (const id of candidates) seen.add(id);
-      if (filtered) {
-        const heads = await this.leading(candidates);
-        candidates = candidates.filter((_, index) => mayMatch(heads[index], match));
-      }
-      // Read whole as they are needed: a page of candidates that all match costs `limit` records, no more.
-      for (let next = 0; next < candidates.length && found.length < limit; ) {
-        const batch = candidates.slice(next, next + Math.max(1, limit - found.length));
-        next += batch.length;
+      const fresh = ids.filter((id) => !seen.has(id));
+      for (const id of fresh) seen.add(id);
+      const heads = await this.leading(fresh, filtered);
+      const candidates = fresh.flatMap((id, index) => {
+        const read = heads[index] ?? { bytes: 0 };
+        return read !== 'gone' && (!filtered || mayMatch(read.head, match)) ? [{ id, bytes: read.bytes }] : [];
+      });
+      // Read whole as they are needed, and a few megabytes at a time: a page of candidates that all match costs
+      // `limit` records, no more, and records of a megabyte each are not all held at once.
+      for (let next = 0; next < candidates.length && listed < limit; ) {
+        const batch: string[] = [];
+        let bytes = 0;
+        while (next < candidates.length && batch.length < limit - listed) {
+          const candidate = candidates[next] as { id: string; bytes: number };
+          if (batch.length > 0 && bytes + candidate.bytes > LIST_READ_BYTES) break;
+          batch.push(candidate.id);
+          bytes += candidate.bytes;
+          next++;
+        }
         const raw = await redisCall(this.client.mget(...batch.map((id) => this.key(id))));
-        raw.forEach((value, index) => {
+        for (let index = 0; index < raw.length; index++) {
+          let record: RunRecord | undefined;
           try {
-            const record = parseRecord(value, batch[index] as string);
-            if (record !== undefined && record.identity === identity && matches(record, match) && found.length < limit) found.push(record);
+            record = parseRecord(raw[index] ?? null, batch[index] as string);
           } catch {
             // A record that is not valid is not listed.
           }
-        });
+          raw[index] = null;
+          if (record !== undefined && record.identity === identity && matches(record, match) && listed < limit) {
+            listed++;
+            yield record;
+          }
+        }
       }
     }
-    return found;
   }
 
-  /** The leading small fields of each run's record, from its first bytes ('gone': none; undefined: unread). */
-  private async leading(ids: readonly string[]): Promise<(RecordHead | 'gone' | undefined)[]> {
+  /**
+   * Each run's record's length and, asked for, its leading small fields from its first bytes ('gone': no
+   * record; `head` undefined: unread or unreadable, so it may match).
+   */
+  private async leading(ids: readonly string[], heads: boolean): Promise<('gone' | { bytes: number; head?: RecordHead })[]> {
     const pipeline = this.client.pipeline();
-    for (const id of ids) pipeline.getrange(this.key(id), 0, HEAD_BYTES - 1);
-    const heads = (await redisCall(pipeline.exec())) ?? [];
+    for (const id of ids) {
+      pipeline.strlen(this.key(id));
+      if (heads) pipeline.getrange(this.key(id), 0, HEAD_BYTES - 1);
+    }
+    const replies = (await redisCall(pipeline.exec())) ?? [];
+    const step = heads ? 2 : 1;
     return ids.map((_, index) => {
-      const [error, head] = heads[index] ?? [null, undefined];
-      if (error !== null || typeof head !== 'string') return undefined;
-      return head === '' ? 'gone' : recordHead(head);
+      const [lengthError, length] = replies[index * step] ?? [null, undefined];
+      // A key of another kind (STRLEN refused) is read as any record is, and not listed.
+      const bytes = lengthError === null && typeof length === 'number' ? length : 0;
+      if (lengthError === null && bytes === 0) return 'gone';
+      if (!heads) return { bytes };
+      const [error, head] = replies[index * step + 1] ?? [null, undefined];
+      return error !== null || typeof head !== 'string' ? { bytes } : { bytes, head: recordHead(head) };
     });
   }
 

@@ -769,3 +769,32 @@ describe('a listing while the caller adds a run', () => {
     }
   });
 });
+
+// A review of the listing: `limit=100` of runs with 1 MB inputs read the hundred records in one MGET — 100 MB in
+// one reply and in the server at once, for each such request. They are now read a few megabytes at a time.
+describe('a listing of large records', () => {
+  it('reads them a few megabytes at a time, and lists them all', async () => {
+    const ns = `list-large-${randomUUID()}`;
+    const large = new RedisRunStore({ client, namespace: ns });
+    try {
+      const at = (i: number) => new Date(Date.now() + 1000 * i).toISOString();
+      const input = { text: 'y'.repeat(1_000_000) };
+      for (let i = 0; i < 12; i++) await large.create({ ...record('ada'), chain: '/b', created_at: at(i), updated_at: at(i), input });
+      await large.create({ ...record('ada'), chain: '/b', created_at: at(20), updated_at: at(20) });
+      const spy = vi.spyOn(client, 'mget');
+      try {
+        const listed = await large.list('ada', 100);
+        expect(listed).toHaveLength(13);
+        const reads = spy.mock.calls.map((call) => call.length);
+        // The small record with the next three of a megabyte, then four at a time: never the thirteen at once.
+        expect(Math.max(...reads)).toBeLessThanOrEqual(5);
+        expect(reads.reduce((sum, n) => sum + n, 0)).toBe(13);
+      } finally {
+        spy.mockRestore();
+      }
+    } finally {
+      const keys = await client.keys(`${ns}:*`);
+      if (keys.length > 0) await client.del(...keys);
+    }
+  });
+});

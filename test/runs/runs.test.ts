@@ -316,3 +316,51 @@ describe('a durable stream needs the chain\'s runs endpoint', () => {
     expect((await fetch(`${url}/noruns/runs`, { headers: as('ada') })).status).toBe(404);
   });
 });
+
+// A review of the listing: a hundred runs with outputs of a megabyte made one answer of a hundred megabytes,
+// built whole in the server before its first byte went out — for each such request. A long listing is now
+// written as its runs are read; a short one is answered whole, as before.
+for (const backend of ['memory', 'redis'] as const) {
+  describe(`a listing of runs with large outputs (${backend})`, () => {
+    let app: FastifyInstance;
+    let url: string;
+
+    beforeAll(async () => {
+      const runNamespace = `runnel-test-${randomUUID()}`;
+      const services = backend === 'redis' ? await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: runNamespace }) : undefined;
+      app = await buildApp({
+        chains: [defineChain({ path: '/echo', runnable: lambda((input: { text: string }) => input.text), inputSchema: z.object({ text: z.string() }) })] as ChainSpec<never, unknown>[],
+        services,
+        config: { apiKeys: [{ name: 'ada', key: keys.ada }], runNamespace },
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    });
+    afterAll(async () => app.close());
+
+    it('writes a long listing as it reads it, the same runs and fields a short one gives', async () => {
+      const texts = ['a', 'b', 'c', 'd'].map((letter) => letter.repeat(400_000));
+      const ids: string[] = [];
+      for (const text of texts) {
+        const run = (await (await fetch(`${url}/echo/runs`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { text } }) })).json()) as { run_id: string };
+        expect((await fetch(`${url}/echo/runs/${run.run_id}/wait?timeout_s=60`, { headers: as('ada') })).status).toBe(200);
+        ids.push(run.run_id);
+      }
+      const long = await fetch(`${url}/echo/runs?limit=10`, { headers: as('ada') });
+      expect(long.status).toBe(200);
+      expect(long.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(long.headers.get('transfer-encoding')).toBe('chunked');
+      expect(long.headers.get('content-length')).toBeNull();
+      const listed = ((await long.json()) as { runs: { run_id: string; output: string }[] }).runs;
+      expect(listed.map((run) => run.run_id)).toEqual([...ids].reverse());
+      expect(listed.map((run) => run.output)).toEqual([...texts].reverse());
+
+      const short = await fetch(`${url}/echo/runs?limit=1`, { headers: as('ada') });
+      expect(short.headers.get('content-length')).not.toBeNull();
+      const [newest] = ((await short.json()) as { runs: Record<string, unknown>[] }).runs;
+      const record = (await (await fetch(`${url}/echo/runs/${ids.at(-1) as string}`, { headers: as('ada') })).json()) as Record<string, unknown>;
+      expect(newest).toEqual(record);
+      expect(Object.keys(listed[0] as object).sort()).toEqual(Object.keys(record).sort());
+    });
+  });
+}
