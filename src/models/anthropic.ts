@@ -166,6 +166,11 @@ class AnthropicProvider implements ChatProvider {
 
   constructor(private readonly options: ChatAnthropicOptions) {}
 
+  /** The API's base URL the client calls (the option, else the SDK's environment variable or default). */
+  get endpoint(): string {
+    return this.getClient().baseURL;
+  }
+
   private getClient(): Anthropic {
     return (this.client ??= anthropicClient(this.options, 'ChatAnthropic'));
   }

@@ -30,12 +30,12 @@ function stable(value: unknown): unknown {
 }
 
 /**
- * The cache key of a call: a SHA-256 over provider, parameters and messages in
- * a canonical JSON form — and `partition` (a caller's identity) when entries
+ * The cache key of a call: a SHA-256 over provider, its endpoint (the API's
+ * base URL, when it has one), parameters and messages in a canonical JSON form — and `partition` (a caller's identity) when entries
  * must not be shared beyond it.
  */
-export function cacheKey(provider: string, params: CallParams, messages: readonly BaseMessage[], partition?: string): string {
-  const canonical = JSON.stringify(stable({ provider, params, messages: messages.map((m) => m.toJSON()), partition }));
+export function cacheKey(provider: string, params: CallParams, messages: readonly BaseMessage[], partition?: string, endpoint?: string): string {
+  const canonical = JSON.stringify(stable({ provider, endpoint, params, messages: messages.map((m) => m.toJSON()), partition }));
   return createHash('sha256').update(canonical).digest('hex');
 }
 

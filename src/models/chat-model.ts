@@ -279,7 +279,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     const cache = bypass ? undefined : this.cache;
     // A chain that scopes its cache by caller (`defineChain({cacheScope: 'caller'})`) puts the caller in the key.
     const partition = run.metadata.__cache_partition;
-    const key = cache === undefined ? '' : cacheKey(this.provider.id, params, messages, typeof partition === 'string' ? partition : undefined);
+    const key = cache === undefined ? '' : cacheKey(this.provider.id, params, messages, typeof partition === 'string' ? partition : undefined, this.provider.endpoint);
     return { messages, params, cache, key };
   }
 

@@ -128,6 +128,11 @@ class OpenAIProvider implements ChatProvider {
 
   constructor(private readonly options: ChatOpenAIOptions) {}
 
+  /** The API's base URL the client calls (the option, else the SDK's environment variable or default). */
+  get endpoint(): string {
+    return this.getClient().baseURL;
+  }
+
   private getClient(): OpenAI {
     return (this.client ??= openAIClient(this.options, 'ChatOpenAI'));
   }

@@ -59,6 +59,11 @@ export interface ChatRequest {
 export interface ChatProvider {
   /** The provider's id, part of the cache key (`openai`, `anthropic`, `fake`). */
   readonly id: string;
+  /**
+   * Where its requests go (an API's base URL), part of the cache key with the id: two servers behind one
+   * provider (`baseURL`: a local model and OpenAI, two vLLM hosts) answer the same request differently.
+   */
+  readonly endpoint?: string;
   stream(request: ChatRequest): AsyncIterable<AIMessageChunk>;
   /**
    * The whole answer in one piece, for calls nobody streams (invoke without

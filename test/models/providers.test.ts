@@ -393,6 +393,22 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     expect(server.requests.length - before).toBe(3);
   });
 
+  // A probe: two models of one provider on two servers (a local model and OpenAI, two vLLM hosts) shared one
+  // cache entry — the second server was never asked, and its callers got the first one's answer.
+  it('keeps the answers of two servers apart in one cache', async () => {
+    const other = await startProviderServer(name);
+    try {
+      const cache = new InMemoryCache();
+      await model({ model: 'text', cache }).invoke('which server?');
+      const before = other.requests.length;
+      await make(other, { maxRetries: 0, model: 'text', cache }).invoke('which server?');
+      expect(other.requests.length - before).toBe(1);
+      expect(cache.size).toBe(2);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('works inside a prompt | model chain', async () => {
     const prompt = ChatPromptTemplate.fromMessages([['system', 'You are {persona}.'], ['human', '{question}']]);
     const answer = await prompt.pipe(model({ model: 'text' })).invoke({ persona: 'a cat', question: 'why?' });
