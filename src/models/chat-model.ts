@@ -17,7 +17,6 @@ import {
   IdleGuard,
   CancelToken,
   toAbortSignal,
-  type Cancellation,
   type ConfigSpec,
   type Run,
   type RunType,
@@ -91,6 +90,17 @@ function finishReason(chunks: readonly AIMessageChunk[]): string | undefined {
  */
 function storable(chunks: readonly AIMessageChunk[]): boolean {
   return !cutShort(finishReason(chunks)) && !malformedCalls(chunks);
+}
+
+/** Whether the call's chain can use the answer (`ChatCallOptions.accept`; without it, any answer). */
+function accepted(options: Readonly<Record<string, unknown>>, chunks: readonly AIMessageChunk[]): boolean {
+  const accept = (options as ChatCallOptions).accept;
+  if (accept === undefined) return true;
+  try {
+    return accept((chunks.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge([...chunks])).toMessage()) === true;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -289,7 +299,8 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
    * find it — and `flight` hands its answer to the ones waiting (`undefined`
    * when it failed: they then call for themselves).
    */
-  private async lookupOrLead(cache: ModelCache, key: string, signal: Cancellation | undefined): Promise<{ hit?: AIMessageChunk[]; flight?: (chunks: AIMessageChunk[] | undefined) => void }> {
+  private async lookupOrLead(cache: ModelCache, key: string, run: Run): Promise<{ hit?: AIMessageChunk[]; flight?: (chunks: AIMessageChunk[] | undefined) => void }> {
+    const signal = run.signal;
     const pending = this.inflight.get(key);
     if (pending !== undefined) {
       // A waiter aborted while the leader answers stops waiting at once.
@@ -304,9 +315,9 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       settle(chunks);
     };
     const hit = await cache.lookup(key).catch(() => undefined);
-    // An entry that would not be stored today (written by an earlier version: cut at a limit, or with tool
-    // calls that do not parse) is a miss: the provider is asked, and its answer replaces it.
-    if (hit !== undefined && storable(hit)) {
+    // An entry that would not be stored today (written by an earlier version: cut at a limit, with tool calls
+    // that do not parse, or one the chain cannot use) is a miss: the provider is asked, and its answer replaces it.
+    if (hit !== undefined && storable(hit) && accepted(run.options, hit)) {
       flight(hit);
       return { hit };
     }
@@ -316,7 +327,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   /** The provider's whole answer in one piece (see `ChatProvider.generate`), cached like a stream of one chunk. */
   private async generateWhole(input: ChatModelInput, run: Run): Promise<AIMessageChunk> {
     const { messages, params, cache, key } = this.prepare(input, run);
-    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run.signal);
+    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run);
     if (hit !== undefined) {
       this.reportCached(run, params.model, hit);
       return hit.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(hit);
@@ -340,7 +351,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     if (failure !== undefined) throw failure;
     // Not awaited: storing is best effort, and a slow cache must not hold the answer back. An answer a provider
     // sends whole without a finish reason is whole (it is not a stream that could have broken off).
-    if (cache !== undefined && storable([answer])) void cache.update(key, [answer]).catch(() => undefined);
+    if (cache !== undefined && storable([answer]) && accepted(run.options, [answer])) void cache.update(key, [answer]).catch(() => undefined);
     return answer;
   }
 
@@ -356,7 +367,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   private async *generateCached(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
     const prepared = this.prepare(input, run);
     const { cache, key } = prepared;
-    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run.signal);
+    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run);
     if (hit !== undefined) {
       this.reportCached(run, prepared.params.model, hit);
       yield* replay(hit);
@@ -396,10 +407,10 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       const reason = complete ? finishReason(chunks) : undefined;
       this.reportCall(run, { model: started.params.model, began: started.began, error: complete ? undefined : (failure?.code ?? 'RUNNEL_ERR_ABORTED'), usage, finishReason: reason });
       // Only a whole answer of a call nobody aborted is cached — not one cut by a token limit or a filter, nor
-      // one whose tool calls do not parse (cut short, say): a retry must reach the provider.
+      // one whose tool calls do not parse (cut short, say), nor one the chain refuses: a retry must reach the provider.
       const cache = lead?.prepared.cache;
       // Nor a stream that ended without a chunk: an empty answer would be served for the cache's whole TTL.
-      if (complete && chunks.length > 0 && cache !== undefined && run.signal?.aborted !== true && !malformed && !cutShort(reason)) {
+      if (complete && chunks.length > 0 && cache !== undefined && run.signal?.aborted !== true && !malformed && !cutShort(reason) && accepted(run.options, chunks)) {
         void cache.update(lead?.prepared.key ?? '', chunks).catch(() => undefined);
       }
       started.unlink?.();
@@ -511,9 +522,10 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   withStructuredOutput<T>(schema: ZodType<T>, options: { name?: string; description?: string } = {}): Runnable<ChatModelInput, T> {
     const name = options.name ?? 'extract';
     const description = options.description ?? schema.description ?? 'Answer with the extracted data';
+    const callOf = (message: AIMessage) => message.tool_calls.find((c) => c.name === name) ?? message.tool_calls[0];
     const parse = lambda(
       (message: AIMessage): T => {
-        const call = message.tool_calls.find((c) => c.name === name) ?? message.tool_calls[0];
+        const call = callOf(message);
         const result = schema.safeParse(call?.args);
         if (result.success) return result.data;
         throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', `${this.name} did not answer with the expected structure`, {
@@ -525,7 +537,9 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       },
       { name: 'StructuredOutputParser' },
     );
-    return this.bindTools([{ name, description, schema }], { toolChoice: name })
+    // An answer that does not match is not cached: the 502 says retry, and a retry must reach the model.
+    const accept = (message: AIMessage): boolean => schema.safeParse(callOf(message)?.args).success;
+    return this.bind({ tools: [toToolDefinition({ name, description, schema })], toolChoice: name, accept })
       .pipe(parse)
       .withTypes({ input: this.inputSchema as ZodType<ChatModelInput>, output: schema });
   }

@@ -1,6 +1,6 @@
 /** What chat models are called with, and what providers implement. */
 import type { Cancellation, RunnableConfig } from '../core/index.js';
-import type { AIMessageChunk, BaseMessage } from '../messages/index.js';
+import type { AIMessage, AIMessageChunk, BaseMessage } from '../messages/index.js';
 
 /** A tool as a model sees it: a name, what it does, and a JSON Schema of its arguments. */
 export interface ToolDefinition {
@@ -19,6 +19,11 @@ export interface ChatCallOptions extends RunnableConfig {
   toolChoice?: ToolChoice;
   /** Provider response format (OpenAI's `response_format`), passed through. */
   responseFormat?: Record<string, unknown>;
+  /**
+   * Whether the chain can use an answer (a structured output checks it against its schema): one it refuses
+   * is not cached, and an entry it refuses is a miss, so a retry reaches the provider. Not sent, not in the key.
+   */
+  accept?: (answer: AIMessage) => boolean;
 }
 
 /** Everything that decides a model's answer besides the messages; the cache key covers all of it. */

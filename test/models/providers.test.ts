@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
 import { AIMessage, AIMessageChunk, calculatorTool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
 import { settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
@@ -407,6 +408,30 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     } finally {
       await other.close();
     }
+  });
+
+  // A probe: /extract answered 502 RUNNEL_ERR_OUTPUT_PARSE (retryable) for a model's arguments of the wrong
+  // type, and cached that answer: every retry failed from the cache for a day without reaching the model.
+  it("caches no structured answer that fails its schema: the retry reaches the model, and a good answer is cached", async () => {
+    const schema = z.object({ name: z.string() });
+    let args: Record<string, unknown> = { name: 42 };
+    await scripted(
+      () => ({ toolCalls: [{ name: 'extract', args }] }),
+      async () => {
+        const cache = new InMemoryCache();
+        const extract = model({ model: 'text', cache }).withStructuredOutput(schema);
+        const before = server.requests.length;
+        await expect(extract.invoke('I am Ada')).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE' });
+        await expect(toArray(extract.stream('I am Ada'))).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE' });
+        expect(server.requests.length - before).toBe(2);
+        expect(cache.size).toBe(0);
+        args = { name: 'Ada' };
+        expect(await extract.invoke('I am Ada')).toEqual({ name: 'Ada' });
+        expect(await extract.invoke('I am Ada')).toEqual({ name: 'Ada' });
+        expect(server.requests.length - before).toBe(3);
+        expect(cache.size).toBe(1);
+      },
+    );
   });
 
   it('works inside a prompt | model chain', async () => {
