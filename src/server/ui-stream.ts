@@ -8,6 +8,7 @@
  * live stream and the replay of a durable run's log.
  */
 import { concat, RunnelError } from '../core/index.js';
+import { BaseMessage, type MessageType } from '../messages/index.js';
 import { finishKind } from '../models/finish.js';
 import type { ChatTurn, Conversation } from './registry.js';
 
@@ -24,6 +25,20 @@ export function chunkText(chunk: unknown): string {
   return content.map((part: unknown) => (typeof part === 'string' ? part : (part as { type?: unknown; text?: unknown })?.type === 'text' ? String((part as { text: unknown }).text) : '')).join('');
 }
 
+const MESSAGE_TYPES: ReadonlySet<string> = new Set<MessageType>(['human', 'ai', 'system', 'tool', 'chat', 'AIMessageChunk']);
+
+/**
+ * A message (chunk): live, or as its JSON (a durable run's log keeps chunks so) — a message type, a content
+ * and `additional_kwargs`, which every message's JSON has. Not any object with a `content` key: an
+ * object-valued chain's `{content, title}` is data, given whole.
+ */
+function isMessage(value: unknown): value is { content: unknown } {
+  if (value instanceof BaseMessage) return true;
+  if (value === null || typeof value !== 'object') return false;
+  const { type, content, additional_kwargs: kwargs } = value as Record<string, unknown>;
+  return typeof type === 'string' && MESSAGE_TYPES.has(type) && (typeof content === 'string' || Array.isArray(content)) && kwargs !== null && typeof kwargs === 'object';
+}
+
 /** A run event as `streamEvents` yields it (live) or its log holds it (JSON). */
 interface RunEvent {
   event: string;
@@ -35,13 +50,13 @@ interface RunEvent {
 
 /** A tool's output as a client shows it: a tool message's content, else the value itself. */
 function toolOutput(output: unknown): unknown {
-  if (output !== null && typeof output === 'object' && 'content' in output) return (output as { content: unknown }).content;
+  if (isMessage(output)) return output.content;
   return output ?? null;
 }
 
 /** A tool message (live, or as its JSON in a run's log) that says the tool failed. */
 function isFailedToolMessage(output: unknown): output is { content: unknown; status: 'error' } {
-  return output !== null && typeof output === 'object' && 'content' in output && (output as { status?: unknown }).status === 'error';
+  return isMessage(output) && (output as { status?: unknown }).status === 'error';
 }
 
 const frame = (part: Record<string, unknown>): string => `data: ${JSON.stringify(part)}\n\n`;
@@ -102,7 +117,7 @@ export class UiMessageEncoder {
    */
   chunk(chunk: unknown): string {
     if (chunk === undefined || chunk === null) return '';
-    if (typeof chunk !== 'string' && (typeof chunk !== 'object' || !('content' in chunk))) {
+    if (typeof chunk !== 'string' && !isMessage(chunk)) {
       this.value = this.value === undefined ? chunk : concat(this.value, chunk);
       return '';
     }

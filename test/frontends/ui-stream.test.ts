@@ -61,6 +61,13 @@ const facts = defineChain({
   messages: { toInput: ({ turns }) => ({ input: { topic: turns.at(-1)?.text ?? '' } }) },
 });
 
+/** An object-valued chain whose output has a `content` key: data, not a message. */
+const article = defineChain({
+  path: '/article',
+  runnable: lambda((input: { topic: string }) => ({ content: `About ${input.topic}`, title: 'T', tags: ['a'] }), { input: z.object({ topic: z.string() }), output: z.object({ content: z.string(), title: z.string(), tags: z.array(z.string()) }) }),
+  messages: { toInput: ({ turns }) => ({ input: { topic: turns.at(-1)?.text ?? '' } }) },
+});
+
 async function listen(chains: ChainSpec<never, unknown>[], services: Services): Promise<{ app: FastifyInstance; url: string }> {
   const app = await buildApp({ chains, services, config: { apiKeys: [{ name: 'ui', key: KEY }, { name: 'eve', key: EVE }], metricsKeys: ['ui'], runNamespace: services.namespace as string } });
   await app.listen({ port: 0, host: '127.0.0.1' });
@@ -115,7 +122,7 @@ describe('/ui_stream through the AI SDK, offline', () => {
     services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', databaseUrl: DATABASE_URL, namespace: `runnel-test-ui-${randomUUID()}`, cacheNamespace: `runnel-test-ui:${randomUUID()}` });
     const { chains, docs } = createChains({ services, env: {} });
     await docs.seed();
-    ({ app, url } = await listen([...chains, story, broken, facts] as ChainSpec<never, unknown>[], services));
+    ({ app, url } = await listen([...chains, story, broken, facts, article] as ChainSpec<never, unknown>[], services));
   });
   afterAll(async () => {
     await app.close();
@@ -232,6 +239,9 @@ describe('/ui_stream through the AI SDK, offline', () => {
     for (const body of [undefined, { on_disconnect: 'continue' }]) {
       const message = await lastMessage(await transport('/facts', body).sendMessages({ chatId: randomUUID(), messages: [userMessage('otters')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
       expect(JSON.parse(textOf(message))).toEqual({ topic: 'otters', count: 2 });
+      // A probe: an object with a `content` key was taken for a message: its text alone, the rest lost.
+      const whole = await lastMessage(await transport('/article', body).sendMessages({ chatId: randomUUID(), messages: [userMessage('otters')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined }));
+      expect(JSON.parse(textOf(whole))).toEqual({ content: 'About otters', title: 'T', tags: ['a'] });
     }
   });
 
