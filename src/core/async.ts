@@ -525,37 +525,61 @@ export async function* merge<K, T>(sources: ReadonlyArray<readonly [K, AsyncIter
 
 /**
  * Maps `items` through `fn` with at most `limit` calls in flight, results in
- * input order. The first failure rejects at once (no new item starts); with
- * `returnExceptions`, failures are returned in place instead. An abort
- * rejects at once, whatever `returnExceptions` says.
+ * input order. The first failure fails the whole: no new item starts, the
+ * calls under way are cancelled (`fn`'s third argument fires), and once they
+ * have ended it rejects with that failure — so nothing of the map is still
+ * running (spending a model's tokens, writing a chat's history) after it
+ * rejects. With `returnExceptions`, failures are returned in place instead.
+ * An abort rejects at once, whatever `returnExceptions` says.
  */
 export async function mapConcurrently<T, R>(
   items: readonly T[],
   limit: number | undefined,
   signal: Cancellation | undefined,
   returnExceptions: boolean,
-  fn: (item: T, index: number) => Promise<R>,
+  fn: (item: T, index: number, failed: CancelToken | undefined) => Promise<R>,
 ): Promise<(R | Error)[]> {
   const results = new Array<R | Error>(items.length);
   const workers = limit !== undefined && limit > 0 ? Math.min(limit, items.length) : items.length;
+  // Fires with the first failure: the other calls under way end (a lone item has none).
+  const failed = !returnExceptions && items.length > 1 ? new CancelToken() : undefined;
   let next = 0;
-  let failed = false;
+  let failure: { error: unknown } | undefined;
   const work = async (): Promise<void> => {
-    while (next < items.length && !failed) {
+    while (next < items.length && failure === undefined) {
       const index = next++;
       try {
-        results[index] = await fn(items[index] as T, index);
+        results[index] = await fn(items[index] as T, index, failed);
       } catch (error) {
         if (!returnExceptions || signal?.aborted === true) {
-          failed = true;
-          throw error;
+          if (failure === undefined) {
+            failure = { error };
+            failed?.abort(new RunnelError('RUNNEL_ERR_ABORTED', `Item ${index} failed, so the others were cancelled`));
+          }
+          return;
         }
         results[index] = error instanceof Error ? error : new Error(String(error));
       }
     }
   };
   await raceAbort(Promise.all(Array.from({ length: workers }, work)), signal);
+  if (failure !== undefined) throw failure.error;
   return results;
+}
+
+/** A token that fires when `failed` or `signal` does (a batch item's own); `dispose` unhooks it from both. */
+export function failingWith(signal: Cancellation | undefined, failed: CancelToken): { token: CancelToken; dispose: () => void } {
+  const token = new CancelToken();
+  const offFailed = failed.onAbort(() => token.abort(failed.reason));
+  const offSignal = signal === undefined ? noop : onAbort(signal, () => token.abort(signal.reason));
+  if (signal?.aborted === true) token.abort(signal.reason);
+  return {
+    token,
+    dispose: () => {
+      offFailed();
+      offSignal();
+    },
+  };
 }
 
 /** How many checks an idle period is split into: a stall is noticed between `ms` and `ms` plus a quarter. */

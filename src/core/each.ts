@@ -3,7 +3,8 @@
  * most `maxConcurrency` at a time, and outputs the array of results.
  */
 import { z, type ZodType } from 'zod';
-import { mapConcurrently } from './async.js';
+import { failingWith, mapConcurrently } from './async.js';
+import { scopeWith } from './config.js';
 import { RunnelError } from './errors.js';
 import type { Run } from './run.js';
 import { Runnable } from './runnable.js';
@@ -35,9 +36,11 @@ export class RunnableEach<I, O> extends Runnable<I[], O[]> {
       throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `${this.name} expects an array input, got ${typeof inputs}`);
     }
     const scope = run.scope;
-    return (await mapConcurrently(inputs, scope.maxConcurrency, scope.signal, false, (input) =>
-      this.bound._invokeIn(input, scope),
-    )) as O[];
+    return (await mapConcurrently(inputs, scope.maxConcurrency, scope.signal, false, (input, _index, failed) => {
+      // The first item that fails ends the others (their model calls closed) before the map fails.
+      const link = failed === undefined ? undefined : failingWith(scope.signal, failed);
+      return this.bound._invokeIn(input, link === undefined ? scope : scopeWith(scope, { signal: link.token })).finally(link?.dispose);
+    })) as O[];
   }
 
   override _children(): AnyRunnable[] {

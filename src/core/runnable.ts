@@ -13,11 +13,12 @@
  * for all of them.
  */
 import { z, type ZodType } from 'zod';
-import { abortable, abortableStream, mapConcurrently, once, raceAbort, type Cancellation } from './async.js';
+import { abortable, abortableStream, failingWith, mapConcurrently, once, raceAbort, type Cancellation } from './async.js';
 import {
   resolveScope,
   ROOT_SCOPE,
   scopeStorage,
+  scopeWith,
   withOneShot,
   type RunConfig,
   type RunnableConfig,
@@ -329,13 +330,19 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
     const scopes = inputs.map((_, index) => scopeFor(Array.isArray(config) ? config[index] : config));
     const first = scopes[0];
     if (first === undefined) return [];
-    return mapConcurrently(inputs, first.maxConcurrency, first.signal, options.returnExceptions === true, (input, index) =>
-      this._invokeIn(input, scopes[index] as Scope).catch((error: unknown) => {
-        // Set again by each enclosing batch as the error passes through it: the outermost one's index stands.
-        if (error !== null && typeof error === 'object') failedItems.set(error, index);
-        throw error;
-      }),
-    );
+    return mapConcurrently(inputs, first.maxConcurrency, first.signal, options.returnExceptions === true, (input, index, failed) => {
+      let scope = scopes[index] as Scope;
+      // Its own cancellation, which the first failed item fires too: the others end then, their model calls closed.
+      const link = failed === undefined ? undefined : failingWith(scope.signal, failed);
+      if (link !== undefined) scope = scopeWith(scope, { signal: link.token });
+      return this._invokeIn(input, scope)
+        .catch((error: unknown) => {
+          // Set again by each enclosing batch as the error passes through it: the outermost one's index stands.
+          if (error !== null && typeof error === 'object') failedItems.set(error, index);
+          throw error;
+        })
+        .finally(link?.dispose);
+    });
   }
 
   /**

@@ -62,6 +62,30 @@ describe('batch', () => {
     expect(results[2]).toBe(3);
   });
 
+  // A probe: a failed item failed the batch while the others ran on (a model's tokens spent after the answer).
+  it('cancels the other items when one fails, and rejects once they have ended; returnExceptions cancels nothing', async () => {
+    const make = (events: string[]) =>
+      lambda(async (x: number, config: RunnableConfig) => {
+        if (x === 1) throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'one');
+        if (x === 2) return x;
+        await new Promise<void>((resolve) => {
+          config.signal?.addEventListener('abort', () => resolve());
+          setTimeout(resolve, 300);
+        });
+        events.push(config.signal?.aborted === true ? `${x} cancelled` : `${x} done`);
+        return x;
+      });
+    const events: string[] = [];
+    await expect(make(events).batch([0, 1, 2]).catch((error: unknown) => (events.push('rejected'), Promise.reject(error)))).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE' });
+    expect(events).toEqual(['0 cancelled', 'rejected']);
+    const each: string[] = [];
+    await expect(make(each).map().invoke([0, 1])).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE' });
+    expect(each).toEqual(['0 cancelled']);
+    const kept: string[] = [];
+    const results = await make(kept).batch([0, 1], undefined, { returnExceptions: true });
+    expect([results[0], kept]).toEqual([0, ['0 done']]);
+  });
+
   it('takes one config per input, and refuses a count that does not match', async () => {
     const seen: string[][] = [];
     const step = lambda((x: number, config: RunnableConfig) => {

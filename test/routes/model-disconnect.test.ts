@@ -5,13 +5,15 @@
  */
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChatOpenAI, ChatPromptTemplate, defineChain, StringOutputParser } from '../../src/index.js';
+import { ChatOpenAI, ChatPromptTemplate, defineChain, lambda, RunnelError, StringOutputParser } from '../../src/index.js';
 import { settleWithin } from '../helpers.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 import { startServer, type TestServer } from '../support/server.js';
 
 let provider: ProviderServer;
 let server: TestServer;
+/** The provider's requests before a batch: its failing item fails once the other's model request is under way. */
+let requestsBefore = 0;
 
 beforeAll(async () => {
   provider = await startProviderServer('openai');
@@ -20,6 +22,14 @@ beforeAll(async () => {
   server = await startServer({}, [
     defineChain({ path: '/slow-model', runnable: prompt.pipe(model('slow')).pipe(new StringOutputParser()) }),
     defineChain({ path: '/model', runnable: prompt.pipe(model('text')).pipe(new StringOutputParser()) }),
+    defineChain({
+      path: '/picky',
+      runnable: lambda(async (input: { q: string }) => {
+        if (input.q !== 'fail') return prompt.pipe(model('slow')).pipe(new StringOutputParser());
+        while (provider.requests.length === requestsBefore) await new Promise((r) => setTimeout(r, 5));
+        throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'not the expected shape');
+      }),
+    }),
   ] as never);
 });
 afterAll(async () => {
@@ -48,6 +58,17 @@ describe('through the server to the model', () => {
       })(),
       2000,
     );
+  });
+
+  // A probe: /batch answered 502 for its failed item while the other item's model call ran on to its end
+  // (tokens spent, the answer cached, a chat's history written after the 502 — twice after a retry).
+  it('ends the other items of a batch when one fails, their model requests closed', async () => {
+    requestsBefore = provider.requests.length;
+    const abandoned = provider.nextAbandon();
+    const res = await fetch(`${server.url}/picky/batch`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: [{ q: 'tell me' }, { q: 'fail' }] }) });
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as { code: string; message: string })).toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE', message: 'inputs[1]: not the expected shape' });
+    await settleWithin(abandoned, 2000);
   });
 
   it('counts model tokens in and out in /metrics, for /invoke and for /stream', async () => {
