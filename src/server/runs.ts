@@ -10,7 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RunnelError, type RunnableConfig } from '../core/index.js';
 import { checkWebhookUrl, isLastFrame, TERMINAL, type RunFrame, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
 import type { PreparedChain } from './prepared.js';
-import type { SseWriter } from './sse.js';
+import { SSE_HEADERS, type SseWriter } from './sse.js';
 import { errorAnswerHeaders, logDependencyFailure } from './error-reply.js';
 import { toHttpError } from './http-errors.js';
 import { bodyObject, checkAcceptingRuns, checkStreamSlot, decodeConfigHash, eventFilters, replyHeaders, required, requestContext, takeOverForEvents, whenClientGone } from './request.js';
@@ -272,6 +272,12 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   // a dropped connection.
   if (afterId !== undefined && TERMINAL.has(record.status) && (await queue.store.frames(record.run_id, afterId)).length === 0) {
     await reply.code(204).send();
+    return;
+  }
+  // HEAD: the stream's headers at once, no body — not the stream's time spent writing frames nobody gets
+  // (Node drops a HEAD's body, and its headers went out only with the run's end).
+  if (request.method === 'HEAD') {
+    await reply.code(200).headers({ ...SSE_HEADERS, ...format.headers }).send();
     return;
   }
   checkStreamSlot(request);

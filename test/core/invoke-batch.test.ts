@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { lambda, sequence, RunnelError, type RunnableConfig } from '../../src/index.js';
+import { lambda, onAbort, sequence, RunnelError, type RunnableConfig } from '../../src/index.js';
 import { deferred } from '../helpers.js';
 
 describe('invoke', () => {
@@ -69,7 +69,7 @@ describe('batch', () => {
         if (x === 1) throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'one');
         if (x === 2) return x;
         await new Promise<void>((resolve) => {
-          config.signal?.addEventListener('abort', () => resolve());
+          if (config.signal !== undefined) onAbort(config.signal, resolve);
           setTimeout(resolve, 300);
         });
         events.push(config.signal?.aborted === true ? `${x} cancelled` : `${x} done`);

@@ -194,6 +194,19 @@ for (const backend of ['memory', 'redis'] as const) {
       }
     });
 
+    // A probe: HEAD on a running run's stream sent nothing, headers included, until the run ended.
+    it("answers HEAD on a running run's stream with its headers at once, and no body", async () => {
+      const run = (await (await submit('/long', { input: { topic: 'h' } })).json()) as { run_id: string };
+      try {
+        const head = await fetch(`${url}/long/runs/${run.run_id}/stream`, { method: 'HEAD', headers: as('ada') });
+        expect([head.status, head.headers.get('content-type')]).toEqual([200, 'text/event-stream; charset=utf-8']);
+        expect(await head.text()).toBe('');
+        expect((await fetch(`${url}/long/runs/${run.run_id}/stream`, { method: 'HEAD', headers: as('bob') })).status).toBe(404);
+      } finally {
+        await fetch(`${url}/long/runs/${run.run_id}/cancel`, { method: 'POST', headers: as('ada') });
+      }
+    });
+
     it('wait is bounded: 408 with the record as it is', async () => {
       const run = (await (await submit('/long', { input: { topic: 'w' } })).json()) as { run_id: string };
       const res = await fetch(`${url}/long/runs/${run.run_id}/wait?timeout_s=0`, { headers: as('ada') });
