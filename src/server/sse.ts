@@ -61,6 +61,8 @@ export class SseWriter {
   private wrote = false;
   /** Frames are kept for {@link end} (see {@link hold}). */
   private held = false;
+  /** The wait for the socket to drain, while it pushes back. */
+  private draining: Promise<boolean> | undefined;
   private readonly flushLater = (): void => {
     this.flushScheduled = false;
     if (this.held) return;
@@ -95,7 +97,8 @@ export class SseWriter {
     this.ping = setInterval(() => {
       // A ping ends a hold: a stream kept back longer than a ping interval sends what it kept, and stays alive.
       this.held = false;
-      void this.write(': ping\r\n\r\n');
+      // Not while the socket pushes back: a client that reads nothing needs no ping, and its stall timer runs.
+      if (this.draining === undefined) void this.write(': ping\r\n\r\n');
     }, this.pingMs);
     this.ping.unref();
   }
@@ -158,12 +161,14 @@ export class SseWriter {
     if (this.closed) return false;
     this.wrote = true;
     if (this.res.write(text)) return true;
-    // Respect backpressure: wait for drain or close; a client that reads nothing is cut after stallMs.
-    return new Promise<boolean>((resolve) => {
+    // Respect backpressure: wait for drain or close; a client that reads nothing is cut after stallMs. One
+    // wait, one stall timer, however many writes meet the full socket (a probe: a ping each added its own).
+    this.draining ??= new Promise<boolean>((resolve) => {
       const done = (ok: boolean): void => {
         clearTimeout(timer);
         this.res.off('drain', onDrain);
         this.res.off('close', onClose);
+        this.draining = undefined;
         resolve(ok);
       };
       const onDrain = (): void => done(true);
@@ -176,6 +181,7 @@ export class SseWriter {
       this.res.once('drain', onDrain);
       this.res.once('close', onClose);
     });
+    return this.draining;
   }
 
   /** Ends the stream (after an `end` or `error` frame): the pending frames and the end go out in one write. */

@@ -64,4 +64,42 @@ describe('a client that reads nothing', () => {
     expect(/^runnel_open_streams (\d+)$/m.exec(metrics)?.[1]).toBe('0');
     console.log(`client never read: ${produced} of 1024 chunks produced, server buffer peaked at ${(maxBuffered / 1024).toFixed(0)} KiB`);
   }, 30_000);
+
+  // A probe: while a client read nothing, every ping met the full socket and added a drain and a close
+  // listener and a stall timer of its own (Node warned past ten).
+  it('waits for a full socket once, whatever pings come meanwhile', async () => {
+    const app = await buildApp({
+      chains: [defineChain({ path: '/flood', runnable: generator(async function* () {
+        for (let i = 0; i < 1024; i++) yield 'y'.repeat(64 * 1024);
+      }) })] as never,
+      config: { streamStallMs: 1000, pingMs: 10 },
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    let most = 0;
+    let answered = false;
+    app.server.on('request', (_request, response) => {
+      answered = true;
+      const sample = setInterval(() => (most = Math.max(most, response.listenerCount('drain'))), 5);
+      response.on('close', () => clearInterval(sample));
+    });
+    const client = connect(port, '127.0.0.1');
+    client.pause();
+    client.on('error', () => {});
+    const body = JSON.stringify({ input: null });
+    client.write(`POST /flood/stream HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    // Until the stall cuts it: the server's side closes.
+    await new Promise<void>((resolve) => {
+      const poll = setInterval(() => {
+        if (answered && app.runnel.streams.size === 0) {
+          clearInterval(poll);
+          resolve();
+        }
+      }, 20);
+    });
+    client.destroy();
+    await app.close();
+    expect(most).toBeGreaterThan(0);
+    expect(most).toBeLessThanOrEqual(2);
+  }, 30_000);
 });
