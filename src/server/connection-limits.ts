@@ -10,9 +10,10 @@ import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders, type Serv
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { errorCodes, type ErrorCode } from '../core/index.js';
+import { errorCodes, RunnelError, type ErrorCode } from '../core/index.js';
 import type { ServerConfig } from './config.js';
 import { errorBody } from './http-errors.js';
+import { toOpenAIError } from './openai-errors.js';
 
 /**
  * Node's default limit on a request line with its headers (16 KiB): no path parameter that gets through it
@@ -184,9 +185,13 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
   const message = CLIENT_ERROR_MESSAGES[code] ?? code;
   const requestId = randomUUID();
   this.log.debug({ code: error.code, reqId: requestId }, `client error: ${message}`);
+  // A request whose headers arrived (its body timed out) on the OpenAI-compatible routes is answered in OpenAI's
+  // shape, as every other error there: the `openai` SDKs read only that.
+  const url = (socket as Socket & { parser?: { incoming?: IncomingMessage | null } | null }).parser?.incoming?.url;
+  const openai = typeof url === 'string' && url.startsWith('/v1/');
   const answer = (): void => {
     if (socket.writable) {
-      const body = JSON.stringify(errorBody(status, code, message));
+      const body = JSON.stringify(openai ? toOpenAIError(new RunnelError(code, message)).body : errorBody(status, code, message));
       socket.write(
         `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
       );

@@ -128,7 +128,11 @@ describe('a body over RUNNEL_BODY_LIMIT', () => {
 });
 
 describe('a body that trickles in', () => {
-  it('is cut after RUNNEL_BODY_TIMEOUT_MS with a 408 RUNNEL_ERR_BODY_TIMEOUT JSON answer, and the socket closes', async () => {
+  // A probe: on /v1 the 408 came in Runnel's shape, which the openai SDK does not read (its error and code undefined).
+  it.each([
+    ['/echo/invoke', (body: unknown) => expect(body).toMatchObject({ code: 'RUNNEL_ERR_BODY_TIMEOUT' })],
+    ['/v1/chat/completions', (body: unknown) => expect(body).toMatchObject({ error: { type: 'invalid_request_error', param: null, code: 'RUNNEL_ERR_BODY_TIMEOUT' } })],
+  ])('is cut after RUNNEL_BODY_TIMEOUT_MS with a 408 RUNNEL_ERR_BODY_TIMEOUT JSON answer in the route\'s shape (%s), and the socket closes', async (path, check) => {
     const slowServer = await startServer({ bodyTimeoutMs: 300 });
     try {
       const { port } = new URL(slowServer.url);
@@ -139,7 +143,7 @@ describe('a body that trickles in', () => {
       socket.on('error', () => {}); // a byte sent after the server closed may be answered with a reset
       const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
       // Announces 1 MB and sends one byte at a time: the body would take far longer than any test.
-      socket.write('POST /echo/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{');
+      socket.write(`POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{`);
       const trickle = setInterval(() => {
         if (received === '' && !socket.destroyed) socket.write(' ');
       }, 50);
@@ -149,7 +153,7 @@ describe('a body that trickles in', () => {
       expect(head).toMatch(/^HTTP\/1\.1 408 /);
       expect(head.toLowerCase()).toContain('content-type: application/json');
       expect(head.toLowerCase()).toContain('connection: close');
-      expect(JSON.parse(body)).toMatchObject({ code: 'RUNNEL_ERR_BODY_TIMEOUT' });
+      check(JSON.parse(body));
     } finally {
       await slowServer.close();
     }
