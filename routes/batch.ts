@@ -11,7 +11,7 @@ import { usageMeter } from '../src/server/usage.js';
 
 export function batchHandler(chain: PreparedChain) {
   return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
-    const body = bodyObject(request.body);
+    const body = bodyObject(request.body, request.url);
     refuseWebhook(body, chain.spec.path);
     const inputs = required(body, 'inputs');
     if (!Array.isArray(inputs)) {

@@ -6,7 +6,7 @@ import { usageMeter } from '../src/server/usage.js';
 
 export function invokeHandler(chain: PreparedChain) {
   return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
-    const body = bodyObject(request.body);
+    const body = bodyObject(request.body, request.url);
     refuseWebhook(body, chain.spec.path);
     const input = required(body, 'input');
     const { config, runId } = await chain.resolveConfig(

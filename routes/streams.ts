@@ -178,7 +178,7 @@ function answerBeforeOpen(reply: FastifyReply, error: unknown, toAnswer: (error:
 
 export function streamHandler(chain: PreparedChain, kind: Kind) {
   return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
-    const body = bodyObject(request.body);
+    const body = bodyObject(request.body, request.url);
     if (body.on_disconnect !== undefined && body.on_disconnect !== 'cancel') {
       if (body.on_disconnect !== 'continue' || kind === 'stream_log') {
         throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'on_disconnect must be "cancel" or "continue" ("continue": /stream and /stream_events)', {

@@ -59,7 +59,7 @@ export function uiStreamHandler(chain: PreparedChain) {
   const adapter = chain.spec.messages as MessagesAdapter;
   const events = adapter.stream === 'events';
   return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
-    const body = bodyObject(request.body);
+    const body = bodyObject(request.body, request.url);
     const conversation = conversationFromUiMessages(body);
     if (onDisconnect(body) === 'continue') {
       const { input, configurable: adapted } = adapter.toInput(conversation);

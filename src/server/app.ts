@@ -36,22 +36,13 @@ import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
 import { openAIComponents } from './openai-schemas.js';
 import { PreparedChain } from './prepared.js';
 import { hostCheck, hostName } from './allowed-hosts.js';
-import { nestedDeeperThan, REQUEST_SPAN, tooDeep, type SpannedRequest } from './request.js';
+import { bodyExample, nestedDeeperThan, REQUEST_SPAN, tooDeep, type SpannedRequest } from './request.js';
 import { RouteTable } from './route-table.js';
 import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
 import { Tracing } from '../observability/index.js';
 import type { Redis } from 'ioredis';
 import { createRegistry, type ChainSpec } from './registry.js';
 import type { Services } from './services.js';
-
-/** The shape of the body a route takes, for an error that says what to send instead (the path's own protocol). */
-function bodyExample(url: string): string {
-  const path = url.split('?', 1)[0] ?? '';
-  if (path.startsWith('/v1/')) return '{"model": "...", "messages": [{"role": "user", "content": "..."}]}';
-  if (path.endsWith('/ui_stream')) return '{"messages": [{"role": "user", "parts": [{"type": "text", "text": "..."}]}]}';
-  if (path.endsWith('/batch')) return '{"inputs": [{...}]}';
-  return '{"input": {...}}';
-}
 
 /** An open event stream, as shutdown sees it. */
 export interface OpenStream {

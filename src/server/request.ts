@@ -15,10 +15,19 @@ import type { PendingAnswer } from './app.js';
 import type { Endpoint, RequestContext } from './registry.js';
 import { SseWriter } from './sse.js';
 
-/** The body as an object, or `RUNNEL_ERR_BODY_INVALID`. */
-export function bodyObject(body: unknown): Record<string, unknown> {
+/** The shape of the body a route takes, for an error that says what to send instead (the path's own protocol). */
+export function bodyExample(url: string): string {
+  const path = url.split('?', 1)[0] ?? '';
+  if (path.startsWith('/v1/')) return '{"model": "...", "messages": [{"role": "user", "content": "..."}]}';
+  if (path.endsWith('/ui_stream')) return '{"messages": [{"role": "user", "parts": [{"type": "text", "text": "..."}]}]}';
+  if (path.endsWith('/batch')) return '{"inputs": [{...}]}';
+  return '{"input": {...}}';
+}
+
+/** The body as an object, or `RUNNEL_ERR_BODY_INVALID` saying what the route at `url` takes. */
+export function bodyObject(body: unknown, url = ''): Record<string, unknown> {
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', body === undefined ? 'The request body is empty: send a JSON object, such as {"input": {...}}' : 'The request body must be a JSON object', {
+    throw new RunnelError('RUNNEL_ERR_BODY_INVALID', body === undefined ? `The request body is empty: send a JSON object, such as ${bodyExample(url)}` : 'The request body must be a JSON object', {
       detail: [{ type: body === undefined ? 'json_invalid' : 'model_type', loc: [], msg: body === undefined ? 'Invalid JSON body' : 'Input should be a valid dictionary' }],
     });
   }

@@ -39,7 +39,7 @@ export async function prepareRun(
   kind: RunKind,
   from?: { input: unknown; server?: RunnableConfig; chatId: string },
 ): Promise<RunRecord> {
-  const body = bodyObject(request.body);
+  const body = bodyObject(request.body, request.url);
   // A durable stream's run lives on under the chain's run routes (its record, `/runs/{id}/stream` to rejoin,
   // `/cancel`): without them nobody could rejoin it, wait for it or stop it while it spends tokens.
   if (kind !== 'run' && !chain.spec.enabledEndpoints.includes('runs')) {

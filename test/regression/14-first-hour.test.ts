@@ -45,6 +45,11 @@ describe("a newcomer's usual mistakes are told how the body goes (a trial from t
     // Each route's hint is its own body: /batch takes "inputs".
     const batch = await fetch(`${server.url}/joke/batch`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"inputs": [' });
     expect(((await batch.json()) as { message: string }).message).toBe('Invalid JSON body: send a JSON object, such as {"inputs": [{...}]}');
+    // A probe: an empty body on /ui_stream was told to send {"input": ...}, which that route does not take.
+    for (const [path, example] of [['/joke/ui_stream', '{"messages": [{"role": "user", "parts": [{"type": "text", "text": "..."}]}]}'], ['/joke/batch', '{"inputs": [{...}]}']]) {
+      const empty = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '' });
+      expect([path, ((await empty.json()) as { message: string }).message]).toEqual([path, `The request body is empty: send a JSON object, such as ${example}`]);
+    }
   });
 });
 
