@@ -51,6 +51,20 @@ export function valueAt(metadata: Record<string, unknown>, key: string): unknown
   return value;
 }
 
+/** Negative, zero or positive as `a` sorts before, with or after `b` by Unicode code point. */
+function codePointOrder(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x === y) continue;
+    // Surrogates (astral code points) after every other unit: U+E000–U+FFFF moved below them.
+    const fix = (unit: number): number => (unit >= 0xe000 ? unit - 0x800 : unit >= 0xd800 ? unit + 0x2000 : unit);
+    return fix(x) - fix(y);
+  }
+  return a.length - b.length;
+}
+
 function compare(value: unknown, op: string, operand: unknown): boolean {
   switch (op) {
     case '$eq':
@@ -63,9 +77,10 @@ function compare(value: unknown, op: string, operand: unknown): boolean {
       return !(operand as unknown[]).includes(value);
     default: {
       if (typeof value !== typeof operand || (typeof value !== 'number' && typeof value !== 'string')) return false;
-      const a = value as number | string;
-      const b = operand as number | string;
-      return op === '$gt' ? a > b : op === '$gte' ? a >= b : op === '$lt' ? a < b : a <= b;
+      // Strings by code point, as Postgres compares them (COLLATE "C"); JavaScript's `<` compares UTF-16 units,
+      // which puts an emoji (a surrogate pair) before U+E000–U+FFFF.
+      const order = typeof value === 'number' ? value - (operand as number) : codePointOrder(value as string, operand as string);
+      return op === '$gt' ? order > 0 : op === '$gte' ? order >= 0 : op === '$lt' ? order < 0 : order <= 0;
     }
   }
 }

@@ -30,20 +30,25 @@ export function compileFilter(filter: Filter, column: string, firstParam: number
       const ops = condition !== null && typeof condition === 'object' ? Object.entries(condition as Record<string, unknown>) : [['$eq', condition] as const];
       return ops
         .map(([op, operand]) => {
-          const value = `${param(JSON.stringify(operand))}::jsonb`;
+          // A parameter is made only where it is used (Postgres cannot type one it never sees).
+          const jsonb = (): string => `${param(JSON.stringify(operand))}::jsonb`;
           switch (op) {
             case '$eq':
-              return `(${path}) = ${value}`;
+              return `(${path}) = ${jsonb()}`;
             case '$ne':
-              return `(${path}) IS DISTINCT FROM ${value}`;
+              return `(${path}) IS DISTINCT FROM ${jsonb()}`;
             case '$in':
-              return `EXISTS (SELECT 1 FROM jsonb_array_elements(${value}) AS e(v) WHERE e.v = (${path}))`;
+              return `EXISTS (SELECT 1 FROM jsonb_array_elements(${jsonb()}) AS e(v) WHERE e.v = (${path}))`;
             case '$nin':
-              return `NOT EXISTS (SELECT 1 FROM jsonb_array_elements(${value}) AS e(v) WHERE e.v = (${path}))`;
+              return `NOT EXISTS (SELECT 1 FROM jsonb_array_elements(${jsonb()}) AS e(v) WHERE e.v = (${path}))`;
             default: {
               const sqlOp = { $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' }[op as '$gt'];
-              // Only numbers with numbers and strings with strings compare, as in memory.
-              return `(jsonb_typeof(${path}) = jsonb_typeof(${value}) AND jsonb_typeof(${value}) IN ('number', 'string') AND (${path}) ${sqlOp} ${value})`;
+              // Only numbers with numbers and strings with strings compare, as in memory. Strings compare by code
+              // point (COLLATE "C": UTF-8's byte order), as the memory store does — not by the database's
+              // collation, which a jsonb comparison follows (ICU's "en" put "Banana" after "b").
+              if (typeof operand === 'number') return `(jsonb_typeof(${path}) = 'number' AND (${path}) ${sqlOp} ${jsonb()})`;
+              if (typeof operand === 'string') return `(jsonb_typeof(${path}) = 'string' AND ((${path}) #>> '{}') COLLATE "C" ${sqlOp} (${param(operand)}::text COLLATE "C"))`;
+              return 'FALSE';
             }
           }
         })

@@ -53,6 +53,20 @@ export function vectorStoreContract(name: string, makeStore: (embeddings: Hashin
       expect(await ids({ 'nested.level': 2 })).toEqual(['sse']);
     });
 
+    // A probe: Postgres compared strings by the database's collation (ICU "en": "Banana" after "b") and memory
+    // by UTF-16 units (an emoji before "｡"); every store now orders them by code point.
+    it('compares strings by code point', async () => {
+      const names = ['Banana', 'Zebra', 'cherry', 'éclair', '😀', '｡'];
+      await store.addDocuments(names.map((name, i) => new Document({ id: `name${i}`, pageContent: `fruit ${name}`, metadata: { kind: 'names', name } })));
+      const named = async (condition: Record<string, unknown>) =>
+        (await store.similaritySearch('fruit', 20, { kind: 'names', name: condition })).map((d) => d.metadata.name as string).sort((a, b) => names.indexOf(a) - names.indexOf(b));
+      expect(await named({ $gt: 'b' })).toEqual(['cherry', 'éclair', '😀', '｡']);
+      expect(await named({ $lt: 'b' })).toEqual(['Banana', 'Zebra']);
+      expect(await named({ $gt: '｡' })).toEqual(['😀']);
+      expect(await named({ $gte: '😀' })).toEqual(['😀']);
+      expect(await named({ $lte: 'éclair', $gt: 'Zebra' })).toEqual(['cherry', 'éclair']);
+    });
+
     it('refuses bad filters and k out of range with RUNNEL_ERR_INPUT_INVALID', async () => {
       for (const filter of [{ 'bad key; DROP TABLE': 1 }, { topic: { $regex: '.*' } }, { $or: [] }, { topic: { $in: 'http' } }, { topic: { $gt: { a: 1 } } }]) {
         await expect(store.similaritySearch('x', 2, filter)).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });

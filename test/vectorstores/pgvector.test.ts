@@ -1,14 +1,35 @@
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
-import { describe, expect, it } from 'vitest';
-import { Document, HashingEmbeddings, PgVectorStore, pgliteExecutor } from '../../src/index.js';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Document, HashingEmbeddings, PgVectorStore, pgExecutor, pgliteExecutor } from '../../src/index.js';
 import { vectorStoreContract } from './contract.js';
-import { testDatabases } from './databases.js';
+import { DATABASE_URL, dropCollections, testDatabases } from './databases.js';
 
 const { pool, postgres, pglite, collection } = testDatabases('test');
 
 vectorStoreContract('PgVectorStore on Postgres', (embeddings) => PgVectorStore.create({ executor: postgres, embeddings, collection: collection() }));
 vectorStoreContract('PgVectorStore on PGlite', (embeddings) => PgVectorStore.create({ executor: pglite, embeddings, collection: collection() }));
+
+// A database whose default collation is ICU's "en" (a common locale): a filter's strings compare by code point
+// there too, not as "en" orders them (a probe: {name: {$gt: "b"}} found "Banana" and "Zebra").
+const icu = pgExecutor(new pg.Pool({ connectionString: DATABASE_URL.replace(/\/[^/]*$/, '/runnel_test_icu'), max: 2 }));
+beforeAll(async () => {
+  const admin = new pg.Client({ connectionString: DATABASE_URL.replace(/\/[^/]*$/, '/postgres') });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE runnel_test_icu TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en' LOCALE 'C.UTF-8'`);
+  } catch (error) {
+    if ((error as { code?: string }).code !== '42P04') throw error; // there already
+  } finally {
+    await admin.end();
+  }
+});
+afterAll(async () => {
+  await dropCollections(icu, `${collection().replace(/_\d+$/, '')}\\_%`);
+  await icu.close();
+});
+vectorStoreContract('PgVectorStore on Postgres with ICU "en" as its collation', (embeddings) => PgVectorStore.create({ executor: icu, embeddings, collection: collection() }));
 
 describe('PgVectorStore', () => {
   it('migrates idempotently, with an HNSW index, and refuses a collection of another vector length', async () => {
