@@ -60,12 +60,13 @@ export async function ingest(options: {
     // file was named — so one file has one name, and /rag's sources show no more of this machine's paths than
     // that. A path outside it is named from the folder (or file) given on down.
     const base = resolve(options.cwd ?? process.cwd());
-    const total: IngestResult = { added: 0, skipped: 0, removed: 0, failed: [] };
+    const total: IngestResult = { added: 0, updated: 0, skipped: 0, removed: 0, failed: [] };
     for (const given of options.paths) {
       const path = resolve(base, given);
       const inside = path === base || path.startsWith(base.endsWith(sep) ? base : base + sep);
       const result = await ingestPaths(store, [path], { sourceRoot: inside ? base : dirname(path), ...options, onProgress: progress });
       total.added += result.added;
+      total.updated += result.updated;
       total.skipped += result.skipped;
       total.removed += result.removed;
       total.failed.push(...result.failed);
@@ -243,7 +244,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  console.log(`added ${result.added}, skipped ${result.skipped} (already there), ${values.sync ? `removed ${result.removed} (stale), ` : ''}failed ${result.failed.length}`);
+  console.log(`added ${result.added}, ${result.updated > 0 ? `updated ${result.updated} (moved or retitled), ` : ''}skipped ${result.skipped} (already there), ${values.sync ? `removed ${result.removed} (stale), ` : ''}failed ${result.failed.length}`);
   for (const failure of result.failed) console.log(`  failed: ${failure.source}: ${failure.error}`);
   // What was added stays, each file whole; running the same command again stores the rest.
   if (result.stopped !== undefined) console.error(`ingest: stopped early, ${explain(result.stopped)}; run it again to finish`);

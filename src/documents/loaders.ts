@@ -39,8 +39,9 @@ export async function loadMarkdown(path: string, metadata: Record<string, unknow
 
 /**
  * Loads a JSON Lines file: one document per line, its text from
- * `contentKey` (default `text`), the line's other keys as metadata. A bad
- * line is an error naming the line.
+ * `contentKey` (default `text`), the line's other keys as metadata (its own
+ * `source` and `line` as `record_source` and `record_line`: `source` and
+ * `line` are the file's). A bad line is an error naming the line.
  */
 export async function loadJsonLines(path: string, options: { contentKey?: string } = {}): Promise<Document[]> {
   const contentKey = options.contentKey ?? 'text';
@@ -57,8 +58,11 @@ export async function loadJsonLines(path: string, options: { contentKey?: string
     if (record === null || typeof record !== 'object' || Array.isArray(record) || typeof (record as Record<string, unknown>)[contentKey] !== 'string') {
       throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${path}:${index + 1} has no string field '${contentKey}'`);
     }
-    const { [contentKey]: content, id, ...rest } = record as Record<string, unknown>;
-    docs.push(new Document({ pageContent: content as string, id: typeof id === 'string' ? id : undefined, metadata: { source: path, line: index + 1, ...rest } }));
+    const { [contentKey]: content, id, source: ownSource, line: ownLine, ...rest } = record as Record<string, unknown>;
+    // The file and line name the passage (a sync finds it by its file); a record's own `source` or `line` (a
+    // URL, say) is kept beside them as `record_source` / `record_line`, not in their place.
+    const own = { ...(ownSource === undefined ? {} : { record_source: ownSource }), ...(ownLine === undefined ? {} : { record_line: ownLine }) };
+    docs.push(new Document({ pageContent: content as string, id: typeof id === 'string' ? id : undefined, metadata: { ...rest, ...own, source: path, line: index + 1 } }));
   });
   return docs;
 }

@@ -11,12 +11,30 @@ import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { relative, sep } from 'node:path';
 import { isRunnelError, type RunnelError } from '../core/index.js';
-import { Document, listFiles, loadFile, MarkdownTextSplitter, RecursiveCharacterTextSplitter } from '../documents/index.js';
+import { Document, listFiles, loadFile, MarkdownTextSplitter, RecursiveCharacterTextSplitter, searchableText } from '../documents/index.js';
 import type { PgVectorStore } from './pgvector.js';
 
-/** A chunk's id: the same source and text always give the same id. */
-export function chunkId(doc: Document): string {
-  return createHash('sha256').update(`${String(doc.metadata.source ?? '')}\u0000${doc.pageContent}`).digest('hex').slice(0, 32);
+/**
+ * A chunk's id: the same source and text always give the same id; `repeat` (the text's earlier occurrences
+ * in that source: a `### Returns` section under each of three functions) tells the repeats apart.
+ */
+export function chunkId(doc: Document, repeat = 0): string {
+  return createHash('sha256')
+    .update(`${String(doc.metadata.source ?? '')}\u0000${doc.pageContent}${repeat === 0 ? '' : `\u0000${repeat}`}`)
+    .digest('hex')
+    .slice(0, 32);
+}
+
+/** JSON with object keys in order: two metadata objects compare equal however their keys were stored (jsonb reorders them). */
+function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    return `{${Object.keys(value)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${stableJson((value as Record<string, unknown>)[key])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
 }
 
 /** The files a path names: itself, or a folder's Markdown, text and JSON Lines files. */
@@ -69,7 +87,12 @@ export interface IngestOptions {
 /** What {@link ingestPaths} did. */
 export interface IngestResult {
   added: number;
-  /** Chunks the store held already, or that repeat within the input. */
+  /**
+   * Chunks the store held with other metadata, rewritten: those whose headings changed stored again (what is
+   * embedded changed), those that only moved in their file given their new line range.
+   */
+  updated: number;
+  /** Chunks the store held already, as they are. */
   skipped: number;
   /** Stale chunks deleted (with `sync`). */
   removed: number;
@@ -172,25 +195,43 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   // What a sync may delete: passages with this mark; without one, any but those Runnel's docs seed marks
   // as its own (`origin: "runnel"`), which a user's ingest into that collection must leave alone.
   const scope = options.metadata ?? { origin: { $ne: SEED_ORIGIN } };
-  const chunks = (await splitForIngest(docs, options)).map(
-    (chunk) => new Document({ id: chunkId(chunk), pageContent: chunk.pageContent, metadata: { ...chunk.metadata, ...mark } }),
-  );
+  // A text that repeats in one source is a passage each time (a probe: three functions' `### Returns\n\nNothing.`
+  // were one, stored once with the last one's headings and lines).
+  const occurrences = new Map<string, number>();
+  const chunks = (await splitForIngest(docs, options)).map((chunk) => {
+    const key = `${String(chunk.metadata.source ?? '')}\u0000${chunk.pageContent}`;
+    const repeat = occurrences.get(key) ?? 0;
+    occurrences.set(key, repeat + 1);
+    return new Document({ id: chunkId(chunk, repeat), pageContent: chunk.pageContent, metadata: { ...chunk.metadata, ...mark } });
+  });
   const unique = [...new Map(chunks.map((chunk) => [chunk.id, chunk])).values()];
   const sourceOf = (chunk: Document): string => String(chunk.metadata.source ?? chunk.id);
   const result = (added: number, removed: number, stopped?: RunnelError): IngestResult => ({
-    added,
-    skipped: unique.length - fresh.length + (chunks.length - unique.length),
+    added: added - rewritten,
+    updated: rewritten + moved.length,
+    skipped: unique.length - fresh.length - moved.length + (chunks.length - unique.length),
     removed,
     failed: [...failures].map(([source, error]) => ({ source, error })),
     ...(stopped === undefined ? {} : { stopped }),
   });
   let fresh: Document[] = [];
+  // Stored already with other metadata: its headings changed (what is embedded changed: stored again), or only
+  // its place in the file (its metadata alone is rewritten: a probe saw /rag cite lines a section had left).
+  let moved: Document[] = [];
+  let rewritten = 0;
   try {
-    const existing = await store.existingIds(unique.map((chunk) => chunk.id as string), mark);
-    fresh = unique.filter((chunk) => !existing.has(chunk.id as string));
+    const existing = await store.metadataOf(unique.map((chunk) => chunk.id as string), mark);
+    for (const chunk of unique) {
+      const stored = existing.get(chunk.id as string);
+      if (stored !== undefined && stableJson(stored) === stableJson(chunk.metadata)) continue;
+      if (stored !== undefined && searchableText({ pageContent: chunk.pageContent, metadata: stored }) === searchableText(chunk)) moved.push(chunk);
+      else fresh.push(chunk);
+    }
+    rewritten = fresh.filter((chunk) => existing.has(chunk.id as string)).length;
   } catch (error) {
     if (!stopsTheRun(error)) throw error;
     fresh = unique;
+    moved = [];
     for (const source of groupBy(unique, sourceOf).keys()) fail(source, error);
     return result(0, 0, error);
   }
@@ -247,6 +288,13 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     options.onProgress?.(done, fresh.length);
   }
   if (stopped !== undefined) return result(added, 0, stopped);
+  try {
+    await store.updateMetadata(moved);
+  } catch (error) {
+    if (!stopsTheRun(error)) throw error;
+    for (const source of groupBy(moved, sourceOf).keys()) fail(source, error);
+    return result(added, 0, error);
+  }
   const failed = [...failures].map(([source, error]) => ({ source, error }));
   let removed = 0;
   // Nothing is deleted for a source whose new chunks failed to store: it keeps its old ones until a run succeeds.
@@ -261,7 +309,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
       const sources = [...new Set([...named, ...gone])].filter((source) => !unstored.has(source));
       if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources }, ...scope });
     }
-    if (added > 0 || removed > 0) await store.analyze();
+    if (added > 0 || removed > 0 || moved.length > 0) await store.analyze();
   } catch (error) {
     // Everything is stored; what the database did not do for want of being there is to be done by the next run.
     if (!stopsTheRun(error)) throw error;

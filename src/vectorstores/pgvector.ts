@@ -388,6 +388,30 @@ export class PgVectorStore extends VectorStore {
     }));
   }
 
+  /** The stored metadata of those of `ids` the collection holds (with `having`, only those whose metadata includes those entries). */
+  async metadataOf(ids: string[], having: Record<string, string | number | boolean> = {}): Promise<Map<string, Record<string, unknown>>> {
+    if (ids.length === 0) return new Map();
+    const { rows } = await this.executor.query<{ id: string; metadata: unknown }>(
+      `SELECT id, metadata FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[]) AND metadata @> $3::jsonb`,
+      [this.collection, ids, JSON.stringify(having)],
+    );
+    return new Map(rows.map((row) => [row.id, storedMetadata(row.metadata)]));
+  }
+
+  /**
+   * Replaces the metadata of documents the collection holds, leaving their text, vectors and lexical index
+   * as they are (a passage that moved in its file: its line range, with the same text and headings).
+   */
+  async updateMetadata(docs: readonly Document[]): Promise<number> {
+    if (docs.length === 0) return 0;
+    const rows = docs.map((doc) => ({ id: doc.id, metadata: doc.metadata }));
+    const { rows: updated } = await this.executor.query(
+      `UPDATE ${this.table} AS t SET metadata = e.value->'metadata' FROM jsonb_array_elements($2::jsonb) AS e WHERE t.collection = $1 AND t.id = e.value->>'id' RETURNING t.id`,
+      [this.collection, JSON.stringify(rows)],
+    );
+    return updated.length;
+  }
+
   /** Which of `ids` the collection already holds (with `having`, only those whose metadata includes those entries). */
   async existingIds(ids: string[], having: Record<string, string | number | boolean> = {}): Promise<Set<string>> {
     if (ids.length === 0) return new Set();

@@ -30,9 +30,10 @@ const sections = `${collection}_md`;
 const mixed = `${collection}_mixed`;
 const unembedded = `${collection}_unembedded`;
 const refusedKey = `${collection}_refused`;
+const moving = `${collection}_moving`;
 afterAll(async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL });
-  for (const name of [collection, sections, mixed, unembedded, refusedKey]) await dropCollections(pgExecutor(pool), name);
+  for (const name of [collection, sections, mixed, unembedded, refusedKey, moving]) await dropCollections(pgExecutor(pool), name);
   await pool.end();
 });
 
@@ -177,4 +178,48 @@ describe('npm run ingest', () => {
       expect(wrong.stderr).toMatch(/^ingest: (nothing added\. )?The database is unavailable: database "runnel_no_such_db" does not exist \(DATABASE_URL postgres:\/\/127\.0\.0\.1:5432\/runnel_no_such_db\)\n$/);
     }
   }, 120_000);
+
+  // A probe: passages were named by file and text alone. Three functions' identical `### Returns` sections were
+  // stored once (the last one's headings and lines); a passage that moved in its file kept its old lines, and
+  // /rag cited them; a JSON Lines record's own `source` replaced the file's, mangled, and --sync never found it.
+  it('keeps repeated passages apart, gives moved ones their new lines, and names JSON Lines records by their file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runnel-moving-'));
+    const api = join(dir, 'api.md');
+    const fn = (name: string) => `## ${name}()\n\n${name} does what its name says, and nothing more.\n\n### Returns\n\nNothing.\n`;
+    writeFileSync(api, `# API\n\n${fn('alpha')}\n${fn('beta')}\n${fn('gamma')}`);
+    writeFileSync(join(dir, 'data.jsonl'), '{"text": "Capybaras are the largest rodents.", "source": "https://example.com/a", "line": 7}\n{"text": "Otters hold hands."}\n');
+    try {
+      const pool = new pg.Pool({ connectionString: DATABASE_URL });
+      try {
+        const store = await PgVectorStore.create({ executor: pgExecutor(pool), embeddings: new HashingEmbeddings(), collection: moving });
+        const run = (sync = false) => ingest({ paths: [dir], collection: moving, databaseUrl: DATABASE_URL, chunkSize: 80, sync });
+        const first = await run();
+        expect(first).toMatchObject({ added: 8, updated: 0, skipped: 0, failed: [] });
+        const returns = async () =>
+          (await store.similaritySearch('Returns Nothing', 20, { source: `${basename(dir)}/api.md` }))
+            .filter((doc) => doc.pageContent.includes('Nothing.'))
+            .map((doc) => [(doc.metadata.headings as string[])[1], (doc.metadata.loc as { lines: { from: number } }).lines.from])
+            .sort();
+        expect(await returns()).toEqual([['## alpha()', 7], ['## beta()', 15], ['## gamma()', 23]]);
+
+        // Four lines above: the same passages, each now four lines down; nothing is embedded again.
+        writeFileSync(api, `# API\n\nA note.\n\nAnother.\n\n${fn('alpha')}\n${fn('beta')}\n${fn('gamma')}`);
+        const again = await run();
+        // The new text is added; the passages below it that kept their text are given their lines, not embedded again.
+        expect(again.failed).toEqual([]);
+        expect(again.updated).toBeGreaterThanOrEqual(5);
+        expect(await returns()).toEqual([['## alpha()', 11], ['## beta()', 19], ['## gamma()', 27]]);
+
+        const [capybara] = await store.similaritySearch('largest rodents capybaras', 1);
+        expect(capybara?.metadata).toMatchObject({ source: `${basename(dir)}/data.jsonl`, line: 1, record_source: 'https://example.com/a', record_line: 7 });
+        writeFileSync(join(dir, 'data.jsonl'), '{"text": "Otters hold hands."}\n');
+        expect((await run(true)).removed).toBeGreaterThanOrEqual(1);
+        expect((await store.similaritySearch('largest rodents capybaras', 5)).map((doc) => doc.pageContent)).not.toContain('Capybaras are the largest rodents.');
+      } finally {
+        await pool.end();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
