@@ -340,7 +340,8 @@ for (const backend of ['memory', 'redis'] as const) {
 
     beforeAll(async () => {
       const runNamespace = `runnel-test-${randomUUID()}`;
-      const services = backend === 'redis' ? await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: runNamespace }) : undefined;
+      // Commands may wait 10 s, not a server's 500 ms: records of a megabyte on a loaded 2-core machine.
+      const services = backend === 'redis' ? await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: runNamespace, redisCommandTimeoutMs: 10_000 }) : undefined;
       app = await buildApp({
         chains: [defineChain({ path: '/echo', runnable: lambda((input: { text: string }) => input.text), inputSchema: z.object({ text: z.string() }) })] as ChainSpec<never, unknown>[],
         services,
