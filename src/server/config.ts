@@ -296,8 +296,10 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
 /** `name:key` entries, or bare keys (named `key1`, `key2`, ... after their position). */
 function parseKeys(entries: string[]): (ApiKey & { bare: boolean })[] {
   return entries.map((entry, index) => {
+    // Spaces around the colon are the list's, not the key's (HTTP strips them from a header, so a key that kept
+    // one never matched) nor the name's (`bob ` was another identity than `bob`).
     const colon = entry.indexOf(':');
-    if (colon > 0) return { name: entry.slice(0, colon), key: entry.slice(colon + 1), bare: false };
+    if (colon > 0) return { name: entry.slice(0, colon).trim(), key: entry.slice(colon + 1).trim(), bare: false };
     return { name: `key${index + 1}`, key: entry, bare: true };
   });
 }
@@ -310,6 +312,9 @@ function keyProblems(keys: readonly (ApiKey & { bare: boolean })[]): string[] {
   // A short "key" usually means the entries are not what they seem (a key split at a colon): say only that.
   if (keys.some((k) => k.key.length < 16)) return ['every key must be at least 16 characters'];
   const problems: string[] = [];
+  // A header cannot carry such a key whole: its callers would get 401 whatever they sent.
+  const unsendable = keys.map((k, i) => (/[\s\x00-\x1f\x7f]/.test(k.key) ? i : -1)).filter((i) => i >= 0);
+  if (unsendable.length > 0) problems.push(`${unsendable.map((i) => `entry ${i + 1}`).join(' and ')}: a key holds no space or control character (a header could not carry it)`);
   const entry = (i: number) => `entry ${i + 1}${keys[i]?.bare ? ` (a bare key, named "${keys[i]?.name}" after its position)` : ''}`;
   const groups = (by: (k: ApiKey) => string) => {
     const seen = new Map<string, number[]>();

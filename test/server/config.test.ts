@@ -55,6 +55,17 @@ describe('loadServerConfig', () => {
     }
   });
 
+  // A probe: `alice: <key>` kept the space in alice's key (HTTP strips it from the header: always 401) and
+  // `bob :<key>` named an identity "bob " that RUNNEL_METRICS_KEYS=bob did not match.
+  it('takes spaces around the colon as the list\'s, and refuses a key no header could carry', () => {
+    const config = loadServerConfig({ RUNNEL_API_KEYS: 'alice: abcdefghijklmnop1234, bob :qrstuvwxyz0123456789', RUNNEL_METRICS_KEYS: 'bob' });
+    expect(config.apiKeys).toEqual([
+      { name: 'alice', key: 'abcdefghijklmnop1234' },
+      { name: 'bob', key: 'qrstuvwxyz0123456789' },
+    ]);
+    expect(() => loadServerConfig({ RUNNEL_API_KEYS: 'alice:abcdefgh ijklmnop1234' })).toThrow(/entry 1: a key holds no space or control character/);
+  });
+
   it('refuses two keys under one name, automatic names included, and one key under two names, never echoing a key', () => {
     const a = 'k_live_aaaaaaaaaaaaaaaa';
     const b = 'k_live_bbbbbbbbbbbbbbbb';
