@@ -54,6 +54,17 @@ function keyValues(text: string | undefined, variable: string): Record<string, s
   return out;
 }
 
+/** An http(s) URL with a host and, if any, a port Node can connect to (`http://:4318` and port 99999 were taken, and every export then failed unheard). */
+function validEndpoint(url: string): boolean {
+  if (!/^https?:\/\/[^\s/]+/.test(url)) return false;
+  try {
+    const parsed = new URL(url);
+    return parsed.hostname !== '' && (parsed.port === '' || (Number(parsed.port) >= 1 && Number(parsed.port) <= 65535));
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The tracing settings in `env`, or undefined when tracing is off. Throws one error naming a bad variable
  * (never echoing a header's value).
@@ -83,7 +94,7 @@ export function loadTracingConfig(env: Record<string, string | undefined>): Trac
   const problems: string[] = [];
   // The signal's own endpoint is used as given; the base one gets the signal's path (the OTLP spec's rule).
   const url = traces ?? `${(base as string).replace(/\/+$/, '')}/v1/traces`;
-  if (!/^https?:\/\/[^\s/]+/.test(url)) problems.push(`${traces === undefined ? 'OTEL_EXPORTER_OTLP_ENDPOINT' : 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'}: must be an http:// or https:// URL`);
+  if (!validEndpoint(url)) problems.push(`${traces === undefined ? 'OTEL_EXPORTER_OTLP_ENDPOINT' : 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'}: must be an http:// or https:// URL with a host (and a port from 1 to 65535)`);
   const protocol = set('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? set('OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/protobuf';
   if (protocol !== 'http/protobuf' && protocol !== 'http/json') problems.push(`OTEL_EXPORTER_OTLP_PROTOCOL: '${protocol}' is not supported; use http/protobuf or http/json (grpc is not)`);
   const sampler = (set('OTEL_TRACES_SAMPLER') ?? 'parentbased_always_on').toLowerCase();

@@ -400,6 +400,13 @@ interface Batch {
 export class BatchExporter {
   /** Spans dropped: queue full, or their export failed. */
   dropped = 0;
+  /**
+   * Hears a failed export (its spans dropped) with why — the status, or that the collector could not be
+   * reached — at most once a minute, with the spans dropped since the last time it was told.
+   */
+  onFailure: ((reason: string, dropped: number) => void) | undefined;
+  private lastFailureReport = -Infinity;
+  private droppedReported = 0;
   private current: Batch | undefined;
   private readonly full: Batch[] = [];
   /** Spans encoded and not yet taken for sending, and their bytes. */
@@ -511,9 +518,10 @@ export class BatchExporter {
       this.queuedBytes -= batch.bytes;
       try {
         const parts = batch.json !== undefined ? [jsonRequest(batch.json, this.source)] : protobufRequest((batch.proto as ProtoWriter).view(), this.fields);
-        if (!(await this.exportBatch(parts))) this.dropped += batch.count;
-      } catch {
-        this.dropped += batch.count;
+        const failure = await this.exportBatch(parts);
+        if (failure !== undefined) this.failed(batch.count, failure);
+      } catch (error) {
+        this.failed(batch.count, error instanceof Error ? error.message : String(error));
       }
       // The batch's bytes are written (or given up): the next batch writes into its buffer, unless a large
       // batch grew it past what a usual one needs.
@@ -530,7 +538,19 @@ export class BatchExporter {
     return writer;
   }
 
-  private async exportBatch(parts: Buffer[]): Promise<boolean> {
+  /** A batch dropped: counted, and told to `onFailure` when a minute has passed since it last was. */
+  private failed(count: number, reason: string): void {
+    this.dropped += count;
+    const now = performance.now();
+    if (this.onFailure === undefined || now - this.lastFailureReport < 60_000) return;
+    this.lastFailureReport = now;
+    const dropped = this.dropped - this.droppedReported;
+    this.droppedReported = this.dropped;
+    this.onFailure(reason, dropped);
+  }
+
+  /** Exports one batch, with retries: undefined once it is delivered, else why it was not. */
+  private async exportBatch(parts: Buffer[]): Promise<string | undefined> {
     let body = parts;
     const headers: Record<string, string | number> = {
       ...this.options.headers,
@@ -543,8 +563,10 @@ export class BatchExporter {
     headers['content-length'] = body.reduce((sum, part) => sum + part.length, 0);
     for (let attempt = 1; ; attempt++) {
       const { status, retryAfterMs } = await this.post(body, headers);
-      if (status >= 200 && status < 300) return true;
-      if ((status !== 0 && !RETRYABLE.has(status)) || attempt === ATTEMPTS || this.stopping) return false;
+      if (status >= 200 && status < 300) return undefined;
+      if ((status !== 0 && !RETRYABLE.has(status)) || attempt === ATTEMPTS || this.stopping) {
+        return status > 0 ? `the collector answered ${status}` : status === 0 ? 'the collector could not be reached or did not answer in time' : 'the export request could not be made';
+      }
       // 1, 2, 4, 8 s with jitter, as the OTLP exporters back off, or what the collector's Retry-After asks (up to 30 s).
       const delay = retryAfterMs ?? (this.options.retryBaseMs ?? 1000) * 2 ** (attempt - 1) * (0.8 + Math.random() * 0.4);
       await new Promise((resolve) => setTimeout(resolve, delay).unref());

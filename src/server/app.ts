@@ -296,6 +296,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       void (reply as unknown as FastifyReplyLike).code(status).header('x-request-id', request.id).type('application/json; charset=utf-8').send(body);
     },
   });
+  // An export the collector did not take (a wrong endpoint, a collector down) is said, a minute at most apart;
+  // the endpoint is not named (its URL may hold credentials).
+  if (tracing !== undefined) {
+    tracing.exporter.onFailure = (reason, dropped) => app.log.warn({ dropped_spans: dropped }, `tracing: an export of spans failed (${reason}); ${dropped} spans dropped since the last warning`);
+  }
   continueWhenRead(app.server);
   refuseExpectations(app.server, requestIdOf);
   const stopCuttingStalled = cutStalledReaders(app.server, config.streamStallMs);
@@ -305,7 +310,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     config,
     chains,
     // The gauges read the app's state at each scrape: every kind of stream counts, and the queue's own counts.
-    metrics: new Metrics({ openStreams: () => app.runnel.streams.size, runCounts: () => app.runnel.runs?.counts() }),
+    metrics: new Metrics({ openStreams: () => app.runnel.streams.size, runCounts: () => app.runnel.runs?.counts(), spansDropped: () => tracing?.exporter.dropped }),
     keys: new KeyRing(config.apiKeys),
     streams: new Set<OpenStream>(),
     answers: new Set<PendingAnswer>(),

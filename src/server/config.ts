@@ -313,7 +313,7 @@ function keyProblems(keys: readonly (ApiKey & { bare: boolean })[]): string[] {
   if (keys.some((k) => k.key.length < 16)) return ['every key must be at least 16 characters'];
   const problems: string[] = [];
   // A header cannot carry such a key whole: its callers would get 401 whatever they sent.
-  const unsendable = keys.map((k, i) => (/[\s\x00-\x1f\x7f]/.test(k.key) ? i : -1)).filter((i) => i >= 0);
+  const unsendable = keys.map((k, i) => (/[\s\p{Cc}]/u.test(k.key) ? i : -1)).filter((i) => i >= 0);
   if (unsendable.length > 0) problems.push(`${unsendable.map((i) => `entry ${i + 1}`).join(' and ')}: a key holds no space or control character (a header could not carry it)`);
   const entry = (i: number) => `entry ${i + 1}${keys[i]?.bare ? ` (a bare key, named "${keys[i]?.name}" after its position)` : ''}`;
   const groups = (by: (k: ApiKey) => string) => {

@@ -123,6 +123,8 @@ export interface MetricsSources {
   openStreams(): number;
   /** The run queue's counts, or undefined while it has not started. */
   runCounts(): Promise<{ waiting: number; active: number }> | undefined;
+  /** Spans tracing has dropped so far (a full queue, failed exports), or undefined with tracing off. */
+  spansDropped?(): number | undefined;
 }
 
 const NO_SOURCES: MetricsSources = { openStreams: () => 0, runCounts: () => undefined };
@@ -213,6 +215,18 @@ export class Metrics {
       labelNames: ['code'],
       registers,
     });
+    // Only with tracing on: a collector out of reach shows here (and in a warning a minute), not only as a hole in the traces.
+    if (sources.spansDropped?.() !== undefined) {
+      new Counter({
+        name: 'runnel_trace_spans_dropped_total',
+        help: 'Trace spans dropped: the export queue full, or an export the collector did not take after its retries.',
+        registers,
+        collect() {
+          this.reset();
+          this.inc(sources.spansDropped?.() ?? 0);
+        },
+      });
+    }
     this.runs = new Gauge({
       name: 'runnel_runs',
       help: 'Background runs by status, as the run queue counts them: pending (the queue depth) and running.',

@@ -267,6 +267,32 @@ describe('traces of a model call through the real anthropic SDK', () => {
   });
 });
 
+// A probe: an endpoint the collector refused, or that could not be reached, lost every span without a word —
+// nothing in the log, nothing in /metrics.
+describe('a collector that refuses the spans', () => {
+  it('is said in a warning (a minute at most apart) and counted in runnel_trace_spans_dropped_total', async () => {
+    const receiver = await startOtlpReceiver({ answers: [400, 400] });
+    const served = await serve([failing] as ChainSpec<never, unknown>[], receiver, {});
+    try {
+      await (await fetch(`${served.url}/failing/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"input": {}}' })).text();
+      while (receiver.requests.length === 0) {
+        await served.app.runnel.tracing?.flush();
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      await served.app.runnel.tracing?.flush();
+      const warnings = served.lines.filter((line) => String(line.msg).startsWith('tracing: an export of spans failed'));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatchObject({ level: 40, msg: expect.stringContaining('(the collector answered 400)') });
+      expect(JSON.stringify(warnings)).not.toContain(receiver.url);
+      const metrics = await (await fetch(`${served.url}/metrics`)).text();
+      expect(Number(/^runnel_trace_spans_dropped_total (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThan(0);
+    } finally {
+      await served.app.close();
+      await receiver.close();
+    }
+  });
+});
+
 describe('tracing settings', () => {
   it('is off without an endpoint, and reads the standard variables', () => {
     expect(loadTracingConfig({})).toBeUndefined();
@@ -298,6 +324,8 @@ describe('tracing settings', () => {
   it('refuses what it cannot do, naming the variable and never a header value', () => {
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).toThrow(/OTEL_EXPORTER_OTLP_PROTOCOL/);
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'c:4318' })).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT/);
+    // A probe: a port past 65535 and a URL without a host were taken, and every export failed unheard.
+    for (const endpoint of ['http://127.0.0.1:99999', 'http://:4318', 'http://c:0']) expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint }), endpoint).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT: must be an http/);
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER: 'sometimes' })).toThrow(/OTEL_TRACES_SAMPLER/);
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER_ARG: '2' })).toThrow(/OTEL_TRACES_SAMPLER_ARG/);
     expect(() => loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_EXPORTER_OTLP_TRACES_COMPRESSION: 'brotli' })).toThrow(/OTEL_EXPORTER_OTLP_TRACES_COMPRESSION: gzip or none/);
