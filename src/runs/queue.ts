@@ -11,7 +11,7 @@
  */
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { CancelToken, RunnelError, type EventCallback, type Runnable } from '../core/index.js';
+import { CancelToken, isRunnelError, RunnelError, type EventCallback, type Runnable } from '../core/index.js';
 import { coalesceWrites } from '../cache/redis-client.js';
 import { executeRun, RunNotStored, type RunReader } from './executor.js';
 import { publicRun, RunEnded, TERMINAL, type RunRecord, type RunStore } from './store.js';
@@ -516,7 +516,15 @@ export class BullRunQueue implements RunQueue {
   async submit(record: RunRecord): Promise<void> {
     // Two steps, the record then the job (BullMQ's own): a process stopped between them leaves a run no worker
     // will take, which the sweep below ends.
-    await this.store.create(record, { openLimit: this.options.maxRunsPerCaller, queued: true });
+    try {
+      await this.store.create(record, { openLimit: this.options.maxRunsPerCaller, queued: true });
+    } catch (error) {
+      // A write that timed out may still be carried out once Redis answers again (a frozen Redis): the run would
+      // wait there, its caller told it was refused and holding one of the caller's open runs (a probe: 429 for a
+      // minute and more). It is ended as soon as Redis answers.
+      if (isRunnelError(error) && error.code === 'RUNNEL_ERR_REDIS_UNAVAILABLE') this.endRefused(record.run_id);
+      throw error;
+    }
     this.adding.add(record.run_id);
     try {
       await this.queue.add('run', { run_id: record.run_id }, { jobId: record.run_id });
@@ -526,6 +534,25 @@ export class BullRunQueue implements RunQueue {
     } finally {
       this.adding.delete(record.run_id);
     }
+  }
+
+  /**
+   * Ends run `runId` if its record, whose write failed (a timeout), was written after all: tried until Redis
+   * answers, for two minutes at most. Commands on one connection run in order, so a read that answers comes
+   * after that write if it ever happens.
+   */
+  private endRefused(runId: string): void {
+    const failure = new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be stored in time: its caller was told it was refused');
+    void (async () => {
+      for (let waited = 0, delay = 250; waited < 120_000 && this.closing === undefined; waited += delay, delay = Math.min(delay * 2, 8_000)) {
+        try {
+          await this.core.endWaiting(runId, failure, 'error');
+          return;
+        } catch {
+          await new Promise((resolve) => setTimeout(resolve, delay).unref());
+        }
+      }
+    })();
   }
 
   /**
