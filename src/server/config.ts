@@ -17,7 +17,8 @@ const integer = (name: string, min: number, fallback: number, max = Number.MAX_S
     .optional()
     .transform((value, ctx) => {
       if (value === undefined || value.trim() === '') return fallback;
-      const n = Number(value);
+      // Decimal digits only: Number() took 1e3, 0x1000 and 0b11 as well.
+      const n = /^-?\d{1,16}$/.test(value.trim()) ? Number(value.trim()) : Number.NaN;
       if (!Number.isInteger(n) || n < min || n > max) {
         const range = max === Number.MAX_SAFE_INTEGER ? `≥ ${min}` : `from ${min} to ${max}`;
         ctx.addIssue({ code: 'custom', message: `${name} must be a whole number ${range}, got ${JSON.stringify(value)}` });
@@ -138,10 +139,11 @@ const envSchema = z.object({
     .string()
     .optional()
     .transform((value, ctx) => {
-      if (value === undefined || value === '') return 1;
-      if (value === 'auto') return availableParallelism();
-      const n = Number(value);
-      if (!/^\d+$/.test(value) || n < 1 || n > 256) {
+      const given = value?.trim() ?? '';
+      if (given === '') return 1;
+      if (given === 'auto') return availableParallelism();
+      const n = Number(given);
+      if (!/^\d+$/.test(given) || n < 1 || n > 256) {
         ctx.addIssue({ code: 'custom', message: `RUNNEL_PROCESSES must be a whole number from 1 to 256, or auto (one per core), got ${JSON.stringify(value)}` });
         return z.NEVER;
       }

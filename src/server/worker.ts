@@ -15,7 +15,10 @@ import { shutdownDeadlineMs } from './signals.js';
 import { startRunWorkers, stopWorkersOnSignals } from './worker-process.js';
 
 try {
-  const config = loadServerConfig(process.env);
+  // RUNNEL_PROCESSES is the HTTP server's (said below, not checked here: a worker without DATABASE_URL was
+  // stopped by the server's rule that many processes need Postgres).
+  const { RUNNEL_PROCESSES: processes, ...env } = process.env;
+  const config = loadServerConfig(env);
   // The server's log lines (pino's JSON, LOG_LEVEL honoured); of an error, its message only.
   const logger = pino({ level: config.logLevel });
   setProviderLogger(logger);
@@ -30,7 +33,7 @@ try {
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, namespace: config.runNamespace, role: 'worker' });
   if (services.redis?.status !== 'ready') logger.warn('runnel worker: Redis is not reachable (REDIS_URL); runs are taken once it is');
   for (const line of unknownSettings(process.env)) logger.warn(`runnel worker: ${line}`);
-  if (config.processes > 1) logger.warn('runnel worker: RUNNEL_PROCESSES is for the HTTP server; a worker runs RUNNEL_WORKER_CONCURRENCY runs at once in one process (start more workers for more)');
+  if (processes !== undefined && processes.trim() !== '' && processes.trim() !== '1') logger.warn('runnel worker: RUNNEL_PROCESSES is for the HTTP server; a worker runs RUNNEL_WORKER_CONCURRENCY runs at once in one process (start more workers for more)');
   const { chains } = createChains({ services });
   const worker = startRunWorkers({ config, chains, services, log });
   stopWorkersOnSignals(worker, shutdownDeadlineMs(config.shutdownGraceMs), log);

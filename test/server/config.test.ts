@@ -55,6 +55,13 @@ describe('loadServerConfig', () => {
     }
   });
 
+  // A probe: RUNNEL_MAX_BATCH=1e3 and RUNNEL_BODY_LIMIT=0x1000 were taken (Number() reads them), while RUNNEL_PROCESSES=" 2" was refused.
+  it('reads whole numbers in decimal digits only, spaces around them allowed', () => {
+    for (const value of ['1e3', '0x1000', '0b11', '+5', '5.0']) expect(() => loadServerConfig({ RUNNEL_MAX_BATCH: value }), value).toThrow(/RUNNEL_MAX_BATCH must be a whole number/);
+    expect(loadServerConfig({ RUNNEL_MAX_BATCH: ' 20 ' }).maxBatch).toBe(20);
+    expect(loadServerConfig({ RUNNEL_PROCESSES: ' 2 ', REDIS_URL: 'redis://127.0.0.1:6379', DATABASE_URL: 'postgres://127.0.0.1/x' }).processes).toBe(2);
+  });
+
   // A probe: `alice: <key>` kept the space in alice's key (HTTP strips it from the header: always 401) and
   // `bob :<key>` named an identity "bob " that RUNNEL_METRICS_KEYS=bob did not match.
   it('takes spaces around the colon as the list\'s, and refuses a key no header could carry', () => {

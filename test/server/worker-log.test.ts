@@ -48,10 +48,12 @@ describe('npm run worker', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'runnel-worker-'));
     try {
       // A setting misspelt is named too: it changes nothing.
-      const { code, lines } = await runWorker({ RUNNEL_DATA_DIR: dataDir, RUNNEL_WORKER_CONCURENCY: '2' });
+      // RUNNEL_PROCESSES is the server's: a warning, not the server's refusal of many processes without Postgres (a probe).
+      const { code, lines } = await runWorker({ RUNNEL_DATA_DIR: dataDir, RUNNEL_WORKER_CONCURENCY: '2', RUNNEL_PROCESSES: '2' });
       expect(code).toBe(0);
       expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([
         'runnel worker: RUNNEL_WORKER_CONCURENCY is not a Runnel setting and changes nothing: did you mean RUNNEL_WORKER_CONCURRENCY?',
+        expect.stringContaining('RUNNEL_PROCESSES is for the HTTP server'),
         expect.stringContaining('no DATABASE_URL'),
       ]);
     } finally {
