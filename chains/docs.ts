@@ -103,7 +103,7 @@ export class DocsCollection {
       if (gone.length > 0) result.removed += await store.delete({ filter: { source: { $in: gone }, ...SEEDED } });
     }
     this.seeded = true;
-    return result.added === 0 && result.removed === 0 && result.failed.length === 0 ? undefined : result;
+    return result.added === 0 && result.updated === 0 && result.removed === 0 && result.failed.length === 0 ? undefined : result;
   }
 
   /**

@@ -94,7 +94,7 @@ async function serve(config: ServerConfig): Promise<void> {
   docs.seedInBackground({
     seeded: (result) => {
       if (result === undefined) app.log.info('docs collection: ready');
-      else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.removed} stale removed, ${result.failed.length} failed)`);
+      else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.updated} updated, ${result.removed} stale removed, ${result.failed.length} failed)`);
     },
     failed: (error, retryInMs) => {
       // The driver's kind of failure as well (an SQLSTATE: 3D000, a database that does not exist; 28P01,

@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
-import { relative, sep } from 'node:path';
+import { relative, resolve, sep } from 'node:path';
 import { isRunnelError, type RunnelError } from '../core/index.js';
 import { Document, listFiles, loadFile, MarkdownTextSplitter, RecursiveCharacterTextSplitter, searchableText } from '../documents/index.js';
 import type { PgVectorStore } from './pgvector.js';
@@ -165,6 +165,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   const docs: Document[] = [];
   // The source-name prefixes of the folders given: with sync, a file gone from one takes its passages along.
   const folders: string[] = [];
+  const read = new Set<string>();
   for (const path of paths) {
     let files: string[];
     try {
@@ -179,6 +180,9 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
       continue;
     }
     for (const file of files) {
+      // A file named twice (a folder and a file in it) is read once: its passages are not repeats of themselves.
+      if (read.has(resolve(file))) continue;
+      read.add(resolve(file));
       try {
         const loaded = await loadFile(file);
         if (loaded.some(holdsNul)) throw new Error(`${file} holds a NUL character (\\u0000), which the database cannot store`);
@@ -206,9 +210,18 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   });
   const unique = [...new Map(chunks.map((chunk) => [chunk.id, chunk])).values()];
   const sourceOf = (chunk: Document): string => String(chunk.metadata.source ?? chunk.id);
-  const result = (added: number, removed: number, stopped?: RunnelError): IngestResult => ({
-    added: added - rewritten,
-    updated: rewritten + moved.length,
+  // What was stored, as it was: new passages, and passages stored again or given their new place.
+  let added = 0;
+  let updated = 0;
+  const count = (part: readonly Document[]): void => {
+    for (const chunk of part) {
+      if (rewritten.has(chunk.id as string)) updated++;
+      else added++;
+    }
+  };
+  const result = (removed: number, stopped?: RunnelError): IngestResult => ({
+    added,
+    updated,
     skipped: unique.length - fresh.length - moved.length + (chunks.length - unique.length),
     removed,
     failed: [...failures].map(([source, error]) => ({ source, error })),
@@ -218,22 +231,25 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   // Stored already with other metadata: its headings changed (what is embedded changed: stored again), or only
   // its place in the file (its metadata alone is rewritten: a probe saw /rag cite lines a section had left).
   let moved: Document[] = [];
-  let rewritten = 0;
+  let rewritten = new Set<string>();
   try {
     const existing = await store.metadataOf(unique.map((chunk) => chunk.id as string), mark);
     for (const chunk of unique) {
       const stored = existing.get(chunk.id as string);
       if (stored !== undefined && stableJson(stored) === stableJson(chunk.metadata)) continue;
+      // A passage of Runnel's docs seed is the seed's: an ingest without a mark of its own leaves it as it is (a
+      // review: its metadata rewritten, the seed's mark was lost, and the seed stored it again at its next run).
+      if (stored !== undefined && options.metadata === undefined && stored.origin === SEED_ORIGIN) continue;
       if (stored !== undefined && searchableText({ pageContent: chunk.pageContent, metadata: stored }) === searchableText(chunk)) moved.push(chunk);
       else fresh.push(chunk);
     }
-    rewritten = fresh.filter((chunk) => existing.has(chunk.id as string)).length;
+    rewritten = new Set(fresh.filter((chunk) => existing.has(chunk.id as string)).map((chunk) => chunk.id as string));
   } catch (error) {
     if (!stopsTheRun(error)) throw error;
     fresh = unique;
     moved = [];
     for (const source of groupBy(unique, sourceOf).keys()) fail(source, error);
-    return result(0, 0, error);
+    return result(0, error);
   }
   // Whole files to a batch (one larger than a batch goes alone): a file is stored with one write or not at all.
   const batch = options.batchSize ?? 64;
@@ -247,7 +263,6 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     filling.push(...own);
   }
   if (filling.length > 0) batches.push(filling);
-  let added = 0;
   let done = 0;
   let stopped: RunnelError | undefined;
   options.onProgress?.(0, fresh.length);
@@ -260,7 +275,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     const part = batches[i] as Document[];
     try {
       await store.addDocuments(part);
-      added += part.length;
+      count(part);
     } catch (error) {
       if (stopsTheRun(error)) {
         stopAt(i, new Set(), error);
@@ -272,7 +287,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
       for (const [source, own] of groupBy(part, sourceOf)) {
         try {
           await store.addDocuments(own);
-          added += own.length;
+          count(own);
           stored.add(source);
         } catch (sourceError) {
           if (stopsTheRun(sourceError)) {
@@ -287,13 +302,13 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     done += part.length;
     options.onProgress?.(done, fresh.length);
   }
-  if (stopped !== undefined) return result(added, 0, stopped);
+  if (stopped !== undefined) return result(0, stopped);
   try {
-    await store.updateMetadata(moved);
+    updated += await store.updateMetadata(moved);
   } catch (error) {
     if (!stopsTheRun(error)) throw error;
     for (const source of groupBy(moved, sourceOf).keys()) fail(source, error);
-    return result(added, 0, error);
+    return result(0, error);
   }
   const failed = [...failures].map(([source, error]) => ({ source, error }));
   let removed = 0;
@@ -309,11 +324,11 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
       const sources = [...new Set([...named, ...gone])].filter((source) => !unstored.has(source));
       if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources }, ...scope });
     }
-    if (added > 0 || removed > 0 || moved.length > 0) await store.analyze();
+    if (added > 0 || updated > 0 || removed > 0) await store.analyze();
   } catch (error) {
     // Everything is stored; what the database did not do for want of being there is to be done by the next run.
     if (!stopsTheRun(error)) throw error;
-    return result(added, removed, error);
+    return result(removed, error);
   }
-  return result(added, removed);
+  return result(removed);
 }

@@ -26,7 +26,9 @@ export function compileFilter(filter: Filter, column: string, firstParam: number
         const subs = (condition as Filter[]).map((sub) => `(${compile(sub)})`);
         return `(${subs.join(key === '$and' ? ' AND ' : ' OR ')})`;
       }
-      const path = `${column} #> ${param(key.split('.'))}::text[]`;
+      // The key's parameter is made on first use too: a condition that compiles to FALSE uses none.
+      let keyParam: string | undefined;
+      const pathOf = (): string => `${column} #> ${(keyParam ??= param(key.split('.')))}::text[]`;
       const ops = condition !== null && typeof condition === 'object' ? Object.entries(condition as Record<string, unknown>) : [['$eq', condition] as const];
       return ops
         .map(([op, operand]) => {
@@ -34,20 +36,20 @@ export function compileFilter(filter: Filter, column: string, firstParam: number
           const jsonb = (): string => `${param(JSON.stringify(operand))}::jsonb`;
           switch (op) {
             case '$eq':
-              return `(${path}) = ${jsonb()}`;
+              return `(${pathOf()}) = ${jsonb()}`;
             case '$ne':
-              return `(${path}) IS DISTINCT FROM ${jsonb()}`;
+              return `(${pathOf()}) IS DISTINCT FROM ${jsonb()}`;
             case '$in':
-              return `EXISTS (SELECT 1 FROM jsonb_array_elements(${jsonb()}) AS e(v) WHERE e.v = (${path}))`;
+              return `EXISTS (SELECT 1 FROM jsonb_array_elements(${jsonb()}) AS e(v) WHERE e.v = (${pathOf()}))`;
             case '$nin':
-              return `NOT EXISTS (SELECT 1 FROM jsonb_array_elements(${jsonb()}) AS e(v) WHERE e.v = (${path}))`;
+              return `NOT EXISTS (SELECT 1 FROM jsonb_array_elements(${jsonb()}) AS e(v) WHERE e.v = (${pathOf()}))`;
             default: {
               const sqlOp = { $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' }[op as '$gt'];
               // Only numbers with numbers and strings with strings compare, as in memory. Strings compare by code
               // point (COLLATE "C": UTF-8's byte order), as the memory store does — not by the database's
               // collation, which a jsonb comparison follows (ICU's "en" put "Banana" after "b").
-              if (typeof operand === 'number') return `(jsonb_typeof(${path}) = 'number' AND (${path}) ${sqlOp} ${jsonb()})`;
-              if (typeof operand === 'string') return `(jsonb_typeof(${path}) = 'string' AND ((${path}) #>> '{}') COLLATE "C" ${sqlOp} (${param(operand)}::text COLLATE "C"))`;
+              if (typeof operand === 'number') return `(jsonb_typeof(${pathOf()}) = 'number' AND (${pathOf()}) ${sqlOp} ${jsonb()})`;
+              if (typeof operand === 'string') return `(jsonb_typeof(${pathOf()}) = 'string' AND ((${pathOf()}) #>> '{}') COLLATE "C" ${sqlOp} (${param(operand)}::text COLLATE "C"))`;
               return 'FALSE';
             }
           }

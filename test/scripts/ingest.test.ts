@@ -33,7 +33,7 @@ const refusedKey = `${collection}_refused`;
 const moving = `${collection}_moving`;
 afterAll(async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL });
-  for (const name of [collection, sections, mixed, unembedded, refusedKey, moving]) await dropCollections(pgExecutor(pool), name);
+  for (const name of [collection, sections, mixed, unembedded, refusedKey, moving, `${moving}_seed`]) await dropCollections(pgExecutor(pool), name);
   await pool.end();
 });
 
@@ -215,6 +215,23 @@ describe('npm run ingest', () => {
         writeFileSync(join(dir, 'data.jsonl'), '{"text": "Otters hold hands."}\n');
         expect((await run(true)).removed).toBeGreaterThanOrEqual(1);
         expect((await store.similaritySearch('largest rodents capybaras', 5)).map((doc) => doc.pageContent)).not.toContain('Capybaras are the largest rodents.');
+
+        // A review: the seed's passages (marked origin: runnel) met by an ingest without a mark lost their mark.
+        const seedDir = mkdtempSync(join(tmpdir(), 'runnel-seeded-'));
+        try {
+          writeFileSync(join(seedDir, 'seed.md'), '# Seeded\n\nThe seed keeps this passage as its own.\n');
+          const seedStore = await PgVectorStore.create({ executor: pgExecutor(pool), embeddings: new HashingEmbeddings(), collection: `${moving}_seed` });
+          try {
+            expect(await ingestPaths(seedStore, [seedDir], { sourceRoot: seedDir, metadata: { origin: 'runnel' } })).toMatchObject({ added: 1 });
+            // Overlapping paths read each file once.
+            expect(await ingestPaths(seedStore, [seedDir, join(seedDir, 'seed.md')], { sourceRoot: seedDir })).toMatchObject({ added: 0, updated: 0, skipped: 1 });
+            expect((await seedStore.similaritySearch('seed passage', 5)).map((doc) => doc.metadata.origin)).toEqual(['runnel']);
+          } finally {
+            await seedStore.delete({ filter: {} });
+          }
+        } finally {
+          rmSync(seedDir, { recursive: true, force: true });
+        }
       } finally {
         await pool.end();
       }
