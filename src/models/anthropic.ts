@@ -166,9 +166,12 @@ class AnthropicProvider implements ChatProvider {
 
   constructor(private readonly options: ChatAnthropicOptions) {}
 
-  /** The API's base URL the client calls (the option, else the SDK's environment variable or default). */
+  /**
+   * The API's base URL the client calls: the option, else the SDK's environment variable, else its default —
+   * read without making the client (which needs a key: a cache hit needs none).
+   */
   get endpoint(): string {
-    return this.getClient().baseURL;
+    return this.client?.baseURL ?? this.options.baseURL ?? (process.env.ANTHROPIC_BASE_URL || 'https://api.anthropic.com');
   }
 
   private getClient(): Anthropic {

@@ -128,9 +128,12 @@ class OpenAIProvider implements ChatProvider {
 
   constructor(private readonly options: ChatOpenAIOptions) {}
 
-  /** The API's base URL the client calls (the option, else the SDK's environment variable or default). */
+  /**
+   * The API's base URL the client calls: the option, else the SDK's environment variable, else its default —
+   * read without making the client (which needs a key: a cache hit needs none).
+   */
   get endpoint(): string {
-    return this.getClient().baseURL;
+    return this.client?.baseURL ?? this.options.baseURL ?? (process.env.OPENAI_BASE_URL || 'https://api.openai.com/v1');
   }
 
   private getClient(): OpenAI {
