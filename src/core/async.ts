@@ -526,10 +526,11 @@ export async function* merge<K, T>(sources: ReadonlyArray<readonly [K, AsyncIter
 /**
  * Maps `items` through `fn` with at most `limit` calls in flight, results in
  * input order. The first failure fails the whole: no new item starts, the
- * calls under way are cancelled (`fn`'s third argument fires), and once they
- * have ended it rejects with that failure — so nothing of the map is still
- * running (spending a model's tokens, writing a chat's history) after it
- * rejects. With `returnExceptions`, failures are returned in place instead.
+ * calls under way are cancelled (`fn`'s third argument fires: their model
+ * requests close, and a cancelled run writes no chat history), and once
+ * their calls have settled it rejects with that failure. (A core run races
+ * its signal, so a step that ignores cancellation is not waited for.) With
+ * `returnExceptions`, failures are returned in place instead.
  * An abort rejects at once, whatever `returnExceptions` says.
  */
 export async function mapConcurrently<T, R>(

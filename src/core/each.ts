@@ -36,11 +36,20 @@ export class RunnableEach<I, O> extends Runnable<I[], O[]> {
       throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `${this.name} expects an array input, got ${typeof inputs}`);
     }
     const scope = run.scope;
-    return (await mapConcurrently(inputs, scope.maxConcurrency, scope.signal, false, (input, _index, failed) => {
-      // The first item that fails ends the others (their model calls closed) before the map fails.
-      const link = failed === undefined ? undefined : failingWith(scope.signal, failed);
-      return this.bound._invokeIn(input, link === undefined ? scope : scopeWith(scope, { signal: link.token })).finally(link?.dispose);
-    })) as O[];
+    // The first item that fails cancels the others (their model calls closed): one cancellation for them all.
+    let link: ReturnType<typeof failingWith> | undefined;
+    let linked: typeof scope | undefined;
+    try {
+      return (await mapConcurrently(inputs, scope.maxConcurrency, scope.signal, false, (input, _index, failed) => {
+        if (failed !== undefined && linked === undefined) {
+          link = failingWith(scope.signal, failed);
+          linked = scopeWith(scope, { signal: link.token });
+        }
+        return this.bound._invokeIn(input, linked ?? scope);
+      })) as O[];
+    } finally {
+      link?.dispose();
+    }
   }
 
   override _children(): AnyRunnable[] {

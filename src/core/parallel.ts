@@ -4,7 +4,9 @@
  * `{key: chunk}` as each branch produces.
  */
 import { z, type ZodType } from 'zod';
-import { merge, once, tee } from './async.js';
+import { CancelToken, failingWith, merge, once, tee } from './async.js';
+import { scopeWith } from './config.js';
+import { RunnelError } from './errors.js';
 import type { Graph, GraphSpan } from './graph.js';
 import type { Run } from './run.js';
 import { Runnable, type Known, type RunnableLike } from './runnable.js';
@@ -66,11 +68,27 @@ export class RunnableParallel<I, O extends Record<string, unknown>> extends Runn
   }
 
   protected override async _call(input: I, run: Run): Promise<O> {
-    const outputs = await Promise.all(
-      this.branches.map(([, runnable], index) =>
-        (runnable as Runnable<I, unknown>)._invokeIn(input, run.child(this.branchTags[index] as string[])),
-      ),
-    );
+    // A branch that fails cancels the others (a review: `{a: model1, b: model2}` answered 502 while b's model
+    // went on spending tokens): one cancellation for them all, fired by the first failure.
+    const failed = this.branches.length > 1 ? new CancelToken() : undefined;
+    const link = failed === undefined ? undefined : failingWith(run.scope.signal, failed);
+    let outputs: unknown[];
+    try {
+      outputs = await Promise.all(
+        this.branches.map(([, runnable], index) => {
+          const scope = run.child(this.branchTags[index] as string[]);
+          const branch = (runnable as Runnable<I, unknown>)._invokeIn(input, link === undefined ? scope : scopeWith(scope, { signal: link.token }));
+          return failed === undefined
+            ? branch
+            : branch.catch((error: unknown) => {
+                failed.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'Another branch failed, so this one was cancelled'));
+                throw error;
+              });
+        }),
+      );
+    } finally {
+      link?.dispose();
+    }
     const result: Record<string, unknown> = {};
     this.branches.forEach(([key], index) => {
       result[key] = outputs[index];

@@ -330,19 +330,26 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
     const scopes = inputs.map((_, index) => scopeFor(Array.isArray(config) ? config[index] : config));
     const first = scopes[0];
     if (first === undefined) return [];
-    return mapConcurrently(inputs, first.maxConcurrency, first.signal, options.returnExceptions === true, (input, index, failed) => {
-      let scope = scopes[index] as Scope;
-      // Its own cancellation, which the first failed item fires too: the others end then, their model calls closed.
-      const link = failed === undefined ? undefined : failingWith(scope.signal, failed);
-      if (link !== undefined) scope = scopeWith(scope, { signal: link.token });
-      return this._invokeIn(input, scope)
-        .catch((error: unknown) => {
+    // The items' cancellation, which the first failed item fires too: the others end then, their model calls
+    // closed. One per signal the items were given (usually one for the whole batch), made once.
+    const links = new Map<Cancellation | undefined, ReturnType<typeof failingWith>>();
+    try {
+      return await mapConcurrently(inputs, first.maxConcurrency, first.signal, options.returnExceptions === true, (input, index, failed) => {
+        let scope = scopes[index] as Scope;
+        if (failed !== undefined) {
+          let link = links.get(scope.signal);
+          if (link === undefined) links.set(scope.signal, (link = failingWith(scope.signal, failed)));
+          scope = scopeWith(scope, { signal: link.token });
+        }
+        return this._invokeIn(input, scope).catch((error: unknown) => {
           // Set again by each enclosing batch as the error passes through it: the outermost one's index stands.
           if (error !== null && typeof error === 'object') failedItems.set(error, index);
           throw error;
-        })
-        .finally(link?.dispose);
-    });
+        });
+      });
+    } finally {
+      for (const link of links.values()) link.dispose();
+    }
   }
 
   /**

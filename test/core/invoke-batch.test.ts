@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { lambda, onAbort, sequence, RunnelError, type RunnableConfig } from '../../src/index.js';
+import { lambda, onAbort, parallel, sequence, RunnelError, type RunnableConfig } from '../../src/index.js';
 import { deferred } from '../helpers.js';
 
 describe('invoke', () => {
@@ -63,27 +63,29 @@ describe('batch', () => {
   });
 
   // A probe: a failed item failed the batch while the others ran on (a model's tokens spent after the answer).
-  it('cancels the other items when one fails, and rejects once they have ended; returnExceptions cancels nothing', async () => {
-    const make = (events: string[]) =>
+  it('cancels the other items when one fails; returnExceptions cancels nothing; a parallel cancels its other branches', async () => {
+    /** A step that waits for its cancellation (or 300 ms) and says which came first. */
+    const waiting = (ended: (how: string) => void) =>
       lambda(async (x: number, config: RunnableConfig) => {
         if (x === 1) throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'one');
-        if (x === 2) return x;
-        await new Promise<void>((resolve) => {
-          if (config.signal !== undefined) onAbort(config.signal, resolve);
-          setTimeout(resolve, 300);
+        const how = await new Promise<string>((resolve) => {
+          if (config.signal !== undefined) onAbort(config.signal, () => resolve('cancelled'));
+          setTimeout(() => resolve('done'), 300);
         });
-        events.push(config.signal?.aborted === true ? `${x} cancelled` : `${x} done`);
+        ended(how);
         return x;
       });
-    const events: string[] = [];
-    await expect(make(events).batch([0, 1, 2]).catch((error: unknown) => (events.push('rejected'), Promise.reject(error)))).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE' });
-    expect(events).toEqual(['0 cancelled', 'rejected']);
-    const each: string[] = [];
-    await expect(make(each).map().invoke([0, 1])).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE' });
-    expect(each).toEqual(['0 cancelled']);
-    const kept: string[] = [];
-    const results = await make(kept).batch([0, 1], undefined, { returnExceptions: true });
-    expect([results[0], kept]).toEqual([0, ['0 done']]);
+    const endedAs = async (run: (step: ReturnType<typeof waiting>) => Promise<unknown>): Promise<string> => {
+      let ended!: (how: string) => void;
+      const how = new Promise<string>((resolve) => (ended = resolve));
+      await run(waiting(ended)).catch(() => undefined);
+      return how;
+    };
+    await expect(waiting(() => undefined).batch([0, 1])).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE' });
+    expect(await endedAs((step) => step.batch([0, 1, 2]))).toBe('cancelled');
+    expect(await endedAs((step) => step.map().invoke([0, 1]))).toBe('cancelled');
+    expect(await endedAs((step) => step.batch([0, 1], undefined, { returnExceptions: true }))).toBe('done');
+    expect(await endedAs((step) => parallel({ a: lambda(() => step.invoke(1)), b: lambda(() => step.invoke(0)) }).invoke(0))).toBe('cancelled');
   });
 
   it('takes one config per input, and refuses a count that does not match', async () => {

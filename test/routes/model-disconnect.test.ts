@@ -26,7 +26,9 @@ beforeAll(async () => {
       path: '/picky',
       runnable: lambda(async (input: { q: string }) => {
         if (input.q !== 'fail') return prompt.pipe(model('slow')).pipe(new StringOutputParser());
-        while (provider.requests.length === requestsBefore) await new Promise((r) => setTimeout(r, 5));
+        // Bounded: a request that never comes fails the test (its message), not hangs it.
+        for (let i = 0; i < 6000 && provider.requests.length === requestsBefore; i++) await new Promise((r) => setTimeout(r, 5));
+        if (provider.requests.length === requestsBefore) throw new RunnelError('RUNNEL_ERR_INTERNAL', 'the other item never reached the model');
         throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'not the expected shape');
       }),
     }),
