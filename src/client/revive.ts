@@ -4,9 +4,9 @@
  * plain data.
  */
 import { Document } from '../documents/index.js';
-import { coerceMessage } from '../messages/index.js';
+import { coerceMessage, MESSAGE_TYPES } from '../messages/index.js';
 
-const MESSAGE_TYPES = new Set(['human', 'ai', 'system', 'tool', 'chat', 'generic', 'AIMessageChunk', 'HumanMessageChunk', 'SystemMessageChunk', 'ToolMessageChunk', 'ChatMessageChunk']);
+
 
 /** Revives messages and documents anywhere inside `value`. */
 export function revive(value: unknown): unknown {

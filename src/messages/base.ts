@@ -8,6 +8,9 @@ import type { ContentBlock, MessageContent, MessageFields } from './types.js';
 /** The `type` tags of messages on the wire. */
 export type MessageType = 'human' | 'ai' | 'system' | 'tool' | 'chat' | 'AIMessageChunk';
 
+/** Every `type` a message's JSON may carry, as LangServe and LangChain.js write it (chunks included). */
+export const MESSAGE_TYPES: ReadonlySet<string> = new Set(['human', 'ai', 'system', 'tool', 'chat', 'generic', 'AIMessageChunk', 'HumanMessageChunk', 'SystemMessageChunk', 'ToolMessageChunk', 'ChatMessageChunk']);
+
 function textOf(content: MessageContent): string {
   if (typeof content === 'string') return content;
   return content

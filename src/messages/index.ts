@@ -1,5 +1,5 @@
 /** Messages: classes, JSON schemas, coercion and chunk merging. */
-export { BaseMessage, HumanMessage, SystemMessage, ToolMessage, ChatMessage, isBaseMessage, type MessageType, type ToolMessageFields } from './base.js';
+export { BaseMessage, HumanMessage, SystemMessage, ToolMessage, ChatMessage, isBaseMessage, MESSAGE_TYPES, type MessageType, type ToolMessageFields } from './base.js';
 export { addUsage, AIMessage, AIMessageChunk, mergeToolCallChunks, parseToolCallChunks, type AIMessageFields, type AIMessageChunkFields } from './ai.js';
 export {
   coerceMessage,

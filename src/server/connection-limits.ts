@@ -187,8 +187,9 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
   this.log.debug({ code: error.code, reqId: requestId }, `client error: ${message}`);
   // A request whose headers arrived (its body timed out) on the OpenAI-compatible routes is answered in OpenAI's
   // shape, as every other error there: the `openai` SDKs read only that.
-  const url = (socket as Socket & { parser?: { incoming?: IncomingMessage | null } | null }).parser?.incoming?.url;
-  const openai = typeof url === 'string' && url.startsWith('/v1/');
+  // Only that request's: after a parse error, `incoming` may be an earlier pipelined request, whole already.
+  const incoming = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? (socket as Socket & { parser?: { incoming?: IncomingMessage | null } | null }).parser?.incoming : undefined;
+  const openai = incoming?.complete === false && typeof incoming.url === 'string' && incoming.url.startsWith('/v1/');
   const answer = (): void => {
     if (socket.writable) {
       const body = JSON.stringify(openai ? toOpenAIError(new RunnelError(code, message)).body : errorBody(status, code, message));

@@ -277,7 +277,10 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   // HEAD: the stream's headers at once, no body — not the stream's time spent writing frames nobody gets
   // (Node drops a HEAD's body, and its headers went out only with the run's end).
   if (request.method === 'HEAD') {
-    await reply.code(200).headers({ ...SSE_HEADERS, ...format.headers }).send();
+    // The stream's own headers, as its GET sends them (no content-length: the stream has none).
+    reply.hijack();
+    reply.raw.writeHead(200, { ...replyHeaders(reply), ...format.headers, ...SSE_HEADERS, connection: reply.raw.shouldKeepAlive ? 'keep-alive' : 'close' });
+    reply.raw.end();
     return;
   }
   checkStreamSlot(request);

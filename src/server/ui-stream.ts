@@ -8,7 +8,7 @@
  * live stream and the replay of a durable run's log.
  */
 import { concat, RunnelError } from '../core/index.js';
-import { BaseMessage, type MessageType } from '../messages/index.js';
+import { BaseMessage, MESSAGE_TYPES } from '../messages/index.js';
 import { finishKind } from '../models/finish.js';
 import type { ChatTurn, Conversation } from './registry.js';
 
@@ -24,8 +24,6 @@ export function chunkText(chunk: unknown): string {
   if (!Array.isArray(content)) return '';
   return content.map((part: unknown) => (typeof part === 'string' ? part : (part as { type?: unknown; text?: unknown })?.type === 'text' ? String((part as { text: unknown }).text) : '')).join('');
 }
-
-const MESSAGE_TYPES: ReadonlySet<string> = new Set<MessageType>(['human', 'ai', 'system', 'tool', 'chat', 'AIMessageChunk']);
 
 /**
  * A message (chunk): live, or as its JSON (a durable run's log keeps chunks so) — a message type, a content

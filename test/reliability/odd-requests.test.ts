@@ -123,6 +123,13 @@ describe('odd requests', () => {
     expect(answer.slice(answer.lastIndexOf('HTTP/1.1 400'))).toContain('RUNNEL_ERR_BAD_REQUEST');
   });
 
+  // A review: garbage pipelined behind a /v1 request got its 400 in OpenAI's shape (the parser's last request was /v1's).
+  it('answers garbage pipelined behind a /v1 request in Runnel\'s shape: the shape is the request\'s own', async () => {
+    const answer = await raw('GET /v1/models HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\nGARBAGE\r\n\r\n');
+    expect([...answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => match[1])).toEqual(['200', '400']);
+    expect(bodyOf(answer.slice(answer.lastIndexOf('HTTP/1.1 400')))).toMatchObject({ code: 'RUNNEL_ERR_BAD_REQUEST' });
+  });
+
   // A review: with two requests ahead of the garbage, the 400 waited for the first answer only, then went out
   // in the second one's place.
   it('two requests pipelined ahead of a malformed one both get their answers, in order, then the 400', async () => {

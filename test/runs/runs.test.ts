@@ -199,7 +199,7 @@ for (const backend of ['memory', 'redis'] as const) {
       const run = (await (await submit('/long', { input: { topic: 'h' } })).json()) as { run_id: string };
       try {
         const head = await fetch(`${url}/long/runs/${run.run_id}/stream`, { method: 'HEAD', headers: as('ada') });
-        expect([head.status, head.headers.get('content-type')]).toEqual([200, 'text/event-stream; charset=utf-8']);
+        expect([head.status, head.headers.get('content-type'), head.headers.get('content-length')]).toEqual([200, 'text/event-stream; charset=utf-8', null]);
         expect(await head.text()).toBe('');
         expect((await fetch(`${url}/long/runs/${run.run_id}/stream`, { method: 'HEAD', headers: as('bob') })).status).toBe(404);
       } finally {
