@@ -357,7 +357,10 @@ for (const backend of ['memory', 'redis'] as const) {
       const ids: string[] = [];
       for (const text of texts) {
         const run = (await (await fetch(`${url}/echo/runs`, { method: 'POST', headers: as('ada'), body: JSON.stringify({ input: { text } }) })).json()) as { run_id: string };
-        expect((await fetch(`${url}/echo/runs/${run.run_id}/wait?timeout_s=60`, { headers: as('ada') })).status).toBe(200);
+        // Read whole: an answer of 400 KB left unread holds its connection busy, and the app's close waits for it.
+        const waited = await fetch(`${url}/echo/runs/${run.run_id}/wait?timeout_s=60`, { headers: as('ada') });
+        expect(waited.status).toBe(200);
+        await waited.text();
         ids.push(run.run_id);
       }
       const long = await fetch(`${url}/echo/runs?limit=10`, { headers: as('ada') });
