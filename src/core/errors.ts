@@ -38,7 +38,7 @@ export const errorCodes = {
   RUNNEL_ERR_OUTPUT_PARSE: {
     status: 502,
     retryable: true,
-    description: "The model's output could not be parsed into the expected shape. In process the error's `detail` carries the raw text and the problems; over HTTP `detail` is the message, as for every 5xx. A `withStructuredOutput` answer that fails its schema is not cached (nor any a call's `accept` refuses): a retry reaches the model.",
+    description: "The model's output could not be parsed into the expected shape. In process the error's `detail` carries the raw text and the problems; over HTTP `detail` is the message, as for every 5xx. An answer that `withStructuredOutput`, or a `JsonOutputParser` or `StructuredOutputParser` right after its model, refuses is not cached (nor any a call's `accept` refuses): a retry reaches the model.",
   },
   RUNNEL_ERR_PROVIDER_RATE_LIMITED: {
     status: 429,

@@ -4,6 +4,7 @@
  * on step 2's first chunk while step 1 is still producing.
  */
 import type { ZodType } from 'zod';
+import { scopeWith, type Scope } from './config.js';
 import type { Graph, GraphSpan } from './graph.js';
 import type { Run } from './run.js';
 import { Runnable, type Known, type RunnableLike } from './runnable.js';
@@ -31,6 +32,23 @@ export class RunnableSequence<I, O> extends Runnable<I, O> {
     this.steps = flat;
     this.stepTags = flat.map((_, index) => [`seq:step:${index + 1}`]);
     this.name = options.name ?? 'RunnableSequence';
+    // A chat model followed by a parser that can tell an answer it cannot use (`accepts`: JSON that does not
+    // parse, a schema not met) is called with that check (its `accept` call option), so such an answer is not
+    // cached: the parser's RUNNEL_ERR_OUTPUT_PARSE says retry, and a retry must reach the model.
+    this.acceptFor = flat.map((step, index) => {
+      const next = flat[index + 1] as { accepts?: (answer: unknown) => boolean } | undefined;
+      return step.runType === 'chat_model' && typeof next?.accepts === 'function' ? (answer: unknown) => (next.accepts as (answer: unknown) => boolean)(answer) : undefined;
+    });
+  }
+
+  /** Per step, the `accept` check its call gets (see the constructor); undefined for most. */
+  private readonly acceptFor: readonly (((answer: unknown) => boolean) | undefined)[];
+
+  /** The scope of step `index`: its tags, and the check of the parser after it when it is a chat model. */
+  private stepScope(run: Run, index: number): Scope {
+    const scope = run.child(this.stepTags[index] as string[]);
+    const accept = this.acceptFor[index];
+    return accept === undefined ? scope : scopeWith(scope, { options: { ...scope.options, accept } });
   }
 
   /** LangChain.js's spelling of {@link sequence}. */
@@ -55,7 +73,7 @@ export class RunnableSequence<I, O> extends Runnable<I, O> {
   protected override async _call(input: I, run: Run): Promise<O> {
     let value: unknown = input;
     for (let index = 0; index < this.steps.length; index++) {
-      value = await (this.steps[index] as Runnable<unknown, unknown>)._invokeIn(value, run.child(this.stepTags[index] as string[]));
+      value = await (this.steps[index] as Runnable<unknown, unknown>)._invokeIn(value, this.stepScope(run, index));
     }
     return value as O;
   }
@@ -64,7 +82,7 @@ export class RunnableSequence<I, O> extends Runnable<I, O> {
     let stream: AsyncIterable<unknown> = inputs;
     for (let index = 0; index < this.steps.length; index++) {
       const step = this.steps[index] as Runnable<unknown, unknown>;
-      stream = step._streamIn(stream, run.child(this.stepTags[index] as string[]), index === 0 ? known : undefined);
+      stream = step._streamIn(stream, this.stepScope(run, index), index === 0 ? known : undefined);
     }
     return stream as AsyncGenerator<O>;
   }

@@ -50,6 +50,16 @@ export class JsonOutputParser<T = unknown> extends Runnable<unknown, T> {
     return parseJsonText(textOf(input, this.name), this.name) as T;
   }
 
+  /** Whether a model's answer parses (a model before this parser in a sequence keeps one that does not out of its cache). */
+  accepts(answer: unknown): boolean {
+    try {
+      parseJsonText(textOf(answer, this.name), this.name);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   protected override async *_transform(inputs: AsyncIterable<unknown>): AsyncGenerator<T> {
     let text = '';
     let last: unknown;

@@ -67,4 +67,14 @@ export class StructuredOutputParser<T> extends Runnable<unknown, T> {
   protected override async _call(input: unknown): Promise<T> {
     return this.parse(textOf(input, this.name));
   }
+
+  /** Whether a model's answer parses and meets the schema (a model before this parser in a sequence keeps one that does not out of its cache). */
+  accepts(answer: unknown): boolean {
+    try {
+      this.parse(textOf(answer, this.name));
+      return true;
+    } catch {
+      return false;
+    }
+  }
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { AIMessage, AIMessageChunk, calculatorTool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, setProviderLogger, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
+import { AIMessage, AIMessageChunk, calculatorTool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
 import { settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
@@ -440,6 +440,29 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
         expect(await extract.invoke('I am Ada')).toEqual({ name: 'Ada' });
         expect(server.requests.length - before).toBe(3);
         expect(cache.size).toBe(1);
+      },
+    );
+  });
+
+  // A review: a model piped into a JSON or structured parser cached the answer the parser then refused.
+  it('caches no answer the parser after it refuses (JSON, structured), and caches one it takes', async () => {
+    let text = 'Sure! Here is no JSON at all.';
+    await scripted(
+      () => ({ text }),
+      async () => {
+        for (const parser of [new JsonOutputParser(), StructuredOutputParser.fromZod(z.object({ name: z.string() }))]) {
+          const cache = new InMemoryCache();
+          const chain = ChatPromptTemplate.fromMessages([['human', '{q}']]).pipe(model({ model: 'text', cache })).pipe(parser);
+          text = 'Sure! Here is no JSON at all.';
+          const before = server.requests.length;
+          await expect(chain.invoke({ q: 'who?' })).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE' });
+          await expect(toArray(chain.stream({ q: 'who?' }))).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE' });
+          expect([server.requests.length - before, cache.size]).toEqual([2, 0]);
+          text = '{"name": "Ada"}';
+          expect(await chain.invoke({ q: 'who?' })).toEqual({ name: 'Ada' });
+          expect(await chain.invoke({ q: 'who?' })).toEqual({ name: 'Ada' });
+          expect([server.requests.length - before, cache.size]).toEqual([3, 1]);
+        }
       },
     );
   });
