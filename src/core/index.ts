@@ -35,3 +35,4 @@ export { errorCodes, RunnelError, isRunnelError, isAbortError, abortError, type 
 export { abortable, mapChunks, SKIP, raceAbort, sleep, withIdleTimeout, IdleGuard, once, onAbort, RunController, CancelToken, isCancelToken, toAbortSignal, type Cancellation } from './async.js';
 export { callInScope } from './in-scope.js';
 export { heldBytes } from './held-bytes.js';
+export { canonicalJson } from './canonical.js';

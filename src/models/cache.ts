@@ -5,6 +5,7 @@
  * share an entry only when they would send the same request.
  */
 import { createHash } from 'node:crypto';
+import { canonicalJson } from '../core/index.js';
 import { AIMessageChunk, type BaseMessage } from '../messages/index.js';
 import type { CallParams } from './types.js';
 
@@ -14,28 +15,13 @@ export interface ModelCache {
   update(key: string, chunks: AIMessageChunk[]): Promise<void>;
 }
 
-function stable(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(stable);
-  if (value !== null && typeof value === 'object') {
-    const json = typeof (value as { toJSON?: unknown }).toJSON === 'function' ? (value as { toJSON(): unknown }).toJSON() : value;
-    if (json !== value) return stable(json);
-    return Object.fromEntries(
-      Object.keys(value)
-        .sort()
-        .filter((key) => (value as Record<string, unknown>)[key] !== undefined)
-        .map((key) => [key, stable((value as Record<string, unknown>)[key])]),
-    );
-  }
-  return value;
-}
-
 /**
  * The cache key of a call: a SHA-256 over provider, its endpoint (the API's
  * base URL, when it has one), parameters and messages in a canonical JSON form — and `partition` (a caller's identity) when entries
  * must not be shared beyond it.
  */
 export function cacheKey(provider: string, params: CallParams, messages: readonly BaseMessage[], partition?: string, endpoint?: string): string {
-  const canonical = JSON.stringify(stable({ provider, endpoint, params, messages: messages.map((m) => m.toJSON()), partition }));
+  const canonical = canonicalJson({ provider, endpoint, params, messages: messages.map((m) => m.toJSON()), partition });
   return createHash('sha256').update(canonical).digest('hex');
 }
 

@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { relative, resolve, sep } from 'node:path';
-import { isRunnelError, type RunnelError } from '../core/index.js';
+import { canonicalJson, isRunnelError, type RunnelError } from '../core/index.js';
 import { Document, listFiles, loadFile, MarkdownTextSplitter, RecursiveCharacterTextSplitter, searchableText } from '../documents/index.js';
 import type { PgVectorStore } from './pgvector.js';
 
@@ -23,18 +23,6 @@ export function chunkId(doc: Document, repeat = 0): string {
     .update(`${String(doc.metadata.source ?? '')}\u0000${doc.pageContent}${repeat === 0 ? '' : `\u0000${repeat}`}`)
     .digest('hex')
     .slice(0, 32);
-}
-
-/** JSON with object keys in order: two metadata objects compare equal however their keys were stored (jsonb reorders them). */
-function stableJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    return `{${Object.keys(value)
-      .sort()
-      .map((key) => `${JSON.stringify(key)}:${stableJson((value as Record<string, unknown>)[key])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
 }
 
 /** The files a path names: itself, or a folder's Markdown, text and JSON Lines files. */
@@ -236,7 +224,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     const existing = await store.metadataOf(unique.map((chunk) => chunk.id as string), mark);
     for (const chunk of unique) {
       const stored = existing.get(chunk.id as string);
-      if (stored !== undefined && stableJson(stored) === stableJson(chunk.metadata)) continue;
+      if (stored !== undefined && canonicalJson(stored) === canonicalJson(chunk.metadata)) continue;
       // A passage of Runnel's docs seed is the seed's: an ingest without a mark of its own leaves it as it is (a
       // review: its metadata rewritten, the seed's mark was lost, and the seed stored it again at its next run).
       if (stored !== undefined && options.metadata === undefined && stored.origin === SEED_ORIGIN) continue;
