@@ -174,6 +174,12 @@ function readSharedConfig(configSchema: Schema): { config: { configurable?: Reco
 const unknownSettingsNotice = (names: string[]): HTMLElement =>
   notice(`This link's configuration has settings this chain does not have (${names.join(', ')}): they were left out.`);
 
+/** The setup a config asks for, checked as the server will (a share link's value can be anything). */
+const settingIssues = (config: unknown, configSchema: Schema): Issue[] =>
+  validate(config, configSchema, configSchema)
+    .filter((issue) => issue.path[0] === 'configurable')
+    .map((issue) => ({ ...issue, path: issue.path.slice(1) }));
+
 function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema | undefined): void {
   const { config: sharedConfig, unknown: unknownSettings, broken: sharedConfigBroken } = readSharedConfig(configSchema);
   const sharedInputPart = decodeShared(new URLSearchParams(location.hash.slice(1)).get('input'));
@@ -194,9 +200,12 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   const jsonIssues = h('div', { class: 'json-issues' });
   /** The JSON tab holds text that is not JSON: the form keeps the last value that was, and Run waits for a fix. */
   let jsonBroken = false;
+  const JSON_BROKEN = 'The JSON input is not valid JSON: fix it, or edit the form';
+  const status = h('span', { class: 'status', attrs: { role: 'status' } });
   const form = new SchemaForm({ ...inputSchema, title: '' }, sharedInput, (value) => {
     jsonArea.value = JSON.stringify(value, null, 2);
     jsonBroken = false;
+    if (status.textContent === JSON_BROKEN) status.textContent = '';
     clear(jsonIssues);
     syncUrl();
   });
@@ -211,16 +220,14 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
       for (const issue of issues) jsonIssues.append(h('div', { class: 'field-error', text: `${issue.path.join('.') || 'input'}: ${issue.message}` }));
       form.setValue(value);
       syncUrl();
+      // The Run that found it broken said so: fixed now, that status is stale.
+      if (status.textContent === JSON_BROKEN) status.textContent = '';
     } catch (error) {
       jsonBroken = true;
       jsonIssues.append(h('div', { class: 'field-error', text: `Not JSON: ${(error as Error).message}` }));
     }
   });
-  /** The setup a config asks for, checked as the server will (a share link's value can be anything). */
-  const configIssues = (config: unknown): Issue[] =>
-    validate(config, configSchema, configSchema)
-      .filter((issue) => issue.path[0] === 'configurable')
-      .map((issue) => ({ ...issue, path: issue.path.slice(1) }));
+  const configIssues = (config: unknown): Issue[] => settingIssues(config, configSchema);
 
   const formTab = h('button', { type: 'button', class: 'tab active', text: 'Form' });
   const jsonTab = h('button', { type: 'button', class: 'tab', text: 'JSON' });
@@ -245,7 +252,6 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   const runButton = h('button', { type: 'button', class: 'primary', text: 'Run' });
   const stopButton = h('button', { type: 'button', text: 'Stop', disabled: true });
   const shareButton = h('button', { type: 'button', text: 'Copy share link' });
-  const status = h('span', { class: 'status', attrs: { role: 'status' } });
   const mode = h('select', { attrs: { 'aria-label': 'Render output as' } }, ...['auto', 'text', 'markdown', 'json'].map((m) => h('option', { value: m, text: m })));
   const output = h('div', { class: 'output', attrs: { 'data-testid': 'output' } });
   const errors = h('div', { class: 'errors' });
@@ -275,7 +281,7 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     if (jsonBroken) {
       selectTab(true);
       jsonArea.focus();
-      status.textContent = 'The JSON input is not valid JSON: fix it, or edit the form';
+      status.textContent = JSON_BROKEN;
       return;
     }
     const input = form.value;
@@ -453,6 +459,18 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
   if (sharedConfigBroken) linkNotice.append(notice("This link's configuration could not be read (the link may be cut short): this tab's session and the defaults are used instead."));
   else if (typeof sharedSession === 'string' && linkSession === undefined) linkNotice.append(notice(`This link's session id is not one this chain takes (${sessionSchema?.description ?? 'session_id'}): this tab's session is used instead.`));
   if (unknownSettings.length > 0) linkNotice.append(unknownSettingsNotice(unknownSettings));
+  const settingsBox = configPanel === undefined ? null : h('details', { class: 'config', open: Object.keys(sharedSettings).length > 0 }, h('summary', { text: 'Configuration' }), configPanel.element);
+  /** The settings of the panel, checked as the server will: shown on their fields (the panel opened); true when none is wrong. */
+  const settingsFit = (): boolean => {
+    if (configPanel === undefined || settingsBox === null) return true;
+    // Checked as they will be sent: with the page's session.
+    const issues = settingIssues({ configurable: { ...(configPanel.value as Record<string, unknown>), session_id: session } }, configSchema);
+    configPanel.showIssues(issues);
+    if (issues.length > 0) settingsBox.open = true;
+    return issues.length === 0;
+  };
+  // A shared setting the chain would refuse shows on its field now (its panel open), not as an error after Send.
+  if (sharedConfig !== undefined) settingsFit();
 
   const makeBubble = (role: string, content: string): HTMLElement => {
     const el = h('div', { class: `bubble ${role === 'human' ? 'human' : 'ai'}`, attrs: { 'data-role': role } });
@@ -493,6 +511,11 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     const issues = validate(input, inputSchema, inputSchema);
     if (issues.length > 0) {
       for (const issue of issues) errors.append(h('div', { class: 'field-error', text: `${issue.path.join('.')}: ${issue.message}` }));
+      return;
+    }
+    // A setting the server would refuse: said on its field, and the message stays to be sent once it is fixed.
+    if (!settingsFit()) {
+      status.textContent = 'Fix the highlighted settings';
       return;
     }
     text.value = '';
@@ -652,7 +675,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     h(
       'main',
       { class: 'layout chat' },
-      h('section', { class: 'card' }, h('div', { class: 'session' }, 'Session ', sessionLabel, ' ', fresh), linkNotice, log, composer, status, errors, configPanel === undefined ? null : h('details', { class: 'config', open: Object.keys(sharedSettings).length > 0 }, h('summary', { text: 'Configuration' }), configPanel.element)),
+      h('section', { class: 'card' }, h('div', { class: 'session' }, 'Session ', sessionLabel, ' ', fresh), linkNotice, log, composer, status, errors, settingsBox),
       h('section', { class: 'card result' }, h('h2', { text: 'Steps of the last turn' }), tree.element),
     ),
   );

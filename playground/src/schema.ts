@@ -162,14 +162,18 @@ export function validate(value: unknown, schema: Schema, root: Schema, path: (st
     const results = alternatives.map((a) => validate(value, a, root, path));
     if (!results.some((r) => r.length === 0)) {
       // Report the closest alternative's issues, which names the field that is wrong: one of the value's own
-      // type first (an array's, for a list: its item that is wrong, not "must be object"), then the fewest.
+      // type first (an array's, for a list: its item that is wrong, not "must be object"), then the one that
+      // asks for the fewest fields the value does not have (`{role: "robot"}`: its role is wrong, not its
+      // `type` missing), then the fewest issues.
       const ofItsType = (i: number): boolean => admitsTypeOf(value, alternatives[i] as Schema, root);
+      const missing = (i: number): number => (results[i] as Issue[]).filter((issue) => issue.message === 'required' && issue.path.length === path.length + 1).length;
+      const closer = (i: number, than: number): boolean => {
+        if (ofItsType(i) !== ofItsType(than)) return ofItsType(i);
+        if (missing(i) !== missing(than)) return missing(i) < missing(than);
+        return (results[i] as Issue[]).length < (results[than] as Issue[]).length;
+      };
       let closest = 0;
-      for (let i = 1; i < results.length; i++) {
-        if (ofItsType(i) !== ofItsType(closest)) {
-          if (ofItsType(i)) closest = i;
-        } else if ((results[i] as Issue[]).length < (results[closest] as Issue[]).length) closest = i;
-      }
+      for (let i = 1; i < results.length; i++) if (closer(i, closest)) closest = i;
       const best = results[closest] as Issue[];
       issues.push(...(best.length > 0 ? best : [{ path, message: 'matches none of the allowed forms' }]));
     }

@@ -267,6 +267,34 @@ describe('the playground', () => {
     await bad.close();
   });
 
+  it('chat mode: a shared setting the chain would refuse shows on its field, and nothing is sent until it is fixed', async () => {
+    const hash = (configurable: Record<string, unknown>): string => LZString.compressToEncodedURIComponent(JSON.stringify({ configurable }));
+    const page = await open(`/chat/c/${hash({ session_id: 'bad-setting', cache: 'yes' })}/playground/`);
+    const sent: unknown[] = [];
+    page.on('request', (req) => {
+      if (req.method() === 'POST') sent.push(req.postDataJSON() as unknown);
+    });
+    // Flagged on its field as the page opens, the settings panel open to show it.
+    const error = page.locator('.config .field-error');
+    await expect(error.innerText()).resolves.toContain('cache: must be boolean');
+    expect(await page.locator('details.config').getAttribute('open')).not.toBeNull();
+    // Send refuses in the browser: the message stays, and nothing reaches the server.
+    await page.getByLabel('Message').fill('kept for later');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await expect(page.locator('.status').innerText()).resolves.toBe('Fix the highlighted settings');
+    expect(await page.getByLabel('Message').inputValue()).toBe('kept for later');
+    expect(sent).toEqual([]);
+    // Fixed on its field, the turn goes with the setting as the box now says.
+    await page.getByLabel('Use the response cache').check();
+    await page.getByRole('button', { name: 'Send' }).click();
+    await page.locator('.bubble.ai:not(.streaming)').first().waitFor();
+    await page.locator('.bubble.streaming').waitFor({ state: 'detached' });
+    expect(sent).toEqual([expect.objectContaining({ config: { configurable: { cache: true, session_id: 'bad-setting' } } })]);
+    expect(await error.count()).toBe(0);
+    expect((page as Page & { problems: string[] }).problems).toEqual([]);
+    await page.close();
+  });
+
   it('model output is never HTML: an <img onerror> answer changes nothing', async () => {
     const page = await open('/html/playground/');
     await page.locator('#f-topic').fill('x');

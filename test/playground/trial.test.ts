@@ -211,6 +211,8 @@ describe('the playground, as a trial found it', () => {
     expect(await page.locator('#f-topic').inputValue()).toBe('5');
     await page.getByRole('button', { name: 'JSON' }).click();
     await json.fill('{"topic": "penguins"}');
+    // Fixed: the status no longer says it is broken, before any Run.
+    expect(await page.locator('.status').innerText()).toBe('');
     await page.getByRole('button', { name: 'Run' }).click();
     await page.locator('.status', { hasText: 'Done' }).waitFor();
     // One run, with the fixed input (the click on the broken JSON sent nothing).
@@ -248,6 +250,14 @@ describe('the playground, as a trial found it', () => {
     await page.locator('.status', { hasText: 'Done' }).waitFor();
     expect(posts(requests, '/echo/stream_events')).toHaveLength(1);
     expect(JSON.parse(posts(requests, '/echo/stream_events')[0]?.postData() ?? '{}')).toMatchObject({ input: { chat_history: [['human', 'beep']] } });
+    // In OpenAI's form, too, it names the bad role — not a `type` the message was never meant to have.
+    await page.getByRole('button', { name: 'JSON' }).click();
+    await page.getByLabel('Input as JSON').fill('{"topic": "t", "chat_history": [{"role": "robot", "content": "beep"}]}');
+    await page.getByRole('button', { name: 'Form' }).click();
+    await page.getByRole('button', { name: 'Run' }).click();
+    const roleErrors = (await page.locator('.message-row').first().locator('.field-error').allInnerTexts()).join(' ');
+    expect(roleErrors).toContain('chat_history.0.role: must be one of "user"');
+    expect(roleErrors).not.toContain('type');
     await page.close();
   });
 
