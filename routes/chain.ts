@@ -37,6 +37,12 @@ const errors = {
   },
 };
 
+/** The error answers of the schema routes (GET): no body to refuse, nothing run. */
+const schemaErrors = {
+  '4xx': { description: 'A bad config hash (400, on the `/c/{config_hash}/` copies), no or a wrong API key (401), too many requests (429).', $ref: 'RunnelError#' },
+  '5xx': { description: 'A bug (500, with a generic message).', $ref: 'RunnelError#' },
+};
+
 /** Every method a route does not take answers 405 with `allow`, as LangServe (Starlette) does. */
 const OTHER_METHODS = { POST: ['GET', 'PUT', 'PATCH', 'DELETE'], GET: ['POST', 'PUT', 'PATCH', 'DELETE'] } as const;
 
@@ -122,7 +128,7 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
     sse('stream_events', 'StreamEventsRequest', `Stream the events of every run inside ${path} (SSE)`, 'Server-sent events: one `data` frame per run event (`on_chain_start`, `on_chat_model_stream`, ...) passing the filters, then `end`.');
   }
   const schemaRoute = (kind: 'input' | 'output' | 'config', description: string) => {
-    app.get(`/${kind}_schema`, doc(`JSON Schema of ${path}'s ${kind}`, { response: { 200: { description, type: 'object', additionalProperties: true } } }), schemaHandler(chain, kind));
+    app.get(`/${kind}_schema`, doc(`JSON Schema of ${path}'s ${kind}`, { response: { 200: { description, type: 'object', additionalProperties: true }, ...schemaErrors } }), schemaHandler(chain, kind));
     refuseOtherMethods(`/${kind}_schema`, 'GET');
   };
   if (enabled.has('input_schema')) schemaRoute('input', `What ${path} takes as \`input\` (JSON Schema, draft-07)`);

@@ -11,7 +11,7 @@ import { RunnelError } from '../src/core/index.js';
 import { publicRun, TERMINAL, type RunStatus } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { countRequests } from './chain.js';
-import { Answering, clientGone, whenClientGone } from '../src/server/request.js';
+import { Answering, clientGone, refuseCrossSitePost, whenClientGone } from '../src/server/request.js';
 import { joinFormat, lastEventId, ownRun, runQueue, sendRunStream, submitRun } from '../src/server/runs.js';
 
 const STATUSES: readonly RunStatus[] = ['pending', 'running', 'success', 'error', 'cancelled'];
@@ -67,7 +67,7 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
       schema: {
         tags,
         summary: `Run ${path} in the background`,
-        body: { type: 'object', required: ['input'], properties: { input: {}, config: { type: 'object' }, kwargs: { type: 'object' }, webhook: { type: 'string', description: 'An https URL on a host of RUNNEL_WEBHOOK_HOSTS: the run record is POSTed there when the run ends, signed.' } } },
+        body: { type: 'object', required: ['input'], properties: { input: {}, config: { type: 'object' }, kwargs: { description: 'Accepted and ignored.' }, webhook: { type: 'string', description: 'An https URL on a host of RUNNEL_WEBHOOK_HOSTS: the run record is POSTed there when the run ends, signed.' } } },
         response: { 202: { description: 'Queued: the run record (pending), with Location', ...runSchema }, ...errors },
       },
     },
@@ -187,6 +187,7 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
     '/runs/:run_id/cancel',
     { schema: { tags, summary: 'Cancels the run (from any replica); answers once it has ended, or after 2 s', ...runParams, response: { 200: { description: 'The run record', ...runSchema }, ...errors } } },
     async (request) => {
+      refuseCrossSitePost(request);
       let record = await ownRun(request, chain, request.params.run_id);
       if (TERMINAL.has(record.status)) return publicRun(record);
       const queue = runQueue(request);

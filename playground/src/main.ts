@@ -155,7 +155,7 @@ function configForm(configSchema: Schema, initial: unknown, onChange: () => void
 
 /**
  * The configuration of the address's `/c/{config}/` part: its settings the chain has, the names of those it
- * does not (they would be refused at every run, with no field to clear them: left out, and said), and whether
+ * does not (the server would drop them, and no field could show or clear them: left out, and said), and whether
  * the part was there but could not be read.
  */
 function readSharedConfig(configSchema: Schema): { config: { configurable?: Record<string, unknown> } | undefined; unknown: string[]; broken: boolean } {

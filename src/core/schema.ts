@@ -89,6 +89,6 @@ export function configJsonSchema(specs: readonly ConfigSpec[], title: string): J
     title,
     type: 'object',
     properties:
-      specs.length === 0 ? {} : { configurable: { title: 'Configurable', type: 'object', properties, additionalProperties: false } },
+      specs.length === 0 ? {} : { configurable: { title: 'Configurable', type: 'object', properties } },
   };
 }

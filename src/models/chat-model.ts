@@ -8,7 +8,7 @@
 import { z, type ZodType } from 'zod';
 import { runTraceHeaders } from '../observability/propagation.js';
 import {
-  lambda,
+  RunnableLambda,
   onAbort,
   raceAbort,
   Runnable,
@@ -191,6 +191,11 @@ export function toMessages(input: unknown): BaseMessage[] {
  * A chat model. Providers' classes (`ChatOpenAI`, `ChatAnthropic`, the fakes)
  * give it a provider and their options; everything else is here.
  */
+/** `withStructuredOutput`'s step that reads the tool call: a parser, as its events and filters name it. */
+class ToolCallParser<T> extends RunnableLambda<AIMessage, T> {
+  override readonly runType: RunType = 'parser';
+}
+
 export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptions> {
   readonly name: string;
   override readonly runType: RunType = 'chat_model';
@@ -523,7 +528,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     const name = options.name ?? 'extract';
     const description = options.description ?? schema.description ?? 'Answer with the extracted data';
     const callOf = (message: AIMessage) => message.tool_calls.find((c) => c.name === name) ?? message.tool_calls[0];
-    const parse = lambda(
+    const parse = new ToolCallParser(
       (message: AIMessage): T => {
         const call = callOf(message);
         const result = schema.safeParse(call?.args);

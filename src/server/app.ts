@@ -36,7 +36,7 @@ import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
 import { openAIComponents } from './openai-schemas.js';
 import { PreparedChain } from './prepared.js';
 import { hostCheck, hostName } from './allowed-hosts.js';
-import { bodyExample, nestedDeeperThan, REQUEST_SPAN, tooDeep, type SpannedRequest } from './request.js';
+import { bodyExample, isJsonType, nestedDeeperThan, REQUEST_SPAN, tooDeep, type SpannedRequest } from './request.js';
 import { RouteTable } from './route-table.js';
 import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
 import { Tracing } from '../observability/index.js';
@@ -205,12 +205,6 @@ const CORS_EXPOSED = ['retry-after', 'x-request-id', 'x-ratelimit-limit', 'x-rat
  */
 const isDocsPath = (path: string): boolean => path === '/' || path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/');
 
-/** Whether a content-type header declares JSON (`application/json`, `application/…+json`, any parameters). */
-function isJsonType(header: string | undefined): boolean {
-  if (header === undefined) return false;
-  const type = header.split(';', 1)[0]?.trim().toLowerCase() ?? '';
-  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
-}
 
 /** The charset a content-type's parameters name, lowercased, its quotes off; none when it names none or ''. */
 function charsetOf(header: string | undefined): string | undefined {

@@ -250,7 +250,10 @@ function pendingAnswer(socket: Socket): ServerResponse | undefined {
  */
 export function refuseExpectations(server: { on(event: 'checkExpectation', listener: (req: IncomingMessage, res: ServerResponse) => void): unknown }, requestId: (req: IncomingMessage) => string): void {
   server.on('checkExpectation', (req, res) => {
-    const body = JSON.stringify(errorBody(417, 'RUNNEL_ERR_EXPECTATION_FAILED', 'Expectation Failed: the only expect this server meets is 100-continue'));
+    const message = 'Expectation Failed: the only expect this server meets is 100-continue';
+    // On the OpenAI-compatible routes in OpenAI's shape, as every other error there (a probe found Runnel's).
+    const openai = typeof req.url === 'string' && req.url.startsWith('/v1/');
+    const body = JSON.stringify(openai ? toOpenAIError(new RunnelError('RUNNEL_ERR_EXPECTATION_FAILED', message)).body : errorBody(417, 'RUNNEL_ERR_EXPECTATION_FAILED', message));
     const socket = req.socket;
     // Read here (so Node does not dump it without a bound); answered already, so a body timeout meanwhile
     // closes the connection without a second answer.

@@ -153,8 +153,8 @@ export class PreparedChain {
       properties.configurable = {
         title: 'Configurable',
         type: 'object',
+        // Open: a field the chain does not have is dropped, not refused (as LangServe does).
         properties: Object.fromEntries(specs.map((s) => [s.id, specJsonSchema(s)])),
-        additionalProperties: false,
       };
     }
     if (allowed.has('tags')) properties.tags = { type: 'array', items: { type: 'string' } };

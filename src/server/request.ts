@@ -15,6 +15,31 @@ import type { PendingAnswer } from './app.js';
 import type { Endpoint, RequestContext } from './registry.js';
 import { SseWriter } from './sse.js';
 
+/** Whether a content-type header declares JSON (`application/json`, `application/…+json`, any parameters). */
+export function isJsonType(header: string | undefined): boolean {
+  if (header === undefined) return false;
+  const type = header.split(';', 1)[0]?.trim().toLowerCase() ?? '';
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
+/**
+ * Refuses a POST that acts without a body (a run's cancel) when a page on another site may have sent it: a
+ * browser's (it says its Origin), not declared JSON — a form or a `no-cors` fetch, which need no consent
+ * from CORS — from an origin that is neither this page's own nor one CORS lists. A body is refused so by the
+ * body parser; a request without one never reaches it. (Declared JSON, a page on another site has to ask
+ * CORS first.)
+ */
+export function refuseCrossSitePost(request: FastifyRequest): void {
+  const origin = request.headers.origin;
+  if (origin === undefined || isJsonType(request.headers['content-type'])) return;
+  // The browser's own word that the page is this server's (a header no page can set).
+  if (request.headers['sec-fetch-site'] === 'same-origin') return;
+  const listed = request.server.runnel.config.corsOrigins;
+  if (listed.includes(origin) || listed.includes('*')) return;
+  if (URL.canParse(origin) && new URL(origin).host === request.headers.host?.toLowerCase()) return;
+  throw new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', 'A page on another site must send this request as content-type: application/json (after CORS allows it)');
+}
+
 /** The shape of the body a route takes, for an error that says what to send instead (the path's own protocol). */
 export function bodyExample(url: string): string {
   const path = url.split('?', 1)[0] ?? '';

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { RunnelError, type RunnableConfig } from '../core/index.js';
+import { isRunnelError, RunnelError, type RunnableConfig } from '../core/index.js';
 import { checkWebhookUrl, isLastFrame, TERMINAL, type RunFrame, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
 import type { PreparedChain } from './prepared.js';
 import { SSE_HEADERS, type SseWriter } from './sse.js';
@@ -342,7 +342,11 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
       if (!(error instanceof RunnelError)) request.log.error({ err: error }, 'run stream failed');
       // A log entry or record not valid, Redis gone mid-stream: logged as the routes log them.
       else logDependencyFailure(request, error, record.run_id);
-      format.failure(sse, failure);
+      // Redis failed this reader, not the run (which may well go on, as a worker elsewhere rides out a short
+      // outage): a client that rejoins hears no end, as a stopping replica closes it, and rejoins with
+      // Last-Event-ID — a probe found an `error` frame here, which every reader took for the run's end, and
+      // the run then succeeded. A client that cannot rejoin (the AI SDK's) is told why.
+      if (format.rejoins !== true || !isRunnelError(failure, 'RUNNEL_ERR_REDIS_UNAVAILABLE')) format.failure(sse, failure);
     }
   } finally {
     watch.close();

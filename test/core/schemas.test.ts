@@ -88,7 +88,6 @@ describe('configurable fields and alternatives', () => {
         configurable: {
           title: 'Configurable',
           type: 'object',
-          additionalProperties: false,
           properties: {
             llm: { title: 'Llm', type: 'string', enum: ['default', 'other'], default: 'default' },
             temperature: { title: 'Temperature', description: 'Sampling temperature', type: 'number', minimum: 0, maximum: 2, default: 0.7 },

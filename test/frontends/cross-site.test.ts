@@ -83,6 +83,48 @@ describe('a page on another site posts to a server without keys', () => {
     expect(observed.configs.length).toBe(before);
   });
 
+  // A probe: a POST that acts without a body (a run's cancel) never reached the body's check, so another site's
+  // page cancelled a run it knew the id of.
+  it('another site’s page cannot cancel a run with a bodiless post; the run’s own page, an allowed site and curl can', async () => {
+    const submit = async (): Promise<string> => {
+      const res = await fetch(`${api.url}/slow/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: {} }) });
+      return ((await res.json()) as { run_id: string }).run_id;
+    };
+    const status = async (runId: string): Promise<string> => ((await (await fetch(`${api.url}/slow/runs/${runId}`)).json()) as { status: string }).status;
+    const runId = await submit();
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${site.origin}/`);
+      const sent = await page.evaluate(
+        async ([url, id]) => {
+          const types: string[] = [];
+          for (const headers of [{}, { 'content-type': 'text/plain' }, { 'content-type': 'application/x-www-form-urlencoded' }]) {
+            types.push((await fetch(`${url}/slow/runs/${id}/cancel`, { method: 'POST', mode: 'no-cors', headers })).type);
+          }
+          return types;
+        },
+        [api.url, runId] as const,
+      );
+      expect(sent).toEqual(['opaque', 'opaque', 'opaque']);
+    } finally {
+      await page.close();
+    }
+    // The requests were made, and refused: the run goes on (or waits its turn).
+    expect(['pending', 'running']).toContain(await status(runId));
+    const refused = await fetch(`${api.url}/slow/runs/${runId}/cancel`, { method: 'POST', headers: { origin: site.origin } });
+    expect([refused.status, ((await refused.json()) as { code: string }).code]).toEqual([415, 'RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE']);
+    expect(['pending', 'running']).toContain(await status(runId));
+    // A site CORS lists may: it could send JSON as well.
+    const allowedAnswer = await fetch(`${api.url}/slow/runs/${runId}/cancel`, { method: 'POST', headers: { origin: allowedSite.origin } });
+    expect([allowedAnswer.status, ((await allowedAnswer.json()) as { status: string }).status]).toEqual([200, 'cancelled']);
+    // The server's own page (its Origin is the server's), and curl (no Origin), cancel without a body too.
+    for (const headers of [{ origin: api.url }, {}]) {
+      const id = await submit();
+      const res = await fetch(`${api.url}/slow/runs/${id}/cancel`, { method: 'POST', headers });
+      expect([res.status, ((await res.json()) as { status: string }).status], JSON.stringify(headers)).toEqual([200, 'cancelled']);
+    }
+  });
+
   it('an allowed site’s JSON runs; clients without an Origin may send any type, as curl -d does', async () => {
     const answer = await inPage(allowedSite.origin, async (url) => {
       const res = await fetch(`${url}/echo/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { name: 'ada' } }) });

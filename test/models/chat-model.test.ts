@@ -286,6 +286,15 @@ describe('tools and structured output', () => {
     const wrong = new FakeToolCallingModel({ responses: [{ tool_calls: [{ name: 'extract', args: { name: 'Ada' } }] }] }).withStructuredOutput(schema);
     await expect(wrong.invoke('x')).rejects.toMatchObject({ code: 'RUNNEL_ERR_OUTPUT_PARSE', detail: { issues: [{ loc: ['age'] }] } });
   });
+
+  // A probe: its parsing step ran as a chain, so `include_types: ["parser"]` missed it.
+  it("withStructuredOutput's parsing step is a parser in the run's events", async () => {
+    const model = new FakeToolCallingModel({ responses: [{ tool_calls: [{ name: 'extract', args: { name: 'Ada' } }] }] });
+    const extract = model.withStructuredOutput(z.object({ name: z.string() }));
+    const events: string[] = [];
+    for await (const event of extract.streamEvents('Ada')) if (event.name === 'StructuredOutputParser') events.push(event.event);
+    expect(events).toEqual(['on_parser_start', 'on_parser_stream', 'on_parser_end']);
+  });
 });
 
 describe('chatModelFromEnv', () => {

@@ -89,6 +89,13 @@ describe('odd requests', () => {
     expect(answer).toContain('"output":"hello ada"');
   });
 
+  it("on the OpenAI-compatible routes, the 417 is in OpenAI's error shape, as every other error there", async () => {
+    const body = JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] });
+    const answer = await raw(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nexpect: bogus\r\nconnection: close\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    expect(answer).toMatch(/^HTTP\/1\.1 417 /);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'RUNNEL_ERR_EXPECTATION_FAILED', type: 'invalid_request_error' } });
+  });
+
   it('a client that sends a large body along with a bad expect reads its 417 (no broken pipe)', async () => {
     const body = JSON.stringify({ input: { name: 'x'.repeat(4 * 1024 * 1024) } });
     const { port } = new URL(server.url);

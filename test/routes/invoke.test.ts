@@ -385,7 +385,6 @@ describe('schemas and index', () => {
         configurable: {
           title: 'Configurable',
           type: 'object',
-          additionalProperties: false,
           properties: { temperature: { title: 'Temperature', description: 'Sampling temperature', type: 'number', minimum: 0, maximum: 2 } },
         },
       },

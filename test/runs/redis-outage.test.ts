@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, connectServices, type ChainSpec } from '../../src/index.js';
+import { buildApp, connectServices, defineChain, lambda, type ChainSpec } from '../../src/index.js';
 import { RedisServer } from '../support/redis-server.js';
 import { runChains } from '../support/run-server.js';
 import { settleWithin } from '../helpers.js';
@@ -18,11 +18,22 @@ let url: string;
 const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
 
+/** Opened by a test: `/gated` yields `before`, waits for it, then yields `after`. */
+let openGate: () => void = () => undefined;
+const gated = defineChain({
+  path: '/gated',
+  runnable: lambda(async function* () {
+    yield 'before ';
+    await new Promise<void>((resolve) => (openGate = resolve));
+    yield 'after';
+  }),
+});
+
 beforeAll(async () => {
   process.on('unhandledRejection', onUnhandled);
   redis = await RedisServer.scratch();
   const services = await connectServices({ redisUrl: redis.url, redisCommandTimeoutMs: 300, namespace: `runnel-test-outage-${randomUUID()}` });
-  app = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: services.namespace as string, workerConcurrency: 2, runLockMs: 60_000 } });
+  app = await buildApp({ chains: [...runChains, gated] as ChainSpec<never, unknown>[], services, config: { runNamespace: services.namespace as string, workerConcurrency: 2, runLockMs: 60_000 } });
   await app.listen({ port: 0, host: '127.0.0.1' });
   url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 });
@@ -77,6 +88,34 @@ describe('Redis stops answering under a run', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     redis.signal('SIGCONT');
     expect(await endedRecord('/long', run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' } });
+    expect(unhandled).toEqual([]);
+  }, 90_000);
+
+  // A probe: a reader's own Redis failure was an `error` frame, which its client (EventSource, RemoteRunnable.join)
+  // took for the run's end — and the run, which wrote nothing while Redis was stopped, then succeeded.
+  it("a reader whose reads fail (the run's writes do not): closed without an end, so its client rejoins and hears the rest", async () => {
+    const res = await fetch(`${url}/gated/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: {} }) });
+    const { run_id: runId } = (await res.json()) as { run_id: string };
+    const stream = await fetch(`${url}/gated/runs/${runId}/stream`);
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    let text = '';
+    while (!text.includes('"before "')) text += new TextDecoder().decode((await reader.read()).value);
+    redis.signal('SIGSTOP');
+    try {
+      // The reader polls its log; its read fails, and its stream ends with no end and no error frame.
+      text += await rest(reader);
+    } finally {
+      redis.signal('SIGCONT');
+    }
+    expect(text.match(/^event: \w+/gm)).toEqual(['event: metadata', 'event: data']);
+    // The run goes on: its client rejoins after the last frame it saw and hears the rest, once.
+    openGate();
+    const lastSeen = [...text.matchAll(/^id: (\S+)/gm)].at(-1)?.[1] as string;
+    const again = await fetch(`${url}/gated/runs/${runId}/stream`, { headers: { 'last-event-id': lastSeen } });
+    const replay = await again.text();
+    expect(replay.match(/^event: \w+/gm)).toEqual(['event: data', 'event: end']);
+    expect(replay).toContain('data: "after"');
+    expect(await endedRecord('/gated', runId)).toMatchObject({ status: 'success', output: 'before after' });
     expect(unhandled).toEqual([]);
   }, 90_000);
 
