@@ -262,20 +262,17 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
     return this.streamFrames('/stream', body, run.options as RemoteCallOptions, run.signal) as AsyncGenerator<O>;
   }
 
-  /** One request to `/batch` for all inputs. */
+  /** One request to `/batch` for all inputs; with `returnExceptions`, one `/invoke` each (the server refuses a batch whole). */
   override batch(inputs: I[], config?: RunnableConfig | RunnableConfig[], options?: BatchOptions & { returnExceptions?: false }): Promise<O[]>;
   override batch(inputs: I[], config: RunnableConfig | RunnableConfig[] | undefined, options: BatchOptions & { returnExceptions: true }): Promise<(O | Error)[]>;
   override batch(inputs: I[], config?: RunnableConfig | RunnableConfig[], options?: BatchOptions): Promise<(O | Error)[]>;
   override async batch(inputs: I[], config?: RunnableConfig | RunnableConfig[], options: BatchOptions = {}): Promise<(O | Error)[]> {
+    // The server answers a batch whole or refuses it whole: each position's own outcome needs its own call.
+    if (options.returnExceptions === true) return super.batch(inputs, config, options);
     const configs = Array.isArray(config) ? config : inputs.map(() => config);
     const signal = (Array.isArray(config) ? config[0] : config)?.signal;
-    try {
-      const response = await this.post('/batch', { inputs, config: configs.map((c) => this.wireConfig(c)), kwargs: {} }, signal);
-      return revive(((await response.json()) as { output: unknown[] }).output) as O[];
-    } catch (error) {
-      if (options.returnExceptions !== true) throw error;
-      return inputs.map(() => error as Error);
-    }
+    const response = await this.post('/batch', { inputs, config: configs.map((c) => this.wireConfig(c)), kwargs: {} }, signal);
+    return revive(((await response.json()) as { output: unknown[] }).output) as O[];
   }
 
   private filterBody(filters: EventFilters | undefined): Record<string, unknown> {

@@ -32,6 +32,32 @@ function textOf(chunk: unknown): string | undefined {
   return undefined;
 }
 
+/** A message's text, as LangChain's `ChatGeneration.text`: its string content, or its text parts joined. */
+function generationText(message: unknown): string {
+  const content = (message as { content?: unknown } | null)?.content;
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((part: unknown) => (typeof part === 'string' ? part : (part as { type?: unknown; text?: unknown } | null)?.type === 'text' ? String((part as { text?: unknown }).text ?? '') : '')).join('');
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value) && [Object.prototype, null].includes(Object.getPrototypeOf(value) as object | null);
+
+/**
+ * A sub-run's `final_output` as LangServe's run log has it (its tracer's `outputs`): a chat model's run gives
+ * an `LLMResult`, a retriever's `{documents}`, a prompt's its value; any other run its output when that is an
+ * object of fields, else `{output}`. (The root's `final_output` is the output itself.)
+ */
+export function logOutput(type: string, output: unknown): unknown {
+  if (type === 'llm') {
+    const chunk = (output as { type?: unknown } | null)?.type === 'AIMessageChunk';
+    return { generations: [[{ text: generationText(output), generation_info: null, type: chunk ? 'ChatGenerationChunk' : 'ChatGeneration', message: output ?? null }]], llm_output: null, run: null, type: 'LLMResult' };
+  }
+  if (type === 'retriever') return { documents: output ?? [] };
+  if (type === 'prompt' || isPlainObject(output)) return output ?? null;
+  return { output: output ?? null };
+}
+
 const escapeKey = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /**
@@ -128,7 +154,7 @@ export async function* streamLog<I>(
     } else if (phase === 'end') {
       yield {
         ops: [
-          { op: 'add', path: `${path}/final_output`, value: event.data.output ?? null },
+          { op: 'add', path: `${path}/final_output`, value: logOutput(logRunType(event), event.data.output) },
           { op: 'add', path: `${path}/end_time`, value: new Date(time).toISOString() },
         ],
       };

@@ -38,6 +38,26 @@ export function redactQuery(url: string): string {
 }
 
 /**
+ * Path segments that name a conversation: a chat's session id (`/history/{session_id}`), the AI SDK's chat id
+ * (`/ui_stream/{chat_id}/stream`) and a config hash (`/c/{hash}/`, whose config may carry a session id). On a
+ * server without keys a session id is all anyone needs to read that conversation.
+ */
+const CONVERSATION_SEGMENT = /(\/history\/|\/ui_stream\/|\/c\/)[^/?#]+/g;
+
+/**
+ * A request URL as logged: the values of secret-looking query parameters, and the path's conversation ids
+ * (see {@link CONVERSATION_SEGMENT}), replaced.
+ *
+ * @example
+ * loggedUrl('/chat/history/alice-1?api_key=sk-1'); // '/chat/history/[redacted]?api_key=[redacted]'
+ */
+export function loggedUrl(url: string): string {
+  const at = url.indexOf('?');
+  const path = at === -1 ? url : url.slice(0, at);
+  return path.replace(CONVERSATION_SEGMENT, '$1[redacted]') + redactQuery(url).slice(path.length);
+}
+
+/**
  * The credentials of URLs in a text (`postgres://user:password@host` → `postgres://[redacted]@host`), up to the
  * authority's last `@` (a password may hold one unencoded); and libpq's `password=…` form.
  */
@@ -91,7 +111,7 @@ export function serverLoggerOptions(level: string): NonNullable<Exclude<FastifyS
     level,
     redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', '*.apiKey', '*.api_key'], censor: '[redacted]' },
     serializers: {
-      req: (req: LoggedRequest) => ({ method: req.method, url: redactQuery(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort }),
+      req: (req: LoggedRequest) => ({ method: req.method, url: loggedUrl(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort }),
       err: loggedError,
     },
   };

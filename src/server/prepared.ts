@@ -202,9 +202,14 @@ export class PreparedChain {
     }
     const allowed = this.allowedKeys;
     const picked: Record<string, unknown> = {};
+    /** The keys sent in the JS client's spelling (`recursionLimit`): a problem is located as the client wrote it. */
+    let spelled: Map<string, string> | undefined;
     for (const [key, value] of Object.entries(raw as Record<string, unknown>)) {
       const name = CAMEL[key] ?? key;
-      if (allowed.has(name) && Object.hasOwn(raw, key)) picked[name] = value;
+      if (allowed.has(name) && Object.hasOwn(raw, key)) {
+        picked[name] = value;
+        if (name !== key) (spelled ??= new Map()).set(name, key);
+      }
     }
     const configurable = (raw as Record<string, unknown>).configurable;
     if (!allowed.has('configurable') && configurable !== undefined && configurable !== null && (typeof configurable !== 'object' || Object.keys(configurable).length > 0)) {
@@ -221,7 +226,10 @@ export class PreparedChain {
       picked.metadata = Object.fromEntries(Object.entries(picked.metadata as Record<string, unknown>).filter(([key]) => !key.startsWith('__')));
     }
     if (!this.validateConfigFn(picked)) {
-      const detail = detailOf(this.validateConfigFn.errors, loc);
+      const detail = detailOf(this.validateConfigFn.errors, loc).map((item) => {
+        const sent = spelled?.get(String(item.loc[loc.length]));
+        return sent === undefined ? item : { ...item, loc: [...loc, sent, ...item.loc.slice(loc.length + 1)] };
+      });
       throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `Invalid config${detail[0] ? ` at ${JSON.stringify(detail[0].loc)}: ${detail[0].msg}` : ''}`, { detail });
     }
     return picked;

@@ -14,6 +14,12 @@ describe('RemoteRunnable', () => {
     const echo = new RemoteRunnable<{ name: string }, string>({ url: `${server.url}/echo/` });
     expect(await echo.invoke({ name: 'Ada' })).toBe('hello Ada');
     expect(await echo.batch([{ name: 'a' }, { name: 'b' }])).toEqual(['hello a', 'hello b']);
+    // With returnExceptions, one result per position: a bad item does not take the good one's answer with it
+    // (a probe: the server refuses a batch whole, and every position got that one 422).
+    const mixed = await echo.batch([{ name: 'a' }, { name: 5 } as never, { name: 'c' }], undefined, { returnExceptions: true });
+    expect(mixed[0]).toBe('hello a');
+    expect(mixed[1]).toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+    expect(mixed[2]).toBe('hello c');
     const joke = new RemoteRunnable<{ topic: string }, string>({ url: `${server.url}/joke` });
     const tokens = await toArray(joke.stream({ topic: 'cats' }));
     expect(tokens.length).toBeGreaterThan(3);

@@ -51,6 +51,15 @@ describe('@langchain/core 0.3.80 RemoteRunnable against Runnel', () => {
     const ops = patches.flatMap((p) => p.ops);
     expect(ops[0]).toMatchObject({ op: 'replace', path: '' });
     expect(ops.some((op) => op.path === '/final_output')).toBe(true);
+    // A sub-run's final_output as LangServe's run log has it (a probe found the bare values): a chat model's an
+    // LLMResult (which this client revives), a parser's `{output}`, a prompt's its value.
+    const finals = Object.fromEntries(ops.filter((op) => op.path.endsWith('/final_output') && op.path !== '/final_output').map((op) => [op.path.split('/')[2], (op as { value?: unknown }).value]));
+    const answer = await joke.runnable.invoke({ topic: 'cats' } as never);
+    const llm = Object.entries(finals).find(([name]) => name !== 'ChatPromptTemplate' && name !== 'StringOutputParser')?.[1] as { generations: { text: string; message: { content: string } }[][] };
+    expect(llm.generations[0]?.[0]?.text).toBe(answer);
+    expect(llm.generations[0]?.[0]?.message.content).toBe(answer);
+    expect(finals.StringOutputParser).toEqual({ output: answer });
+    expect((finals.ChatPromptTemplate as { constructor: { name: string } }).constructor.name).toBe('ChatPromptValue');
   });
 
   it('surfaces errors readably', async () => {

@@ -182,7 +182,7 @@ describe('streamLog', () => {
     expect(log.final_output).toBe(4);
     expect(log.streamed_output).toEqual([4]);
     expect(Object.keys(log.logs)).toEqual(['RunnableLambda', 'RunnableLambda:2']);
-    expect(log.logs['RunnableLambda:2']).toMatchObject({ final_output: 4, tags: ['seq:step:2'], type: 'chain' });
+    expect(log.logs['RunnableLambda:2']).toMatchObject({ final_output: { output: 4 }, tags: ['seq:step:2'], type: 'chain' });
     expect(typeof log.logs.RunnableLambda.end_time).toBe('string');
   });
 

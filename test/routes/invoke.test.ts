@@ -43,6 +43,8 @@ describe('POST /invoke', () => {
     ['with config null', { input: { name: 'a' }, config: null }, 'RUNNEL_ERR_CONFIG_INVALID', ['config']],
     ['with invalid config types', { input: { name: 'a' }, config: { tags: [1] } }, 'RUNNEL_ERR_CONFIG_INVALID', ['config', 'tags', 0]],
     ['with an invalid run_id', { input: { name: 'a' }, config: { run_id: 'nope' } }, 'RUNNEL_ERR_CONFIG_INVALID', ['config', 'run_id']],
+    // Located as the client spelled it (a probe: `runId` was reported as `run_id`).
+    ['with an invalid runId', { input: { name: 'a' }, config: { runId: 'nope' } }, 'RUNNEL_ERR_CONFIG_INVALID', ['config', 'runId']],
   ])('answers 422 for a body %s, with the loc of the problem', async (_name, payload, code, loc) => {
     const res = await invoke(payload);
     expect(res.statusCode).toBe(422);

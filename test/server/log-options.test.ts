@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { pino, type LoggerOptions } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { buildApp, defineChain, lambda, type ChainSpec } from '../../src/index.js';
-import { redactQuery, redactUrlCredentials, serverLoggerOptions } from '../../src/server/log-options.js';
+import { loggedUrl, redactQuery, redactUrlCredentials, serverLoggerOptions } from '../../src/server/log-options.js';
 import { freePort } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
@@ -33,6 +33,25 @@ describe('the server logger', () => {
     // A security review found `?bearer=` logged as sent.
     expect(redactQuery('/a?bearer=b&sig=s&jwt=j&cookie=c&design=ok')).toBe('/a?bearer=[redacted]&sig=[redacted]&jwt=[redacted]&cookie=[redacted]&design=ok');
     expect(redactQuery('/a?pass=p&pwd=w&code=c&hmac=h&otp=o&private=x&zipcode=1')).toBe('/a?pass=[redacted]&pwd=[redacted]&code=[redacted]&hmac=[redacted]&otp=[redacted]&private=[redacted]&zipcode=1');
+  });
+
+  // A probe: on a server without keys a session id is all anyone needs to read that conversation, and the
+  // paths that name one were logged as sent.
+  it('redacts the conversation ids of paths: a session, an AI SDK chat id, a config hash', async () => {
+    expect(loggedUrl('/chat/history/alice-secret-1')).toBe('/chat/history/[redacted]');
+    expect(loggedUrl('/chat/ui_stream/chat-9/stream?api_key=k')).toBe('/chat/ui_stream/[redacted]/stream?api_key=[redacted]');
+    expect(loggedUrl('/chat/c/N4IgLg/invoke')).toBe('/chat/c/[redacted]/invoke');
+    expect(loggedUrl('/joke/invoke?x=1')).toBe('/joke/invoke?x=1');
+    const { lines, stream } = logLines();
+    const app = await buildApp({ chains: [defineChain({ path: '/echo', runnable: lambda((x: unknown) => x) })] as ChainSpec<never, unknown>[], logger: { ...serverLoggerOptions('info'), stream } });
+    try {
+      await app.inject({ method: 'GET', url: '/echo/history/session-canary-4d2' });
+      const logged = lines.join('');
+      expect(logged).toContain('/echo/history/[redacted]');
+      expect(logged).not.toContain('session-canary-4d2');
+    } finally {
+      await app.close();
+    }
   });
 
   it("never writes a query string's key to the log, and still logs the request", async () => {
