@@ -153,7 +153,7 @@ export class PreparedChain {
       properties.configurable = {
         title: 'Configurable',
         type: 'object',
-        // Open: a field the chain does not have is dropped, not refused (as LangServe does).
+        // Published open: a field the chain does not have is dropped (validated below), not refused.
         properties: Object.fromEntries(specs.map((s) => [s.id, specJsonSchema(s)])),
       };
     }
@@ -176,10 +176,13 @@ export class PreparedChain {
     const inputAjv = new Ajv({ strict: false, allErrors: true });
     addFormats(inputAjv);
     this.validateInputFn = inputAjv.compile(this.inputSchema);
-    // Unknown configurable sub-keys are dropped silently, as LangServe does; defaults are filled in.
+    // Unknown configurable sub-keys are dropped silently, as LangServe does (`removeAdditional` takes out what
+    // `additionalProperties: false` names); defaults are filled in.
     const configAjv = new Ajv({ strict: false, allErrors: true, removeAdditional: true, useDefaults: true });
     addFormats(configAjv);
-    this.validateConfigFn = configAjv.compile(validated);
+    this.validateConfigFn = configAjv.compile(
+      configurable === undefined ? validated : { ...validated, properties: { ...properties, configurable: { ...configurable, additionalProperties: false } } },
+    );
   }
 
   /** Throws `RUNNEL_ERR_INPUT_INVALID` with located problems when `input` does not match the input schema. */

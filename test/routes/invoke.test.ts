@@ -4,7 +4,7 @@ import LZString from 'lz-string';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { buildApp, defineChain, lambda, messagesSchema, RunnelError } from '../../src/index.js';
+import { buildApp, defineChain, FakeListChatModel, lambda, messagesSchema, RunnelError } from '../../src/index.js';
 import { allChains, observed, startServer } from '../support/server.js';
 
 let app: FastifyInstance;
@@ -65,6 +65,32 @@ describe('POST /invoke', () => {
     expect(config.metadata).toEqual({ user: 'u', __identity: 'anonymous', __cache_partition: 'anonymous' });
     expect(config.recursionLimit).toBe(25);
     expect(config.configurable).toEqual({});
+  });
+
+  // The published config schema leaves `configurable` open (a client that checks against it sends what the
+  // server takes); the server still drops what the chain does not have.
+  it('drops a configurable field the chain does not have, and keeps the ones it does', async () => {
+    const seen: unknown[] = [];
+    const tuned = defineChain({
+      path: '/tuned',
+      runnable: new FakeListChatModel({ responses: ['ok'] })
+        .configurableFields({ temperature: { id: 'temperature', name: 'Temperature', schema: z.number() } })
+        .pipe(
+          lambda((message: unknown, config) => {
+            seen.push(config.configurable);
+            return message;
+          }),
+        ),
+    });
+    const own = await buildApp({ chains: [tuned] as never });
+    try {
+      const res = await own.inject({ method: 'POST', url: '/tuned/invoke', payload: { input: 'hi', config: { configurable: { temperature: 0.5, zzz: 1 } } } });
+      expect(res.statusCode).toBe(200);
+      expect(seen).toEqual([{ temperature: 0.5 }]);
+      expect((await own.inject('/tuned/config_schema')).json().properties.configurable.additionalProperties).toBeUndefined();
+    } finally {
+      await own.close();
+    }
   });
 
   it('refuses configurable where the chain does not allow it', async () => {
