@@ -109,6 +109,18 @@ interface RequestSpec {
   alsoOk?: readonly number[];
 }
 
+/** How many `/invoke` calls a `batch` with `returnExceptions` makes at once when its config does not say. */
+const PER_ITEM_CONCURRENCY = 4;
+
+/** `config` with a `maxConcurrency` for per-item calls: the first config's (which the batch reads), or the default. */
+function withConcurrency(config: RunnableConfig | RunnableConfig[] | undefined): RunnableConfig | RunnableConfig[] | undefined {
+  if (Array.isArray(config)) {
+    const first = config[0];
+    return first === undefined || first.maxConcurrency !== undefined ? config : [{ ...first, maxConcurrency: PER_ITEM_CONCURRENCY }, ...config.slice(1)];
+  }
+  return config?.maxConcurrency !== undefined ? config : { ...config, maxConcurrency: PER_ITEM_CONCURRENCY };
+}
+
 /**
  * A chain on a Runnel or LangServe server.
  *
@@ -267,8 +279,9 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
   override batch(inputs: I[], config: RunnableConfig | RunnableConfig[] | undefined, options: BatchOptions & { returnExceptions: true }): Promise<(O | Error)[]>;
   override batch(inputs: I[], config?: RunnableConfig | RunnableConfig[], options?: BatchOptions): Promise<(O | Error)[]>;
   override async batch(inputs: I[], config?: RunnableConfig | RunnableConfig[], options: BatchOptions = {}): Promise<(O | Error)[]> {
-    // The server answers a batch whole or refuses it whole: each position's own outcome needs its own call.
-    if (options.returnExceptions === true) return super.batch(inputs, config, options);
+    // The server answers a batch whole or refuses it whole: each position's own outcome needs its own call —
+    // at most PER_ITEM_CONCURRENCY at once unless the config says how many (a server's rate limit counts each).
+    if (options.returnExceptions === true) return super.batch(inputs, withConcurrency(config), options);
     const configs = Array.isArray(config) ? config : inputs.map(() => config);
     const signal = (Array.isArray(config) ? config[0] : config)?.signal;
     const response = await this.post('/batch', { inputs, config: configs.map((c) => this.wireConfig(c)), kwargs: {} }, signal);
@@ -380,6 +393,7 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
    * const { status } = await joke.cancel(runId); // 'cancelled'
    */
   async cancel(runId: string, options: { signal?: AbortSignal } = {}): Promise<RemoteRunRecord<O>> {
-    return this.record(await this.request(`${this.runPath(runId)}/cancel`, { method: 'POST' }, this.call(options.signal)));
+    // Declared JSON: from a page, a bodiless post is taken only from the server's own origin (refuseCrossSitePost).
+    return this.record(await this.request(`${this.runPath(runId)}/cancel`, { method: 'POST', body: {} }, this.call(options.signal)));
   }
 }

@@ -45,8 +45,8 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> =>
 
 /**
  * A sub-run's `final_output` as LangServe's run log has it (its tracer's `outputs`): a chat model's run gives
- * an `LLMResult`, a retriever's `{documents}`, a prompt's its value; any other run its output when that is an
- * object of fields, else `{output}`. (The root's `final_output` is the output itself.)
+ * an `LLMResult`, a retriever's `{documents}`, a prompt's its value, a tool's `{output}`; any other run its output
+ * when that is an object of fields, else `{output}`. (The root's `final_output` is the output itself.)
  */
 export function logOutput(type: string, output: unknown): unknown {
   if (type === 'llm') {
@@ -54,6 +54,8 @@ export function logOutput(type: string, output: unknown): unknown {
     return { generations: [[{ text: generationText(output), generation_info: null, type: chunk ? 'ChatGenerationChunk' : 'ChatGeneration', message: output ?? null }]], llm_output: null, run: null, type: 'LLMResult' };
   }
   if (type === 'retriever') return { documents: output ?? [] };
+  // A tool's is always wrapped (LangChain's tracer sets `{output}` on a tool run whatever the output).
+  if (type === 'tool') return { output: output ?? null };
   if (type === 'prompt' || isPlainObject(output)) return output ?? null;
   return { output: output ?? null };
 }

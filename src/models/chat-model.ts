@@ -187,14 +187,15 @@ export function toMessages(input: unknown): BaseMessage[] {
   });
 }
 
-/**
- * A chat model. Providers' classes (`ChatOpenAI`, `ChatAnthropic`, the fakes)
- * give it a provider and their options; everything else is here.
- */
 /** `withStructuredOutput`'s step that reads the tool call: a parser, as its events and filters name it. */
 class ToolCallParser<T> extends RunnableLambda<AIMessage, T> {
   override readonly runType: RunType = 'parser';
 }
+
+/**
+ * A chat model. Providers' classes (`ChatOpenAI`, `ChatAnthropic`, the fakes)
+ * give it a provider and their options; everything else is here.
+ */
 
 export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptions> {
   readonly name: string;

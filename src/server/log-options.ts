@@ -42,7 +42,7 @@ export function redactQuery(url: string): string {
  * (`/ui_stream/{chat_id}/stream`) and a config hash (`/c/{hash}/`, whose config may carry a session id). On a
  * server without keys a session id is all anyone needs to read that conversation.
  */
-const CONVERSATION_SEGMENT = /(\/history\/|\/ui_stream\/|\/c\/)[^/?#]+/g;
+const CONVERSATION_SEGMENT = /(?<=\/(?:history|ui_stream|c)\/)[^/?#]+/g;
 
 /**
  * A request URL as logged: the values of secret-looking query parameters, and the path's conversation ids
@@ -54,7 +54,7 @@ const CONVERSATION_SEGMENT = /(\/history\/|\/ui_stream\/|\/c\/)[^/?#]+/g;
 export function loggedUrl(url: string): string {
   const at = url.indexOf('?');
   const path = at === -1 ? url : url.slice(0, at);
-  return path.replace(CONVERSATION_SEGMENT, '$1[redacted]') + redactQuery(url).slice(path.length);
+  return path.replace(CONVERSATION_SEGMENT, '[redacted]') + redactQuery(url).slice(path.length);
 }
 
 /**

@@ -77,8 +77,9 @@ export function inDialect2020(schema: unknown): unknown {
   const out: Record<string, unknown> = {};
   const source = schema as Record<string, unknown>;
   for (const [key, value] of Object.entries(source)) {
-    // A property named `items` (under `properties`) is a name, not a keyword: only the values are converted.
-    if (key === 'properties' || key === 'patternProperties' || key === '$defs' || key === 'definitions') {
+    // A property named `items` (under `properties`, or a dependency's) is a name, not a keyword: only the
+    // values are converted.
+    if (['properties', 'patternProperties', '$defs', 'definitions', 'dependencies', 'dependentSchemas', 'dependentRequired'].includes(key)) {
       out[key] = value !== null && typeof value === 'object' ? Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, inDialect2020(sub)])) : value;
     } else if (key === 'items' && Array.isArray(value)) {
       out.prefixItems = value.map(inDialect2020);

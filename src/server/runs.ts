@@ -345,8 +345,11 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
       // Redis failed this reader, not the run (which may well go on, as a worker elsewhere rides out a short
       // outage): a client that rejoins hears no end, as a stopping replica closes it, and rejoins with
       // Last-Event-ID — a probe found an `error` frame here, which every reader took for the run's end, and
-      // the run then succeeded. A client that cannot rejoin (the AI SDK's) is told why.
-      if (format.rejoins !== true || !isRunnelError(failure, 'RUNNEL_ERR_REDIS_UNAVAILABLE')) format.failure(sse, failure);
+      // the run then succeeded. Only when this connection got frames: a rejoin that fails again before any
+      // (a read that fails every time for this run) is told why, so an EventSource does not reconnect to it
+      // for as long as its page is open. A client that cannot rejoin (the AI SDK's) is told at once.
+      const rejoin = format.rejoins === true && after !== afterId && isRunnelError(failure, 'RUNNEL_ERR_REDIS_UNAVAILABLE');
+      if (!rejoin) format.failure(sse, failure);
     }
   } finally {
     watch.close();

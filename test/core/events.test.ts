@@ -11,6 +11,7 @@ import {
   type StreamEvent,
 } from '../../src/index.js';
 import { toArray } from '../helpers.js';
+import { logOutput } from '../../src/core/stream-log.js';
 
 /** A component that declares its run type, as prompts and parsers do. */
 class Upper extends Runnable<string, string> {
@@ -184,6 +185,17 @@ describe('streamLog', () => {
     expect(Object.keys(log.logs)).toEqual(['RunnableLambda', 'RunnableLambda:2']);
     expect(log.logs['RunnableLambda:2']).toMatchObject({ final_output: { output: 4 }, tags: ['seq:step:2'], type: 'chain' });
     expect(typeof log.logs.RunnableLambda.end_time).toBe('string');
+  });
+
+  it("gives each sub-run's final_output the shape of LangServe's run log", () => {
+    const message = { type: 'AIMessageChunk', content: [{ type: 'text', text: 'hi' }, ' there'] };
+    expect(logOutput('llm', message)).toEqual({ generations: [[{ text: 'hi there', generation_info: null, type: 'ChatGenerationChunk', message }]], llm_output: null, run: null, type: 'LLMResult' });
+    expect(logOutput('retriever', [{ id: 'd' }])).toEqual({ documents: [{ id: 'd' }] });
+    expect(logOutput('prompt', 'text')).toBe('text');
+    expect(logOutput('tool', { a: 1 })).toEqual({ output: { a: 1 } });
+    expect(logOutput('chain', { a: 1 })).toEqual({ a: 1 });
+    expect(logOutput('parser', 'x')).toEqual({ output: 'x' });
+    expect(logOutput('chain', new Date(0))).toEqual({ output: new Date(0) });
   });
 
   it('applies filters to sub-runs only', async () => {

@@ -99,7 +99,11 @@ describe('Redis stops answering under a run', () => {
     const stream = await fetch(`${url}/gated/runs/${runId}/stream`);
     const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
     let text = '';
-    while (!text.includes('"before "')) text += new TextDecoder().decode((await reader.read()).value);
+    while (!text.includes('"before "')) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`the stream ended before its first chunk: ${text}`);
+      text += new TextDecoder().decode(value);
+    }
     redis.signal('SIGSTOP');
     try {
       // The reader polls its log; its read fails, and its stream ends with no end and no error frame.

@@ -42,6 +42,9 @@ describe('the server logger', () => {
     expect(loggedUrl('/chat/ui_stream/chat-9/stream?api_key=k')).toBe('/chat/ui_stream/[redacted]/stream?api_key=[redacted]');
     expect(loggedUrl('/chat/c/N4IgLg/invoke')).toBe('/chat/c/[redacted]/invoke');
     expect(loggedUrl('/joke/invoke?x=1')).toBe('/joke/invoke?x=1');
+    // A marker right after another (a review: the first match took the slash the second needed).
+    expect(loggedUrl('/history/c/N4Ig/invoke')).toBe('/history/[redacted]/[redacted]/invoke');
+    expect(loggedUrl('/c/history/alice-1')).toBe('/c/[redacted]/[redacted]');
     const { lines, stream } = logLines();
     const app = await buildApp({ chains: [defineChain({ path: '/echo', runnable: lambda((x: unknown) => x) })] as ChainSpec<never, unknown>[], logger: { ...serverLoggerOptions('info'), stream } });
     try {
