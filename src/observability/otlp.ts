@@ -439,8 +439,13 @@ export class BatchExporter {
 
   /** Queues a finished span. */
   add(span: SpanData): void {
-    if (this.stopped || this.queued >= this.options.maxQueueSize || this.queuedBytes >= MAX_QUEUED_BYTES) {
+    if (this.stopped) {
       this.dropped++;
+      return;
+    }
+    if (this.queued >= this.options.maxQueueSize || this.queuedBytes >= MAX_QUEUED_BYTES) {
+      // Warned as a failed export is, at most once a minute (a probe: these drops were counted, never said).
+      this.failed(1, 'the export queue is full (the collector is slower than the spans come)');
       return;
     }
     const batch = (this.current ??= { count: 0, bytes: 0, proto: this.json ? undefined : this.takeWriter(), json: this.json ? [] : undefined });

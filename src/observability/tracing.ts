@@ -118,14 +118,18 @@ export class Span implements SpanData {
 /** Content recorded on a span is cut at this many characters. */
 const CONTENT_LIMIT = 8_192;
 
-function json(value: unknown): string {
+/** A content attribute's text: JSON (a string as it is), cut at CONTENT_LIMIT characters. @internal */
+export function json(value: unknown): string {
   let text: string;
   try {
     text = typeof value === 'string' ? value : JSON.stringify(value);
   } catch {
     text = String(value);
   }
-  return text.length > CONTENT_LIMIT ? `${text.slice(0, CONTENT_LIMIT)}…` : text;
+  if (text.length <= CONTENT_LIMIT) return text;
+  // Not between the two halves of a surrogate pair (an emoji): a lone half is not valid UTF-8 in protobuf.
+  const end = /[\uD800-\uDBFF]/.test(text[CONTENT_LIMIT - 1] ?? '') ? CONTENT_LIMIT - 1 : CONTENT_LIMIT;
+  return `${text.slice(0, end)}…`;
 }
 
 /** The Runnel code in a run event's error text (`RUNNEL_ERR_X: message`), else the error's name. */

@@ -341,7 +341,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       if (span !== undefined) {
         tracing.routed(span, request.method, request.routeOptions.url);
         request.traceparent = span.traceparent;
-        reply.raw.once('close', () => tracing.endRequest(span, reply.raw.statusCode));
+        // Nothing sent when the connection closed: the client went away first, 499 as the metrics and log say
+        // (Node's statusCode is still its default 200 then).
+        reply.raw.once('close', () => tracing.endRequest(span, reply.raw.headersSent ? reply.raw.statusCode : 499));
       }
       done();
     });

@@ -164,7 +164,7 @@ function invalid(message: string): RunnelError {
 export function defineChain<I, O>(definition: ChainDefinition<I, O>): ChainSpec<I, O> {
   const { path } = definition;
   if (!PATH.test(path)) throw invalid(`Chain path ${JSON.stringify(path)} must look like /name or /group/name (lower case, digits, - and _)`);
-  if (RESERVED.has(path.split('/')[1] as string)) throw invalid(`Chain path ${path} collides with a built-in route`);
+  if (RESERVED.has(path.split('/')[1] as string)) throw invalid(`Chain path ${path} collides with a built-in route (/${path.split('/')[1]}): a chain's first segment is none of ${[...RESERVED].join(', ')}`);
   // A plain function pipes into a sequence, but a chain is served through its Runnable methods (schemas, streams).
   if (!isRunnable(definition.runnable)) {
     throw invalid(

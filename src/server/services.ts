@@ -17,6 +17,7 @@ import { InMemoryCache, type ModelCache } from '../models/index.js';
 import { MemoryHistoryStore, RedisChatMessageHistory, type ChatMessageHistory } from '../history/index.js';
 import { pgExecutor, pgliteExecutor, type SqlExecutor } from '../vectorstores/index.js';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
+import { makeDatabase } from './pglite-init.js';
 
 /** Where the services are, from the environment. */
 export interface ServicesConfig {
@@ -105,6 +106,9 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
   let pool: pg.Pool | undefined;
   let executor: Promise<SqlExecutor> | undefined;
   let lock: DataDirLock | undefined;
+  /** The embedded database being made on a worker thread, while it is. */
+  let making: ReturnType<typeof makeDatabase> | undefined;
+  let closed = false;
   if (config.databaseUrl) {
     const statementTimeoutMs = config.statementTimeoutMs ?? 5_000;
     pool = new pg.Pool({
@@ -176,7 +180,14 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
         try {
           // Postgres's default 128 MB of shared buffers sits inside PGlite's WebAssembly memory for the life of
           // the process (~150 MB of RSS); an embedded, single-user database reads through the OS page cache anyway.
-          const db = await PGlite.create(`${dir}/pgdata`, { extensions: { vector }, postgresqlconf: [`shared_buffers=${config.embeddedSharedBuffers ?? '16MB'}`] });
+          const conf = [`shared_buffers=${config.embeddedSharedBuffers ?? '16MB'}`];
+          if (closed) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is closing');
+          // A new database is made on a worker thread (its initdb would hold this one for seconds), then opened.
+          making = makeDatabase(`${dir}/pgdata`, conf);
+          await making.made;
+          making = undefined;
+          if (closed) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is closing');
+          const db = await PGlite.create(`${dir}/pgdata`, { extensions: { vector }, postgresqlconf: conf });
           await db.exec('CREATE EXTENSION IF NOT EXISTS vector');
           return pgliteExecutor(db);
         } catch (error) {
@@ -192,7 +203,10 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     },
     checks,
     close: async () => {
+      closed = true;
       redis?.disconnect();
+      // A database being made is not waited for (seconds of initdb): its worker is ended, its files removed.
+      making?.stop();
       if (executor !== undefined) await executor.then((opened) => opened.close()).catch(() => undefined);
       lock?.release();
     },

@@ -149,7 +149,11 @@ describe('BatchExporter', () => {
     receiver = await startOtlpReceiver();
     const exporter = new BatchExporter(options(receiver.url, { maxQueueSize: 5, maxExportBatchSize: 5 }), source);
     // The first five fill a batch, which is taken for sending at once: the queue has room again for five.
+    // Said, as a failed export is (a probe: these drops were counted and never told).
+    const told: [string, number][] = [];
+    exporter.onFailure = (reason, dropped) => void told.push([reason, dropped]);
     for (const s of ids(12)) exporter.add(s);
+    expect(told).toEqual([[expect.stringContaining('queue is full'), 1]]);
     await exporter.shutdown();
     expect(exporter.dropped).toBe(2);
     expect(receiver.spans).toHaveLength(10);

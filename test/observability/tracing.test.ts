@@ -14,6 +14,7 @@ import { z } from 'zod';
 import { createChains } from '../../chains/index.js';
 import { jokeChain } from '../../chains/joke.js';
 import { buildApp, connectServices, defineChain, lambda, loadTracingConfig, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
+import { json as contentText } from '../../src/observability/tracing.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 
@@ -25,6 +26,19 @@ function callerTrace(sampled = true): { traceId: string; spanId: string; tracepa
   const spanId = randomUUID().replace(/-/g, '').slice(0, 16);
   return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-${sampled ? '01' : '00'}` };
 }
+
+/** Entered: the chain has the request; it then waits for its cancellation. */
+let entered: () => void = () => undefined;
+const hanging = defineChain({
+  path: '/hang',
+  runnable: lambda(
+    (_input: unknown, config) =>
+      new Promise((_resolve, reject) => {
+        config.signal?.addEventListener('abort', () => reject(new Error('aborted')));
+        entered();
+      }),
+  ),
+});
 
 const failing = defineChain({
   path: '/broken',
@@ -69,7 +83,7 @@ describe('traces of /rag over OTLP/protobuf', () => {
     const services = await connectServices({ databaseUrl: DATABASE_URL });
     const { chains, docs } = createChains({ services, env: {} });
     await docs.seed();
-    served = await serve([...chains, failing] as ChainSpec<never, unknown>[], receiver, {}, services);
+    served = await serve([...chains, failing, hanging] as ChainSpec<never, unknown>[], receiver, {}, services);
   });
   afterAll(async () => {
     await served.app.close();
@@ -139,6 +153,21 @@ describe('traces of /rag over OTLP/protobuf', () => {
     const http = ofTrace(receiver, caller.traceId).find((span) => span.name === 'POST /broken/invoke') as ReceivedSpan;
     expect(http.attributes['http.response.status_code']).toBe(502);
     expect(http.status.code).toBe(2);
+  });
+
+  // A probe: a request whose client went away before its answer had status 200 on its span, where the metrics
+  // and the log say 499.
+  it('gives a request its client abandoned status 499 on its span', async () => {
+    const caller = callerTrace();
+    const reached = new Promise<void>((resolve) => (entered = resolve));
+    const gone = new AbortController();
+    const request = fetch(`${served.url}/hang/invoke`, { method: 'POST', signal: gone.signal, headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: 1 }) }).catch(() => undefined);
+    await reached;
+    gone.abort();
+    await request;
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /hang/invoke'));
+    const http = ofTrace(receiver, caller.traceId).find((span) => span.name === 'POST /hang/invoke') as ReceivedSpan;
+    expect(http.attributes['http.response.status_code']).toBe(499);
   });
 
   it('puts the trace and span ids on the request’s log lines', async () => {
@@ -290,6 +319,17 @@ describe('a collector that refuses the spans', () => {
       await served.app.close();
       await receiver.close();
     }
+  });
+});
+
+describe('content attributes', () => {
+  // A probe: the cut split an emoji's surrogate pair, and a lone half is not valid UTF-8 in protobuf.
+  it('are cut at 8,192 characters, never between the halves of a surrogate pair', () => {
+    const text = `${'a'.repeat(8_191)}😀tail`;
+    const cut = contentText(text);
+    expect(cut).toBe(`${'a'.repeat(8_191)}…`);
+    expect(Buffer.from(cut, 'utf8').toString('utf8')).toBe(cut);
+    expect(contentText('short')).toBe('short');
   });
 });
 

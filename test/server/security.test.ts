@@ -157,6 +157,8 @@ describe('health and metrics', () => {
     expect(() => defineChain({ path: '/x', runnable: echo.runnable, enabledEndpoints: ['invoke', 'stream_evnets' as never] })).toThrow(/unknown endpoint "stream_evnets"/);
     expect(() => defineChain({ path: '/x', runnable: echo.runnable, configKeys: ['callbacks' as never] })).toThrow(/cannot be set by clients/);
     expect(() => defineChain({ path: '/docs', runnable: echo.runnable })).toThrow(/built-in/);
+    // Named, with the others a path may not start with (a trial found `/c` refused without a word of why).
+    expect(() => defineChain({ path: '/c/x', runnable: echo.runnable })).toThrow(/built-in route \(\/c\): a chain's first segment is none of docs, openapi.json, healthz, readyz, metrics, c, v1/);
     // A trial: /v1 was taken (the OpenAI routes live there), and a plain function failed later in buildApp
     // with "runnable.inputJsonSchema is not a function", no code and no path.
     expect(() => defineChain({ path: '/v1/chat', runnable: echo.runnable })).toThrow(/built-in/);
