@@ -111,14 +111,22 @@ const envSchema = z.object({
       message: 'RUNNEL_MODEL must be openai:<model>, anthropic:<model> or fake',
     }),
   HOST: z.string().optional().transform((value) => value || '127.0.0.1'),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { error: (issue) => `one of fatal, error, warn, info, debug, trace, silent; got ${JSON.stringify(issue.input)}` })
+    .optional()
+    .default('info'),
   RUNNEL_API_KEYS: list,
   RUNNEL_METRICS_KEYS: list,
   // An origin as a browser sends it (scheme, host, port — never a path): one written with a trailing slash is
   // taken without it (it would match no Origin); any other path is refused. `*` allows every origin.
   RUNNEL_CORS_ORIGINS: list
     .transform((origins) => origins.map((origin) => origin.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/\s]+)\/$/i, '$1')))
-    .refine((origins) => origins.every((origin) => origin === '*' || /^[a-z][a-z0-9+.-]*:\/\/[^/\s?#]+$/i.test(origin)), 'each entry an origin as a browser sends it — scheme, host and port only (https://app.example.com, http://localhost:5173) — or * for any'),
+    .superRefine((origins, context) => {
+      const bad = origins.find((origin) => origin !== '*' && !/^[a-z][a-z0-9+.-]*:\/\/[^/\s?#]+$/i.test(origin));
+      if (bad !== undefined) {
+        context.addIssue({ code: 'custom', message: `each entry an origin as a browser sends it — scheme, host and port only (https://app.example.com, http://localhost:5173) — or * for any; got ${JSON.stringify(bad)}` });
+      }
+    }),
   RUNNEL_BODY_LIMIT: integer('RUNNEL_BODY_LIMIT', 1024, 1024 * 1024, 1024 ** 3),
   RUNNEL_MAX_BATCH: integer('RUNNEL_MAX_BATCH', 1, 100, 10_000),
   RUNNEL_MAX_STREAMS: integer('RUNNEL_MAX_STREAMS', 1, 1000),

@@ -65,7 +65,7 @@ export function lockDataDir(dir: string, role: string): DataDirLock {
           'RUNNEL_ERR_DATABASE_UNAVAILABLE',
           `The embedded database in ${dir} is open in another process (pid ${holder.pid}, ${holder.role}); PGlite serves one process at a time. ` +
             (holder.role === 'server'
-              ? 'Stop the server and run this again, or set DATABASE_URL to a Postgres that both can share.'
+              ? 'Stop the server and run this again; or give this process a directory of its own (RUNNEL_DATA_DIR), or set DATABASE_URL to a Postgres that both can share.'
               : 'Wait for it to finish, or set DATABASE_URL to a Postgres that both can share.'),
         );
       }

@@ -11,6 +11,9 @@ describe('loadServerConfig', () => {
     // An operator's trial: an origin written with a trailing slash matched no browser's Origin, silently.
     expect(loadServerConfig({ RUNNEL_CORS_ORIGINS: 'https://app.example.com/, http://localhost:5173, *' }).corsOrigins).toEqual(['https://app.example.com', 'http://localhost:5173', '*']);
     expect(() => loadServerConfig({ RUNNEL_CORS_ORIGINS: 'https://app.example.com/chat' })).toThrow(/RUNNEL_CORS_ORIGINS: each entry an origin as a browser sends it/);
+    // Each names the value it refuses, as the other settings do (a trial found these two did not).
+    expect(() => loadServerConfig({ RUNNEL_CORS_ORIGINS: 'https://ok.example, https://app.example.com/chat' })).toThrow(/got "https:\/\/app.example.com\/chat"/);
+    expect(() => loadServerConfig({ LOG_LEVEL: 'verbose' })).toThrow(/LOG_LEVEL: one of fatal, error, warn, info, debug, trace, silent; got "verbose"/);
     expect(() => loadServerConfig({ RUNNEL_CORS_ORIGINS: 'app.example.com' })).toThrow(/RUNNEL_CORS_ORIGINS/);
   });
 
