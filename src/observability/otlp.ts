@@ -445,7 +445,7 @@ export class BatchExporter {
     }
     if (this.queued >= this.options.maxQueueSize || this.queuedBytes >= MAX_QUEUED_BYTES) {
       // Warned as a failed export is, at most once a minute (a probe: these drops were counted, never said).
-      this.failed(1, 'the export queue is full (the collector is slower than the spans come)');
+      this.failed(1, 'the export queue is full, the collector slower than the spans come');
       return;
     }
     const batch = (this.current ??= { count: 0, bytes: 0, proto: this.json ? undefined : this.takeWriter(), json: this.json ? [] : undefined });

@@ -260,9 +260,6 @@ export async function executeRun(options: {
   const config: RunnableConfig = {
     ...stored,
     ...callbacks,
-    // The chain's root run has the run's own id, as an /invoke's has its answer's: a trace (`runnel.run_id`) and
-    // `stream_events` name it as the record does (a probe found another id there).
-    runId: record.run_id,
     signal,
     onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)),
     onModelCall: (call) => {

@@ -293,7 +293,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // An export the collector did not take (a wrong endpoint, a collector down) is said, a minute at most apart;
   // the endpoint is not named (its URL may hold credentials).
   if (tracing !== undefined) {
-    tracing.exporter.onFailure = (reason, dropped) => app.log.warn({ dropped_spans: dropped }, `tracing: an export of spans failed (${reason}); ${dropped} spans dropped since the last warning`);
+    tracing.exporter.onFailure = (reason, dropped) => app.log.warn({ dropped_spans: dropped }, `tracing: spans dropped: ${reason}; ${dropped} spans dropped since the last warning`);
   }
   continueWhenRead(app.server);
   refuseExpectations(app.server, requestIdOf);
@@ -341,9 +341,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       if (span !== undefined) {
         tracing.routed(span, request.method, request.routeOptions.url);
         request.traceparent = span.traceparent;
-        // Nothing sent when the connection closed: the client went away first, 499 as the metrics and log say
-        // (Node's statusCode is still its default 200 then).
-        reply.raw.once('close', () => tracing.endRequest(span, reply.raw.headersSent ? reply.raw.statusCode : 499));
+        // Not answered whole when the connection closed: the client went away first — 499, as the metrics and the
+        // log say (Node's statusCode is its default 200 before an answer, and a stream's 200 once it began).
+        reply.raw.once('close', () => tracing.endRequest(span, reply.raw.writableEnded ? reply.raw.statusCode : 499));
       }
       done();
     });

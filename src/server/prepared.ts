@@ -253,7 +253,7 @@ export class PreparedChain {
       server?: RunnableConfig;
     },
     context: RequestContext,
-  ): Promise<{ config: RunnableConfig; runId: string }> {
+  ): Promise<{ config: RunnableConfig; runId: string; clientRunId: string | undefined }> {
     // A problem in the URL's config is located there (`["config_hash", "configurable", …]`), as the body's is under `config`.
     const fromHash = this.clientConfig(sources.hash, ['config_hash']);
     const fromBody = this.clientConfig(sources.body, sources.bodyLoc ?? []);
@@ -312,6 +312,6 @@ export class PreparedChain {
     config.timeout = undefined;
     config.runName = this.spec.path;
     config.runId = runId;
-    return { config, runId };
+    return { config, runId, clientRunId };
   }
 }

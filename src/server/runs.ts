@@ -49,7 +49,7 @@ export async function prepareRun(
   }
   const input = from === undefined ? required(body, 'input') : from.input;
   const filters = kind === 'stream_events' && from === undefined ? eventFilters(body) : undefined;
-  const { config } = await chain.resolveConfig(
+  const { config, clientRunId } = await chain.resolveConfig(
     { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'], server: from?.server },
     requestContext(request, from !== undefined ? 'ui_stream' : kind === 'run' ? 'runs' : kind, chain.spec.path),
   );
@@ -61,10 +61,14 @@ export async function prepareRun(
       : checkWebhookUrl(body.webhook, { hosts: state.config.webhookHosts, secret: state.config.webhookSecret, allowHttp: state.config.webhookAllowHttp }).toString();
   checkAcceptingRuns(request);
   const now = new Date().toISOString();
+  // The server names every run (a client's config.run_id, where allowed, names its trace, not the run):
+  // a run id is never one a caller could choose to land on another's run. Its chain's root run has the run's
+  // id — as an /invoke's has its answer's — unless the client named the trace: a trace (`runnel.run_id`) and
+  // `stream_events` then lead back to the run (a probe found an id of its own there).
+  const runId = randomUUID();
+  config.runId = clientRunId ?? runId;
   const record: RunRecord = {
-    // The server names every run (a client's config.run_id, where allowed, names its trace, not the run):
-    // a run id is never one a caller could choose to land on another's run.
-    run_id: randomUUID(),
+    run_id: runId,
     // The small fields first, before the input: a listing tells from a record's first bytes whether it wants it.
     chain: chain.spec.path,
     kind,

@@ -192,6 +192,8 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
           return pgliteExecutor(db);
         } catch (error) {
           lock.release();
+          // Closed while the database was being made: said as the close it is, not as the making's failure.
+          if (closed) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is closing');
           throw error;
         }
       })();

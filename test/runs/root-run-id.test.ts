@@ -25,4 +25,18 @@ describe("a run's root run", () => {
     expect(roots.length).toBeGreaterThan(0);
     for (const root of roots) expect(root.run_id).toBe(runId);
   });
+
+  // A review: a client's `config.run_id` (where the chain allows it) names the run's trace, never the run.
+  it("is the client's run_id when it sent one", async () => {
+    const own = '11111111-1111-4111-8111-111111111111';
+    const res = await app.inject({ method: 'POST', url: '/echo/stream_events', payload: { input: { name: 'x' }, config: { run_id: own }, on_disconnect: 'continue' } });
+    const data = res.body
+      .split('\r\n\r\n')
+      .filter((frame) => frame.includes('data: '))
+      .map((frame) => JSON.parse(frame.slice(frame.indexOf('data: ') + 6)) as { run_id?: string; parent_ids?: string[]; event?: string });
+    expect(data[0]?.run_id).not.toBe(own);
+    const roots = data.filter((event) => event.event !== undefined && event.parent_ids?.length === 0);
+    expect(roots.length).toBeGreaterThan(0);
+    for (const root of roots) expect(root.run_id).toBe(own);
+  });
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -55,6 +55,11 @@ describe('services', () => {
   // nothing. It is made on a worker thread now: the thread turns all along, but for the open that follows.
   it('makes a new embedded database off the main thread', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'runnel-init-'));
+    // What earlier processes left (a review): a making killed midway, removed; a directory without a
+    // database, moved aside, never deleted.
+    mkdirSync(join(dataDir, 'pgdata.making-99999-1'));
+    mkdirSync(join(dataDir, 'pgdata'));
+    writeFileSync(join(dataDir, 'pgdata', 'keep.txt'), 'mine');
     const services = await connectServices({ dataDir });
     const started = performance.now();
     let last = started;
@@ -72,6 +77,10 @@ describe('services', () => {
     const sql = await services.sql();
     expect((await sql.query<{ d: number }>("SELECT '[1,0]'::vector <=> '[0,1]'::vector AS d")).rows[0]?.d).toBeCloseTo(1);
     await services.close();
+    const left = readdirSync(dataDir);
+    expect(left.filter((name) => name.includes('.making-'))).toEqual([]);
+    const aside = left.find((name) => name.startsWith('pgdata.incomplete-')) as string;
+    expect(readFileSync(join(dataDir, aside, 'keep.txt'), 'utf8')).toBe('mine');
     // The thread's longest stall is the open of the made database, not the making: far under half of it all.
     expect(longest).toBeLessThan(total / 2);
   }, 120_000);
