@@ -26,7 +26,8 @@ function isSnapshot(value: unknown): boolean {
   return value !== null && typeof value === 'object' && (value as { [REPLACES]?: boolean })[REPLACES] === true;
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+/** An object of fields: its prototype is Object's, or none (not an array, a class instance, a Date). */
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (value === null || typeof value !== 'object') return false;
   const proto: unknown = Object.getPrototypeOf(value);
   return proto === Object.prototype || proto === null;

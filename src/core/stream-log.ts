@@ -7,7 +7,7 @@
  */
 import type { Scope } from './config.js';
 import { eventFilter, runTypeOf, type EventFilters } from './events.js';
-import { concat } from './merge.js';
+import { concat, isPlainObject } from './merge.js';
 import type { Runnable } from './runnable.js';
 import { runEvents } from './stream-events.js';
 
@@ -39,9 +39,6 @@ function generationText(message: unknown): string {
   if (!Array.isArray(content)) return '';
   return content.map((part: unknown) => (typeof part === 'string' ? part : (part as { type?: unknown; text?: unknown } | null)?.type === 'text' ? String((part as { text?: unknown }).text ?? '') : '')).join('');
 }
-
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  value !== null && typeof value === 'object' && !Array.isArray(value) && [Object.prototype, null].includes(Object.getPrototypeOf(value) as object | null);
 
 /**
  * A sub-run's `final_output` as LangServe's run log has it (its tracer's `outputs`): a chat model's run gives
