@@ -341,9 +341,12 @@ export function firstTokenTimer(metrics: Metrics, labels: { chain: string; endpo
 /**
  * The series of a cluster's server processes as one exposition: counters and histograms added up, the queue's
  * gauge the largest, Node's process metrics as prom-client aggregates them (memory added up, event-loop lag
- * averaged, ...). A scrape of `/metrics` on the cluster's port then reads the whole server, whichever
+ * averaged, ...) and the newest process's start time. A scrape of `/metrics` on the cluster's port then reads the whole server, whichever
  * process answers it.
  */
 export async function aggregateMetrics(parts: MetricObjectWithValues<MetricValue<string>>[][]): Promise<string> {
-  return AggregatorRegistry.aggregate(parts).metrics();
+  // prom-client leaves the start time out of a sum; the newest process's is kept, the last time a part of the
+  // summed counters began again from zero (a dashboard's uptime then shows a process's restart).
+  const kept = parts.map((metrics) => metrics.map((metric) => (metric.name === 'process_start_time_seconds' ? { ...metric, aggregator: 'max' as const } : metric)));
+  return AggregatorRegistry.aggregate(kept).metrics();
 }

@@ -105,6 +105,8 @@ describe('RUNNEL_PROCESSES', () => {
         const metrics = await (await fetch(`${base}/metrics`, { headers: { connection: 'close' } })).text();
         expect(/^runnel_requests_total\{chain="\/joke",endpoint="invoke",status="200"\} (\d+)$/m.exec(metrics)?.[1]).toBe('21');
         expect(metrics).toMatch(/^process_resident_memory_bytes \d+/m);
+        // The newest process's start (prom-client's sum leaves the series out).
+        expect(metrics).toMatch(/^process_start_time_seconds \d+/m);
       }
 
       // A process killed outright is replaced; the other keeps serving meanwhile.

@@ -4,7 +4,7 @@
  * prom-client's Counter and Histogram expose for the same answers — the same samples, cumulative buckets, `+Inf`,
  * `_sum` and `_count` — and a cluster's sum of them must be prom-client's too.
  */
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { aggregateMetrics, Metrics } from '../../src/server/metrics.js';
 import { parseMetrics, type Sample } from '../support/prometheus.js';
@@ -67,6 +67,17 @@ describe('the routes’ request series', () => {
     const expected = await aggregateMetrics([await (await promClients(first)).getMetricsAsJSON(), await (await promClients(second)).getMetricsAsJSON()]);
     const summed = await aggregateMetrics([await ours(first).values(), await ours(second).values()]);
     expect(requestSamples(summed)).toEqual(requestSamples(expected));
+  });
+
+  it('keep the newest process’s start time in a cluster’s sum (prom-client’s leaves it out)', async () => {
+    // Each process's registry, with the series as prom-client's default metrics make it.
+    const started = async (seconds: number) => {
+      const registry = new Registry();
+      new Gauge({ name: 'process_start_time_seconds', help: 'h', aggregator: 'omit', registers: [registry] }).set(seconds);
+      return registry.getMetricsAsJSON();
+    };
+    const summed = await aggregateMetrics([await started(1_700_000_000), await started(1_700_000_500), await started(1_700_000_200)]);
+    expect(summed).toMatch(/^process_start_time_seconds 1700000500$/m);
   });
 
   it('skip a latency that is not a number, as a count', async () => {
