@@ -28,7 +28,7 @@ import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, type ServerConfig } from './config.js';
 import { clientNetwork } from './client-network.js';
-import { connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseExpectations } from './connection-limits.js';
+import { answeredOnSocket, connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseExpectations } from './connection-limits.js';
 import { logDependencyFailure, sendErrorAnswer } from './error-reply.js';
 import { errorBody, toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
@@ -342,8 +342,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
         tracing.routed(span, request.method, request.routeOptions.url);
         request.traceparent = span.traceparent;
         // Not answered whole when the connection closed: the client went away first — 499, as the metrics and the
-        // log say (Node's statusCode is its default 200 before an answer, and a stream's 200 once it began).
-        reply.raw.once('close', () => tracing.endRequest(span, reply.raw.writableEnded ? reply.raw.statusCode : 499));
+        // log say (Node's statusCode is its default 200 before an answer, and a stream's 200 once it began) —
+        // unless its body timed out and its socket had the 408.
+        reply.raw.once('close', () => tracing.endRequest(span, reply.raw.writableEnded ? reply.raw.statusCode : (answeredOnSocket(request.raw) ?? 499)));
       }
       done();
     });

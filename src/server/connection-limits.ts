@@ -21,6 +21,17 @@ import { toOpenAIError } from './openai-errors.js';
  */
 export const MAX_PARAM_LENGTH = 16 * 1024;
 
+/** Marks a routed request answered on its socket (its body timed out): the status it was given. */
+const ANSWERED_ON_SOCKET = Symbol('runnel.answeredOnSocket');
+
+/**
+ * The status a request was answered with on its socket, past its response (a body timeout's 408), or
+ * undefined: its response's own status, or its client's leaving, tells the rest.
+ */
+export function answeredOnSocket(request: IncomingMessage): number | undefined {
+  return (request as IncomingMessage & { [ANSWERED_ON_SOCKET]?: number })[ANSWERED_ON_SOCKET];
+}
+
 /**
  * How much of a refused body is read after the answer before the socket is closed anyway. Time is bounded by
  * the body timeout: the request has not arrived until the body has.
@@ -196,6 +207,12 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
       socket.write(
         `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
       );
+      // The routed request whose body timed out was answered here, past its response: its span and its log
+      // line say 408, not a client gone (499). Fastify writes no completion line for it.
+      if (incoming?.complete === false) {
+        (incoming as IncomingMessage & { [ANSWERED_ON_SOCKET]?: number })[ANSWERED_ON_SOCKET] = status;
+        this.log.info({ reqId: requestId, req: { method: incoming.method, url: incoming.url }, res: { statusCode: status } }, 'request timed out');
+      }
     }
     socket.destroy();
   };

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -60,7 +60,7 @@ const failing = defineChain({
 });
 
 /** Serves `chains` with tracing to `receiver` under `env`; log lines go to `lines`. */
-async function serve(chains: ChainSpec<never, unknown>[], receiver: OtlpReceiver, env: Record<string, string>, services?: Services): Promise<{ app: FastifyInstance; url: string; lines: Record<string, unknown>[] }> {
+async function serve(chains: ChainSpec<never, unknown>[], receiver: OtlpReceiver, env: Record<string, string>, services?: Services, config: { bodyTimeoutMs?: number } = {}): Promise<{ app: FastifyInstance; url: string; lines: Record<string, unknown>[] }> {
   const lines: Record<string, unknown>[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -69,7 +69,7 @@ async function serve(chains: ChainSpec<never, unknown>[], receiver: OtlpReceiver
     },
   });
   const tracing = loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'runnel-under-test', OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=test,team=a%20b', ...env });
-  const app = await buildApp({ chains, services, config: { tracing }, logger: { level: 'info', stream } });
+  const app = await buildApp({ chains, services, config: { tracing, ...config }, logger: { level: 'info', stream } });
   await app.listen({ port: 0, host: '127.0.0.1' });
   return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, lines };
 }
@@ -323,6 +323,36 @@ describe('traces of a model call through the real anthropic SDK', () => {
 
 // A probe: an endpoint the collector refused, or that could not be reached, lost every span without a word —
 // nothing in the log, nothing in /metrics.
+describe('a request whose body times out', () => {
+  // Answered 408 on its socket, past its response: its span said 499 (a client gone) and no line of the log
+  // said how it ended.
+  it('has status 408 on its span and a line in the log', async () => {
+    const receiver = await startOtlpReceiver();
+    const served = await serve([failing] as ChainSpec<never, unknown>[], receiver, {}, undefined, { bodyTimeoutMs: 300 });
+    try {
+      const caller = callerTrace();
+      const { port } = new URL(served.url);
+      const socket = connect(Number(port), '127.0.0.1');
+      let received = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (received += chunk));
+      socket.on('error', () => {});
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      // A body announced whole and never sent: its timeout answers it.
+      socket.write(`POST /broken/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ntraceparent: ${caller.traceparent}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{`);
+      await closed;
+      expect(received).toMatch(/^HTTP\/1\.1 408 /);
+      await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId));
+      const http = ofTrace(receiver, caller.traceId).find((span) => span.name === 'POST /broken/invoke') as ReceivedSpan;
+      expect(http.attributes['http.response.status_code']).toBe(408);
+      expect(served.lines).toContainEqual(expect.objectContaining({ msg: 'request timed out', req: { method: 'POST', url: '/broken/invoke' }, res: { statusCode: 408 } }));
+    } finally {
+      await served.app.close();
+      await receiver.close();
+    }
+  });
+});
+
 describe('a collector that refuses the spans', () => {
   it('is said in a warning (a minute at most apart) and counted in runnel_trace_spans_dropped_total', async () => {
     const receiver = await startOtlpReceiver({ answers: [400, 400] });
