@@ -147,13 +147,70 @@ function spanName(event: StreamEvent, type: string, root: boolean): string {
   return root ? event.name : `${type} ${event.name}`;
 }
 
+/** A message as the GenAI conventions' JSON schemas write it: a role and its parts. */
+interface GenAiMessage {
+  role: string;
+  parts: Record<string, unknown>[];
+  name?: string;
+  finish_reason?: string;
+}
+
+const GEN_AI_ROLES: Record<string, string> = { human: 'user', HumanMessageChunk: 'user', ai: 'assistant', AIMessageChunk: 'assistant', system: 'system', SystemMessageChunk: 'system', tool: 'tool', ToolMessageChunk: 'tool' };
+
+/** A content's parts: text as `text` parts, an image's URL as a `uri` part, any other block as it is (a generic part). */
+function contentParts(content: unknown): Record<string, unknown>[] {
+  if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', content }];
+  if (!Array.isArray(content)) return content === undefined || content === null ? [] : [{ type: 'text', content: json(content) }];
+  return content.map((block: unknown) => {
+    const part = (block ?? {}) as Record<string, unknown>;
+    if (typeof block === 'string') return { type: 'text', content: block };
+    if (part.type === 'text' && typeof part.text === 'string') return { type: 'text', content: part.text };
+    if (part.type === 'image_url') {
+      const url = typeof part.image_url === 'string' ? part.image_url : (part.image_url as { url?: unknown } | undefined)?.url;
+      if (typeof url === 'string') return { type: 'uri', modality: 'image', uri: url };
+    }
+    return typeof part.type === 'string' ? part : { type: 'unknown', content: json(block) };
+  });
+}
+
+/**
+ * A message (Runnel's, or its LangServe JSON) as a GenAI message: `human` → `user`, `ai` → `assistant`, a
+ * `chat` message's own role; its tool calls as `tool_call` parts, a tool's answer as a `tool_call_response`.
+ */
+function genAiMessage(value: unknown): GenAiMessage {
+  if (typeof value === 'string') return { role: 'user', parts: contentParts(value) };
+  const message = (value ?? {}) as { type?: unknown; role?: unknown; content?: unknown; name?: unknown; tool_calls?: unknown; tool_call_id?: unknown };
+  const type = typeof message.type === 'string' ? message.type : '';
+  const role = GEN_AI_ROLES[type] ?? (typeof message.role === 'string' ? message.role : type === '' ? 'user' : type);
+  const parts =
+    role === 'tool'
+      ? [{ type: 'tool_call_response', ...(typeof message.tool_call_id === 'string' ? { id: message.tool_call_id } : {}), response: typeof message.content === 'string' ? message.content : message.content ?? null }]
+      : contentParts(message.content);
+  if (Array.isArray(message.tool_calls)) {
+    for (const call of message.tool_calls as { id?: unknown; name?: unknown; args?: unknown }[]) {
+      parts.push({ type: 'tool_call', ...(typeof call.id === 'string' ? { id: call.id } : {}), name: String(call.name ?? ''), arguments: call.args ?? {} });
+    }
+  }
+  return typeof message.name === 'string' && message.name !== '' ? { role, parts, name: message.name } : { role, parts };
+}
+
 /**
  * A chat model run's messages, as GenAI's `gen_ai.input.messages` lists them: one conversation, not
- * LangServe's batch of them (the start event's `{messages: [[...]]}`).
+ * LangServe's batch of them (the start event's `{messages: [[...]]}`), each message in the conventions' shape.
  */
-function inputMessages(input: unknown): unknown {
-  const messages = (input as { messages?: unknown } | null)?.messages ?? input;
-  return Array.isArray(messages) && messages.length === 1 && Array.isArray(messages[0]) ? messages[0] : messages;
+function inputMessages(input: unknown): GenAiMessage[] {
+  let messages = (input as { messages?: unknown } | null)?.messages ?? input;
+  if (Array.isArray(messages) && messages.length === 1 && Array.isArray(messages[0])) messages = messages[0];
+  if (typeof messages === 'string') return [{ role: 'user', parts: [{ type: 'text', content: messages }] }];
+  return Array.isArray(messages) ? messages.map(genAiMessage) : [genAiMessage(messages)];
+}
+
+/** A provider's finish reason as the conventions name it (`stop`, `length`, `content_filter`, `tool_call`), else as it came. */
+function genAiFinishReason(reason: string): string {
+  if (reason === 'end_turn' || reason === 'stop_sequence') return 'stop';
+  if (reason === 'max_tokens') return 'length';
+  if (reason === 'tool_calls' || reason === 'tool_use' || reason === 'function_call') return 'tool_call';
+  return reason;
 }
 
 /** The attributes a run's span opens with. */
@@ -193,7 +250,7 @@ function endAttributes(span: Span, type: string, output: unknown, content: boole
     if (typeof finish === 'string') span.setAttribute('gen_ai.response.finish_reasons', [finish]);
     const model = message?.response_metadata?.model_name ?? message?.response_metadata?.model;
     if (typeof model === 'string') span.setAttribute('gen_ai.response.model', model);
-    if (content) span.setAttribute('gen_ai.output.messages', json(typeof message?.text === 'string' ? [{ role: 'assistant', content: message.text }] : output));
+    if (content) span.setAttribute('gen_ai.output.messages', json([{ ...genAiMessage(output), role: 'assistant', finish_reason: typeof finish === 'string' ? genAiFinishReason(finish) : 'stop' }]));
     return;
   }
   if (type === 'retriever' && Array.isArray(output)) span.setAttribute('runnel.retriever.documents', output.length);

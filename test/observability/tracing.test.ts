@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createChains } from '../../chains/index.js';
 import { jokeChain } from '../../chains/joke.js';
-import { buildApp, connectServices, defineChain, lambda, loadTracingConfig, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
+import { buildApp, connectServices, defineChain, FakeToolCallingModel, lambda, loadTracingConfig, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
 import { json as contentText } from '../../src/observability/tracing.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
@@ -261,12 +261,15 @@ describe('traces of a model call through the real openai SDK, over OTLP/JSON, wi
       'gen_ai.response.finish_reasons': ['stop'],
     });
     // Content is on here: the prompt and the completion are on the span.
-    expect(String(model.attributes['gen_ai.input.messages'])).toContain('Tell me a joke about cats');
-    // One conversation, a list of messages (it was LangServe's batch of one: a list in a list).
-    const messages = JSON.parse(String(model.attributes['gen_ai.input.messages'])) as unknown[];
-    expect(messages.length).toBeGreaterThan(0);
-    expect(messages.every((message) => message !== null && typeof message === 'object' && !Array.isArray(message))).toBe(true);
-    expect(String(model.attributes['gen_ai.output.messages'])).toContain('Why did the cat sit?');
+    // One conversation (it was LangServe's batch of one: a list in a list), in the conventions' JSON schema:
+    // roles and parts.
+    expect(JSON.parse(String(model.attributes['gen_ai.input.messages']))).toEqual([
+      { role: 'system', parts: [{ type: 'text', content: 'You are a comedian. Answer with one short, clean joke.' }] },
+      { role: 'user', parts: [{ type: 'text', content: expect.stringMatching(/^Tell me a joke about cats /) }] },
+    ]);
+    expect(JSON.parse(String(model.attributes['gen_ai.output.messages']))).toEqual([
+      { role: 'assistant', parts: [{ type: 'text', content: expect.stringContaining('Why did the cat sit?') }], finish_reason: 'stop' },
+    ]);
 
     const sent = provider.requests.at(-1)?.headers;
     expect(sent?.traceparent).toBe(`00-${caller.traceId}-${model.spanId}-01`);
@@ -370,6 +373,41 @@ describe('a collector that refuses the spans', () => {
       expect(JSON.stringify(warnings)).not.toContain(receiver.url);
       const metrics = await (await fetch(`${served.url}/metrics`)).text();
       expect(Number(/^runnel_trace_spans_dropped_total (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThan(0);
+    } finally {
+      await served.app.close();
+      await receiver.close();
+    }
+  });
+});
+
+describe('a tool-calling conversation’s model spans, with content on', () => {
+  it('write tool calls and tool answers as the GenAI conventions’ parts', async () => {
+    const receiver = await startOtlpReceiver();
+    const model = new FakeToolCallingModel({ responses: [{ content: '', tool_calls: [{ name: 'add', args: { a: 1, b: 2 }, id: 'call_1' }] }, 'The sum is 3.'] });
+    const talk = defineChain({ path: '/talk', runnable: model });
+    const served = await serve([talk] as ChainSpec<never, unknown>[], receiver, { RUNNEL_TRACE_CONTENT: 'true' });
+    try {
+      const send = async (input: unknown[]) => {
+        const caller = callerTrace();
+        const res = await fetch(`${served.url}/talk/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input }) });
+        expect(res.status).toBe(200);
+        await res.text();
+        await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.attributes['runnel.run_type'] === 'chat_model'));
+        const span = ofTrace(receiver, caller.traceId).find((one) => one.attributes['runnel.run_type'] === 'chat_model') as ReceivedSpan;
+        return { input: JSON.parse(String(span.attributes['gen_ai.input.messages'])) as unknown, output: JSON.parse(String(span.attributes['gen_ai.output.messages'])) as unknown };
+      };
+      const asked = { type: 'human', content: 'What is 1 + 2?' };
+      const first = await send([asked]);
+      expect(first.input).toEqual([{ role: 'user', parts: [{ type: 'text', content: 'What is 1 + 2?' }] }]);
+      // No text, one tool call; the provider's `tool_calls` is the conventions' `tool_call`.
+      expect(first.output).toEqual([{ role: 'assistant', parts: [{ type: 'tool_call', id: 'call_1', name: 'add', arguments: { a: 1, b: 2 } }], finish_reason: 'tool_call' }]);
+      const second = await send([asked, { type: 'ai', content: '', tool_calls: [{ name: 'add', args: { a: 1, b: 2 }, id: 'call_1' }] }, { type: 'tool', content: '3', tool_call_id: 'call_1' }]);
+      expect(second.input).toEqual([
+        { role: 'user', parts: [{ type: 'text', content: 'What is 1 + 2?' }] },
+        { role: 'assistant', parts: [{ type: 'tool_call', id: 'call_1', name: 'add', arguments: { a: 1, b: 2 } }] },
+        { role: 'tool', parts: [{ type: 'tool_call_response', id: 'call_1', response: '3' }] },
+      ]);
+      expect(second.output).toEqual([{ role: 'assistant', parts: [{ type: 'text', content: 'The sum is 3.' }], finish_reason: 'stop' }]);
     } finally {
       await served.app.close();
       await receiver.close();
