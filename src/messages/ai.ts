@@ -166,7 +166,13 @@ export class AIMessageChunk extends AIMessage {
         blocks ??= text === '' ? [] : [{ type: 'text', text }];
         blocks.push(...(typeof chunk.content === 'string' ? (chunk.content === '' ? [] : [{ type: 'text' as const, text: chunk.content }]) : chunk.content));
       }
-      if (Object.keys(chunk.additional_kwargs).length > 0) additional = { ...additional, ...chunk.additional_kwargs };
+      if (Object.keys(chunk.additional_kwargs).length > 0) {
+        // A refusal streams in pieces, as content does: joined (LangChain's chunks join it too).
+        const refusal = chunk.additional_kwargs.refusal;
+        const before = additional?.refusal;
+        additional = { ...additional, ...chunk.additional_kwargs };
+        if (typeof refusal === 'string' && typeof before === 'string') additional.refusal = before + refusal;
+      }
       if (Object.keys(chunk.response_metadata).length > 0) response = { ...response, ...chunk.response_metadata };
       name ??= chunk.name;
       id ??= chunk.id;

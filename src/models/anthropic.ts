@@ -154,7 +154,9 @@ export function fromAnthropicEvent(event: RawMessageStreamEvent, state: Anthropi
       return new AIMessageChunk({ content: '', id: state.id, ...(usage === undefined ? {} : { usage_metadata: usage }) });
     }
     case 'message_stop':
-      return new AIMessageChunk({ content: '', id: state.id, response_metadata: { finish_reason: state.stopReason ?? 'end_turn', model_name: state.model } });
+      // Finished only with message_delta's stop_reason: without one, the stream is taken as broken off (a 502,
+      // never cached), as an OpenAI stream that ends without a finish_reason.
+      return new AIMessageChunk({ content: '', id: state.id, response_metadata: { ...(state.stopReason ? { finish_reason: state.stopReason } : {}), model_name: state.model } });
     default:
       return undefined;
   }

@@ -34,7 +34,7 @@ import {
 } from '../messages/index.js';
 import { isPromptValue, type PromptValue } from '../prompts/index.js';
 import { cacheKey, type ModelCache } from './cache.js';
-import { cutShort } from './finish.js';
+import { finishedWhole } from './finish.js';
 import { providerError } from './errors.js';
 import type { CallParams, ChatCallOptions, ChatProvider, ChatRequest, ToolChoice, ToolDefinition } from './types.js';
 
@@ -83,13 +83,32 @@ function finishReason(chunks: readonly AIMessageChunk[]): string | undefined {
   return undefined;
 }
 
+/** Whether the answer is a refusal (OpenAI's `refusal`, streamed in place of content): a filter's, as Anthropic's is. */
+function refused(chunks: readonly AIMessageChunk[]): boolean {
+  return chunks.some((chunk) => chunk.additional_kwargs.refusal !== undefined);
+}
+
 /**
- * Whether an answer is one the cache stores: not cut before the model was done with it (a token limit, a
- * filter, a pause: passed on with its reason, but the next identical call asks the provider again), its
- * tool calls whole.
+ * Whether an answer is one the cache stores: the provider said the model finished it (not cut by a token
+ * limit, a filter or a pause: passed on with its reason, but the next identical call asks the provider
+ * again; nor ended for a reason Runnel does not know, nor without one), not a refusal, its tool calls whole.
+ * A stored entry that is not so (planted, or written by an earlier version) is a miss.
  */
 function storable(chunks: readonly AIMessageChunk[]): boolean {
-  return !cutShort(finishReason(chunks)) && !malformedCalls(chunks);
+  return finishedWhole(finishReason(chunks)) && !refused(chunks) && !malformedCalls(chunks);
+}
+
+/**
+ * What an identical call under way hands to the calls waiting on it: its answer; its failure (a provider's
+ * error, which they share, as they asked the same at the same time); or nothing, when the leader's own
+ * client left or its tool calls did not parse — they then call for themselves.
+ */
+type Shared = { chunks: AIMessageChunk[] } | { error: RunnelError } | undefined;
+
+/** A leader's failure, as its waiters share it: a provider's error, not the leader's own cancellation. */
+function sharedFailure(failure: RunnelError | undefined, run: Run): Shared {
+  if (failure === undefined || run.signal?.aborted === true || failure.code === 'RUNNEL_ERR_ABORTED' || failure.code === 'RUNNEL_ERR_TIMEOUT') return undefined;
+  return { error: failure };
 }
 
 /** Whether the call's chain can use the answer (`ChatCallOptions.accept`; without it, any answer). */
@@ -208,7 +227,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   streamIdleTimeoutMs: number;
   cache: ModelCache | undefined;
   /** Calls under way per cache key: identical concurrent misses wait for the first (single flight). */
-  private readonly inflight = new Map<string, Promise<AIMessageChunk[] | undefined>>();
+  private readonly inflight = new Map<string, Promise<Shared>>();
 
   constructor(provider: ChatProvider, options: ChatModelOptions & { name: string; defaultModel: string }) {
     super();
@@ -302,29 +321,31 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   /**
    * The cached answer, or the answer of an identical call already under way;
    * otherwise this call leads — taken before any await, so concurrent calls
-   * find it — and `flight` hands its answer to the ones waiting (`undefined`
-   * when it failed: they then call for themselves).
+   * find it — and `flight` hands its outcome to the ones waiting ({@link Shared}).
    */
-  private async lookupOrLead(cache: ModelCache, key: string, run: Run): Promise<{ hit?: AIMessageChunk[]; flight?: (chunks: AIMessageChunk[] | undefined) => void }> {
+  private async lookupOrLead(cache: ModelCache, key: string, run: Run): Promise<{ hit?: AIMessageChunk[]; flight?: (outcome: Shared) => void }> {
     const signal = run.signal;
     const pending = this.inflight.get(key);
     if (pending !== undefined) {
       // A waiter aborted while the leader answers stops waiting at once.
       const shared = await raceAbort(pending, signal);
-      if (shared !== undefined) return { hit: shared };
+      if (shared !== undefined && 'chunks' in shared) return { hit: shared.chunks };
+      // The leader's provider failed: so does this call, at once (a copy each: each request tells its own).
+      if (shared !== undefined) throw new RunnelError(shared.error.code, shared.error.message, { cause: shared.error.cause, detail: shared.error.detail });
     }
-    let settle!: (chunks: AIMessageChunk[] | undefined) => void;
-    const mine = new Promise<AIMessageChunk[] | undefined>((resolve) => (settle = resolve));
+    let settle!: (outcome: Shared) => void;
+    const mine = new Promise<Shared>((resolve) => (settle = resolve));
     this.inflight.set(key, mine);
-    const flight = (chunks: AIMessageChunk[] | undefined): void => {
+    const flight = (outcome: Shared): void => {
       if (this.inflight.get(key) === mine) this.inflight.delete(key);
-      settle(chunks);
+      settle(outcome);
     };
     const hit = await cache.lookup(key).catch(() => undefined);
-    // An entry that would not be stored today (written by an earlier version: cut at a limit, with tool calls
-    // that do not parse, or one the chain cannot use) is a miss: the provider is asked, and its answer replaces it.
+    // An entry that would not be stored today (written by an earlier version, or not by Runnel: cut at a limit,
+    // without a finish reason, with tool calls that do not parse, or one the chain cannot use) is a miss: the
+    // provider is asked, and its answer replaces it.
     if (hit !== undefined && storable(hit) && accepted(run.options, hit)) {
-      flight(hit);
+      flight({ chunks: hit });
       return { hit };
     }
     return { flight };
@@ -340,23 +361,24 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     }
     const signal = toAbortSignal(run.signal) ?? new AbortController().signal;
     let answer: AIMessageChunk | undefined;
+    let failed: RunnelError | undefined;
     const began = performance.now();
     try {
       answer = await (this.provider.generate as (request: ChatRequest) => Promise<AIMessageChunk>)({ messages, params, signal, headers: runTraceHeaders(run) });
     } catch (error) {
-      const failure = providerError(this.name, error, run.signal);
-      this.reportCall(run, { model: params.model, began, error: failure.code });
-      throw failure;
+      failed = providerError(this.name, error, run.signal);
+      this.reportCall(run, { model: params.model, began, error: failed.code });
+      throw failed;
     } finally {
-      flight?.(answer === undefined || answer.invalid_tool_calls.length > 0 ? undefined : [answer]);
+      flight?.(answer === undefined ? sharedFailure(failed, run) : answer.invalid_tool_calls.length > 0 ? undefined : { chunks: [answer] });
     }
     if (answer.usage_metadata !== undefined) run.reportUsage(answer.usage_metadata);
     const failure = signal.aborted ? providerError(this.name, signal.reason, run.signal) : undefined;
     const reason = finishReason([answer]);
     this.reportCall(run, { model: params.model, began, error: failure?.code, usage: answer.usage_metadata, finishReason: failure === undefined ? reason : undefined });
     if (failure !== undefined) throw failure;
-    // Not awaited: storing is best effort, and a slow cache must not hold the answer back. An answer a provider
-    // sends whole without a finish reason is whole (it is not a stream that could have broken off).
+    // Not awaited: storing is best effort, and a slow cache must not hold the answer back. Stored only when the
+    // provider said the model finished it, as a stream's answer.
     if (cache !== undefined && storable([answer]) && accepted(run.options, [answer])) void cache.update(key, [answer]).catch(() => undefined);
     return answer;
   }
@@ -391,7 +413,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   private providerStream(
     input: ChatModelInput,
     run: Run,
-    lead: { prepared: ReturnType<ChatModel['prepare']>; flight: ((chunks: AIMessageChunk[] | undefined) => void) | undefined } | undefined,
+    lead: { prepared: ReturnType<ChatModel['prepare']>; flight: ((outcome: Shared) => void) | undefined } | undefined,
   ): AsyncGenerator<AIMessageChunk> {
     const chunks: AIMessageChunk[] = [];
     // The provider's cancellation: a light token, made an `AbortSignal` only when the provider reads `signal`.
@@ -404,9 +426,9 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       if (started === undefined) return;
       started.guard.dispose();
       // Callers waiting on this call get its answer — one cut by a limit too (they asked the same), but not one
-      // whose tool calls do not parse: they call for themselves.
+      // whose tool calls do not parse: they call for themselves — or its provider's failure.
       const malformed = complete && malformedCalls(chunks);
-      lead?.flight?.(complete && !malformed ? chunks : undefined);
+      lead?.flight?.(complete ? (malformed ? undefined : { chunks }) : sharedFailure(failure, run));
       // Tokens the provider reported count even when the stream ended early: they were spent.
       const usage = reportSpent(run, chunks);
       // A stream its reader left before the end (no error of its own) was cut short: an abort.
@@ -416,7 +438,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       // one whose tool calls do not parse (cut short, say), nor one the chain refuses: a retry must reach the provider.
       const cache = lead?.prepared.cache;
       // Nor a stream that ended without a chunk: an empty answer would be served for the cache's whole TTL.
-      if (complete && chunks.length > 0 && cache !== undefined && run.signal?.aborted !== true && !malformed && !cutShort(reason) && accepted(run.options, chunks)) {
+      if (complete && chunks.length > 0 && cache !== undefined && run.signal?.aborted !== true && storable(chunks) && accepted(run.options, chunks)) {
         void cache.update(lead?.prepared.key ?? '', chunks).catch(() => undefined);
       }
       started.unlink?.();

@@ -108,8 +108,11 @@ export function fromOpenAIChunk(chunk: ChatCompletionChunk, state: OpenAIStreamS
   // Content as sent otherwise (a compatible server may send parts, not a string).
   const refusal = (delta as { refusal?: unknown }).refusal;
   const content = delta.content ?? '';
+  const refuses = typeof refusal === 'string' && refusal !== '';
   return new AIMessageChunk({
-    content: typeof refusal === 'string' && refusal !== '' && content === '' ? refusal : content,
+    content: refuses && content === '' ? refusal : content,
+    // Marked, as LangChain's ChatOpenAI marks it: a refusal is a filter's answer, never cached.
+    ...(refuses ? { additional_kwargs: { refusal } } : {}),
     id: chunk.id,
     tool_call_chunks: delta.tool_calls?.map((call) => ({
       index: call.index,

@@ -273,9 +273,59 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     });
   });
 
+  // A probe: when the call identical ones waited on failed, each of them called the provider itself, one after
+  // another (a hanging provider: 75 s, then 150 s).
+  it('hands a failed call’s error to the identical calls waiting on it: one request in all', async () => {
+    const cache = new InMemoryCache();
+    const shared = model({ model: 'text', cache });
+    const before = server.requests.length;
+    const gate = server.gateNext(2);
+    const outcome = (answer: Promise<unknown>) => answer.then(() => 'answered', (error: unknown) => (error as { code?: string }).code);
+    const leader = outcome(toArray(shared.stream('Same failing question')));
+    await gate.reached;
+    const waiters = [outcome(shared.invoke('Same failing question')), outcome(toArray(shared.stream('Same failing question')))];
+    // Their steps up to the wait are promise jobs: done before the event loop's next turns.
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+    gate.cut();
+    expect(await Promise.all([leader, ...waiters])).toEqual(Array(3).fill('RUNNEL_ERR_PROVIDER_UNAVAILABLE'));
+    expect(server.requests.length - before).toBe(1);
+    expect(cache.size).toBe(0);
+    // A leader its own caller aborts fails nobody else: a waiter calls for itself.
+    const aborted = server.gateNext(2);
+    const stop = new AbortController();
+    const first = outcome(toArray(shared.stream('Same aborted question', { signal: stop.signal })));
+    await aborted.reached;
+    const waiter = shared.invoke('Same aborted question');
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+    stop.abort();
+    expect(await first).toBe('RUNNEL_ERR_ABORTED');
+    expect((await waiter).text).toBe('Why did the cat sit?');
+    expect(server.requests.length - before).toBe(3);
+    aborted.cut();
+  });
+
+  // A probe: a compatible server's `abort` or `error` (vLLM's, OpenRouter's) was read as a stop, and cached.
+  it('answers an end for a reason it does not know, and never caches it', async () => {
+    const cache = new InMemoryCache();
+    for (const finish of ['abort', 'error']) {
+      await scripted(() => ({ text: 'Why did the', finish }), async () => {
+        const before = server.requests.length;
+        const answer = await model({ model: 'scripted', cache }).invoke('Tell me a joke');
+        expect(answer.response_metadata.finish_reason).toBe(finish);
+        await toArray(model({ model: 'scripted', cache }).stream('Tell me a joke'));
+        expect(server.requests.length - before).toBe(2);
+        expect(cache.size).toBe(0);
+      });
+    }
+  });
+
   it('takes an entry an earlier version cached cut short, or with calls that do not parse, for a miss', async () => {
     const entries: Record<string, AIMessageChunk[]> = {
       cut: [new AIMessageChunk({ content: 'Why did', response_metadata: { finish_reason: CUT } })],
+      // A probe planted these: no finish reason (half an answer), and an empty one, were served as whole.
+      unfinished: [new AIMessageChunk({ content: 'half an ans' })],
+      empty: [new AIMessageChunk({ content: '' })],
+      unknown: [new AIMessageChunk({ content: 'Why did', response_metadata: { finish_reason: 'abort' } })],
       broken: [new AIMessageChunk({ content: '', tool_call_chunks: [{ index: 0, id: 'c1', name: 'calculator', args: '{"expression": "2' }], response_metadata: { finish_reason: 'tool_calls' } })],
       whole: [new AIMessageChunk({ content: 'From the cache', response_metadata: { finish_reason: 'stop' } })],
     };
@@ -301,6 +351,32 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
         expect(answer.text).toBe('Why did the cat sit?');
         // Summed, the seven usage-bearing chunks counted the prompt seven times (70 in, 20 out).
         expect(answer.usage_metadata).toEqual({ input_tokens: 10, output_tokens: 5, total_tokens: 15 });
+      });
+    });
+
+    // A probe: a refusal was cached (Anthropic's, its classifier's, never was).
+    it('answers a refusal as the model’s words, marked, and never caches it', async () => {
+      const cache = new InMemoryCache();
+      await scripted(() => ({ refusal: "I can't help with that." }), async () => {
+        const before = server.requests.length;
+        const answer = await model({ model: 'scripted', cache }).invoke('Tell me a joke');
+        expect(answer.text).toBe("I can't help with that.");
+        // Joined across the chunks it streamed in, as the content is.
+        expect(answer.additional_kwargs.refusal).toBe("I can't help with that.");
+        await model({ model: 'scripted', cache }).invoke('Tell me a joke');
+        expect(server.requests.length - before).toBe(2);
+        expect(cache.size).toBe(0);
+      });
+    });
+  }
+
+  if (name === 'anthropic') {
+    // A probe: `message_stop` without a `message_delta` (no stop_reason) was taken for `end_turn`, and cached.
+    it('takes a stream whose message_stop came without a stop reason for one broken off: a 502, nothing cached', async () => {
+      const cache = new InMemoryCache();
+      await scripted(() => ({ text: 'Why did the cat sit?', anthropicUsage: { deltas: [] } }), async () => {
+        await expect(model({ model: 'scripted', cache }).invoke('Tell me a joke')).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+        expect(cache.size).toBe(0);
       });
     });
   }

@@ -67,7 +67,9 @@ export interface ScriptedReply {
   finish?: string;
   /** OpenAI: every chunk carries the answer's running usage (vLLM's continuous usage stats), not only the last. */
   usageEveryChunk?: boolean;
-  /** Anthropic: `message_start`'s usage (null: none), and one `message_delta` per entry with that usage (null: none). */
+  /** OpenAI: the answer streamed as a refusal (`delta.refusal`), ending in `stop`. */
+  refusal?: string;
+  /** Anthropic: `message_start`'s usage (null: none), and one `message_delta` per entry with that usage (null: none; an empty list: no `message_delta` at all, so no stop reason). */
   anthropicUsage?: { start?: Record<string, unknown> | null; deltas?: (Record<string, unknown> | null)[] };
 }
 
@@ -83,6 +85,7 @@ function openAIFrames(reply: ScriptedReply, model: string): string[] {
   };
   const out = [chunk({ role: 'assistant', content: '' })];
   for (const word of reply.text?.match(/\s*\S+/g) ?? []) out.push(chunk({ content: word }));
+  for (const word of reply.refusal?.match(/\s*\S+/g) ?? []) out.push(chunk({ refusal: word }));
   for (const [index, call] of (reply.toolCalls ?? []).entries()) {
     const args = argsText(call.args);
     out.push(chunk({ tool_calls: [{ index, id: `call_sc${index}`, type: 'function', function: { name: call.name, arguments: '' } }] }));
@@ -138,9 +141,10 @@ function anthropicFrames(reply: ScriptedReply, model: string): string[] {
 /** How the next chat reply is cut short: after `frames` frames (negative: all but that many). */
 interface Plan {
   frames: number;
-  /** `hold`: keep the connection open and silent; `cut`: end the response there. */
-  mode: 'hold' | 'cut';
+  /** `hold`: keep the connection open and silent; `cut`: end the response there; `gate`: hold it until `release` settles, then end it. */
+  mode: 'hold' | 'cut' | 'gate';
   reached: () => void;
+  release?: Promise<void>;
 }
 
 export interface ProviderServer {
@@ -149,6 +153,8 @@ export interface ProviderServer {
   holdNext(frames: number): Promise<void>;
   /** The next chat reply sends `frames` frames (negative: all but the last `-frames`), then ends the response: a stream the provider broke off. */
   cutNext(frames: number): void;
+  /** The next chat reply sends `frames` frames and holds (`reached` resolves), then ends the response, broken off, when `cut()` is called. */
+  gateNext(frames: number): { reached: Promise<void>; cut(): void };
   /** When set, answers every chat request it returns a reply for, in the provider's streaming format. */
   script: ((body: Record<string, unknown>) => ScriptedReply | undefined) | undefined;
   requests: RecordedRequest[];
@@ -181,7 +187,8 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
     }
     if (plan !== undefined) {
       plan.reached();
-      if (plan.mode === 'cut') res.end();
+      if (plan.mode === 'gate') await plan.release;
+      if (plan.mode !== 'hold' && !res.destroyed) res.end();
       return;
     }
     if (!options.hang) res.end();
@@ -287,6 +294,13 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
     nextAbandon: () => new Promise<void>((resolve) => abandonWaiters.push(resolve)),
     holdNext: (frames) => new Promise<void>((resolve) => plans.push({ frames, mode: 'hold', reached: resolve })),
     cutNext: (frames) => void plans.push({ frames, mode: 'cut', reached: () => {} }),
+    gateNext: (frames) => {
+      let reached!: () => void;
+      let cut!: () => void;
+      const whenReached = new Promise<void>((resolve) => (reached = resolve));
+      plans.push({ frames, mode: 'gate', reached, release: new Promise<void>((resolve) => (cut = resolve)) });
+      return { reached: whenReached, cut };
+    },
     close: async () => {
       for (const res of open) res.destroy();
       server.closeAllConnections();
