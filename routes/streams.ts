@@ -41,6 +41,12 @@ async function sendFrame(sse: SseWriter, event: string, data?: unknown): Promise
 export interface LiveFormat {
   /** One item the run yielded (an output chunk, an event, a log patch). */
   item(sse: SseWriter, item: unknown): boolean | Promise<boolean>;
+  /**
+   * Asked of each item while a lazily opened stream ({@link sendLiveStream}'s `errorBeforeOpen`) has not
+   * opened: true keeps the item back, written with the next one or the end, and the stream unopened (an AI
+   * SDK step begun is no answer yet: a failure then is still a plain HTTP error).
+   */
+  hold?(item: unknown): boolean;
   /** The run ended. */
   end(sse: SseWriter): boolean | Promise<boolean>;
   /** The run failed after the stream started. */
@@ -130,6 +136,7 @@ export async function sendLiveStream(
     let open = true;
     for await (const item of options.items(runConfig)) {
       firstToken(item);
+      if (!opened && format.hold?.(item) === true) continue;
       if (!opened) openNow();
       const sent = format.item(sse, item);
       if (sent !== true && !(sent !== false && (await sent))) {

@@ -55,6 +55,9 @@ function onDisconnect(body: Record<string, unknown>): 'cancel' | 'continue' {
   return value;
 }
 
+/** The frames of a step's bounds, which alone make no answer. */
+const STEP_FRAMES = /data: \{"type":"(?:start|finish)-step"\}\n\n/g;
+
 export function uiStreamHandler(chain: PreparedChain) {
   const adapter = chain.spec.messages as MessagesAdapter;
   const events = adapter.stream === 'events';
@@ -77,6 +80,10 @@ export function uiStreamHandler(chain: PreparedChain) {
     });
     const ui = new UiMessageEncoder(runId);
     let started = false;
+    const encode = (item: unknown): string => (events ? ui.event(item as never) : ui.chunk(item));
+    /** Parts made and not sent yet; `heldCurrent`: they include the item being written. */
+    let held = '';
+    let heldCurrent = false;
     const runnable = chain.spec.runnable;
     // The last model answer's finish reason, for the `finish` part: a chain ending in a parser streams text only.
     let last: ReturnType<typeof lastFinishReason> | undefined;
@@ -99,15 +106,31 @@ export function uiStreamHandler(chain: PreparedChain) {
       // Events' errors as the error frame says them (a tool's failure in `tool-output-error` included).
       items: (runConfig) => (events ? publicErrors('stream_events', runnable.streamEvents(input, withFinish(runConfig))) : runnable.stream(input, withFinish(runConfig))),
       format: {
+        // Until a part with content (text, a tool call): what the items make is kept back, and the stream not
+        // opened — a model step begun (`start-step`) is no answer, and a failure then is a plain HTTP error.
+        hold: (item) => {
+          held += encode(item);
+          heldCurrent = true;
+          return held.replace(STEP_FRAMES, '') === '';
+        },
         item: (sse, item) => {
           const head = started ? '' : ui.start();
           started = true;
-          return sse.sendRaw(head + (events ? ui.event(item as never) : ui.chunk(item)));
+          const body = heldCurrent ? held : held + encode(item);
+          held = '';
+          heldCurrent = false;
+          return sse.sendRaw(head + body);
         },
-        end: (sse) => sse.sendRaw((started ? '' : ui.start()) + ui.finish(last?.finishReason())),
+        end: (sse) => {
+          const text = (started ? '' : ui.start()) + held + ui.finish(last?.finishReason());
+          held = '';
+          return sse.sendRaw(text);
+        },
         error: (sse, error) => {
           const { body: failure } = toHttpError(error);
-          return sse.sendRaw((started ? '' : ui.start()) + ui.fail(failure));
+          const text = (started ? '' : ui.start()) + held + ui.fail(failure);
+          held = '';
+          return sse.sendRaw(text);
         },
       },
     });

@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { chatChain } from '../../chains/chat.js';
 import { createChains } from '../../chains/index.js';
 import { jokeChain } from '../../chains/joke.js';
-import { buildApp, connectServices, defineChain, generator, lambda, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
+import { buildApp, ChatOpenAI, connectServices, defineChain, generator, lambda, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
 import { deferred, settleWithin } from '../helpers.js';
 import { sampleValue } from '../support/prometheus.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
@@ -393,11 +393,27 @@ describe('/ui_stream on the real openai SDK', () => {
     provider = await startProviderServer('openai');
     services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: `runnel-test-ui-${randomUUID()}`, cacheNamespace: `runnel-test-ui-openai:${randomUUID()}` });
     const context = { services, env: { OPENAI_API_KEY: 'sk-test-0000', OPENAI_BASE_URL: provider.url } };
-    ({ app, url } = await listen([jokeChain(context), chatChain(context)] as ChainSpec<never, unknown>[], services));
+    // A chain streamed as run events (the agent's way): its model's step opens before any text.
+    const steps = defineChain({
+      path: '/steps',
+      runnable: new ChatOpenAI({ apiKey: 'sk-test-0000', baseURL: provider.url, model: 'rate-limited', maxRetries: 0 }),
+      messages: { stream: 'events', toInput: ({ turns }) => ({ input: turns.at(-1)?.text ?? '' }) },
+    });
+    ({ app, url } = await listen([jokeChain(context), chatChain(context), steps] as ChainSpec<never, unknown>[], services));
   });
   afterAll(async () => {
     await app.close();
     await provider.close();
+  });
+
+  // A probe: /agent's provider failing before any answer gave 200, `start`, `start-step` and an error part —
+  // the empty answer beside the error that a chain streamed as output is spared.
+  it('answers a run streamed as events whose model fails before any part as a plain HTTP error, its step unsent', async () => {
+    const res = await fetch(`${url}/steps/ui_stream`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ id: 'c', messages: [userMessage('hello')] }) });
+    expect([res.status, res.headers.get('retry-after'), res.headers.get('x-vercel-ai-ui-message-stream')]).toEqual([429, '1', null]);
+    expect(await res.json()).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_RATE_LIMITED' });
+    const send = transport('/steps').sendMessages({ chatId: randomUUID(), messages: [userMessage('hello')], trigger: 'submit-message', messageId: undefined, abortSignal: undefined });
+    await expect(send).rejects.toThrow(/RUNNEL_ERR_PROVIDER_RATE_LIMITED/);
   });
 
   it('streams the provider’s answer as the UI message', async () => {
