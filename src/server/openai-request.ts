@@ -149,15 +149,29 @@ function checkParts(body: Record<string, unknown>): void {
 }
 
 /** The first problem zod found, as OpenAI words it. */
-function firstIssue(error: z.ZodError): RunnelError {
+function firstIssue(error: z.ZodError, body: unknown): RunnelError {
   const issue = error.issues[0] as z.core.$ZodIssue;
   const loc = issue.path.map((part) => (typeof part === 'number' ? part : String(part)));
   const param = paramOf(loc);
-  if (issue.code === 'invalid_type' && issue.message.endsWith('received undefined')) {
+  // Missing, whatever the schema's own message says (a union's names the shapes it takes): the field is not in
+  // the object the client sent.
+  if ((issue.code === 'invalid_type' && issue.message.endsWith('received undefined')) || absent(body, issue.path)) {
     return bodyError(`Missing required parameter: '${param}'.`, { code: 'missing_required_parameter', loc });
   }
   const kind = issue.code === 'invalid_type' || issue.code === 'invalid_union' ? 'invalid_type' : 'invalid_value';
   return bodyError(`Invalid '${param}': ${issue.message}`, { code: kind, loc });
+}
+
+/** Whether `path` names a field missing from an object of `value` (its parent is there, and an object). */
+function absent(value: unknown, path: readonly PropertyKey[]): boolean {
+  if (path.length === 0) return false;
+  let parent: unknown = value;
+  for (const part of path.slice(0, -1)) {
+    if (parent === null || typeof parent !== 'object') return false;
+    parent = (parent as Record<PropertyKey, unknown>)[part];
+  }
+  const last = path.at(-1) as PropertyKey;
+  return parent !== null && typeof parent === 'object' && !Array.isArray(parent) && !Object.hasOwn(parent, last);
 }
 
 const textOf = (value: z.infer<typeof assistantContent> | null | undefined): string =>
@@ -218,7 +232,7 @@ export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest
   }
   checkParts(body as Record<string, unknown>);
   const parsed = chatCompletionRequestSchema.safeParse(body);
-  if (!parsed.success) throw firstIssue(parsed.error);
+  if (!parsed.success) throw firstIssue(parsed.error, body);
   const request = parsed.data;
   const choice = request.tool_choice;
   if (choice === 'required' || (typeof choice === 'object' && choice !== null)) {

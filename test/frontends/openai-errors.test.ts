@@ -83,6 +83,12 @@ describe('errors on /v1 in OpenAI\'s shape', () => {
       // Probes: a message that is not an object was told its role was wrong; a tool name OpenAI refuses, and
       // two tools of one name, were taken.
       [{ model: 'echo', messages: ['hi'] }, 'messages[0]', 'invalid_type'],
+      // A probe: a field missing from a message was told its type was wrong, as OpenAI does not say.
+      [{ model: 'echo', messages: [{ role: 'user' }] }, 'messages[0].content', 'missing_required_parameter'],
+      [{ model: 'echo', messages: [{ role: 'system' }] }, 'messages[0].content', 'missing_required_parameter'],
+      [{ model: 'echo', messages: [{ content: 'x' }] }, 'messages[0].role', 'missing_required_parameter'],
+      [ask('hi', { tools: [{ function: { name: 'lookup' } }] }), 'tools[0].type', 'missing_required_parameter'],
+      [{ model: 'echo', messages: [{ role: 'user', content: null }] }, 'messages[0].content', 'invalid_type'],
       [ask('hi', { tools: [{ type: 'function', function: { name: 'get weather' } }] }), 'tools[0].function.name', 'invalid_value'],
       [ask('hi', { tools: [{ type: 'function', function: { name: 'lookup' } }, { type: 'function', function: { name: 'lookup' } }] }), 'tools[1].function.name', 'invalid_value'],
     ];
