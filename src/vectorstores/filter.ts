@@ -20,23 +20,68 @@ function invalid(message: string, loc: (string | number)[]): RunnelError {
 
 const isScalar = (value: unknown): boolean => value === null || ['string', 'number', 'boolean'].includes(typeof value);
 
-/** Checks a filter's shape: known operators, valid keys, scalar operands. Throws `RUNNEL_ERR_INPUT_INVALID`. */
+/** Half a surrogate pair: a high one not followed by a low one, or a low one not after a high one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** The deepest a filter's `$and` and `$or` may nest. */
+export const MAX_FILTER_DEPTH = 16;
+/** The most keys and operators one filter may hold (a `$in` list's values not counted). */
+export const MAX_FILTER_CONDITIONS = 1_000;
+
+/**
+ * Why an operand cannot be stored in or compared with metadata (Postgres's JSON takes neither), or undefined:
+ * a number that is not finite (JSON writes it `null`), a string with NUL or half a surrogate pair.
+ */
+function unstorable(value: unknown): string | undefined {
+  if (typeof value === 'number' && !Number.isFinite(value)) return 'numbers must be finite';
+  if (typeof value === 'string' && (value.includes('\u0000') || LONE_SURROGATE.test(value))) return 'strings may not hold NUL or half a surrogate pair';
+  return undefined;
+}
+
+/**
+ * Checks a filter's shape: known operators, valid keys, scalar operands that metadata can hold, an operator
+ * object with at least one operator, at most {@link MAX_FILTER_DEPTH} levels of `$and`/`$or` and
+ * {@link MAX_FILTER_CONDITIONS} conditions. Throws `RUNNEL_ERR_INPUT_INVALID`.
+ */
 export function validateFilter(filter: unknown, loc: (string | number)[] = []): asserts filter is Filter {
+  checkFilter(filter, loc, { conditions: 0 });
+}
+
+function checkFilter(filter: unknown, loc: (string | number)[], seen: { conditions: number }): asserts filter is Filter {
   if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) throw invalid('a filter is an object', loc);
-  for (const [key, condition] of Object.entries(filter)) {
+  if (loc.filter((part) => part === '$and' || part === '$or').length > MAX_FILTER_DEPTH) throw invalid(`$and and $or nest at most ${MAX_FILTER_DEPTH} deep`, loc);
+  for (const key in filter) {
+    if (!Object.hasOwn(filter, key)) continue;
+    if (++seen.conditions > MAX_FILTER_CONDITIONS) throw invalid(`a filter holds at most ${MAX_FILTER_CONDITIONS} conditions`, loc);
+    const condition = (filter as Record<string, unknown>)[key];
     if (key === '$and' || key === '$or') {
       if (!Array.isArray(condition) || condition.length === 0) throw invalid(`${key} takes a non-empty list of filters`, [...loc, key]);
-      condition.forEach((sub, i) => validateFilter(sub, [...loc, key, i]));
+      condition.forEach((sub, i) => checkFilter(sub, [...loc, key, i], seen));
       continue;
     }
     if (!KEY.test(key)) throw invalid(`'${key}' is not a valid metadata key`, [...loc, key]);
-    if (isScalar(condition)) continue;
+    if (isScalar(condition)) {
+      const why = unstorable(condition);
+      if (why !== undefined) throw invalid(`the value of '${key}': ${why}`, [...loc, key]);
+      continue;
+    }
     if (condition === null || typeof condition !== 'object' || Array.isArray(condition)) throw invalid(`the condition on '${key}' must be a value or an operator object`, [...loc, key]);
-    for (const [op, operand] of Object.entries(condition)) {
+    const ops = Object.entries(condition);
+    if (ops.length === 0) throw invalid(`the condition on '${key}' names no operator`, [...loc, key]);
+    for (const [op, operand] of ops) {
+      if (++seen.conditions > MAX_FILTER_CONDITIONS) throw invalid(`a filter holds at most ${MAX_FILTER_CONDITIONS} conditions`, loc);
       if (!OPERATORS.has(op)) throw invalid(`unknown operator '${op}'`, [...loc, key, op]);
       if (op === '$in' || op === '$nin') {
         if (!Array.isArray(operand) || !operand.every(isScalar)) throw invalid(`${op} takes a list of values`, [...loc, key, op]);
+        for (const value of operand) {
+          const why = unstorable(value);
+          if (why !== undefined) throw invalid(`${op}'s values: ${why}`, [...loc, key, op]);
+        }
       } else if (!isScalar(operand)) throw invalid(`${op} takes a string, number, boolean or null`, [...loc, key, op]);
+      else {
+        const why = unstorable(operand);
+        if (why !== undefined) throw invalid(`${op}'s value: ${why}`, [...loc, key, op]);
+      }
     }
   }
 }

@@ -79,6 +79,36 @@ export function vectorStoreContract(name: string, makeStore: (embeddings: Hashin
       await expect(store.similaritySearch('x', 101)).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
     });
 
+    // A probe: on Postgres these were SQL syntax errors, values JSON cannot hold (a NaN matched every number),
+    // and stacks overflowed; the memory store answered some of them its own way.
+    it('refuses filters no store can answer alike: no operator, values metadata cannot hold, too deep or too many', async () => {
+      let deep: Record<string, unknown> = { topic: 'http' };
+      for (let i = 0; i < 20; i++) deep = { $and: [deep] };
+      const many = Object.fromEntries(Array.from({ length: 1_001 }, (_, i) => [`k${i}`, i]));
+      const filters: Record<string, unknown>[] = [
+        { topic: {} },
+        { topic: {}, year: 1 },
+        { $and: [{ topic: {} }] },
+        { year: { $gt: Infinity } },
+        { year: { $gt: Number.parseFloat('1e309') } },
+        { year: Number.NaN },
+        { topic: 'a\u0000b' },
+        { topic: '\ud800' },
+        { topic: { $in: ['http', '\udc00x'] } },
+        deep,
+        many,
+      ];
+      for (const filter of filters) {
+        await expect(store.similaritySearch('x', 2, filter), JSON.stringify(filter).slice(0, 80)).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+        await expect(store.delete({ filter }), JSON.stringify(filter).slice(0, 80)).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+      }
+      // Up to the bounds, and astral characters (whole pairs), are taken.
+      let fifteen: Record<string, unknown> = { topic: 'http' };
+      for (let i = 0; i < 15; i++) fifteen = { $or: [fifteen] };
+      expect(await store.similaritySearch('x', 2, fifteen)).toEqual(expect.any(Array));
+      expect(await store.similaritySearch('x', 2, { topic: '😀' })).toEqual([]);
+    });
+
     it('deletes by ids and by filter', async () => {
       expect(await store.delete({ ids: ['redis', 'missing'] })).toBe(1);
       expect(await store.delete({ filter: { topic: 'http' } })).toBe(2);
