@@ -128,8 +128,21 @@ export async function splitForIngest(docs: readonly Document[], options: Pick<In
   });
   const text = new RecursiveCharacterTextSplitter({ chunkSize: textSize, chunkOverlap: options.overlap ?? Math.min(150, Math.floor(textSize * 0.15)) });
   const out: Document[] = [];
-  for (const doc of docs) for (const chunk of await (isMarkdown(doc) ? markdown : text).splitDocuments([doc])) out.push(chunk);
+  for (const doc of docs) {
+    const line = recordLine(doc);
+    for (const chunk of await (isMarkdown(doc) ? markdown : text).splitDocuments([doc])) {
+      // A JSON Lines record is one line of its file, whatever lines its text has once unescaped: its passages
+      // are that line (they said 1-1, the lines within the record's own text).
+      out.push(line === undefined ? chunk : new Document({ pageContent: chunk.pageContent, metadata: { ...chunk.metadata, loc: { lines: { from: line, to: line } } } }));
+    }
+  }
   return out;
+}
+
+/** The line of its file a JSON Lines record is on (`loadJsonLines` writes it), or undefined for other documents. */
+function recordLine(doc: Document): number | undefined {
+  const line = doc.metadata.line;
+  return /\.jsonl$/i.test(String(doc.metadata.source ?? '')) && typeof line === 'number' && Number.isInteger(line) && line > 0 ? line : undefined;
 }
 
 const message = (error: unknown): string => (error instanceof Error ? error.message : String(error));

@@ -187,7 +187,7 @@ describe('npm run ingest', () => {
     const api = join(dir, 'api.md');
     const fn = (name: string) => `## ${name}()\n\n${name} does what its name says, and nothing more.\n\n### Returns\n\nNothing.\n`;
     writeFileSync(api, `# API\n\n${fn('alpha')}\n${fn('beta')}\n${fn('gamma')}`);
-    writeFileSync(join(dir, 'data.jsonl'), '{"text": "Capybaras are the largest rodents.", "source": "https://example.com/a", "line": 7}\n{"text": "Otters hold hands."}\n');
+    writeFileSync(join(dir, 'data.jsonl'), '{"text": "Capybaras are the largest rodents.", "source": "https://example.com/a", "line": 7}\n{"text": "Otters hold hands.\\nThey sleep afloat."}\n');
     try {
       const pool = new pg.Pool({ connectionString: DATABASE_URL });
       try {
@@ -212,7 +212,11 @@ describe('npm run ingest', () => {
 
         const [capybara] = await store.similaritySearch('largest rodents capybaras', 1);
         expect(capybara?.metadata).toMatchObject({ source: `${basename(dir)}/data.jsonl`, line: 1, record_source: 'https://example.com/a', record_line: 7 });
-        writeFileSync(join(dir, 'data.jsonl'), '{"text": "Otters hold hands."}\n');
+        // A record's passages are its line of the file, however many lines its text has (a probe: they said
+        // 1-1, lines counted within the record's text).
+        const [otters] = await store.similaritySearch('otters hold hands', 1);
+        expect(otters?.metadata).toMatchObject({ line: 2, loc: { lines: { from: 2, to: 2 } } });
+        writeFileSync(join(dir, 'data.jsonl'), '{"text": "Otters hold hands.\\nThey sleep afloat."}\n');
         expect((await run(true)).removed).toBeGreaterThanOrEqual(1);
         expect((await store.similaritySearch('largest rodents capybaras', 5)).map((doc) => doc.pageContent)).not.toContain('Capybaras are the largest rodents.');
 
