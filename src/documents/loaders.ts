@@ -2,7 +2,7 @@
  * Document loaders: a text file, a Markdown file, a JSON Lines file, or a
  * directory of them matched by a glob. Each document records its `source`.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { extname, join, relative, sep } from 'node:path';
 import { RunnelError } from '../core/index.js';
 import { Document } from './document.js';
@@ -97,6 +97,9 @@ async function walk(dir: string): Promise<string[]> {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) for (const file of await walk(path)) files.push(file);
     else if (entry.isFile()) files.push(path);
+    // A link to a file is that file, as when it is named itself (a probe: skipped unsaid, its passages then
+    // removed by --sync). A link to a folder is not followed: it may loop, or lead out of the folder named.
+    else if (entry.isSymbolicLink() && (await stat(path).catch(() => undefined))?.isFile() === true) files.push(path);
   }
   return files;
 }

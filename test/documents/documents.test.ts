@@ -1,4 +1,4 @@
-import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -44,6 +44,19 @@ describe('loaders', () => {
     expect(rows.map((d) => [d.id, d.pageContent, d.metadata.lang, d.metadata.line])).toEqual([
       ['r1', 'first', 'en', 1],
       [undefined, 'second', undefined, 3],
+    ]);
+  });
+
+  // A probe: a file that was a link was skipped unsaid, and `npm run ingest --sync` removed its passages.
+  it('loads a link to a file as that file; a link to a folder, or one to nothing, is not followed', async () => {
+    const linked = tree({ 'real/a.md': '# A\n\nText.', 'outside/b.md': '# B\n\nMore.' });
+    symlinkSync(join(linked, 'outside/b.md'), join(linked, 'real/b.md'));
+    symlinkSync(join(linked, 'outside'), join(linked, 'real/folder'));
+    symlinkSync(join(linked, 'missing.md'), join(linked, 'real/dangling.md'));
+    const docs = await loadDirectory(join(linked, 'real'));
+    expect(docs.map((d) => [String(d.metadata.source).slice(linked.length + 1), d.pageContent])).toEqual([
+      ['real/a.md', '# A\n\nText.'],
+      ['real/b.md', '# B\n\nMore.'],
     ]);
   });
 
