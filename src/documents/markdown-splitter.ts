@@ -66,7 +66,8 @@ const isBlank = (line: string): boolean => line.trim() === '';
 
 /** Reads Markdown into blocks: headings, fenced code, tables, paragraphs (lists included). */
 function parseBlocks(text: string): Block[] {
-  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/);
+  // Lines end in LF, CRLF or a lone CR (classic Mac files): each is a line, as editors count them.
+  const lines = text.replace(/^\uFEFF/, '').split(/\r\n|\r|\n/);
   const blocks: Block[] = [];
   let i = 0;
   // Front matter is metadata, not prose.
@@ -269,7 +270,7 @@ export class MarkdownTextSplitter {
       const open = block.lines[0] as string;
       const closed = block.closed === true;
       const inner: Block = { ...block, lines: block.lines.slice(1, closed ? -1 : undefined), from: block.from + 1 };
-      return this.byLines(inner, [open], closed ? [block.lines[block.lines.length - 1] as string] : []);
+      return this.byLines(inner, [open], closed ? [block.lines[block.lines.length - 1] as string] : [], block);
     }
     const splitter = new RecursiveCharacterTextSplitter({ chunkSize: this.chunkSize, chunkOverlap: this.chunkOverlap, separators: ['\n', '. ', ' ', ''] });
     const text = blockText(block);
@@ -283,8 +284,13 @@ export class MarkdownTextSplitter {
     });
   }
 
-  /** Splits a table or code block by whole lines, each part wrapped in `head` and `tail` (the header rows, the fences). */
-  private byLines(block: Block, head: string[], tail: string[]): Block[] {
+  /**
+   * Splits a table or code block by whole lines, each part wrapped in `head` and `tail` (the header rows, the
+   * fences). The first part's lines begin at the block's own first line (its header, its opening fence: a
+   * probe found them left out of its range), the last's end at the block's last (its closing fence); the parts
+   * between span their own rows, their repeated header being the first part's.
+   */
+  private byLines(block: Block, head: string[], tail: string[], outer: Block = block): Block[] {
     const room = this.chunkSize - [...head, ...tail].join('\n').length - 1;
     const body = block.kind === 'table' ? block.lines.slice(head.length) : block.lines;
     const first = block.kind === 'table' ? block.from + head.length : block.from;
@@ -303,6 +309,9 @@ export class MarkdownTextSplitter {
       length += line.length + 1;
     });
     if (lines.length > 0) parts.push({ kind: block.kind, lines: [...head, ...lines, ...tail], from: start, to: first + body.length - 1 });
+    const [opening, closing] = [parts[0], parts.at(-1)];
+    if (opening !== undefined) opening.from = outer.from;
+    if (closing !== undefined) closing.to = Math.max(closing.to, outer.to);
     return parts;
   }
 

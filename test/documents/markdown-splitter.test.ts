@@ -90,6 +90,12 @@ describe('MarkdownTextSplitter', () => {
     for (const part of codes) expect(part.text).toMatch(/```js\n[^`]+\n```$/);
     // Every table row and code line is in exactly one chunk.
     for (const line of [...rows, ...code]) expect(chunks.filter((chunk) => chunk.text.split('\n').includes(line))).toHaveLength(1);
+    // The first part of each begins at its block's first line — the header, the opening fence, which its text
+    // begins with (a probe: its range left them out) — and the code's last part ends at its closing fence.
+    const lines = text.split('\n');
+    expect((tables[0] as (typeof chunks)[number]).from).toBe(lines.indexOf('| name | value |') + 1);
+    expect((codes[0] as (typeof chunks)[number]).from).toBe(lines.indexOf('```js') + 1);
+    expect((codes.at(-1) as (typeof chunks)[number]).to).toBe(lines.length);
     // The paragraphs are packed evenly: no scrap of a chunk at the end of the prose.
     const prose = chunks.filter((chunk) => chunk.text.includes('Paragraph'));
     expect(Math.min(...prose.map((chunk) => chunk.text.length))).toBeGreaterThan(100);
@@ -104,6 +110,17 @@ describe('MarkdownTextSplitter', () => {
     for (const chunk of chunks) {
       const source = lines.slice(chunk.from - 1, chunk.to).join('\n');
       for (const line of chunk.text.split('\n').filter((l) => l.trim() !== '')) expect(source).toContain(line);
+    }
+  });
+
+  // A probe: a file whose lines end in a lone CR (classic Mac) was one line, with no headings.
+  it('reads lines ending in CR, CRLF or LF alike', () => {
+    for (const end of ['\n', '\r\n', '\r']) {
+      const chunks = new MarkdownTextSplitter({ chunkSize: 60, chunkOverlap: 0 }).splitText(['# One', '', 'First line of text here.', '', '## Two', '', 'Second section text here.'].join(end));
+      expect(chunks.map((chunk) => [chunk.headings, chunk.from, chunk.to]), JSON.stringify(end)).toEqual([
+        [['# One'], 1, 3],
+        [['# One', '## Two'], 5, 7],
+      ]);
     }
   });
 
