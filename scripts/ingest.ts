@@ -192,6 +192,8 @@ async function main(): Promise<void> {
   const embeddings = embeddingsNamed(values.embeddings);
   if (values.query !== undefined) {
     if (positionals.length > 0) usage('--query searches; it takes no paths');
+    // A probe: an empty question answered four passages, scored.
+    if (values.query.trim() === '') usage('--query needs a question');
     let search: SearchMode;
     let k: number;
     try {

@@ -110,6 +110,8 @@ describe('npm run ingest', () => {
     expect(JSON.parse(json.stdout)[0]).toMatchObject({ type: 'Document', metadata: { headings: ['# Operations', '## Alerts'] }, score: expect.any(Number) });
     const bad = await cli(['--query', 'x', '--collection', sections, '--search', 'fuzzy']);
     expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(/search must be one of dense, lexical, hybrid[\s\S]*usage:/)]);
+    const empty = await cli(['--query', ' ', '--collection', sections]);
+    expect([empty.code, empty.stdout, empty.stderr]).toEqual([2, '', expect.stringMatching(/--query needs a question[\s\S]*usage:/)]);
     // A trial: a mistyped collection answered "no passage found", exit 0, and was created empty; --help was an unknown option.
     const typo = `${sections}_typo`;
     const missing = await cli(['--query', 'x', '--collection', typo]);
