@@ -110,8 +110,11 @@ export function uiStreamHandler(chain: PreparedChain) {
         // opened — a model step begun (`start-step`) is no answer, and a failure then is a plain HTTP error.
         hold: (item) => {
           held += encode(item);
-          heldCurrent = true;
-          return held.replace(STEP_FRAMES, '') === '';
+          const keep = held.replace(STEP_FRAMES, '') === '';
+          // Written now (by `item`) when not kept; a kept item is in `held`, and the next item is encoded anew —
+          // the stream may open meanwhile (its lazy open), and `hold` is then asked no more (a review).
+          heldCurrent = !keep;
+          return keep;
         },
         item: (sse, item) => {
           const head = started ? '' : ui.start();

@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { chatChain } from '../../chains/chat.js';
 import { createChains } from '../../chains/index.js';
 import { jokeChain } from '../../chains/joke.js';
-import { buildApp, ChatOpenAI, connectServices, defineChain, generator, lambda, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
+import { buildApp, ChatOpenAI, connectServices, defineChain, FakeListChatModel, generator, lambda, RunnelError, type ChainSpec, type RunnableConfig, type Services } from '../../src/index.js';
 import { deferred, settleWithin } from '../helpers.js';
 import { sampleValue } from '../support/prometheus.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
@@ -378,6 +378,45 @@ describe('/ui_stream through the AI SDK, offline', () => {
     const own = await transport('/story').reconnectToStream({ chatId });
     gate.resolve();
     expect(textOf(await lastMessage(own as ReadableStream<UIMessageChunk>))).toBe(STORY);
+  });
+});
+
+// A review: with a step kept back and the stream opened by its lazy timer, the next item was never encoded —
+// the answer's text was lost, and the message finished "stop", empty.
+describe('/ui_stream of a chain streamed as events, opened by its timer while a step is kept back', () => {
+  it('sends every part after the open: the step, then the text', async () => {
+    const gate = deferred();
+    const model = new FakeListChatModel({ responses: ['draft'] });
+    const afterModel = defineChain({
+      path: '/after-model',
+      runnable: lambda(async (input: string, config: RunnableConfig) => {
+        const draft = await model.invoke(input, config);
+        await gate.promise;
+        return `hello ${draft.text}`;
+      }),
+      messages: { stream: 'events', toInput: ({ turns }) => ({ input: turns.at(-1)?.text ?? '' }) },
+    });
+    // The lazy open waits a ping interval at most: 50 ms here, while the run waits on the gate.
+    const app = await buildApp({ chains: [afterModel] as ChainSpec<never, unknown>[], config: { pingMs: 50 } });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/after-model/ui_stream`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ id: 'c', messages: [userMessage('hi')] }),
+      });
+      // Its headers came before the run went on: the timer opened it.
+      expect(res.status).toBe(200);
+      gate.resolve();
+      const parts = (await res.text())
+        .split('\n\n')
+        .filter((frame) => frame.startsWith('data: {'))
+        .map((frame) => JSON.parse(frame.slice('data: '.length)) as { type: string; delta?: string });
+      expect(parts.map((part) => part.type)).toEqual(['start', 'start-step', 'text-start', 'text-delta', 'text-end', 'finish-step', 'finish']);
+      expect(parts.find((part) => part.type === 'text-delta')?.delta).toBe('hello draft');
+    } finally {
+      await app.close();
+    }
   });
 });
 
