@@ -497,7 +497,7 @@ export function tee<T>(source: AsyncIterable<T>, count: number): AsyncIterable<T
  * values arrive. Each source is pulled again only after its last value was
  * consumed. The first error ends the merge and returns the other sources.
  */
-export async function* merge<K, T>(sources: ReadonlyArray<readonly [K, AsyncIterable<T>]>): AsyncGenerator<[K, T]> {
+export async function* merge<K, T>(sources: ReadonlyArray<readonly [K, AsyncIterable<T>]>, options: { onFailure?: () => void } = {}): AsyncGenerator<[K, T]> {
   const iterators = sources.map(([key, source]) => [key, source[Symbol.asyncIterator]()] as const);
   const pending = new Map<number, Promise<{ index: number; result: IteratorResult<T> }>>();
   const pull = (index: number): void => {
@@ -507,9 +507,17 @@ export async function* merge<K, T>(sources: ReadonlyArray<readonly [K, AsyncIter
   };
   iterators.forEach((_, index) => pull(index));
   let completed = false;
+  let failed = false;
   try {
     while (pending.size > 0) {
-      const { index, result } = await Promise.race(pending.values());
+      let settled: { index: number; result: IteratorResult<T> };
+      try {
+        settled = await Promise.race(pending.values());
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
+      const { index, result } = settled;
       pending.delete(index);
       if (result.done === true) continue;
       yield [(iterators[index] as (typeof iterators)[number])[0], result.value];
@@ -517,7 +525,13 @@ export async function* merge<K, T>(sources: ReadonlyArray<readonly [K, AsyncIter
     }
     completed = true;
   } finally {
-    if (!completed) {
+    if (!completed && failed && options.onFailure !== undefined) {
+      // A source failed: the others are cancelled (`onFailure`), and the failure goes on once they have ended,
+      // so whatever they report of their end comes before it.
+      options.onFailure();
+      await Promise.allSettled(pending.values());
+      await Promise.allSettled(iterators.map(([, iterator]) => iterator.return?.()));
+    } else if (!completed) {
       for (const [, iterator] of iterators) iterator.return?.()?.catch(noop);
     }
   }

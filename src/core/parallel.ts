@@ -98,14 +98,20 @@ export class RunnableParallel<I, O extends Record<string, unknown>> extends Runn
 
   protected override async *_transform(inputs: AsyncIterable<I>, run: Run, known?: Known<I>): AsyncGenerator<O> {
     const copies = known !== undefined ? this.branches.map(() => once(known.value)) : tee(inputs, this.branches.length);
-    const streams = this.branches.map(
-      ([key, runnable], index) =>
-        [
-          key,
-          (runnable as Runnable<I, unknown>)._streamIn(copies[index] as AsyncIterable<I>, run.child(this.branchTags[index] as string[]), known),
-        ] as const,
-    );
-    for await (const [key, chunk] of merge(streams)) yield { [key]: chunk } as O;
+    // As invoked: a branch that fails cancels the others, and the parallel fails once they have ended (a probe:
+    // streamed, they ran on to their end, and their runs ended after the parallel's).
+    const failed = this.branches.length > 1 ? new CancelToken() : undefined;
+    const link = failed === undefined ? undefined : failingWith(run.scope.signal, failed);
+    const streams = this.branches.map(([key, runnable], index) => {
+      const scope = run.child(this.branchTags[index] as string[]);
+      return [key, (runnable as Runnable<I, unknown>)._streamIn(copies[index] as AsyncIterable<I>, link === undefined ? scope : scopeWith(scope, { signal: link.token }), known)] as const;
+    });
+    const cancelOthers = (): void => failed?.abort(new RunnelError('RUNNEL_ERR_ABORTED', 'Another branch failed, so this one was cancelled'));
+    try {
+      for await (const [key, chunk] of merge(streams, { onFailure: cancelOthers })) yield { [key]: chunk } as O;
+    } finally {
+      link?.dispose();
+    }
   }
 
   override _children(): AnyRunnable[] {

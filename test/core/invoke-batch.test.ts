@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { lambda, onAbort, parallel, sequence, RunnelError, type RunnableConfig } from '../../src/index.js';
-import { deferred } from '../helpers.js';
+import { deferred, toArray } from '../helpers.js';
 
 describe('invoke', () => {
   it('runs a sequence of functions in order', async () => {
@@ -86,6 +86,35 @@ describe('batch', () => {
     expect(await endedAs((step) => step.map().invoke([0, 1]))).toBe('cancelled');
     expect(await endedAs((step) => step.batch([0, 1], undefined, { returnExceptions: true }))).toBe('done');
     expect(await endedAs((step) => parallel({ a: lambda(() => step.invoke(1)), b: lambda(() => step.invoke(0)) }).invoke(0))).toBe('cancelled');
+  });
+
+  // A probe: streamed, a parallel's failing branch left the others running (a model kept spending tokens), and
+  // their runs ended after the parallel's error — a streamEvents reader saw them start and never end.
+  it('cancels a streamed parallel’s other branches when one fails, and fails once their runs have ended', async () => {
+    let bStarted = deferred();
+    let bCancelled = false;
+    const par = parallel({
+      a: lambda(async function a() {
+        await bStarted.promise;
+        throw new Error('a failed');
+      }),
+      b: lambda(async function b(_x: number, config: RunnableConfig) {
+        bStarted.resolve();
+        await new Promise<void>((resolve) => {
+          if (config.signal !== undefined) onAbort(config.signal, () => resolve());
+        });
+        bCancelled = true;
+        return 'b';
+      }),
+    });
+    for (const read of [(config: RunnableConfig) => toArray(par.stream(1, config)), (config: RunnableConfig) => toArray(par.streamEvents(1, config))]) {
+      bCancelled = false;
+      bStarted = deferred();
+      const ends: string[] = [];
+      await expect(read({ callbacks: [(event) => void (/_(end|error)$/.test(event.event) && ends.push(`${event.event} ${event.name}`))] })).rejects.toThrow('a failed');
+      expect(bCancelled).toBe(true);
+      expect(ends).toEqual(['on_chain_error a', 'on_chain_error b', 'on_chain_error RunnableParallel<a,b>']);
+    }
   });
 
   it('takes one config per input, and refuses a count that does not match', async () => {
