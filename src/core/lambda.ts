@@ -51,7 +51,7 @@ export class RunnableLambda<I, O> extends Runnable<I, O> {
 
   protected override async _call(input: I, run: Run): Promise<O> {
     const scope = run.scope;
-    const output: unknown = await callInScope(scope, this.func, input);
+    const output: unknown = fromSyncIterator(await callInScope(scope, this.func, input));
     if (isRunnable(output)) return (await output._invokeIn(input as never, recurse(scope, output))) as O;
     if (isAsyncIterable(output)) return (await collect(iterateInScope(scope, () => output, { observed: run.observed }))) as O;
     return output as O;
@@ -59,7 +59,7 @@ export class RunnableLambda<I, O> extends Runnable<I, O> {
 
   protected override async *_stream(input: I, run: Run): AsyncGenerator<O> {
     const scope = run.scope;
-    const output: unknown = await callInScope(scope, this.func, input);
+    const output: unknown = fromSyncIterator(await callInScope(scope, this.func, input));
     if (isRunnable(output)) {
       yield* output._streamIn(once(input as never), recurse(scope, output), { value: input as never }) as AsyncGenerator<O>;
     } else if (isAsyncIterable(output)) {
@@ -68,6 +68,19 @@ export class RunnableLambda<I, O> extends Runnable<I, O> {
       yield output as O;
     }
   }
+}
+
+/**
+ * A sync generator's (or other iterator's) values as an async iterable, as LangChain's lambdas read them
+ * (a probe: `lambda(function* () {...})` answered the generator object, `{}`); anything else as it is.
+ */
+function fromSyncIterator(value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || isRunnable(value) || Array.isArray(value)) return value;
+  const iterator = value as { next?: unknown; [Symbol.iterator]?: unknown; [Symbol.asyncIterator]?: unknown };
+  if (typeof iterator.next !== 'function' || typeof iterator[Symbol.iterator] !== 'function' || typeof iterator[Symbol.asyncIterator] === 'function') return value;
+  return (async function* () {
+    yield* value as Iterable<unknown>;
+  })();
 }
 
 /**

@@ -18,7 +18,7 @@ import {
   type MessageContent,
 } from '../messages/index.js';
 import { ChatPromptValue } from './prompt-value.js';
-import { formatParts, missingVariable, parseTemplateOnce, requireInputObject, templateVariables } from './template.js';
+import { formatParts, missingVariable, parseTemplateOnce, refusePending, requireInputObject, settledPartials, templateVariables, withPartials } from './template.js';
 
 /**
  * A slot for a list of messages (a conversation so far), filled from the
@@ -186,7 +186,13 @@ export class ChatPromptTemplate extends Runnable<Record<string, unknown>, ChatPr
 
   /** The formatted messages. */
   formatMessages(values: Record<string, unknown>): BaseMessage[] {
-    const all = { ...this.partialVariables, ...values };
+    const all = withPartials(this.partialVariables, values);
+    refusePending(all);
+    return this.formatAll(all);
+  }
+
+  /** The formatted messages of values with the partial variables in them, settled. */
+  private formatAll(all: Record<string, unknown>): BaseMessage[] {
     const out: BaseMessage[] = [];
     for (const entry of this.entries) {
       switch (entry.kind) {
@@ -228,7 +234,7 @@ export class ChatPromptTemplate extends Runnable<Record<string, unknown>, ChatPr
   }
 
   protected override async _call(input: Record<string, unknown>): Promise<ChatPromptValue> {
-    return new ChatPromptValue(this.formatMessages(requireInputObject(input, this.name)));
+    return new ChatPromptValue(this.formatAll(await settledPartials(withPartials(this.partialVariables, requireInputObject(input, this.name)))));
   }
 }
 

@@ -69,6 +69,40 @@ export function valueText(value: unknown): string {
   return JSON.stringify(value) ?? '';
 }
 
+/**
+ * The values a prompt is formatted with: `values`, and the partial variables they do not give — a function
+ * among those is called at each formatting, for its value (LangChain's function partials: a date, say). A
+ * function's promise is awaited by `invoke`; `format` and `formatMessages`, synchronous, refuse it.
+ */
+export function withPartials(partials: Readonly<Record<string, unknown>>, values: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const all: Record<string, unknown> = {};
+  for (const name in partials) {
+    if (!Object.hasOwn(partials, name) || Object.hasOwn(values, name)) continue;
+    const value = partials[name];
+    all[name] = typeof value === 'function' ? (value as () => unknown)() : value;
+  }
+  return Object.assign(all, values);
+}
+
+/** `values` with the promises of async partial variables settled. */
+export async function settledPartials(values: Record<string, unknown>): Promise<Record<string, unknown>> {
+  for (const name in values) {
+    const value = values[name];
+    if (value instanceof Promise) values[name] = await value;
+  }
+  return values;
+}
+
+/** Refuses a promise among the values of a synchronous formatting (an async function partial): `invoke` awaits it. */
+export function refusePending(values: Readonly<Record<string, unknown>>): void {
+  for (const name in values) {
+    const value = values[name];
+    if (!(value instanceof Promise)) continue;
+    value.catch(() => undefined);
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Partial variable '${name}' is an async function: format the prompt with invoke(), which awaits it`);
+  }
+}
+
 /** The error for a variable the input lacks, naming it. */
 export function missingVariable(name: string): RunnelError {
   return new RunnelError('RUNNEL_ERR_INPUT_INVALID', `Missing value for prompt variable '${name}'`, {
@@ -140,7 +174,9 @@ export class PromptTemplate extends Runnable<Record<string, unknown>, StringProm
 
   /** The formatted text. */
   format(values: Record<string, unknown>): string {
-    return formatParts(this.parts, { ...this.partialVariables, ...values });
+    const all = withPartials(this.partialVariables, values);
+    refusePending(all);
+    return formatParts(this.parts, all);
   }
 
   override get inputSchema(): ZodType {
@@ -156,6 +192,6 @@ export class PromptTemplate extends Runnable<Record<string, unknown>, StringProm
   }
 
   protected override async _call(input: Record<string, unknown>): Promise<StringPromptValue> {
-    return new StringPromptValue(this.format(requireInputObject(input, this.name)));
+    return new StringPromptValue(formatParts(this.parts, await settledPartials(withPartials(this.partialVariables, requireInputObject(input, this.name)))));
   }
 }

@@ -53,6 +53,19 @@ describe('composition', () => {
     expect(() => toRunnable(42 as never)).toThrow(/Cannot make a runnable/);
   });
 
+  // A probe: the generator object came back (`{}` as JSON), where LangChain iterates it.
+  it('reads what a lambda’s sync generator function yields, as its async one', async () => {
+    const words = lambda(function* (x: string) {
+      yield `${x}1 `;
+      yield `${x}2`;
+    });
+    expect(await words.invoke('a')).toBe('a1 a2');
+    expect(await toArray(words.stream('b'))).toEqual(['b1 ', 'b2']);
+    // Arrays and other iterables that are not iterators stay values.
+    expect(await lambda(() => ['x', 'y']).invoke(0)).toEqual(['x', 'y']);
+    expect(await lambda(() => new Set([1])).invoke(0)).toEqual(new Set([1]));
+  });
+
   it('map() runs the runnable on each element', async () => {
     const doubled = lambda((x: number) => x * 2).map();
     expect(await doubled.invoke([1, 2, 3])).toEqual([2, 4, 6]);

@@ -28,6 +28,22 @@ describe('PromptTemplate', () => {
     expect((await prompt.partial({ name: 'Bob' }).invoke({})).toString()).toBe('Hello, Bob');
   });
 
+  // A probe: a function partial rendered as '' (its JSON), where LangChain calls it.
+  it('calls a partial variable that is a function at each formatting; invoke awaits an async one', async () => {
+    let calls = 0;
+    const prompt = PromptTemplate.fromTemplate('{stamp} {name}', { partialVariables: { stamp: () => `call ${++calls}` } });
+    expect((await prompt.invoke({ name: 'Ada' })).toString()).toBe('call 1 Ada');
+    expect(prompt.format({ name: 'Bob' })).toBe('call 2 Bob');
+    // Given in the input, the partial is not called.
+    expect((await prompt.invoke({ name: 'Cy', stamp: 'mine' })).toString()).toBe('mine Cy');
+    expect(calls).toBe(2);
+    const later = PromptTemplate.fromTemplate('{day}: {task}', { partialVariables: { day: async () => 'Monday' } });
+    expect((await later.invoke({ task: 'ship' })).toString()).toBe('Monday: ship');
+    expect(() => later.format({ task: 'ship' })).toThrow(/'day' is an async function: format the prompt with invoke/);
+    const chat = ChatPromptTemplate.fromMessages([['system', 'Today is {day}.'], ['human', '{task}']]).partial({ day: async () => 'Monday' });
+    expect((await chat.invoke({ task: 'ship' })).messages.map((message) => message.text)).toEqual(['Today is Monday.', 'ship']);
+  });
+
   it('names a missing variable', async () => {
     await expect(PromptTemplate.fromTemplate('{a} and {b}').invoke({ a: 1 })).rejects.toMatchObject({
       code: 'RUNNEL_ERR_INPUT_INVALID',
