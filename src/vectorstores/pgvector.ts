@@ -264,26 +264,24 @@ export class PgVectorStore extends VectorStore {
         throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Vector of ${vector.length} dimensions for a store of ${this.embeddings.dimensions}`);
       }
     }
-    // One call, one transaction: rows, postings and statistics change together (a search never sees a document
-    // without its terms), and all of the call's documents or none — a file handed over whole is never left in
-    // part, however many statements of `batchSize` rows it takes.
-    await this.executor.transaction(async (tx) => {
-      await lockCollection(tx, this.collection);
-      for (let start = 0; start < documents.length; start += this.batchSize) {
-        const end = Math.min(start + this.batchSize, documents.length);
-        // The last of repeated ids wins, as in a sequence of upserts.
-        const last = new Map<string, number>();
-        for (let i = start; i < end; i++) last.set(ids[i] as string, i);
-        const order = [...last.values()].sort((a, b) => a - b);
-        const counts = documentTerms(order.map((i) => documents[i] as Document));
-        const params: unknown[] = [this.collection];
-        const rows = order.map((i, n) => {
-          const doc = documents[i] as Document;
-          const terms = counts[n] as { length: number };
-          params.push(ids[i], doc.pageContent, JSON.stringify(doc.metadata), toVector(vectors[i] as number[]), terms.length);
-          const p = params.length;
-          return `($1, $${p - 4}, $${p - 3}, $${p - 2}::jsonb, $${p - 1}::vector, $${p}::integer)`;
-        });
+    for (let start = 0; start < documents.length; start += this.batchSize) {
+      const end = Math.min(start + this.batchSize, documents.length);
+      // The last of repeated ids wins, as in a sequence of upserts.
+      const last = new Map<string, number>();
+      for (let i = start; i < end; i++) last.set(ids[i] as string, i);
+      const order = [...last.values()].sort((a, b) => a - b);
+      const counts = documentTerms(order.map((i) => documents[i] as Document));
+      const params: unknown[] = [this.collection];
+      const rows = order.map((i, n) => {
+        const doc = documents[i] as Document;
+        const terms = counts[n] as { length: number };
+        params.push(ids[i], doc.pageContent, JSON.stringify(doc.metadata), toVector(vectors[i] as number[]), terms.length);
+        const p = params.length;
+        return `($1, $${p - 4}, $${p - 3}, $${p - 2}::jsonb, $${p - 1}::vector, $${p}::integer)`;
+      });
+      // Row, postings and statistics change together: a search never sees a document without its terms.
+      await this.executor.transaction(async (tx) => {
+        await lockCollection(tx, this.collection);
         const { rows: replaced } = await tx.query<IndexedDocument>(
           `SELECT id, lexical_length AS length FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE`,
           [this.collection, [...last.keys()]],
@@ -295,8 +293,8 @@ export class PgVectorStore extends VectorStore {
           params,
         );
         await reindex(tx, this.collection, replaced, order.map((i, n) => ({ id: ids[i] as string, counts: counts[n] as (typeof counts)[number] })));
-      }
-    });
+      });
+    }
     return ids;
   }
 

@@ -94,24 +94,6 @@ describe('PgVectorStore', () => {
     expect((await a.similaritySearch('document number 13', 1))[0]?.id).toBe('d13');
   });
 
-  // A probe: an ingest killed halfway through a file of 24,000 chunks left 8,000 of them searchable, and /rag
-  // quoted them — each 500-row statement had its own transaction.
-  it.each([
-    ['Postgres', () => postgres],
-    ['PGlite', () => pglite],
-  ])('stores one call’s documents all or none, however many statements they take (%s)', async (_name, executor) => {
-    const store = await PgVectorStore.create({ executor: executor(), embeddings: new HashingEmbeddings({ dimensions: 256 }), collection: collection(), batchSize: 2 });
-    const docs = Array.from({ length: 6 }, (_, i) => new Document({ id: `d${i}`, pageContent: `document number ${i}` }));
-    // The fifth row is one Postgres refuses (a NUL in text), in the third statement.
-    docs[4] = new Document({ id: 'd4', pageContent: 'bad \u0000 byte' });
-    await expect(store.addDocuments(docs)).rejects.toThrow();
-    expect(await store.count()).toBe(0);
-    expect(await store.search('document number', { k: 10, search: 'lexical' })).toEqual([]);
-    // Then the good ones store as usual.
-    await store.addDocuments(docs.filter((_, i) => i !== 4));
-    expect(await store.count()).toBe(5);
-  });
-
   it('never builds SQL from filter keys or values', async () => {
     const store = await PgVectorStore.create({ executor: postgres, embeddings: new HashingEmbeddings({ dimensions: 256 }), collection: collection() });
     await store.addDocuments([new Document({ id: 'x', pageContent: 'safe', metadata: { topic: "x'; DROP TABLE runnel_collections; --" } })]);
