@@ -100,14 +100,15 @@ function storable(chunks: readonly AIMessageChunk[]): boolean {
 
 /**
  * What an identical call under way hands to the calls waiting on it: its answer; its failure (a provider's
- * error, which they share, as they asked the same at the same time); or nothing, when the leader's own
- * client left or its tool calls did not parse — they then call for themselves.
+ * error, which they share, as they asked the same at the same time); `lead` when the leader's own caller
+ * left (one of them leads now, and the others wait on it); or nothing, when its tool calls did not parse —
+ * they then call for themselves.
  */
-type Shared = { chunks: AIMessageChunk[] } | { error: RunnelError } | undefined;
+type Shared = { chunks: AIMessageChunk[] } | { error: RunnelError } | 'lead' | undefined;
 
-/** A leader's failure, as its waiters share it: a provider's error, not the leader's own cancellation. */
+/** A leader's failure, as its waiters take it: a provider's error, shared; the leader's own cancellation, `lead`. */
 function sharedFailure(failure: RunnelError | undefined, run: Run): Shared {
-  if (failure === undefined || run.signal?.aborted === true || failure.code === 'RUNNEL_ERR_ABORTED' || failure.code === 'RUNNEL_ERR_TIMEOUT') return undefined;
+  if (failure === undefined || run.signal?.aborted === true || failure.code === 'RUNNEL_ERR_ABORTED' || failure.code === 'RUNNEL_ERR_TIMEOUT') return 'lead';
   return { error: failure };
 }
 
@@ -323,15 +324,23 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
    * otherwise this call leads — taken before any await, so concurrent calls
    * find it — and `flight` hands its outcome to the ones waiting ({@link Shared}).
    */
-  private async lookupOrLead(cache: ModelCache, key: string, run: Run): Promise<{ hit?: AIMessageChunk[]; flight?: (outcome: Shared) => void }> {
+  private async lookupOrLead(cache: ModelCache, key: string, run: Run, model: string): Promise<{ hit?: AIMessageChunk[]; flight?: (outcome: Shared) => void }> {
     const signal = run.signal;
-    const pending = this.inflight.get(key);
-    if (pending !== undefined) {
+    let pending = this.inflight.get(key);
+    while (pending !== undefined) {
       // A waiter aborted while the leader answers stops waiting at once.
       const shared = await raceAbort(pending, signal);
-      if (shared !== undefined && 'chunks' in shared) return { hit: shared.chunks };
-      // The leader's provider failed: so does this call, at once (a copy each: each request tells its own).
-      if (shared !== undefined) throw new RunnelError(shared.error.code, shared.error.message, { cause: shared.error.cause, detail: shared.error.detail });
+      if (shared === undefined) break;
+      if (shared !== 'lead' && 'chunks' in shared) return { hit: shared.chunks };
+      if (shared !== 'lead') {
+        // The leader's provider failed: so does this call, at once (a copy each: each request tells its own),
+        // heard as an answer given without a call.
+        run.reportModelCall({ provider: this.provider.id, model, seconds: 0, cached: true, error: shared.error.code });
+        throw new RunnelError(shared.error.code, shared.error.message, { cause: shared.error.cause, detail: shared.error.detail });
+      }
+      // The leader's caller left: the first waiter to wake leads (it finds no call under way, and takes the
+      // lead before any await), and the others wait on it.
+      pending = this.inflight.get(key);
     }
     let settle!: (outcome: Shared) => void;
     const mine = new Promise<Shared>((resolve) => (settle = resolve));
@@ -354,7 +363,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   /** The provider's whole answer in one piece (see `ChatProvider.generate`), cached like a stream of one chunk. */
   private async generateWhole(input: ChatModelInput, run: Run): Promise<AIMessageChunk> {
     const { messages, params, cache, key } = this.prepare(input, run);
-    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run);
+    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run, params.model);
     if (hit !== undefined) {
       this.reportCached(run, params.model, hit);
       return hit.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(hit);
@@ -395,7 +404,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   private async *generateCached(input: ChatModelInput, run: Run): AsyncGenerator<AIMessageChunk> {
     const prepared = this.prepare(input, run);
     const { cache, key } = prepared;
-    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run);
+    const { hit, flight } = cache === undefined ? { hit: undefined, flight: undefined } : await this.lookupOrLead(cache, key, run, prepared.params.model);
     if (hit !== undefined) {
       this.reportCached(run, prepared.params.model, hit);
       yield* replay(hit);

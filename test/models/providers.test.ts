@@ -281,25 +281,33 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     const before = server.requests.length;
     const gate = server.gateNext(2);
     const outcome = (answer: Promise<unknown>) => answer.then(() => 'answered', (error: unknown) => (error as { code?: string }).code);
-    const leader = outcome(toArray(shared.stream('Same failing question')));
+    const calls: ModelCall[] = [];
+    const onModelCall = (call: ModelCall) => void calls.push(call);
+    const leader = outcome(toArray(shared.stream('Same failing question', { onModelCall })));
     await gate.reached;
-    const waiters = [outcome(shared.invoke('Same failing question')), outcome(toArray(shared.stream('Same failing question')))];
+    const waiters = [outcome(shared.invoke('Same failing question', { onModelCall })), outcome(toArray(shared.stream('Same failing question', { onModelCall })))];
     // Their steps up to the wait are promise jobs: done before the event loop's next turns.
     for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
     gate.cut();
     expect(await Promise.all([leader, ...waiters])).toEqual(Array(3).fill('RUNNEL_ERR_PROVIDER_UNAVAILABLE'));
     expect(server.requests.length - before).toBe(1);
     expect(cache.size).toBe(0);
-    // A leader its own caller aborts fails nobody else: a waiter calls for itself.
+    // Each hears of its call: the leader's went to the provider, the waiters' were given without one.
+    expect(calls.map((call) => [call.error, call.cached === true]).sort()).toEqual([
+      ['RUNNEL_ERR_PROVIDER_UNAVAILABLE', false],
+      ['RUNNEL_ERR_PROVIDER_UNAVAILABLE', true],
+      ['RUNNEL_ERR_PROVIDER_UNAVAILABLE', true],
+    ]);
+    // A leader its own caller aborts fails nobody else: one waiter leads in its place, the others wait on it.
     const aborted = server.gateNext(2);
     const stop = new AbortController();
     const first = outcome(toArray(shared.stream('Same aborted question', { signal: stop.signal })));
     await aborted.reached;
-    const waiter = shared.invoke('Same aborted question');
+    const others = [shared.invoke('Same aborted question'), shared.invoke('Same aborted question'), shared.invoke('Same aborted question')];
     for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
     stop.abort();
     expect(await first).toBe('RUNNEL_ERR_ABORTED');
-    expect((await waiter).text).toBe('Why did the cat sit?');
+    expect((await Promise.all(others)).map((answer) => answer.text)).toEqual(Array(3).fill('Why did the cat sit?'));
     expect(server.requests.length - before).toBe(3);
     aborted.cut();
   });
