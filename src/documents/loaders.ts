@@ -2,7 +2,7 @@
  * Document loaders: a text file, a Markdown file, a JSON Lines file, or a
  * directory of them matched by a glob. Each document records its `source`.
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { extname, join, relative, sep } from 'node:path';
 import { RunnelError } from '../core/index.js';
 import { Document } from './document.js';
@@ -89,19 +89,29 @@ export function globToRegExp(glob: string): RegExp {
   return new RegExp(`^${out}$`);
 }
 
-async function walk(dir: string): Promise<string[]> {
+async function walk(dir: string, root: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true });
   const files: string[] = [];
   for (const entry of entries) {
     if (entry.name === 'node_modules' || entry.name.startsWith('.')) continue;
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) for (const file of await walk(path)) files.push(file);
+    if (entry.isDirectory()) for (const file of await walk(path, root)) files.push(file);
     else if (entry.isFile()) files.push(path);
-    // A link to a file is that file, as when it is named itself (a probe: skipped unsaid, its passages then
-    // removed by --sync). A link to a folder is not followed: it may loop, or lead out of the folder named.
-    else if (entry.isSymbolicLink() && (await stat(path).catch(() => undefined))?.isFile() === true) files.push(path);
+    else if (entry.isSymbolicLink() && (await linkedFileInside(path, root))) files.push(path);
   }
   return files;
+}
+
+/**
+ * Whether the link at `path` leads to a file inside `root` (a real path): read as that file, as when it is
+ * named itself (a probe: skipped unsaid, its passages then removed by --sync). A link to a folder is not
+ * followed (it may loop), nor one that leads out of the folder named (a review: a docs folder's link to a
+ * secret would have been served by /rag).
+ */
+async function linkedFileInside(path: string, root: string): Promise<boolean> {
+  const target = await realpath(path).catch(() => undefined);
+  if (target === undefined || !(target === root || target.startsWith(root.endsWith(sep) ? root : root + sep))) return false;
+  return (await stat(target).catch(() => undefined))?.isFile() === true;
 }
 
 /**
@@ -124,7 +134,7 @@ export async function loadDirectory(dir: string, options: { glob?: string } = {}
 /** The files under `dir` that `loadDirectory` loads (default glob `**\/*.{md,txt}`), in path order. */
 export async function listFiles(dir: string, options: { glob?: string } = {}): Promise<string[]> {
   const pattern = globToRegExp(options.glob ?? '**/*.{md,txt}');
-  return (await walk(dir)).filter((file) => pattern.test(relative(dir, file).split(sep).join('/'))).sort();
+  return (await walk(dir, await realpath(dir))).filter((file) => pattern.test(relative(dir, file).split(sep).join('/'))).sort();
 }
 
 /** Loads one file by its extension: Markdown with `loadMarkdown`, `.jsonl` with `loadJsonLines`, others as text. */

@@ -48,15 +48,18 @@ describe('loaders', () => {
   });
 
   // A probe: a file that was a link was skipped unsaid, and `npm run ingest --sync` removed its passages.
-  it('loads a link to a file as that file; a link to a folder, or one to nothing, is not followed', async () => {
-    const linked = tree({ 'real/a.md': '# A\n\nText.', 'outside/b.md': '# B\n\nMore.' });
-    symlinkSync(join(linked, 'outside/b.md'), join(linked, 'real/b.md'));
+  // A review: a link leading out of the folder named (a secret beside a docs folder) would have been read too.
+  it('loads a link to a file in the folder as that file; a link to a folder, out of it, or to nothing, is not followed', async () => {
+    const linked = tree({ 'real/a.md': '# A\n\nText.', 'real/sub/b.md': '# B\n\nMore.', 'outside/secret.md': '# Secret' });
+    symlinkSync(join(linked, 'real/sub/b.md'), join(linked, 'real/b-link.md'));
+    symlinkSync(join(linked, 'outside/secret.md'), join(linked, 'real/secret.md'));
     symlinkSync(join(linked, 'outside'), join(linked, 'real/folder'));
     symlinkSync(join(linked, 'missing.md'), join(linked, 'real/dangling.md'));
     const docs = await loadDirectory(join(linked, 'real'));
     expect(docs.map((d) => [String(d.metadata.source).slice(linked.length + 1), d.pageContent])).toEqual([
       ['real/a.md', '# A\n\nText.'],
-      ['real/b.md', '# B\n\nMore.'],
+      ['real/b-link.md', '# B\n\nMore.'],
+      ['real/sub/b.md', '# B\n\nMore.'],
     ]);
   });
 
