@@ -503,7 +503,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     }
     const identity = app.runnel.keys.identify(request.headers);
     if (identity === undefined) {
-      throttle?.fail(clientNetwork(request.ip));
+      // A key presented and wrong is a guess; none at all is not (a page's first requests, before it asks for
+      // a key, locked the right key out of a few tabs).
+      if (request.headers.authorization !== undefined || request.headers['x-api-key'] !== undefined) throttle?.fail(clientNetwork(request.ip));
       grant(request, reply);
       void reply.header('www-authenticate', 'Bearer');
       done(new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)'));

@@ -30,8 +30,11 @@ describe('failed authentications over a real socket', () => {
 
   it('refuses an address past its failures, even with the right key, with retry-after; other addresses go on', async () => {
     expect((await invoke(limited, A, `${KEY}x`)).status).toBe(401);
-    expect((await invoke(limited, A)).status).toBe(401);
+    // No key at all is no guess: answered 401, not counted (a probe: a playground tab's first requests, sent
+    // before its key is asked for, locked the right key out after a few tabs).
+    for (let i = 0; i < 5; i++) expect((await invoke(limited, A)).status).toBe(401);
     expect((await invoke(limited, A, 'wrong-wrong-wrong-wrong')).status).toBe(401);
+    expect((await requestFrom(A, `${limited.url}/echo/invoke`, { headers: { authorization: 'Basic YTpi' }, body: { input: { name: 'a' } } })).status).toBe(401);
 
     const blocked = await invoke(limited, A, KEY);
     expect(blocked.status).toBe(429);
