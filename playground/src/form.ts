@@ -23,13 +23,39 @@ function rewrite(message: unknown, next: { role?: string; content?: string }): u
     if (next.role === undefined || next.role === 'human') return next.content ?? message;
     return { type: next.role, content: next.content ?? message };
   }
-  if (Array.isArray(message)) return [next.role ?? message[0], next.content ?? message[1]];
+  if (Array.isArray(message)) return [next.role ?? message[0], next.content === undefined ? message[1] : edited(message[1], next.content)];
   if (message !== null && typeof message === 'object') {
     const m = message as Record<string, unknown>;
     const key = typeof m.type !== 'string' && typeof m.role === 'string' ? 'role' : 'type';
-    return { ...m, ...(next.role === undefined ? {} : { [key]: next.role }), ...(next.content === undefined ? {} : { content: next.content }) };
+    return { ...m, ...(next.role === undefined ? {} : { [key]: next.role }), ...(next.content === undefined ? {} : { content: edited(m.content, next.content) }) };
   }
   return { type: next.role ?? 'human', content: next.content ?? '' };
+}
+
+/**
+ * A content with its text edited, in its form: a list of parts keeps its other parts (an image) where they
+ * are, its text in the place of its first text part (a probe: one keystroke made the list a string of its
+ * JSON, and the image was gone); anything else becomes the text.
+ */
+function edited(content: unknown, text: string): unknown {
+  if (!Array.isArray(content)) return text;
+  const isText = (part: unknown): boolean => (part as { type?: unknown } | null)?.type === 'text';
+  const first = content.findIndex(isText);
+  const kept = content.filter((part, index) => !isText(part) || index === first);
+  return first === -1 ? [{ type: 'text', text }, ...kept] : kept.map((part) => (isText(part) ? { ...(part as object), type: 'text', text } : part));
+}
+
+/** The text a content shows in its row: a string as it is, a list's text parts joined, none as empty. */
+function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (content === null || content === undefined) return '';
+  if (Array.isArray(content)) {
+    return content
+      .filter((part): part is { type: 'text'; text: string } => (part as { type?: unknown } | null)?.type === 'text' && typeof (part as { text?: unknown }).text === 'string')
+      .map((part) => part.text)
+      .join('');
+  }
+  return JSON.stringify(content);
 }
 
 /**
@@ -37,7 +63,7 @@ function rewrite(message: unknown, next: { role?: string; content?: string }): u
  * string (a human message) — as the role and text its row shows.
  */
 function messageParts(message: unknown): { role: string; content: string } {
-  const text = (content: unknown): string => (typeof content === 'string' ? content : JSON.stringify(content ?? ''));
+  const text = contentText;
   if (typeof message === 'string') return { role: 'human', content: message };
   if (Array.isArray(message)) {
     const role = String(message[0] ?? 'human');

@@ -338,7 +338,8 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     } catch (error) {
       // The cancel's answer says how the run ended: it may have finished before the cancel reached it.
       const finished = controller.signal.aborted && error instanceof RunStopped && error.run?.status === 'success';
-      tree.stopAll(finished ? 'finished' : 'stopped');
+      // Steps a Stop cut short say stopped; a run that failed marks the steps still open failed.
+      tree.stopAll(finished ? 'finished' : controller.signal.aborted ? 'stopped' : 'failed');
       if (controller.signal.aborted) {
         if (finished) {
           current = error.run?.output;
@@ -551,9 +552,12 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     fresh.disabled = true;
     tree.reset();
     let answered = false;
+    /** Whether the server answered anything of this turn. */
+    let heard = false;
     try {
       await follow(controller.signal, {
         onFrame: ({ event, data }) => {
+          heard = true;
           if (event !== 'data') return;
           const e = data as StreamEvent;
           tree.add(e);
@@ -577,7 +581,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     } catch (error) {
       const stopped = mine.signal.aborted;
       const run = error instanceof RunStopped ? error.run : undefined;
-      tree.stopAll(stopped && run?.status === 'success' ? 'finished' : 'stopped');
+      tree.stopAll(stopped && run?.status === 'success' ? 'finished' : stopped ? 'stopped' : 'failed');
       if (stopped && run?.status === 'success') {
         // It finished before the cancel reached it: the whole answer is in the conversation, and shown here.
         content = run.output;
@@ -585,16 +589,21 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
         status.textContent = 'The answer was finished before the stop reached the server';
         answered = true;
       } else {
-        if (!stopped) errors.append(errorBox(error));
+        // Sent with the browser offline, the turn never left it (a probe: "Failed to fetch", and a note that
+        // the server might answer it).
+        const unsent = !stopped && !(error instanceof ApiError) && !heard && navigator.onLine === false;
+        if (!stopped) errors.append(unsent ? h('div', { class: 'error', text: 'Not sent: this browser is offline. Send it again once it is back online.' }) : errorBox(error));
+        // A key the server no longer takes: asked for again, as the run page asks (the message stays to send).
+        if (!stopped && error instanceof ApiError && error.status === 401) errors.append(keyPanel(() => clear(errors)));
         status.textContent = stopped ? (error instanceof RunStopped && error.unreachable ? 'Stopped here; the cancel could not reach the server' : STOPPED) : '';
         answer.classList.add('failed');
         // Only answered turns are kept. Said when the server said so — the run failed, or its cancel was
         // answered — not when the page lost sight of it (offline, a cancel that never got through).
-        const notKept = stopped ? run?.status === 'cancelled' || run?.status === 'error' : error instanceof ApiError;
+        const notKept = stopped ? run?.status === 'cancelled' || run?.status === 'error' : error instanceof ApiError || unsent;
         if (notKept) {
           asked.classList.add('not-kept');
           answer.classList.add('not-kept');
-          answer.after(h('div', { class: 'turn-note', text: `${stopped ? 'Stopped' : 'Failed'}: this turn is not kept in the conversation.` }));
+          answer.after(h('div', { class: 'turn-note', text: `${stopped ? 'Stopped' : unsent ? 'Not sent' : 'Failed'}: this turn is not kept in the conversation.` }));
           if (text.value === '') text.value = message;
         } else {
           answer.after(h('div', { class: 'turn-note', text: 'This turn may still be answered on the server: reload to see the conversation as the server keeps it.' }));

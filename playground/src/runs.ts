@@ -128,11 +128,12 @@ export class RunTree {
    * `finished`, as done: the run ended on the server after the page stopped following it (its Stop came too
    * late), so their durations are not known here.
    */
-  stopAll(how: 'stopped' | 'finished' = 'stopped'): void {
+  /** Ends the steps still running: `finished` (done), `stopped` (a Stop cut them short) or `failed` (the run did). */
+  stopAll(how: 'stopped' | 'finished' | 'failed' = 'stopped'): void {
     for (const node of this.nodes.values()) {
       if (node.status === 'running') {
-        node.status = how === 'finished' ? 'done' : 'stopped';
-        if (how === 'stopped') node.ended = performance.now();
+        node.status = how === 'finished' ? 'done' : how === 'failed' ? 'error' : 'stopped';
+        if (how !== 'finished') node.ended = performance.now();
       }
     }
     this.render();

@@ -38,6 +38,8 @@ export type Schema = {
 export interface Issue {
   path: (string | number)[];
   message: string;
+  /** For a value outside an enum or a const: the values allowed there. */
+  allowed?: unknown[];
 }
 
 export function resolve(schema: Schema, root: Schema): Schema {
@@ -151,6 +153,8 @@ function admitsTypeOf(value: unknown, schema: Schema, root: Schema, depth = 0): 
   return t.length === 0 || t.some((type) => typeMatches(value, type));
 }
 
+const pathKeyOf = (path: readonly (string | number)[]): string => path.map(String).join('.');
+
 /** Validates `value`; an empty list means valid. */
 export function validate(value: unknown, schema: Schema, root: Schema, path: (string | number)[] = []): Issue[] {
   const s = resolve(schema, root);
@@ -175,7 +179,16 @@ export function validate(value: unknown, schema: Schema, root: Schema, path: (st
       let closest = 0;
       for (let i = 1; i < results.length; i++) if (closer(i, closest)) closest = i;
       const best = results[closest] as Issue[];
-      issues.push(...(best.length > 0 ? best : [{ path, message: 'matches none of the allowed forms' }]));
+      // Alternatives as close as the closest, each refusing the same field's value only (a message's `type`):
+      // the values they allow, all of them (a probe: `{type: "alien"}` was told the first form's two).
+      const ties = results.filter((_, i) => !closer(i, closest) && !closer(closest, i));
+      const field = best.length === 1 ? best[0] : undefined;
+      if (field?.allowed !== undefined && ties.every((r) => r.length === 1 && r[0]?.allowed !== undefined && pathKeyOf(r[0].path) === pathKeyOf(field.path))) {
+        const allowed = [...new Map(ties.flatMap((r) => r[0]?.allowed ?? []).map((value) => [JSON.stringify(value), value])).values()];
+        issues.push({ path: field.path, message: `must be one of ${allowed.map((value) => JSON.stringify(value)).join(', ')}`, allowed });
+      } else {
+        issues.push(...(best.length > 0 ? best : [{ path, message: 'matches none of the allowed forms' }]));
+      }
     }
     return issues;
   }
@@ -184,8 +197,8 @@ export function validate(value: unknown, schema: Schema, root: Schema, path: (st
     fail(value === undefined || value === '' ? 'required' : `must be ${t.join(' or ')}`);
     return issues;
   }
-  if (s.enum !== undefined && !s.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) fail(`must be one of ${s.enum.map((e) => JSON.stringify(e)).join(', ')}`);
-  if (s.const !== undefined && JSON.stringify(s.const) !== JSON.stringify(value)) fail(`must be ${JSON.stringify(s.const)}`);
+  if (s.enum !== undefined && !s.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) issues.push({ path, message: `must be one of ${s.enum.map((e) => JSON.stringify(e)).join(', ')}`, allowed: s.enum });
+  if (s.const !== undefined && JSON.stringify(s.const) !== JSON.stringify(value)) issues.push({ path, message: `must be ${JSON.stringify(s.const)}`, allowed: [s.const] });
   if (typeof value === 'string') {
     if (s.minLength !== undefined && value.length < s.minLength) fail(s.minLength === 1 ? 'required' : `at least ${s.minLength} characters`);
     if (s.maxLength !== undefined && value.length > s.maxLength) fail(`at most ${s.maxLength} characters`);

@@ -327,6 +327,70 @@ describe('the playground', () => {
     }
   });
 
+  // A probe: after a 401 (the key removed from the server), /chat showed the error and no way to give a key.
+  it('chat mode: a key the server no longer takes asks for one again; the message stays to send', async () => {
+    const keyed = await buildApp({ chains: createChains({ services, env: {} }).chains, services, config: { apiKeys: [{ name: 'tester', key: 'k_playground_0123456789' }] } });
+    await keyed.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`http://127.0.0.1:${(keyed.server.address() as AddressInfo).port}/chat/playground/`);
+      await page.getByLabel('API key').fill('k_playground_0123456789');
+      await page.getByRole('button', { name: 'Use key' }).click();
+      await page.getByLabel('Message').waitFor();
+      await page.evaluate("sessionStorage.setItem('runnel:api-key', 'k_not_a_key_0123456789')");
+      await page.getByLabel('Message').fill('Hello again');
+      await page.getByRole('button', { name: 'Send' }).click();
+      await page.locator('.error', { hasText: 'RUNNEL_ERR_UNAUTHORIZED' }).waitFor();
+      expect(await page.getByLabel('Message').inputValue()).toBe('Hello again');
+      await page.getByLabel('API key').fill('k_playground_0123456789');
+      await page.getByRole('button', { name: 'Use key' }).click();
+      expect(await page.locator('.key-panel').count()).toBe(0);
+      await page.getByRole('button', { name: 'Send' }).click();
+      await page.locator('.bubble.ai:not(.streaming):not(.failed)').waitFor();
+      expect(await page.locator('.bubble.ai:not(.failed)').innerText()).toContain('Hello again');
+      await page.close();
+    } finally {
+      await keyed.close();
+    }
+  });
+
+  // A probe: a message sent offline was said to be "Failed to fetch", maybe answered on the server, and was gone.
+  it('chat mode: a message sent while the browser is offline is not sent, says so, and stays to send', async () => {
+    const page = await open('/chat/playground/');
+    await page.getByLabel('Message').waitFor();
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Network.enable');
+    await cdp.send('Network.emulateNetworkConditions', { offline: true, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+    await page.getByLabel('Message').fill('Hello from a tunnel');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await page.locator('.error', { hasText: 'Not sent: this browser is offline' }).waitFor();
+    expect(await page.getByLabel('Message').inputValue()).toBe('Hello from a tunnel');
+    expect(await page.locator('.turn-note').innerText()).toBe('Not sent: this turn is not kept in the conversation.');
+    await page.close();
+  });
+
+  // A probe: a run lost by the server (restarted without Redis: its rejoin found no such run) marked its open
+  // steps "stopped", as a Stop does.
+  it('marks the steps a failed run left open as failed, not stopped', async () => {
+    const page = await open('/slow/playground/');
+    await page.locator('#f-topic').fill('rivers');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.output').getByText('word2', { exact: false }).waitFor();
+    // The connection drops; the server, once it is back, knows the run no more.
+    await page.route(/\/slow\/runs\/[^/]+\/stream$/, (route) =>
+      route.fulfill({ status: 404, contentType: 'application/json', body: JSON.stringify({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'No such run', detail: [] }) }),
+    );
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Network.enable');
+    await cdp.send('Network.emulateNetworkConditions', { offline: true, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+    await page.locator('.status', { hasText: /reconnecting/i }).waitFor();
+    await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+    await page.locator('.status', { hasText: 'Failed' }).waitFor();
+    expect(await page.locator('details.status-stopped').count()).toBe(0);
+    expect(await page.locator('details.status-error').count()).toBeGreaterThan(0);
+    await page.close();
+  });
+
   it('works under a path prefix behind a proxy (relative URLs only)', async () => {
     // A proxy that serves the app under /team/runnel/ and strips the prefix, as a gateway would.
     const proxy: Server = createServer((req, res) => {

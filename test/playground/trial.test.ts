@@ -258,13 +258,21 @@ describe('the playground, as a trial found it', () => {
     const roleErrors = (await page.locator('.message-row').first().locator('.field-error').allInnerTexts()).join(' ');
     expect(roleErrors).toContain('chat_history.0.role: must be one of "user"');
     expect(roleErrors).not.toContain('type');
+    // A type none of the forms takes: every type they take is named (a probe: only the first form's two were).
+    await page.getByRole('button', { name: 'JSON' }).click();
+    await page.getByLabel('Input as JSON').fill('{"topic": "t", "chat_history": [{"type": "alien", "content": "x"}]}');
+    await page.getByRole('button', { name: 'Form' }).click();
+    await page.getByRole('button', { name: 'Run' }).click();
+    const typeErrors = (await page.locator('.message-row').first().locator('.field-error').allInnerTexts()).join(' ');
+    for (const type of ['"human"', '"ai"', '"system"']) expect(typeErrors).toContain(type);
     await page.close();
   });
 
   it('edits a message in its own form: a tuple stays a tuple, and fields the row does not show are kept', async () => {
     const { page } = await open('/echo/playground/');
     await page.getByRole('button', { name: 'JSON' }).click();
-    const history = [{ type: 'ai', content: 'x', name: 'bot', id: 'm1' }, ['user', 'hi'], 'plain'];
+    const image = { type: 'image_url', image_url: 'https://example.com/cat.png' };
+    const history = [{ type: 'ai', content: 'x', name: 'bot', id: 'm1' }, ['user', 'hi'], 'plain', { role: 'user', content: null }, { type: 'human', content: [{ type: 'text', text: 'part one' }, image] }];
     await page.getByLabel('Input as JSON').fill(JSON.stringify({ topic: 't', chat_history: history }));
     await page.getByRole('button', { name: 'Form' }).click();
     const rows = page.locator('.message-row');
@@ -273,10 +281,22 @@ describe('the playground, as a trial found it', () => {
     await rows.nth(0).getByLabel('Content').fill('y');
     await rows.nth(1).getByLabel('Content').fill('hey');
     await rows.nth(2).getByLabel('Role').selectOption('system');
+    // No content shows empty, and a list of parts shows its text; an edit keeps the parts that are not text
+    // (a probe: null showed as "", and one keystroke made the list a string, the image gone).
+    expect(await rows.nth(3).getByLabel('Content').inputValue()).toBe('');
+    expect(await rows.nth(4).getByLabel('Content').inputValue()).toBe('part one');
+    await rows.nth(3).getByLabel('Content').fill('hi');
+    await rows.nth(4).getByLabel('Content').fill('part one, edited');
     await page.getByRole('button', { name: 'JSON' }).click();
     expect(JSON.parse(await page.getByLabel('Input as JSON').inputValue())).toEqual({
       topic: 't',
-      chat_history: [{ type: 'ai', content: 'y', name: 'bot', id: 'm1' }, ['user', 'hey'], { type: 'system', content: 'plain' }],
+      chat_history: [
+        { type: 'ai', content: 'y', name: 'bot', id: 'm1' },
+        ['user', 'hey'],
+        { type: 'system', content: 'plain' },
+        { role: 'user', content: 'hi' },
+        { type: 'human', content: [{ type: 'text', text: 'part one, edited' }, image] },
+      ],
     });
     await page.close();
   });
