@@ -296,6 +296,20 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
       status.textContent = 'Fix the highlighted fields';
       return;
     }
+    await follow((signal, on) =>
+      durableStream(CHAIN, 'stream_events', { input, config }, signal, {
+        ...on,
+        // A reload while it runs follows this run again (see resumeRun).
+        onRunId: (runId) => sessionStorage.setItem(RUN_KEY, JSON.stringify({ runId, input })),
+      }),
+    );
+  };
+
+  /** Where this tab keeps the run under way: its id and its input. */
+  const RUN_KEY = `runnel:run:${info.path}`;
+
+  /** Follows a run — started, or rejoined after a reload — into the output and the steps. */
+  const follow = async (stream: (signal: AbortSignal, on: RunCallbacks) => Promise<void>): Promise<void> => {
     const mine = (controller = new AbortController());
     // Run is disabled while the run goes: the keyboard's place moves to Stop, and comes back after.
     focusBack = document.activeElement === runButton;
@@ -309,7 +323,7 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     const started = performance.now();
     let plainRun = false;
     try {
-      await durableStream(CHAIN, 'stream_events', { input, config }, controller.signal, {
+      await stream(controller.signal, {
         onFrame: ({ event, data }) => {
           if (event !== 'data') return;
           const e = data as StreamEvent;
@@ -353,6 +367,7 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
         if (error instanceof ApiError && error.status === 401) errors.append(keyPanel(() => void run()));
       }
     } finally {
+      sessionStorage.removeItem(RUN_KEY);
       tree.render();
       // Back to Run only when the keyboard was on Run or Stop (Stop, disabled once clicked, leaves it nowhere),
       // never pulling the page away from what the person went on to read.
@@ -363,6 +378,38 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
       if (back) runButton.focus({ preventScroll: true });
     }
   };
+  /**
+   * After a reload (a probe: the output was gone, and the run went on unseen, unstoppable): the run this tab
+   * had under way, if it still goes on, is followed again from its first frame, its input back in the form;
+   * one that ended meanwhile shows its output.
+   */
+  const resumeRun = async (): Promise<void> => {
+    const pending = ((): { runId?: unknown; input?: unknown } | null => {
+      try {
+        return JSON.parse(sessionStorage.getItem(RUN_KEY) ?? 'null') as { runId?: unknown; input?: unknown } | null;
+      } catch {
+        return null;
+      }
+    })();
+    sessionStorage.removeItem(RUN_KEY);
+    const runId = pending?.runId;
+    if (typeof runId !== 'string' || controller !== undefined) return;
+    const record = await getJson<RunView>(url(`runs/${encodeURIComponent(runId)}`)).catch(() => undefined);
+    if (record === undefined) return;
+    if (pending?.input !== undefined) {
+      form.setValue(pending.input);
+      jsonArea.value = JSON.stringify(form.value, null, 2);
+    }
+    if (record.status === 'running' || record.status === 'pending') {
+      sessionStorage.setItem(RUN_KEY, JSON.stringify(pending));
+      await follow((signal, on) => joinRun(CHAIN, runId, signal, on));
+    } else if (record.status === 'success') {
+      current = record.output;
+      renderOutput();
+      status.textContent = 'Finished while the page reloaded';
+    }
+  };
+
   /** The keyboard was on Run or Stop when the run started or was stopped: it goes back to Run at the end. */
   let focusBack = false;
   runButton.addEventListener('click', () => void run());
@@ -416,6 +463,7 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   });
   runButton.title = 'Run (Ctrl+Enter)';
   app.append(h('main', { class: 'layout' }, inputCard, h('section', { class: 'card result' }, h('h2', {}, 'Output ', mode), linkNotice, errors, output, h('h2', { text: 'Steps' }), tree.element)));
+  void resumeRun();
 }
 
 function chatPage(inputSchema: Schema, configSchema: Schema): void {

@@ -209,6 +209,29 @@ describe('the playground', () => {
     await page.close();
   });
 
+  // A probe: a reload mid-run lost the output, and the run went on on the server, unseen and unstoppable.
+  it('a reload mid-run follows the run again from its start, its input back in the form', async () => {
+    const page = await open('/slow/playground/');
+    const submitted: string[] = [];
+    page.on('request', (request) => {
+      if (request.method() === 'POST') submitted.push(new URL(request.url()).pathname);
+    });
+    await page.locator('#f-topic').fill('lakes');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.output').getByText('word2', { exact: false }).waitFor();
+    await page.reload();
+    await page.locator('.status', { hasText: 'Done' }).waitFor();
+    expect(await page.locator('#f-topic').inputValue()).toBe('lakes');
+    expect((await page.locator('.output').innerText()).replace(/\s+/g, ' ').trim()).toBe(slowStory);
+    // One run, never submitted again.
+    expect(submitted).toEqual(['/slow/stream_events']);
+    // Once done, a later reload has nothing to follow.
+    await page.reload();
+    await page.locator('#f-topic').waitFor();
+    expect(await page.locator('.status').innerText()).toBe('');
+    await page.close();
+  });
+
   it('chat mode: two turns, the second sees the first, and a reload keeps the conversation', async () => {
     const page = await open('/chat/playground/');
     // Without a link, the settings start from the schema's defaults (the cache on).
