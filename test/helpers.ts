@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import type { Redis } from 'ioredis';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -36,6 +36,21 @@ export function settleWithin<T>(promise: Promise<T>, ms: number): Promise<T> {
 }
 
 /** A TCP port on 127.0.0.1 that was free a moment ago (for processes the tests start). */
+/**
+ * Writes `text` to the server at 127.0.0.1:`port` on a connection of its own and resolves with all it sent
+ * back, once it has closed the connection (a reset after its answer is ignored).
+ */
+export function rawExchange(port: number | string, text: string): Promise<string> {
+  const socket = connect(Number(port), '127.0.0.1');
+  let received = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (received += chunk));
+  socket.on('error', () => {});
+  const closed = new Promise<string>((resolve) => socket.once('close', () => resolve(received)));
+  socket.write(text);
+  return closed;
+}
+
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { connect, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -15,6 +15,7 @@ import { createChains } from '../../chains/index.js';
 import { jokeChain } from '../../chains/joke.js';
 import { buildApp, connectServices, defineChain, FakeToolCallingModel, lambda, loadTracingConfig, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
 import { json as contentText } from '../../src/observability/tracing.js';
+import { rawExchange } from '../helpers.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 
@@ -334,16 +335,8 @@ describe('a request whose body times out', () => {
     const served = await serve([failing] as ChainSpec<never, unknown>[], receiver, {}, undefined, { bodyTimeoutMs: 300 });
     try {
       const caller = callerTrace();
-      const { port } = new URL(served.url);
-      const socket = connect(Number(port), '127.0.0.1');
-      let received = '';
-      socket.setEncoding('utf8');
-      socket.on('data', (chunk: string) => (received += chunk));
-      socket.on('error', () => {});
-      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
       // A body announced whole and never sent: its timeout answers it.
-      socket.write(`POST /broken/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ntraceparent: ${caller.traceparent}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{`);
-      await closed;
+      const received = await rawExchange(new URL(served.url).port, `POST /broken/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\ntraceparent: ${caller.traceparent}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{`);
       expect(received).toMatch(/^HTTP\/1\.1 408 /);
       await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId));
       const http = ofTrace(receiver, caller.traceId).find((span) => span.name === 'POST /broken/invoke') as ReceivedSpan;

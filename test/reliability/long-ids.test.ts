@@ -6,10 +6,11 @@
  * own status and code, never a body error.
  */
 import { randomBytes } from 'node:crypto';
-import { connect, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import LZString from 'lz-string';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rawExchange } from '../helpers.js';
 import { createChains } from '../../chains/index.js';
 import { buildApp, connectServices } from '../../src/index.js';
 import { startServer, type TestServer } from '../support/server.js';
@@ -95,15 +96,7 @@ describe('a URL longer than the server takes', () => {
   });
 
   it('a request line past Node\'s header-size limit answers 431 RUNNEL_ERR_HEADERS_TOO_LARGE in JSON', async () => {
-    const { port } = new URL(echoServer.url);
-    const socket = connect(Number(port), '127.0.0.1');
-    let received = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (received += chunk));
-    socket.on('error', () => {});
-    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-    socket.write(`GET /echo/c/${'A'.repeat(70_000)}/config_schema HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n`);
-    await closed;
+    const received = await rawExchange(new URL(echoServer.url).port, `GET /echo/c/${'A'.repeat(70_000)}/config_schema HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n`);
     const [head = '', body = ''] = received.split('\r\n\r\n');
     expect(head).toMatch(/^HTTP\/1\.1 431 /);
     expect(JSON.parse(body)).toMatchObject({ code: 'RUNNEL_ERR_HEADERS_TOO_LARGE' });
