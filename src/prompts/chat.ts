@@ -234,7 +234,8 @@ export class ChatPromptTemplate extends Runnable<Record<string, unknown>, ChatPr
   }
 
   protected override async _call(input: Record<string, unknown>): Promise<ChatPromptValue> {
-    return new ChatPromptValue(this.formatAll(await settledPartials(withPartials(this.partialVariables, requireInputObject(input, this.name)))));
+    const values = settledPartials(withPartials(this.partialVariables, requireInputObject(input, this.name)));
+    return new ChatPromptValue(this.formatAll(values instanceof Promise ? await values : values));
   }
 }
 

@@ -84,8 +84,13 @@ export function withPartials(partials: Readonly<Record<string, unknown>>, values
   return Object.assign(all, values);
 }
 
-/** `values` with the promises of async partial variables settled. */
-export async function settledPartials(values: Record<string, unknown>): Promise<Record<string, unknown>> {
+/** `values` with the promises of async partial variables settled: `values` itself, at once, when it holds none. */
+export function settledPartials(values: Record<string, unknown>): Record<string, unknown> | Promise<Record<string, unknown>> {
+  for (const name in values) if (values[name] instanceof Promise) return settleAll(values);
+  return values;
+}
+
+async function settleAll(values: Record<string, unknown>): Promise<Record<string, unknown>> {
   for (const name in values) {
     const value = values[name];
     if (value instanceof Promise) values[name] = await value;
@@ -192,6 +197,7 @@ export class PromptTemplate extends Runnable<Record<string, unknown>, StringProm
   }
 
   protected override async _call(input: Record<string, unknown>): Promise<StringPromptValue> {
-    return new StringPromptValue(formatParts(this.parts, await settledPartials(withPartials(this.partialVariables, requireInputObject(input, this.name)))));
+    const values = settledPartials(withPartials(this.partialVariables, requireInputObject(input, this.name)));
+    return new StringPromptValue(formatParts(this.parts, values instanceof Promise ? await values : values));
   }
 }
