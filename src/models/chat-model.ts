@@ -331,16 +331,17 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       // A waiter aborted while the leader answers stops waiting at once.
       const shared = await raceAbort(pending, signal);
       if (shared === undefined) break;
-      if (shared !== 'lead' && 'chunks' in shared) return { hit: shared.chunks };
-      if (shared !== 'lead') {
-        // The leader's provider failed: so does this call, at once (a copy each: each request tells its own),
-        // heard as an answer given without a call.
-        run.reportModelCall({ provider: this.provider.id, model, seconds: 0, cached: true, error: shared.error.code });
-        throw new RunnelError(shared.error.code, shared.error.message, { cause: shared.error.cause, detail: shared.error.detail });
+      if (shared === 'lead') {
+        // The leader's caller left: the first waiter to wake leads (it finds no call under way, and takes the
+        // lead before any await), and the others wait on it.
+        pending = this.inflight.get(key);
+        continue;
       }
-      // The leader's caller left: the first waiter to wake leads (it finds no call under way, and takes the
-      // lead before any await), and the others wait on it.
-      pending = this.inflight.get(key);
+      if ('chunks' in shared) return { hit: shared.chunks };
+      // The leader's provider failed: so does this call, at once (a copy each: each request tells its own),
+      // heard as an answer given without a call.
+      run.reportModelCall({ provider: this.provider.id, model, seconds: 0, cached: true, error: shared.error.code });
+      throw new RunnelError(shared.error.code, shared.error.message, { cause: shared.error.cause, detail: shared.error.detail });
     }
     let settle!: (outcome: Shared) => void;
     const mine = new Promise<Shared>((resolve) => (settle = resolve));

@@ -58,9 +58,3 @@ export function finishedWhole(reason: string | undefined): boolean {
       return false;
   }
 }
-
-/** Whether an answer that ended for `reason` was cut before the model was done with it (a limit, a filter, a pause). */
-export function cutShort(reason: string | undefined): boolean {
-  const kind = finishKind(reason);
-  return kind === 'length' || kind === 'content_filter' || kind === 'paused';
-}

@@ -29,13 +29,12 @@ export const MAX_FILTER_DEPTH = 16;
 export const MAX_FILTER_CONDITIONS = 1_000;
 
 /**
- * Why an operand cannot be stored in or compared with metadata (Postgres's JSON takes neither), or undefined:
- * a number that is not finite (JSON writes it `null`), a string with NUL or half a surrogate pair.
+ * Refuses an operand metadata cannot hold or be compared with (Postgres's JSON takes neither): a number that
+ * is not finite (JSON writes it `null`), a string with NUL or half a surrogate pair.
  */
-function unstorable(value: unknown): string | undefined {
-  if (typeof value === 'number' && !Number.isFinite(value)) return 'numbers must be finite';
-  if (typeof value === 'string' && (value.includes('\u0000') || LONE_SURROGATE.test(value))) return 'strings may not hold NUL or half a surrogate pair';
-  return undefined;
+function checkStorable(value: unknown, what: string, loc: (string | number)[]): void {
+  if (typeof value === 'number' && !Number.isFinite(value)) throw invalid(`${what}: numbers must be finite`, loc);
+  if (typeof value === 'string' && (value.includes('\u0000') || LONE_SURROGATE.test(value))) throw invalid(`${what}: strings may not hold NUL or half a surrogate pair`, loc);
 }
 
 /**
@@ -44,46 +43,42 @@ function unstorable(value: unknown): string | undefined {
  * {@link MAX_FILTER_CONDITIONS} conditions. Throws `RUNNEL_ERR_INPUT_INVALID`.
  */
 export function validateFilter(filter: unknown, loc: (string | number)[] = []): asserts filter is Filter {
-  checkFilter(filter, loc, { conditions: 0 });
-}
-
-function checkFilter(filter: unknown, loc: (string | number)[], seen: { conditions: number }): asserts filter is Filter {
-  if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) throw invalid('a filter is an object', loc);
-  if (loc.filter((part) => part === '$and' || part === '$or').length > MAX_FILTER_DEPTH) throw invalid(`$and and $or nest at most ${MAX_FILTER_DEPTH} deep`, loc);
-  for (const key in filter) {
-    if (!Object.hasOwn(filter, key)) continue;
-    if (++seen.conditions > MAX_FILTER_CONDITIONS) throw invalid(`a filter holds at most ${MAX_FILTER_CONDITIONS} conditions`, loc);
-    const condition = (filter as Record<string, unknown>)[key];
-    if (key === '$and' || key === '$or') {
-      if (!Array.isArray(condition) || condition.length === 0) throw invalid(`${key} takes a non-empty list of filters`, [...loc, key]);
-      condition.forEach((sub, i) => checkFilter(sub, [...loc, key, i], seen));
-      continue;
-    }
-    if (!KEY.test(key)) throw invalid(`'${key}' is not a valid metadata key`, [...loc, key]);
-    if (isScalar(condition)) {
-      const why = unstorable(condition);
-      if (why !== undefined) throw invalid(`the value of '${key}': ${why}`, [...loc, key]);
-      continue;
-    }
-    if (condition === null || typeof condition !== 'object' || Array.isArray(condition)) throw invalid(`the condition on '${key}' must be a value or an operator object`, [...loc, key]);
-    const ops = Object.entries(condition);
-    if (ops.length === 0) throw invalid(`the condition on '${key}' names no operator`, [...loc, key]);
-    for (const [op, operand] of ops) {
-      if (++seen.conditions > MAX_FILTER_CONDITIONS) throw invalid(`a filter holds at most ${MAX_FILTER_CONDITIONS} conditions`, loc);
-      if (!OPERATORS.has(op)) throw invalid(`unknown operator '${op}'`, [...loc, key, op]);
-      if (op === '$in' || op === '$nin') {
-        if (!Array.isArray(operand) || !operand.every(isScalar)) throw invalid(`${op} takes a list of values`, [...loc, key, op]);
-        for (const value of operand) {
-          const why = unstorable(value);
-          if (why !== undefined) throw invalid(`${op}'s values: ${why}`, [...loc, key, op]);
-        }
-      } else if (!isScalar(operand)) throw invalid(`${op} takes a string, number, boolean or null`, [...loc, key, op]);
-      else {
-        const why = unstorable(operand);
-        if (why !== undefined) throw invalid(`${op}'s value: ${why}`, [...loc, key, op]);
+  let conditions = 0;
+  const count = (): void => {
+    if (++conditions > MAX_FILTER_CONDITIONS) throw invalid(`a filter holds at most ${MAX_FILTER_CONDITIONS} conditions`, loc);
+  };
+  const check = (filter: unknown, loc: (string | number)[], depth: number): void => {
+    if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) throw invalid('a filter is an object', loc);
+    if (depth > MAX_FILTER_DEPTH) throw invalid(`$and and $or nest at most ${MAX_FILTER_DEPTH} deep`, loc);
+    for (const key in filter) {
+      if (!Object.hasOwn(filter, key)) continue;
+      count();
+      const condition = (filter as Record<string, unknown>)[key];
+      if (key === '$and' || key === '$or') {
+        if (!Array.isArray(condition) || condition.length === 0) throw invalid(`${key} takes a non-empty list of filters`, [...loc, key]);
+        condition.forEach((sub, i) => check(sub, [...loc, key, i], depth + 1));
+        continue;
+      }
+      if (!KEY.test(key)) throw invalid(`'${key}' is not a valid metadata key`, [...loc, key]);
+      if (isScalar(condition)) {
+        checkStorable(condition, `the value of '${key}'`, [...loc, key]);
+        continue;
+      }
+      if (condition === null || typeof condition !== 'object' || Array.isArray(condition)) throw invalid(`the condition on '${key}' must be a value or an operator object`, [...loc, key]);
+      const ops = Object.entries(condition);
+      if (ops.length === 0) throw invalid(`the condition on '${key}' names no operator`, [...loc, key]);
+      for (const [op, operand] of ops) {
+        count();
+        if (!OPERATORS.has(op)) throw invalid(`unknown operator '${op}'`, [...loc, key, op]);
+        if (op === '$in' || op === '$nin') {
+          if (!Array.isArray(operand) || !operand.every(isScalar)) throw invalid(`${op} takes a list of values`, [...loc, key, op]);
+          for (const value of operand) checkStorable(value, `${op}'s values`, [...loc, key, op]);
+        } else if (!isScalar(operand)) throw invalid(`${op} takes a string, number, boolean or null`, [...loc, key, op]);
+        else checkStorable(operand, `${op}'s value`, [...loc, key, op]);
       }
     }
-  }
+  };
+  check(filter, loc, 0);
 }
 
 /** The value at a dotted path of `metadata`. */

@@ -79,3 +79,10 @@ export async function serveToBrowser(app: FastifyInstance): Promise<{ base: stri
   const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   return { base, browser: await launchChromium() };
 }
+
+/** Cuts and restores the page's network through the DevTools protocol (one session: each session emulates its own conditions). */
+export async function network(page: Page): Promise<(offline: boolean) => Promise<void>> {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  return async (offline) => void (await cdp.send('Network.emulateNetworkConditions', { offline, latency: 0, downloadThroughput: -1, uploadThroughput: -1 }));
+}

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createChains } from '../../chains/index.js';
 import { buildApp, ChatPromptTemplate, connectServices, defineChain, FakeListChatModel, lambda, RunnelError, StringOutputParser, type Services } from '../../src/index.js';
+import { network } from './browser.js';
 
 const ARTIFACTS = new URL('../artifacts/', import.meta.url).pathname;
 const XSS = '<img src=x onerror="window.pwned = 1"> **bold** <script>window.pwned = 2</script> [link](javascript:alert(1))';
@@ -81,6 +82,29 @@ afterAll(async () => {
   await services?.close();
   rmSync(dataDir, { recursive: true, force: true });
 });
+
+/** The shipped chains behind an API key, and a page of theirs opened with the key given in its key panel. */
+async function keyedServer(): Promise<{ app: FastifyInstance; openWithKey(path: string): Promise<Page> }> {
+  const keyed = await buildApp({ chains: createChains({ services, env: {} }).chains, services, config: { apiKeys: [{ name: 'tester', key: 'k_playground_0123456789' }] } });
+  await keyed.listen({ port: 0, host: '127.0.0.1' });
+  return {
+    app: keyed,
+    openWithKey: async (path) => {
+      const page = await browser.newPage();
+      await page.goto(`http://127.0.0.1:${(keyed.server.address() as AddressInfo).port}${path}`);
+      await page.getByLabel('API key').fill('k_playground_0123456789');
+      await page.getByRole('button', { name: 'Use key' }).click();
+      return page;
+    },
+  };
+}
+
+/** Runs /slow on `topic` in `page` and waits until its first words are shown. */
+async function runSlow(page: Page, topic: string): Promise<void> {
+  await page.locator('#f-topic').fill(topic);
+  await page.getByRole('button', { name: 'Run' }).click();
+  await page.locator('.output').getByText('word2', { exact: false }).waitFor();
+}
 
 async function open(path: string): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
@@ -195,9 +219,7 @@ describe('the playground', () => {
 
   it('Stop during a slow stream cancels the run on the server', async () => {
     const page = await open('/slow/playground/');
-    await page.locator('#f-topic').fill('rivers');
-    await page.getByRole('button', { name: 'Run' }).click();
-    await page.locator('.output').getByText('word2', { exact: false }).waitFor();
+    await runSlow(page, 'rivers');
     // The run is durable (closing the connection leaves it running): Stop cancels it by its id.
     const cancel = page.waitForRequest((r) => r.method() === 'POST' && /\/slow\/runs\/[^/]+\/cancel$/.test(r.url()));
     await page.getByRole('button', { name: 'Stop' }).click();
@@ -216,9 +238,7 @@ describe('the playground', () => {
     page.on('request', (request) => {
       if (request.method() === 'POST') submitted.push(new URL(request.url()).pathname);
     });
-    await page.locator('#f-topic').fill('lakes');
-    await page.getByRole('button', { name: 'Run' }).click();
-    await page.locator('.output').getByText('word2', { exact: false }).waitFor();
+    await runSlow(page, 'lakes');
     await page.reload();
     await page.locator('.status', { hasText: 'Done' }).waitFor();
     expect(await page.locator('#f-topic').inputValue()).toBe('lakes');
@@ -332,13 +352,9 @@ describe('the playground', () => {
   });
 
   it('with auth on, asks for a key, keeps it in session storage, and runs with it', async () => {
-    const keyed = await buildApp({ chains: createChains({ services, env: {} }).chains, services, config: { apiKeys: [{ name: 'tester', key: 'k_playground_0123456789' }] } });
-    await keyed.listen({ port: 0, host: '127.0.0.1' });
+    const keyed = await keyedServer();
     try {
-      const page = await browser.newPage();
-      await page.goto(`http://127.0.0.1:${(keyed.server.address() as AddressInfo).port}/joke/playground/`);
-      await page.getByLabel('API key').fill('k_playground_0123456789');
-      await page.getByRole('button', { name: 'Use key' }).click();
+      const page = await keyed.openWithKey('/joke/playground/');
       await page.locator('#f-topic').fill('keys');
       await page.getByRole('button', { name: 'Run' }).click();
       await page.locator('.status', { hasText: 'Done' }).waitFor();
@@ -346,19 +362,15 @@ describe('the playground', () => {
       expect(await page.evaluate('localStorage.length')).toBe(0);
       await page.close();
     } finally {
-      await keyed.close();
+      await keyed.app.close();
     }
   });
 
   // A probe: after a 401 (the key removed from the server), /chat showed the error and no way to give a key.
   it('chat mode: a key the server no longer takes asks for one again; the message stays to send', async () => {
-    const keyed = await buildApp({ chains: createChains({ services, env: {} }).chains, services, config: { apiKeys: [{ name: 'tester', key: 'k_playground_0123456789' }] } });
-    await keyed.listen({ port: 0, host: '127.0.0.1' });
+    const keyed = await keyedServer();
     try {
-      const page = await browser.newPage();
-      await page.goto(`http://127.0.0.1:${(keyed.server.address() as AddressInfo).port}/chat/playground/`);
-      await page.getByLabel('API key').fill('k_playground_0123456789');
-      await page.getByRole('button', { name: 'Use key' }).click();
+      const page = await keyed.openWithKey('/chat/playground/');
       await page.getByLabel('Message').waitFor();
       await page.evaluate("sessionStorage.setItem('runnel:api-key', 'k_not_a_key_0123456789')");
       await page.getByLabel('Message').fill('Hello again');
@@ -373,7 +385,7 @@ describe('the playground', () => {
       expect(await page.locator('.bubble.ai:not(.failed)').innerText()).toContain('Hello again');
       await page.close();
     } finally {
-      await keyed.close();
+      await keyed.app.close();
     }
   });
 
@@ -381,9 +393,7 @@ describe('the playground', () => {
   it('chat mode: a message sent while the browser is offline is not sent, says so, and stays to send', async () => {
     const page = await open('/chat/playground/');
     await page.getByLabel('Message').waitFor();
-    const cdp = await page.context().newCDPSession(page);
-    await cdp.send('Network.enable');
-    await cdp.send('Network.emulateNetworkConditions', { offline: true, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+    await (await network(page))(true);
     await page.getByLabel('Message').fill('Hello from a tunnel');
     await page.getByRole('button', { name: 'Send' }).click();
     await page.locator('.error', { hasText: 'Not sent: this browser is offline' }).waitFor();
@@ -396,18 +406,15 @@ describe('the playground', () => {
   // steps "stopped", as a Stop does.
   it('marks the steps a failed run left open as failed, not stopped', async () => {
     const page = await open('/slow/playground/');
-    await page.locator('#f-topic').fill('rivers');
-    await page.getByRole('button', { name: 'Run' }).click();
-    await page.locator('.output').getByText('word2', { exact: false }).waitFor();
+    await runSlow(page, 'rivers');
     // The connection drops; the server, once it is back, knows the run no more.
     await page.route(/\/slow\/runs\/[^/]+\/stream$/, (route) =>
       route.fulfill({ status: 404, contentType: 'application/json', body: JSON.stringify({ code: 'RUNNEL_ERR_NOT_FOUND', message: 'No such run', detail: [] }) }),
     );
-    const cdp = await page.context().newCDPSession(page);
-    await cdp.send('Network.enable');
-    await cdp.send('Network.emulateNetworkConditions', { offline: true, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+    const setOffline = await network(page);
+    await setOffline(true);
     await page.locator('.status', { hasText: /reconnecting/i }).waitFor();
-    await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+    await setOffline(false);
     await page.locator('.status', { hasText: 'Failed' }).waitFor();
     expect(await page.locator('details.status-stopped').count()).toBe(0);
     expect(await page.locator('details.status-error').count()).toBeGreaterThan(0);

@@ -20,7 +20,7 @@ import type { Browser, Page, Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { buildApp, defineChain, lambda } from '../../src/index.js';
-import { serveToBrowser, openWatched } from './browser.js';
+import { network, serveToBrowser, openWatched } from './browser.js';
 
 const KEY = 'k_reconnect_0123456789abcdef';
 const WORDS = Array.from({ length: 60 }, (_, i) => `w${i}`);
@@ -85,12 +85,6 @@ async function openKeyed(path: string, origin = base): Promise<{ page: Page; pro
 
 const asText = (page: Page) => page.getByLabel('Render output as').selectOption('text');
 const output = (page: Page) => page.locator('.output').innerText();
-/** Cuts and restores the page's network through the DevTools protocol (one session: each session emulates its own conditions). */
-async function network(page: Page): Promise<(offline: boolean) => Promise<void>> {
-  const cdp = await page.context().newCDPSession(page);
-  await cdp.send('Network.enable');
-  return async (offline) => void (await cdp.send('Network.emulateNetworkConditions', { offline, latency: 0, downloadThroughput: -1, uploadThroughput: -1 }));
-}
 
 describe('the playground across a network drop', () => {
   it('shows "reconnecting…" while offline, rejoins with Last-Event-ID, and ends with exactly the answer', async () => {
