@@ -7,6 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Cancellation } from './async.js';
+import { abortError, isAbortError } from './errors.js';
 import { childScope, type ModelCall, type Scope, type TokenUsage } from './config.js';
 import { callQuietly, type EventSink, type RunInfo, type RunListeners, type RunType, type StreamEvent } from './events.js';
 
@@ -46,6 +47,11 @@ export class Run {
   private input: unknown = undefined;
   private hasInput = false;
   private startTime = 0;
+  /**
+   * This run's children that have started and not yet ended, while this run is observed: when it fails with
+   * an abort, the ones still open fail first (see {@link Run.fail}).
+   */
+  private open: Set<Run> | undefined;
   /** What every event of this run repeats, computed on the first event. */
   private stamp: { tags: string[]; parentIds: string[]; metadata: Record<string, unknown> } | undefined;
 
@@ -134,6 +140,8 @@ export class Run {
     if (this.state !== State.Created) return;
     this.state = State.Started;
     if (input.length > 0) this.setInput(input[0]);
+    const parent = this.inherited.parent;
+    if (parent?.observed === true) (parent.open ??= new Set()).add(this);
     if (this.listeners !== undefined) {
       this.startTime = Date.now();
       if (this.listeners.onStart !== undefined) callQuietly(this.listeners.onStart, this.info());
@@ -154,15 +162,31 @@ export class Run {
     if (this.state === State.Ended) return;
     if (this.state === State.Created) this.start();
     this.state = State.Ended;
+    this.inherited.parent?.open?.delete(this);
     if (this.sink !== undefined) this.emit('end', this.hasInput ? { output, input: this.input } : { output });
     if (this.listeners?.onEnd !== undefined) callQuietly(this.listeners.onEnd, { ...this.info(), output, endTime: Date.now() });
   }
 
-  /** Emits the error event once. */
+  /**
+   * Emits the error event once. An abort races every level of a run at once, and the outermost run hears it
+   * first; its children still open, cut by the same abort, fail before it does (theirs first, each in the order
+   * they started), so a run's events and spans never end after its parent's. A child still open when its parent
+   * fails for another reason is left to end on its own unless its own signal has fired.
+   */
   fail(error: unknown): void {
     if (this.state === State.Ended) return;
     if (this.state === State.Created) this.start();
     this.state = State.Ended;
+    this.inherited.parent?.open?.delete(this);
+    const open = this.open;
+    if (open !== undefined && open.size > 0) {
+      const aborted = isAbortError(error);
+      for (const child of [...open]) {
+        const signal = child.signal;
+        if (signal?.aborted === true) child.fail(abortError(signal));
+        else if (aborted) child.fail(error);
+      }
+    }
     if (this.sink !== undefined) {
       const data = this.hasInput ? { error: errorMessage(error), input: this.input } : { error: errorMessage(error) };
       this.emit('error', data);

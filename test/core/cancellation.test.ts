@@ -105,6 +105,35 @@ describe('cancellation', () => {
     expect(errors.every((e) => e.data.error?.startsWith('RUNNEL_ERR_ABORTED'))).toBe(true);
   });
 
+  it('ends each run of an aborted stream before its parent, with the abort, and nothing after the stream has failed', async () => {
+    // Every level races the abort, and the outermost hears it first: the sequence's error came first, and each
+    // step's end (not an error) after the stream had already failed, as its generator was closed later.
+    const controller = new AbortController();
+    const events: StreamEvent[] = [];
+    const failed: string[] = [];
+    const chain = threeStages([]).withListeners({ onError: (run) => void failed.push(run.name) });
+    let thrown: unknown;
+    try {
+      for await (const event of chain.streamEvents(undefined, { signal: controller.signal })) {
+        events.push(event);
+        if (event.event === 'on_chain_stream' && event.parent_ids.length === 0) controller.abort();
+      }
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    const seen = events.length;
+    // The steps' generators close after the abort; they add nothing.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(events).toHaveLength(seen);
+    const terminal = events.filter((e) => e.event === 'on_chain_end' || e.event === 'on_chain_error');
+    const started = events.filter((e) => e.event === 'on_chain_start');
+    expect(terminal.map((e) => e.run_id).sort()).toEqual(started.map((e) => e.run_id).sort());
+    expect(terminal.every((e) => e.event === 'on_chain_error' && e.data.error?.startsWith('RUNNEL_ERR_ABORTED'))).toBe(true);
+    expect(terminal.at(-1)?.parent_ids).toEqual([]);
+    expect(failed.at(-1)).toBe('RunnableSequence');
+  });
+
   it('stops an unobserved streaming sequence promptly too (the race is where the signal enters)', async () => {
     const controller = new AbortController();
     const cleaned: string[] = [];
