@@ -1,5 +1,5 @@
 /**
- * API keys: `authorization: Bearer <key>` or `x-api-key: <key>`, compared in
+ * API keys: `authorization: Bearer <key>` or `x-api-key: <key>` (both only when they agree), compared in
  * constant time against every configured key (no early exit, so timing says
  * nothing about which key or how much of it matched).
  */
@@ -25,7 +25,11 @@ export class KeyRing {
     const authorization = headers.authorization;
     const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
     const header = headers['x-api-key'];
-    const presented = bearer ?? (typeof header === 'string' ? header.trim() : undefined);
+    const apiKey = typeof header === 'string' ? header.trim() : undefined;
+    // Two different keys say two identities: neither is taken (a proxy adding its own key beside the client's
+    // would otherwise decide silently which one the request runs as).
+    if (bearer !== undefined && apiKey !== undefined && apiKey !== '' && apiKey !== bearer) return undefined;
+    const presented = bearer ?? apiKey;
     if (presented === undefined || presented === '') return undefined;
     const candidate = digest(presented);
     let match: string | undefined;

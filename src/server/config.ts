@@ -309,7 +309,7 @@ function parseKeys(entries: string[]): (ApiKey & { bare: boolean })[] {
     // Spaces around the colon are the list's, not the key's (HTTP strips them from a header, so a key that kept
     // one never matched) nor the name's (`bob ` was another identity than `bob`).
     const colon = entry.indexOf(':');
-    if (colon > 0) return { name: entry.slice(0, colon).trim(), key: entry.slice(colon + 1).trim(), bare: false };
+    if (colon >= 0) return { name: entry.slice(0, colon).trim(), key: entry.slice(colon + 1).trim(), bare: false };
     return { name: `key${index + 1}`, key: entry, bare: true };
   });
 }
@@ -322,6 +322,8 @@ function keyProblems(keys: readonly (ApiKey & { bare: boolean })[]): string[] {
   // A short "key" usually means the entries are not what they seem (a key split at a colon): say only that.
   if (keys.some((k) => k.key.length < 16)) return ['every key must be at least 16 characters'];
   const problems: string[] = [];
+  const unnamed = keys.map((k, i) => (k.name === '' ? i : -1)).filter((i) => i >= 0);
+  if (unnamed.length > 0) problems.push(`${unnamed.map((i) => `entry ${i + 1}`).join(' and ')}: a name before the colon is empty (write name:key, or the key alone)`);
   // A header cannot carry such a key whole: its callers would get 401 whatever they sent.
   const unsendable = keys.map((k, i) => (/[\s\p{Cc}]/u.test(k.key) ? i : -1)).filter((i) => i >= 0);
   if (unsendable.length > 0) problems.push(`${unsendable.map((i) => `entry ${i + 1}`).join(' and ')}: a key holds no space or control character (a header could not carry it)`);

@@ -95,6 +95,10 @@ describe('loadServerConfig', () => {
     const sameKey = refusal(`alice:${a},bob:${a}`);
     expect(sameKey).toMatch(/entry 1 and entry 2 are the same key/);
     expect(refusal(`anonymous:${a}`)).toMatch(/"anonymous" is reserved/);
+    // A name left out before the colon: the colon was taken into a bare key before.
+    const unnamed = refusal(`alice:${a}, :${b}`);
+    expect(unnamed).toMatch(/entry 2: a name before the colon is empty/);
+    expect(unnamed).not.toContain(b);
     for (const message of [twoOps, automatic, sameKey]) {
       expect(message).not.toContain(a);
       expect(message).not.toContain(b);

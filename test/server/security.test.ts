@@ -61,6 +61,21 @@ describe('API keys', () => {
     expect(wrong.body).not.toContain(KEY);
   });
 
+  it('refuses two different keys in one request, and takes one key sent in both headers', async () => {
+    const bob = 'k_live_fedcba9876543210';
+    for (const headers of [
+      { authorization: `Bearer ${bob}`, 'x-api-key': KEY },
+      { authorization: `Bearer ${KEY}`, 'x-api-key': bob },
+    ]) {
+      const res = await app.inject({ method: 'POST', url: '/whoami/invoke', headers, payload: { input: null } });
+      expect(res.statusCode).toBe(401);
+      expect(res.json().code).toBe('RUNNEL_ERR_UNAUTHORIZED');
+    }
+    // bob's: alice's requests are counted against the rate limit the tests below reach.
+    const same = await app.inject({ method: 'POST', url: '/whoami/invoke', headers: { authorization: `Bearer ${bob}`, 'x-api-key': bob }, payload: { input: null } });
+    expect(same.json().output).toBe('bob');
+  });
+
   it("hands the caller's identity to the per-request config modifier", async () => {
     const res = await app.inject({ method: 'POST', url: '/whoami/invoke', headers: { 'x-api-key': KEY }, payload: { input: null } });
     expect(res.json().output).toBe('alice');
