@@ -41,7 +41,8 @@ const runParams = { params: { type: 'object', properties: { run_id: { type: 'str
  */
 function numberParam(value: unknown, name: string, min: number, max: number, fallback: number, whole = false): number {
   if (value === undefined) return fallback;
-  const n = typeof value === 'string' && (whole ? /^\d{1,6}$/ : /^\d{1,6}(\.\d{1,6})?$/).test(value) ? Number(value) : Number.NaN;
+  // Any number of decimals (`1.9999999` was refused as out of range), within a length no number needs.
+  const n = typeof value === 'string' && value.length <= 32 && (whole ? /^\d{1,6}$/ : /^\d{1,6}(\.\d+)?$/).test(value) ? Number(value) : Number.NaN;
   if (!Number.isFinite(n) || n < min || n > max) {
     const what = whole ? 'a whole number' : 'a number';
     throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', `${name} must be ${what} from ${min} to ${max}`, { detail: [{ type: 'value_error', loc: ['query', name], msg: `must be ${what} from ${min} to ${max}` }] });

@@ -7,7 +7,7 @@
  * miss is counted. Hits and misses are counted for `/metrics`.
  */
 import type { Redis } from 'ioredis';
-import { RunnelError } from '../core/index.js';
+import { MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
 import { AIMessageChunk, coerceMessage } from '../messages/index.js';
 import type { ModelCache } from '../models/index.js';
 
@@ -24,6 +24,7 @@ export interface RedisCacheOptions {
 
 /** Parses a stored entry: a list of AI message chunks, validated. */
 export function parseCacheEntry(raw: string): AIMessageChunk[] {
+  if (nestedDeeperThan(raw, MAX_STORED_JSON_DEPTH)) throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `A cached answer nests deeper than ${MAX_STORED_JSON_DEPTH} levels`);
   let data: unknown;
   try {
     data = JSON.parse(raw);

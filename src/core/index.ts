@@ -3,7 +3,7 @@
  * events, schemas and errors. Loading this module wires every combinator.
  */
 export { Runnable, batchItemOf, isRunnable, scopeFor } from './runnable.js';
-export { MAX_JSON_DEPTH, nestedDeeperThan } from './json-depth.js';
+export { MAX_JSON_DEPTH, MAX_STORED_JSON_DEPTH, nestedDeeperThan } from './json-depth.js';
 export type { BatchOptions, GeneratorFunc, RunnableFunc, RunnableLike } from './runnable.js';
 export type { Run } from './run.js';
 export { lambda, RunnableLambda, type LambdaOptions } from './lambda.js';

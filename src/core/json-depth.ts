@@ -11,6 +11,17 @@
 export const MAX_JSON_DEPTH = 100;
 
 /**
+ * How deep a stored record (a run's record, a chat message, a cached answer) may nest when it is read back:
+ * deeper, it is not valid. The server's records nest little deeper than the requests they came from (100); a
+ * library's may nest deeper than Redis's own JSON decoder goes (1,000), so the bound is above that, and below
+ * where the walks a record meets overflow the stack (measured on Node 24 at the top of the stack: the cache
+ * key's canonical JSON at 2,173 levels, JSON.stringify at 4,458). A record 100,000 levels deep (planted, or
+ * another program's) overflowed the reply's serialisation or the cache key: an internal error, and for a
+ * listing every run in it.
+ */
+export const MAX_STORED_JSON_DEPTH = 1500;
+
+/**
  * True when the JSON text `text` nests arrays and objects deeper than `max`. A scan of the text, strings
  * skipped; text too short to reach the depth is not scanned.
  *

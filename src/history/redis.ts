@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { wrongTypeError } from '../cache/redis-client.js';
-import { isRunnelError, RunnelError } from '../core/index.js';
+import { isRunnelError, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
 import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
 
@@ -141,6 +141,7 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     }
     return records.map((record, index) => {
       try {
+        if (nestedDeeperThan(record, MAX_STORED_JSON_DEPTH)) throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `It nests deeper than ${MAX_STORED_JSON_DEPTH} levels`);
         return coerceMessage(withoutWriteToken(JSON.parse(record)));
       } catch (error) {
         throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `History record ${index} of this session is not a valid message`, { cause: error });

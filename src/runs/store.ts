@@ -10,7 +10,7 @@ import { createHash, randomInt } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { wrongTypeError } from '../cache/redis-client.js';
-import { heldBytes, RunnelError } from '../core/index.js';
+import { heldBytes, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
 
 /** Where a run is in its life. `success`, `error` and `cancelled` are terminal. */
 export type RunStatus = 'pending' | 'running' | 'success' | 'error' | 'cancelled';
@@ -767,7 +767,11 @@ for i = 11, #ARGV, 2 do
 end
 if #ARGV >= 11 then
   redis.call('EXPIRE', KEYS[1], ARGV[2])
-  if not creating then redis.call('PUBLISH', ARGV[3], 'frames') end
+  -- The record lives as long as its log: a run streaming past the TTL must not lose its record first.
+  if not creating then
+    redis.call('EXPIRE', KEYS[2], ARGV[2])
+    redis.call('PUBLISH', ARGV[3], 'frames')
+  end
 end
 if creating then
   if refused then
@@ -825,6 +829,9 @@ function unpackEntry(fields: readonly string[]): PackedFrame[] | undefined {
     if (!Array.isArray(frame) || frame.length < 2 || frame.length > 3) return undefined;
     const [id, event] = frame as unknown[];
     if (!(id === null || (typeof id === 'string' && FRAME_ID.test(id))) || typeof event !== 'string' || !FRAME_EVENTS.has(event)) return undefined;
+    // Only an end goes without data: a data frame without it went out as an SSE event with no data line, which
+    // a client drops without a word.
+    if (frame.length === 2 && event !== 'end') return undefined;
   }
   return frames as PackedFrame[];
 }
@@ -897,11 +904,20 @@ class RedisScript {
   }
 }
 
-/** The runs executed outside the queue, beating now (Redis's time). KEYS: heartbeats. ARGV: run ids. */
+/**
+ * The runs executing in this process, beating now (Redis's time), their records and logs kept for the TTL
+ * from now: a run that lives longer than `RUNNEL_RUN_TTL` keeps them (the record's was set once, when the run
+ * was stored: it expired under a run still streaming, which then could be neither read nor cancelled, and
+ * whose end and webhook went nowhere). KEYS: heartbeats, then each run's record and log. ARGV: TTL, run ids.
+ */
 const HEARTBEAT = `${NOW_MS}
 local now = now_ms()
-for i = 1, #ARGV do redis.call('ZADD', KEYS[1], now, ARGV[i]) end
-return #ARGV`;
+for i = 2, #ARGV do
+  redis.call('ZADD', KEYS[1], now, ARGV[i])
+  redis.call('EXPIRE', KEYS[2 * i - 2], ARGV[1])
+  redis.call('EXPIRE', KEYS[2 * i - 1], ARGV[1])
+end
+return #ARGV - 1`;
 
 /** At most 100 runs whose last heartbeat is older than ARGV[1] ms by Redis's clock. KEYS: heartbeats. */
 const STALE = `${NOW_MS}
@@ -1037,7 +1053,7 @@ function mayMatch(head: RecordHead | 'gone' | undefined, match: RunMatch): boole
 function parseRecord(raw: string | null, runId: string): RunRecord | undefined {
   if (raw === null) return undefined;
   try {
-    const value = JSON.parse(raw) as unknown;
+    const value = nestedDeeperThan(raw, MAX_STORED_JSON_DEPTH) ? undefined : (JSON.parse(raw) as unknown);
     if (isRunRecord(value) && value.run_id === runId) return value;
   } catch {
     // fall through
@@ -1252,7 +1268,9 @@ export class RedisRunStore implements RunStore {
 
   async heartbeat(runIds: readonly string[]): Promise<void> {
     if (runIds.length === 0) return;
-    await redisCall(scripts.heartbeat.run<number>(this.client, [`${this.ns}:local`], runIds as string[]));
+    const keys = [`${this.ns}:local`];
+    for (const runId of runIds) keys.push(this.key(runId), `${this.key(runId)}:log`);
+    await redisCall(scripts.heartbeat.run<number>(this.client, keys, [this.ttl, ...runIds]));
   }
 
   async stale(staleMs: number): Promise<string[]> {

@@ -53,6 +53,10 @@ describe('RedisCache', () => {
       if ((await redis.get(key))?.includes('"fresh"')) {
         await redis.set(key, JSON.stringify([{ lc: 1, type: 'constructor', kwargs: { content: 'evil' } }]));
         await expect(cache.lookup(key.slice(namespace.length + 1))).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+        // A chunk nested deeper than a reader can walk, served, overflowed the stack of whatever walked it next.
+        await redis.set(key, `[{"type":"AIMessageChunk","content":"deep","additional_kwargs":{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}}]`);
+        await expect(cache.lookup(key.slice(namespace.length + 1))).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+        await redis.set(key, JSON.stringify([{ lc: 1, type: 'constructor', kwargs: { content: 'evil' } }]));
         poisoned++;
       }
     }

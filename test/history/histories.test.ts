@@ -117,6 +117,11 @@ describe('RedisChatMessageHistory', () => {
     await redis.del(key);
     await redis.rpush(key, '{not json');
     await expect(history.getMessages()).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+    // Valid JSON, a valid message, nested deeper than a reader can walk: the cache key's canonical JSON
+    // overflowed the stack on it (RUNNEL_ERR_INTERNAL at every turn of the session).
+    await redis.del(key);
+    await redis.rpush(key, `{"type":"human","content":"x","additional_kwargs":{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}}`);
+    await expect(history.getMessages()).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
   });
 
   it('answers RUNNEL_ERR_REDIS_UNAVAILABLE promptly when Redis is unreachable', async () => {

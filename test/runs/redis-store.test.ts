@@ -146,6 +146,31 @@ describe('RedisRunStore', () => {
     for (const id of ids) await store.forget(id);
   });
 
+  it("keeps a live run's record as long as its log: its frames and its heartbeat renew both for the TTL", async () => {
+    // The record's TTL was set once, when the run was stored: a run streaming past RUNNEL_RUN_TTL lost it (404 to
+    // every read and cancel, its end and webhook gone) while its log lived on. Time passing is a TTL cut short.
+    const keyOf = (id: string) => `${namespace}:run:${id}`;
+    const streaming = record();
+    const next = store.frameIds(1);
+    await store.append(streaming.run_id, [{ id: next(), event: 'metadata', data: { run_id: streaming.run_id } }], { create: streaming });
+    await client.expire(keyOf(streaming.run_id), 5);
+    await store.append(streaming.run_id, [{ id: next(), event: 'data', data: 'x' }]);
+    expect(await client.ttl(keyOf(streaming.run_id))).toBeGreaterThan(3600);
+    // A queued run between frames (a model thinking for long): its worker's heartbeat renews both.
+    const quiet = record();
+    await store.create(quiet, { local: true });
+    await store.append(quiet.run_id, [{ id: store.frameIds(1)(), event: 'metadata', data: { run_id: quiet.run_id } }]);
+    await client.expire(keyOf(quiet.run_id), 5);
+    await client.expire(`${keyOf(quiet.run_id)}:log`, 5);
+    await store.heartbeat([quiet.run_id, streaming.run_id]);
+    expect(await client.ttl(keyOf(quiet.run_id))).toBeGreaterThan(3600);
+    expect(await client.ttl(`${keyOf(quiet.run_id)}:log`)).toBeGreaterThan(3600);
+    for (const run of [streaming, quiet]) {
+      await store.end(run.run_id, [{ id: undefined, event: 'end' }], { status: 'success', output: 1 }, run, { local: true });
+      expect(await store.get(run.run_id)).toMatchObject({ status: 'success' });
+    }
+  });
+
   it('reports a frame Redis refuses (an id not after the last) as RUNNEL_ERR_REDIS_UNAVAILABLE, and then does not end the run', async () => {
     const run = record();
     await store.create(run, { local: true });
@@ -257,6 +282,8 @@ describe('RedisRunStore', () => {
       ['f', JSON.stringify([['9-1\nevent: injected\ndata: {"pwn":1}\n\nid: z', 'data', 'x']])],
       ['f', JSON.stringify([[null, 'data\nevent: evil', 'x']])],
       ['f', JSON.stringify([['9-1', 'injected', 'x']])],
+      // Only an end goes without data: this went out as an event with no data line, which a client drops.
+      ['f', JSON.stringify([[null, 'data']])],
     ];
     for (const fields of bad) {
       const run = record();
@@ -275,6 +302,22 @@ describe('RedisRunStore', () => {
       // review: the check refused the resume before any good frame).
       expect(await store.hasFrame(run.run_id, '1-2'), JSON.stringify(fields)).toBe(true);
     }
+  });
+
+  it('refuses a record nested deeper than a reader can walk, and lists the caller\'s other runs past it', async () => {
+    // Planted 100,000 levels deep, it parsed, passed the shape check, and overflowed the stack of the reply's
+    // serialisation: 500 for it, and for every listing it was in.
+    const owner = `deep-${randomUUID()}`;
+    const kept = record(owner);
+    const planted = record(owner);
+    await store.create(kept);
+    await store.create(planted);
+    const key = `${namespace}:run:${planted.run_id}`;
+    const good = (await client.get(key)) as string;
+    await client.set(key, good.replace('"input":{"topic":"t"}', `"input":${'['.repeat(100_000)}${']'.repeat(100_000)}`));
+    expect(await client.get(key)).not.toBe(good);
+    await expect(store.get(planted.run_id)).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+    expect((await store.list(owner, 10)).map((run) => run.run_id)).toEqual([kept.run_id]);
   });
 
   it("refuses a record that is not a run's where a reader relies on it (a status no run has would never end)", async () => {

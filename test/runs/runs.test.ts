@@ -188,10 +188,15 @@ for (const backend of ['memory', 'redis'] as const) {
       }
       expect((await fetch(`${url}/story/runs?limit=3`, { headers: as('ada') })).status).toBe(200);
       const run = (await (await submit('/story', { input: { topic: 'q' } })).json()) as { run_id: string };
-      for (const query of ['timeout_s=0x10', 'timeout_s=1e1', 'timeout_s=', 'timeout_s=-1']) {
+      for (const query of ['timeout_s=0x10', 'timeout_s=1e1', 'timeout_s=', 'timeout_s=-1', `timeout_s=1.${'9'.repeat(40)}`]) {
         const res = await fetch(`${url}/story/runs/${run.run_id}/wait?${query}`, { headers: as('ada') });
         expect(res.status, query).toBe(400);
+        await res.arrayBuffer();
       }
+      // A number in range with many decimals is one (a probe: 1.9999999 was refused "from 0 to 300").
+      const waited = await fetch(`${url}/story/runs/${run.run_id}/wait?timeout_s=59.9999999`, { headers: as('ada') });
+      expect(waited.status).toBe(200);
+      await waited.arrayBuffer();
     });
 
     // A probe: HEAD on a running run's stream sent nothing, headers included, until the run ended.
