@@ -127,15 +127,36 @@ export function pgExecutor(pool: Pool): SqlExecutor {
   };
 }
 
-/** A PGlite database as an executor. */
+/** A turn of the event loop: what the process has waiting (requests, timers) goes first. */
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * A PGlite database as an executor. PGlite runs each statement on this thread, synchronously, and settles it
+ * in a microtask: statements awaited one after another never let the event loop turn, so a seed's or an
+ * ingest's hundreds of them held a server for seconds (a trial: `/healthz` unanswered for 4 to 5 s of a
+ * first start's seed, though no statement took 400 ms). Each waits a turn of the loop first.
+ */
 export function pgliteExecutor(db: PGlite): SqlExecutor {
   return {
-    query: async <T>(sql: string, params: unknown[] = []) => ({ rows: (await db.query<T>(sql, params)).rows }),
+    query: async <T>(sql: string, params: unknown[] = []) => {
+      await turn();
+      return { rows: (await db.query<T>(sql, params)).rows };
+    },
     exec: async (sql: string) => {
+      await turn();
       await db.exec(sql);
     },
     transaction: <T>(fn: (tx: SqlQueryable) => Promise<T>): Promise<T> =>
-      db.transaction((tx) => fn({ query: async <R>(sql: string, params: unknown[] = []) => ({ rows: (await tx.query<R>(sql, params)).rows }) })),
+      turn().then(() =>
+        db.transaction((tx) =>
+          fn({
+            query: async <R>(sql: string, params: unknown[] = []) => {
+              await turn();
+              return { rows: (await tx.query<R>(sql, params)).rows };
+            },
+          }),
+        ),
+      ),
     close: () => db.close(),
   };
 }

@@ -214,3 +214,24 @@ describe('SqlExecutor transactions', () => {
     });
   }
 });
+
+describe('pgliteExecutor', () => {
+  it('lets the event loop turn between statements, in a transaction too (PGlite runs them on this thread)', async () => {
+    // Each statement settles in a microtask: awaited one after another they never let the loop turn, and a
+    // first start's seed held the server for seconds (/healthz unanswered).
+    for (const run of [
+      (n: number) => pglite.query('SELECT $1::int AS n', [n]),
+      (n: number) => pglite.transaction((tx) => tx.query('SELECT $1::int AS n', [n])),
+    ]) {
+      let turned = false;
+      const work = (async () => {
+        for (let i = 0; i < 20; i++) await run(i);
+        return turned;
+      })();
+      setImmediate(() => {
+        turned = true;
+      });
+      expect(await work).toBe(true);
+    }
+  });
+});
