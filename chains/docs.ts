@@ -9,7 +9,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, queryTerms, Runnable, searchableText, SEED_ORIGIN, terms, type IngestResult, type RunType } from '../src/index.js';
+import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, queryTerms, Runnable, RunnelError, searchableText, SEED_ORIGIN, terms, type IngestResult, type RunType } from '../src/index.js';
 import type { ChainContext } from './model.js';
 
 /** A retrieved passage, as `/rag` returns it. */
@@ -63,7 +63,12 @@ export class DocsCollection {
    * does: a vector can be near for reasons a reader would not see.
    */
   async search(query: string, k: number): Promise<Source[]> {
-    const found = await (await this.store()).search(query, { k: Math.min(k * CANDIDATES_PER_SOURCE, 100), search: 'hybrid' });
+    const store = await this.store();
+    // While the seed brings the collection up to date (a first start fills it for tens of seconds), an answer
+    // could cite nothing, or half: a retryable 503 says so, where a 200 said "no passage found". Once a seed
+    // has failed (the database went away), what the collection holds is served when the database is back.
+    if (!this.seeded && this.seeding) throw new RunnelError('RUNNEL_ERR_COLLECTION_NOT_READY', 'The docs collection is still being seeded: retry in a few seconds');
+    const found = await store.search(query, { k: Math.min(k * CANDIDATES_PER_SOURCE, 100), search: 'hybrid' });
     const wanted = new Set(queryTerms(query));
     const sharing = found.filter(({ document }) => terms(searchableText(document)).some((term) => wanted.has(term)));
     return (sharing.length > 0 ? sharing : found)
@@ -77,6 +82,8 @@ export class DocsCollection {
   }
 
   private seeded = false;
+  /** A seed is under way. */
+  private seeding = false;
 
   /**
    * Brings the package's own passages in line with its `docs/` and README:
@@ -92,6 +99,15 @@ export class DocsCollection {
    * undefined when nothing changed.
    */
   async seed(): Promise<IngestResult | undefined> {
+    this.seeding = true;
+    try {
+      return await this.seedNow();
+    } finally {
+      this.seeding = false;
+    }
+  }
+
+  private async seedNow(): Promise<IngestResult | undefined> {
     const store = await this.store();
     const root = packageRoot();
     const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));

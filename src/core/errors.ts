@@ -197,6 +197,11 @@ export const errorCodes = {
     retryable: true,
     description: 'Postgres (or the embedded database) could not be reached, refused the credentials, has no database of the configured name, or a query ran past its statement timeout; features that need vectors are unavailable until it returns.',
   },
+  RUNNEL_ERR_COLLECTION_NOT_READY: {
+    status: 503,
+    retryable: true,
+    description: 'The collection a search needs is still being filled — the `docs` collection of `/rag` and `/agent`, seeded on a server\'s first start (tens of seconds on the embedded database) — so an answer now would miss passages it will have; `/readyz` says ready once it is.',
+  },
   RUNNEL_ERR_VECTOR_EXTENSION_MISSING: {
     status: 503,
     retryable: false,

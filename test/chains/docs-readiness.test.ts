@@ -2,7 +2,8 @@
  * Issue 14: `/readyz` said ready before the docs collection was seeded (the
  * first `/rag` found nothing), and with a Postgres lacking pgvector it said
  * ready while every `/rag` answered a generic 500. Readiness now includes the
- * seed, and a missing pgvector is a 503 with its own code that names it.
+ * seed, `/rag` asked during the seed is a retryable 503, and a missing
+ * pgvector is a 503 with its own code that names it.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -39,6 +40,12 @@ describe('readiness and the docs collection', () => {
     expect(before.statusCode).toBe(503);
     expect(before.json()).toMatchObject({ status: 'not ready', checks: { docs: false } });
     const seeded = new Promise<void>((resolve, reject) => docs.seedInBackground({ seeded: () => resolve(), failed: reject }));
+    // Asked while the seed fills the collection: a retryable 503 that says so (a trial got 200 and "no passage
+    // found", which a client cannot tell from a real answer).
+    const early = await ask(app);
+    expect(early.statusCode).toBe(503);
+    expect(early.json()).toMatchObject({ code: 'RUNNEL_ERR_COLLECTION_NOT_READY' });
+    expect(early.headers['retry-after']).toBe('1');
     await seeded;
     const after = await app.inject('/readyz');
     expect(after.statusCode).toBe(200);
