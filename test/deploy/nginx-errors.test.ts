@@ -41,17 +41,23 @@ interface Answer {
   body: string;
 }
 
-/** curl's view of one request: status, content type and body. */
-function curl(args: string[]): Promise<Answer> {
+/** curl's view of one request: status, content type and body, and apart from them its `x-request-id` ('' without one). */
+function curl(args: string[]): Promise<Answer & { requestId: string }> {
   return new Promise((resolve, reject) => {
-    execFile('curl', ['-sS', '-o', '-', '-w', '\n%{http_code} %{content_type}', ...args], { maxBuffer: 1 << 20 }, (error, stdout) => {
+    execFile('curl', ['-sS', '-o', '-', '-w', '\n%{http_code} %header{x-request-id} %{content_type}', ...args], { maxBuffer: 1 << 20 }, (error, stdout) => {
       if (error !== null) return reject(error);
       const split = stdout.lastIndexOf('\n');
-      const [status = '', ...type] = stdout.slice(split + 1).split(' ');
-      resolve({ status: Number(status), contentType: type.join(' '), body: stdout.slice(0, split) });
+      const [status = '', requestId = '', ...type] = stdout.slice(split + 1).split(' ');
+      resolve({ status: Number(status), requestId, contentType: type.join(' '), body: stdout.slice(0, split) });
     });
   });
 }
+
+/** The answer without its request id, which differs from one request to the next. */
+const answer = ({ requestId: _, ...rest }: Answer & { requestId: string }): Answer => rest;
+
+/** nginx's `$request_id`: 32 hexadecimal digits, which the replica takes as the request's id (it makes UUIDs of its own). */
+const NGINX_REQUEST_ID = /^[0-9a-f]{32}$/;
 
 /** A JSON body of about `bytes` bytes. */
 function bodyFile(name: string, bytes: number): string {
@@ -67,8 +73,11 @@ describe('behind nginx, what nginx refuses itself', () => {
     const replica = await post(nginx.url, bodyFile('two.json', 2 * 1024 * 1024));
     expect(replica.status).toBe(413);
     expect(replica.body).toContain('RUNNEL_ERR_BODY_TOO_LARGE');
+    expect(replica.requestId).toMatch(NGINX_REQUEST_ID);
     const refused = await post(nginx.url, bodyFile('eleven.json', 11 * 1024 * 1024));
-    expect(refused).toEqual({ status: 413, contentType: 'application/json; charset=utf-8', body: replica.body });
+    expect(answer(refused)).toEqual({ status: 413, contentType: 'application/json; charset=utf-8', body: replica.body });
+    // Every error answer carries x-request-id, nginx's own too (they had none): the id of nginx's log line.
+    expect(refused.requestId).toMatch(NGINX_REQUEST_ID);
   });
 
   it.each([
@@ -77,7 +86,9 @@ describe('behind nginx, what nginx refuses itself', () => {
   ])('answers %s over its buffers as the replica answers it: 431 in Runnel’s JSON', async (_what, args) => {
     const replica = await curl(args(direct));
     expect(replica.status).toBe(431);
+    expect(replica.requestId).not.toBe('');
     const refused = await curl(args(nginx.url));
-    expect(refused).toEqual({ status: 431, contentType: 'application/json; charset=utf-8', body: JSON.stringify(JSON.parse(replica.body)) });
+    expect(answer(refused)).toEqual({ status: 431, contentType: 'application/json; charset=utf-8', body: JSON.stringify(JSON.parse(replica.body)) });
+    expect(refused.requestId).toMatch(NGINX_REQUEST_ID);
   });
 });
