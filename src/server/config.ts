@@ -187,9 +187,9 @@ const envSchema = z.object({
 
 /**
  * Every `RUNNEL_*` variable Runnel reads: the server's settings above, tracing's content flag, the cluster's
- * mark on the processes it starts, and the three docker-compose reads (the published port, nginx's subnet,
- * the stop grace). Any other is a typo or a setting of another version: it changes nothing, and the server
- * says so at start.
+ * mark on the processes it starts, and the four docker-compose reads (the published port, nginx's subnet,
+ * the proxies in front of nginx, the stop grace). Any other is a typo or a setting of another version: it
+ * changes nothing, and the server says so at start.
  */
 export const RUNNEL_SETTINGS: ReadonlySet<string> = new Set([
   ...Object.keys(envSchema.shape).filter((name) => name.startsWith('RUNNEL_')),
@@ -197,6 +197,7 @@ export const RUNNEL_SETTINGS: ReadonlySet<string> = new Set([
   'RUNNEL_CLUSTER_PROCESS',
   'RUNNEL_PORT',
   'RUNNEL_EDGE_SUBNET',
+  'RUNNEL_FRONT_PROXIES',
   'RUNNEL_STOP_GRACE_PERIOD',
 ]);
 

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadServerConfig } from '../../src/index.js';
+import { RUNNEL_SETTINGS } from '../../src/server/config.js';
 import { shutdownDeadlineMs } from '../../src/server/signals.js';
 
 const root = new URL('../../', import.meta.url).pathname;
@@ -40,8 +41,19 @@ interface Network {
 const compose = parse(read('docker-compose.yml')) as { services: Record<string, Service>; volumes: Record<string, unknown>; networks: Record<string, Network | null> };
 const { app, nginx, redis, postgres } = compose.services as Record<'app' | 'nginx' | 'redis' | 'postgres', Service>;
 
-/** `${NAME:-default}` → the default, as compose substitutes with nothing set on the host. */
-const substitute = (value: string): string => value.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
+/**
+ * Compose's interpolation of the forms the file uses, given the host's variables: `${NAME:-default}` (the
+ * value, or the default when unset or empty) and `${NAME:+alternative}` (the alternative when set and not
+ * empty, else nothing).
+ */
+const interpolate = (value: string, host: Record<string, string> = {}): string =>
+  value.replace(/\$\{([A-Z_][A-Z0-9_]*):([-+])([^}]*)\}/g, (_, name: string, operator: string, word: string) => {
+    const given = host[name] ?? '';
+    if (operator === '-') return given === '' ? word : given;
+    return given === '' ? '' : word;
+  });
+/** The value with nothing set on the host. */
+const substitute = (value: string): string => interpolate(value);
 
 describe('docker-compose.yml', () => {
   it('has app, nginx, redis and postgres, each with a health check, and workers for background runs', () => {
@@ -126,7 +138,9 @@ describe('docker-compose.yml', () => {
     expect(subnet).toMatch(/^\d+\.\d+\.\d+\.\d+\/\d+$/);
     expect(substitute(app.environment?.RUNNEL_TRUST_PROXY ?? '')).toBe(subnet);
     // The subnet and the trust setting move together when RUNNEL_EDGE_SUBNET is set.
-    expect(app.environment?.RUNNEL_TRUST_PROXY).toBe(compose.networks.edge?.ipam?.config?.[0]?.subnet);
+    const moved = { RUNNEL_EDGE_SUBNET: '10.99.0.0/24' };
+    expect(interpolate(app.environment?.RUNNEL_TRUST_PROXY ?? '', moved)).toBe('10.99.0.0/24');
+    expect(interpolate(compose.networks.edge?.ipam?.config?.[0]?.subnet ?? '', moved)).toBe('10.99.0.0/24');
     const onEdge = Object.entries(compose.services).filter(([, service]) => service.networks?.includes('edge')).map(([name]) => name);
     expect(onEdge.sort()).toEqual(['app', 'nginx']);
     expect(nginx.networks).toEqual(['edge']);
@@ -138,6 +152,25 @@ describe('docker-compose.yml', () => {
     expect(loadServerConfig(env).trustProxy).toEqual([subnet]);
     // nginx appends the client's address to X-Forwarded-For; the server takes the right-most one nginx did not add.
     expect(read('deploy/nginx.conf')).toMatch(/proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;/);
+  });
+
+  // A probe: RUNNEL_TRUST_PROXY was the edge subnet alone, so the proxy docs/deployment.md says to add (a load
+  // balancer in front of nginx) could be added only by editing the file.
+  it('trusts the proxies in front of nginx named by RUNNEL_FRONT_PROXIES too, and every service that trusts proxies does', () => {
+    const trusting = Object.entries(compose.services).filter(([, service]) => service.environment?.RUNNEL_TRUST_PROXY !== undefined);
+    expect(trusting.map(([name]) => name)).toEqual(['app']);
+    for (const [name, service] of trusting) {
+      const trust = (host: Record<string, string>): string[] => {
+        const env = Object.fromEntries(Object.entries(service.environment ?? {}).map(([key, value]) => [key, interpolate(value, host)]));
+        return loadServerConfig(env).trustProxy;
+      };
+      expect(trust({}), name).toEqual(['10.213.71.0/24']);
+      expect(trust({ RUNNEL_FRONT_PROXIES: '' }), name).toEqual(['10.213.71.0/24']);
+      expect(trust({ RUNNEL_FRONT_PROXIES: '203.0.113.7' }), name).toEqual(['10.213.71.0/24', '203.0.113.7']);
+      expect(trust({ RUNNEL_EDGE_SUBNET: '10.99.0.0/24', RUNNEL_FRONT_PROXIES: '203.0.113.0/24, 2001:db8::/32' }), name).toEqual(['10.99.0.0/24', '203.0.113.0/24', '2001:db8::/32']);
+    }
+    // A compose setting, so the server does not warn of it as an unknown RUNNEL_* variable.
+    expect(RUNNEL_SETTINGS.has('RUNNEL_FRONT_PROXIES')).toBe(true);
   });
 });
 
