@@ -119,11 +119,40 @@ describe('docker-compose.yml', () => {
   // providers' base URLs, and both reported the service name runnel.
   it('gives the app and the worker the same run and model settings, and service names of their own', () => {
     const worker = compose.services.worker as Service;
-    for (const name of ['RUNNEL_RUN_NAMESPACE', 'RUNNEL_RUN_TTL', 'RUNNEL_RUN_LOCK_MS', 'RUNNEL_WEBHOOK_HOSTS', 'RUNNEL_WEBHOOK_SECRET', 'RUNNEL_MODEL', 'OPENAI_BASE_URL', 'ANTHROPIC_BASE_URL', 'RUNNEL_TRACE_CONTENT', 'OTEL_EXPORTER_OTLP_ENDPOINT']) {
+    for (const name of ['RUNNEL_RUN_NAMESPACE', 'RUNNEL_RUN_TTL', 'RUNNEL_RUN_LOCK_MS', 'RUNNEL_WEBHOOK_HOSTS', 'RUNNEL_WEBHOOK_SECRET', 'RUNNEL_WEBHOOK_ALLOW_HTTP', 'RUNNEL_WORKER_CONCURRENCY', 'RUNNEL_MODEL', 'OPENAI_BASE_URL', 'ANTHROPIC_BASE_URL', 'RUNNEL_TRACE_CONTENT', 'OTEL_EXPORTER_OTLP_ENDPOINT']) {
       expect(worker.environment?.[name], name).toBeDefined();
       expect(worker.environment?.[name], name).toBe(app.environment?.[name]);
     }
     expect([app.environment?.OTEL_SERVICE_NAME, worker.environment?.OTEL_SERVICE_NAME]).toEqual(['runnel', 'runnel-worker']);
+  });
+
+  // A probe: the app had no RUNNEL_BODY_LIMIT, RUNNEL_MAX_BATCH, RUNNEL_MAX_STREAMS, RUNNEL_STREAM_STALL_MS,
+  // RUNNEL_PING_MS, RUNNEL_WORKER_CONCURRENCY, RUNNEL_PROCESSES or RUNNEL_WEBHOOK_ALLOW_HTTP: set on the host, they changed nothing.
+  it("passes the app every setting README's Configuration table documents, but those that make no sense in compose", () => {
+    const readme = read('README.md');
+    const table = readme.slice(readme.indexOf('| variable | default | meaning |')).split('\n\n')[0] ?? '';
+    const rows = table.split('\n').slice(2);
+    expect(rows.length).toBeGreaterThan(20);
+    const documented = new Set<string>();
+    for (const row of rows) {
+      const [name = '', , meaning = ''] = row.split(/(?<!\\)\|/).slice(1);
+      // The compose-only row configures compose itself, not the server.
+      if (meaning.trim().startsWith('compose only')) continue;
+      for (const match of name.matchAll(/`([A-Z][A-Z0-9_]+)`/g)) documented.add(match[1] as string);
+      // Settings named in passing: `RUNNEL_WEBHOOK_ALLOW_HTTP=true`.
+      for (const match of meaning.matchAll(/`([A-Z][A-Z0-9_]+)=[^`]*`/g)) documented.add(match[1] as string);
+    }
+    const notInCompose: Record<string, string> = {
+      PORT: 'fixed at 8000: nginx, the health check and `expose` reach the app there',
+      HOST: 'the image sets 0.0.0.0; the default, loopback, would leave the app unreachable from nginx',
+      RUNNEL_DATA_DIR: "PGlite's files, unused: compose gives the app DATABASE_URL",
+    };
+    for (const name of Object.keys(notInCompose)) expect(documented, `${name} is no longer documented: drop its exclusion`).toContain(name);
+    const missing = [...documented].filter((name) => !(name in notInCompose) && app.environment?.[name] === undefined);
+    expect(missing).toEqual([]);
+    // And the server takes what it gets with nothing set on the host.
+    const env = Object.fromEntries(Object.entries(app.environment ?? {}).map(([key, value]) => [key, substitute(value)]));
+    expect(loadServerConfig(env)).toMatchObject({ bodyLimit: 1024 * 1024, maxBatch: 100, maxStreams: 1000, streamStallMs: 30_000, pingMs: 15_000, processes: 1, workerConcurrency: 8, webhookAllowHttp: false });
   });
 
   it("lets Docker wait longer than the server's own hard deadline before it kills the app", () => {
