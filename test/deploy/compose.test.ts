@@ -155,6 +155,20 @@ describe('docker-compose.yml', () => {
     expect(loadServerConfig(env)).toMatchObject({ bodyLimit: 1024 * 1024, maxBatch: 100, maxStreams: 1000, streamStallMs: 30_000, pingMs: 15_000, processes: 1, workerConcurrency: 8, webhookAllowHttp: false });
   });
 
+  // A probe: RUNNEL_STOP_GRACE_PERIOD and JAEGER_PORT were read by the file and documented nowhere.
+  it('reads from the host only variables the docs name: README\'s Configuration table, or docs/observability.md for its profile', () => {
+    const readme = read('README.md');
+    const table = readme.slice(readme.indexOf('| variable | default | meaning |')).split('\n\n')[0] ?? '';
+    const observability = read('docs/observability.md');
+    const names = [...new Set([...read('docker-compose.yml').matchAll(/\$\{([A-Z_][A-Z0-9_]*)/g)].map((match) => match[1] as string))];
+    expect(names).toContain('RUNNEL_STOP_GRACE_PERIOD');
+    const named = (text: string, name: string): boolean => text.includes(`\`${name}\``) || text.includes(`\`${name}=`);
+    const undocumented = names.filter((name) => !named(table, name) && !named(observability, name));
+    expect(undocumented).toEqual([]);
+    // The RUNNEL_* ones are settings the server knows, so one set on the host for compose draws no warning from it.
+    expect(names.filter((name) => name.startsWith('RUNNEL_') && !RUNNEL_SETTINGS.has(name))).toEqual([]);
+  });
+
   it("lets Docker wait longer than the server's own hard deadline before it kills the app", () => {
     const env = Object.fromEntries(Object.entries(app.environment ?? {}).map(([key, value]) => [key, substitute(value)]));
     const config = loadServerConfig(env);
