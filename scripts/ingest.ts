@@ -31,12 +31,22 @@ import {
   type SearchMode,
 } from '../src/index.js';
 
+/** Whether the progress bar's line is open on stderr (written without its newline). */
+let barOpen = false;
+
 function progress(done: number, total: number): void {
   if (!process.stderr.isTTY) return;
   const width = 30;
   const filled = total === 0 ? width : Math.round((done / total) * width);
   process.stderr.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total}`);
-  if (done === total) process.stderr.write('\n');
+  barOpen = done !== total;
+  if (!barOpen) process.stderr.write('\n');
+}
+
+/** Ends a bar the run left short (it stopped, or failed), so the lines that follow start lines of their own. */
+function endProgress(): void {
+  if (barOpen) process.stderr.write('\n');
+  barOpen = false;
 }
 
 /** Ingests `paths` into `collection` on the configured database; returns the counts. */
@@ -80,6 +90,7 @@ export async function ingest(options: {
     }
     return total;
   } finally {
+    endProgress();
     await services.close();
   }
 }
