@@ -174,8 +174,9 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (ap
       const queue = runQueue(request);
       const after = lastEventId(request, queue);
       // An id of the right shape that is none of this run's frames (another run's, one past its end) would
-      // replay the whole run, or skip frames, as if it were: refused like a malformed one.
-      if (after !== undefined && !(await queue.store.hasFrame(record.run_id, after))) {
+      // replay the whole run, or skip frames, as if it were: refused like a malformed one. A queued run's
+      // clients have only read its log: an id past its last frame written was never sent.
+      if (after !== undefined && !(await queue.store.hasFrame(record.run_id, after, record.kind === 'run'))) {
         throw new RunnelError('RUNNEL_ERR_BAD_REQUEST', "Last-Event-ID is not an event id of this run's stream", {
           detail: [{ type: 'value_error', loc: ['header', 'last-event-id'], msg: 'Not an event id of this stream' }],
         });

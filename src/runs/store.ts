@@ -206,9 +206,11 @@ export interface RunStore {
   /**
    * False when the run's log shows that `id` is none of its frames (another run's, made up, or past its end);
    * true when it is one, precedes what a trimmed log still holds, or follows its last frame in the execution
-   * that wrote it (a frame handed to a client before its process, killed, could write it).
+   * that wrote it (a frame handed to a client before its process, killed, could write it) — unless
+   * `loggedOnly`: the run's clients have only ever read its log (a queued run's), so an id past the last
+   * frame written was never sent.
    */
-  hasFrame(runId: string, id: string): Promise<boolean>;
+  hasFrame(runId: string, id: string, loggedOnly?: boolean): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -1439,7 +1441,7 @@ export class RedisRunStore implements RunStore {
     return FRAME_ID.test(id);
   }
 
-  async hasFrame(runId: string, id: string): Promise<boolean> {
+  async hasFrame(runId: string, id: string, loggedOnly = false): Promise<boolean> {
     const log = `${this.key(runId)}:log`;
     const packed = (entry: [string, string[]] | undefined): PackedFrame[] => {
       if (entry === undefined) return [];
@@ -1455,7 +1457,7 @@ export class RedisRunStore implements RunStore {
       if (ids.includes(id)) return true;
       // The log's end is in this entry: nothing was made after it, by this execution or any.
       const lastEvent = held.at(-1)?.[1];
-      if (lastEvent === 'end' || lastEvent === 'error') return false;
+      if (loggedOnly || lastEvent === 'end' || lastEvent === 'error') return false;
       // Past the last frame written, in the execution that wrote it (ids `{base}-{n}`): a frame its process made
       // and handed to its client, then failed to write (Redis went away, the process was killed). The client
       // resumes after it as after the last frame written, and hears how the run ended — which the frames of

@@ -242,6 +242,10 @@ describe('RedisRunStore', () => {
     for (const id of ['1-0', '1-1', '1-2', '1-3', '1-9']) expect(await store.hasFrame(run.run_id, id), id).toBe(true);
     for (const id of ['0-5', '2-0', '1796320426016-3']) expect(await store.hasFrame(run.run_id, id), id).toBe(false);
     expect(await store.hasFrame(randomUUID(), '1-0')).toBe(false);
+    // A queued run's clients have only read its log: an id past its last frame written was never sent (a probe
+    // resumed after made-up ids and was answered as if it had seen them).
+    for (const id of ['1-0', '1-1', '1-2']) expect(await store.hasFrame(run.run_id, id, true), id).toBe(true);
+    for (const id of ['1-3', '1-9']) expect(await store.hasFrame(run.run_id, id, true), id).toBe(false);
   });
 
   // The in-process store trims a long run's frames too: an id before what it still holds is one of them, and
