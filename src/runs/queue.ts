@@ -498,7 +498,15 @@ export class BullRunQueue implements RunQueue {
       // gets the first of each kind, then a line a minute with how many were held back.
       const log = options.log;
       const heard = log === undefined ? undefined : repeatsHeldBack(log);
-      this.worker.on('error', (error) => heard?.(error, 'run worker error'));
+      // A lost lock is no bug (the worker or Redis paused past the lock's length): BullMQ says so as an error
+      // (could not renew, missing, mismatched), and what follows is handled — the run goes on while its process
+      // beats, and is ended lost otherwise. An operator hears it as a warning, not three errors a run.
+      const warn = options.warn;
+      const lockLost = warn === undefined ? undefined : repeatsHeldBack((error, message) => warn({ reason: error instanceof Error ? error.message : String(error) }, message));
+      this.worker.on('error', (error) => {
+        if (lockLost !== undefined && /\block\b/i.test(error.message)) lockLost(error, "run worker lost a job's lock (the worker or Redis paused past RUNNEL_RUN_LOCK_MS): the run goes on while its process beats for it, else it ends RUNNEL_ERR_RUN_LOST");
+        else heard?.(error, 'run worker error');
+      });
       // A worker that lost a job's lock (Redis away for a moment, or too slow a turn to renew it) keeps running
       // it: another worker that takes the job finds it beating and leaves it; one whose heartbeat went stale
       // meanwhile is ended there as lost, and then its writes here are refused, which stops it.

@@ -4,8 +4,11 @@
  * kind, then a line a minute saying how many it held back — not a line a
  * second for the whole outage. The clock is the test's.
  */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { repeatsHeldBack } from '../../src/runs/queue.js';
+import { RedisRunStore } from '../../src/runs/index.js';
+import { BullRunQueue, repeatsHeldBack } from '../../src/runs/queue.js';
 
 describe('repeatsHeldBack', () => {
   it('passes the first of each kind, then one a minute with the count held back', () => {
@@ -28,5 +31,42 @@ describe('repeatsHeldBack', () => {
       "run worker error: READONLY You can't write against a read only replica.",
       'run worker error (and 29 more like it since the last line): connect ECONNREFUSED 127.0.0.1:6379',
     ]);
+  });
+});
+
+describe("the run worker's errors", () => {
+  it("says a lost job lock as a warning, not as errors: a paused worker's three BullMQ errors a run are handled", async () => {
+    const connection = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: null, lazyConnect: true });
+    await connection.connect();
+    const namespace = `test-locks-${randomUUID()}`;
+    const errors: string[] = [];
+    const warnings: string[] = [];
+    const store = new RedisRunStore({ client: connection, namespace });
+    const queue = new BullRunQueue({
+      store,
+      chains: new Map(),
+      concurrency: 1,
+      connection,
+      prefix: namespace,
+      log: (error, message) => void errors.push(`${message}: ${(error as Error).message}`),
+      warn: (fields, message) => void warnings.push(`${message}: ${String(fields.reason)}`),
+    });
+    try {
+      const worker = (queue as unknown as { worker: { emit(event: string, error: Error): void } }).worker;
+      // BullMQ's own words (lock-manager.js, finished-errors.js).
+      worker.emit('error', new Error('could not renew lock for job 7'));
+      worker.emit('error', new Error('Missing lock for job 7. moveToFinished'));
+      worker.emit('error', new Error('Lock mismatch for job 7. Cmd moveToFinished from active'));
+      worker.emit('error', new Error('connect ECONNREFUSED 127.0.0.1:6379'));
+      expect(warnings).toHaveLength(3);
+      expect(warnings[0]).toMatch(/^run worker lost a job's lock .*: could not renew lock for job 7$/);
+      expect(errors).toEqual(['run worker error: connect ECONNREFUSED 127.0.0.1:6379']);
+    } finally {
+      await queue.close(0);
+      await store.close();
+      const keys = await connection.keys(`${namespace}*`);
+      if (keys.length > 0) await connection.del(...keys);
+      connection.disconnect();
+    }
   });
 });
