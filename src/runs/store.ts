@@ -979,16 +979,19 @@ export function runConfig(config: Record<string, unknown>): Record<string, unkno
 }
 
 /**
- * Whether `value` has a run record's shape where a reader relies on it: its ids and times strings, a status
+ * Whether `value` has a run record's shape where a reader relies on it: its ids strings, its times times, a status
  * a run has (one of another kind would never end: `/wait` would time out for good), an error with a code and
  * a message, usage an object whose counts are numbers. The input, output and config are the chain's, JSON of
  * any shape.
  */
+/** A time as records hold them: a string Date reads (an ISO 8601 time). */
+const isTime = (value: unknown): value is string => typeof value === 'string' && !Number.isNaN(Date.parse(value));
+
 function isRunRecord(value: unknown): value is RunRecord {
   if (!isObject(value)) return false;
   const { run_id, identity, status, chain, kind, created_at, updated_at, error, usage, finish_reason, config, filters, webhook, chat_id } = value;
   if (typeof run_id !== 'string' || typeof identity !== 'string' || typeof status !== 'string' || !RUN_STATUSES.has(status)) return false;
-  if (typeof chain !== 'string' || typeof kind !== 'string' || !RUN_KINDS.has(kind) || typeof created_at !== 'string' || typeof updated_at !== 'string') return false;
+  if (typeof chain !== 'string' || typeof kind !== 'string' || !RUN_KINDS.has(kind) || !isTime(created_at) || !isTime(updated_at)) return false;
   // What a worker runs the chain with, and what it calls back: one of another shape failed the run as if Redis
   // were down (its config read outside the run's error handling).
   if (!isRunConfig(config) || !(webhook === undefined || typeof webhook === 'string') || !(chat_id === undefined || typeof chat_id === 'string')) return false;

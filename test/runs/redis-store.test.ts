@@ -329,7 +329,7 @@ describe('RedisRunStore', () => {
     await store.create(run);
     const key = `${namespace}:run:${run.run_id}`;
     const good = (await client.get(key)) as string;
-    for (const change of [{ status: 'bogus' }, { created_at: -5 }, { updated_at: null }, { error: 5 }, { error: { code: 'X' } }, { usage: { input_tokens: 'many' } }, { chain: ['/joke'] },
+    for (const change of [{ status: 'bogus' }, { created_at: -5 }, { updated_at: null }, { created_at: 'not a date' }, { error: 5 }, { error: { code: 'X' } }, { usage: { input_tokens: 'many' } }, { chain: ['/joke'] },
       // What a worker runs the chain with and calls back (a config of another shape failed the run as a Redis outage).
       { kind: 'batch' }, { config: 5 }, { config: null }, { config: { tags: 'x' } }, { config: { metadata: [] } }, { config: { configurable: 'x' } },
       { filters: { include_names: 'x' } }, { filters: [] }, { webhook: 5 }, { chat_id: {} },
