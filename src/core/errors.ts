@@ -230,7 +230,7 @@ export const errorCodes = {
   RUNNEL_ERR_STORED_RECORD_INVALID: {
     status: 500,
     retryable: false,
-    description: 'A record read back from storage (a chat history, a run or its event log, the cache) failed validation, or its Redis key holds another type than Runnel stores there; it is rejected, never revived, and logged as `stored record not valid`.',
+    description: 'A record read back from storage (a chat history, a run or its event log, the cache, the lexical index of a vector collection, whose statistics could not be counted again) failed validation, or its Redis key holds another type than Runnel stores there; it is rejected, never revived, and logged as `stored record not valid`.',
   },
   RUNNEL_ERR_INTERNAL: {
     status: 500,

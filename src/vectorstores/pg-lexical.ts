@@ -19,7 +19,8 @@
 import { searchableText, type Document } from '../documents/index.js';
 import type { Filter } from './filter.js';
 import { BM25, countTerms, termScore, type TermCounts } from './lexical.js';
-import { storedMetadata, type SqlExecutor, type SqlQueryable } from './sql.js';
+import { RunnelError } from '../core/index.js';
+import { shippable, storedMetadata, type SqlExecutor, type SqlQueryable, type StoreWarn } from './sql.js';
 import { compileFilter } from './sql-filter.js';
 
 /** The column an embeddings table gains; added only when missing (ALTER TABLE locks the table even when it changes nothing). */
@@ -164,18 +165,23 @@ export async function dropIndex(tx: SqlQueryable, collection: string): Promise<v
  * time (found through a partial index, so a collection with none costs one
  * index probe).
  */
-export async function backfill(executor: SqlExecutor, table: string, collection: string, batchSize = 500): Promise<number> {
+export async function backfill(executor: SqlExecutor, table: string, collection: string, warn: StoreWarn, batchSize = 500): Promise<number> {
   let indexed = 0;
   for (;;) {
     const done = await executor.transaction(async (tx) => {
       await lockCollection(tx, collection);
-      type Row = { id: string; content: string; metadata: Record<string, unknown> | string };
+      type Row = { id: string; content: string | null; metadata: Record<string, unknown> | string | null; oversized: boolean };
       const { rows } = await tx.query<Row>(
-        `SELECT id, content, metadata FROM ${table} WHERE collection = $1 AND lexical_length IS NULL ORDER BY id LIMIT $2 FOR UPDATE`,
+        `SELECT id, CASE WHEN ${shippable()} THEN content END AS content, CASE WHEN ${shippable()} THEN metadata END AS metadata, NOT ${shippable()} AS oversized
+         FROM ${table} WHERE collection = $1 AND lexical_length IS NULL ORDER BY id LIMIT $2 FOR UPDATE`,
         [collection, batchSize],
       );
       if (rows.length === 0) return 0;
+      // A row past the size a store writes is indexed without terms (searches skip it anyway), so the backfill ends.
+      const oversized = rows.filter((row) => row.oversized).map((row) => row.id);
+      if (oversized.length > 0) warn({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID', collection, ids: oversized, reason: 'text or metadata past the size a store writes: indexed without terms' }, 'stored record not valid');
       const added = rows.map((row) => {
+        if (row.content === null) return { id: row.id, counts: countTerms('') };
         const metadata = storedMetadata(row.metadata);
         return { id: row.id, counts: countTerms(searchableText({ pageContent: row.content, metadata } as Document)) };
       });
@@ -201,6 +207,8 @@ export interface LexicalQuery {
   filter?: Filter | undefined;
   /** Postings read per term, highest weight first (see `PgVectorStoreOptions.lexicalCandidates`). */
   perTerm: number;
+  /** Where statistics found impossible, and repaired, are reported. */
+  warn: StoreWarn;
 }
 
 /** One row of a lexical search. */
@@ -209,6 +217,24 @@ export interface LexicalRow {
   content: string;
   metadata: Record<string, unknown> | string;
   score: number | string;
+  /** Past the size a store writes: its text and metadata were not read (null). */
+  oversized: boolean;
+}
+
+/**
+ * Sets a collection's statistics to what its rows hold — the documents indexed and their total length in terms —
+ * under the writers' lock, so no upsert's change is lost or counted twice.
+ */
+async function repairStats(executor: SqlExecutor, table: string, collection: string): Promise<void> {
+  await executor.transaction(async (tx) => {
+    await lockCollection(tx, collection);
+    await tx.query(
+      `INSERT INTO runnel_lexical_stats (collection, documents, total_length)
+       SELECT $1, count(*), COALESCE(sum(lexical_length), 0) FROM ${table} WHERE collection = $1 AND lexical_length IS NOT NULL
+       ON CONFLICT (collection) DO UPDATE SET documents = EXCLUDED.documents, total_length = EXCLUDED.total_length`,
+      [collection],
+    );
+  });
 }
 
 /**
@@ -218,8 +244,25 @@ export interface LexicalRow {
  * the filter; their exact scores summed per document with the collection's
  * statistics as they are now; the best `k` with their content.
  */
-export async function lexicalSearch(executor: SqlQueryable, query: LexicalQuery): Promise<LexicalRow[]> {
+export async function lexicalSearch(executor: SqlExecutor, query: LexicalQuery): Promise<LexicalRow[]> {
   if (query.terms.length === 0) return [];
+  const first = await rankLexical(executor, query);
+  if (first.valid) return first.rows;
+  // Statistics no writer leaves (changed by hand, or a row deleted): ranking with them would silently change every
+  // answer, and with none at all find nothing. Counted again from the rows under the writers' lock, then ranked.
+  query.warn(
+    { code: 'RUNNEL_ERR_STORED_RECORD_INVALID', collection: query.collection, stats: first.stats, reason: 'lexical statistics impossible for the index: counted again from the rows' },
+    'stored record not valid',
+  );
+  await repairStats(executor, query.table, query.collection);
+  const again = await rankLexical(executor, query);
+  if (again.valid) return again.rows;
+  // Still impossible: postings of documents the collection no longer holds as indexed rows (the index itself changed
+  // by hand), which counting the rows cannot mend.
+  throw new RunnelError('RUNNEL_ERR_STORED_RECORD_INVALID', `The lexical index of collection ${query.collection} holds postings of no indexed document; its statistics could not be counted again`);
+}
+
+async function rankLexical(executor: SqlQueryable, query: LexicalQuery): Promise<{ valid: boolean; stats?: unknown; rows: LexicalRow[] }> {
   const { k1, b } = BM25;
   const params: unknown[] = [query.collection, query.terms, query.k, query.perTerm];
   let filter = '';
@@ -232,14 +275,23 @@ export async function lexicalSearch(executor: SqlQueryable, query: LexicalQuery)
     // The statistics are clamped where a count changed by hand (below zero, a term in more documents than the
     // collection holds) would take ln of a negative number or divide by zero and fail every search: with counts
     // Runnel keeps, each clamp is a no-op and the ranking is the memory store's.
-    `WITH s AS (
+    // Statistics are impossible when a query term is indexed (a posting: a document of at least one term) and they
+    // are missing, or count no document or no term: then no row ranks, and one row (of nulls and the statistics)
+    // says so. (A count merely wrong — a term in more documents than the collection holds — is clamped below, as
+    // before: it names no culprit, the term's count or the collection's, to count again.)
+    `WITH t AS (
+       SELECT t.term, t.df FROM (SELECT DISTINCT unnest($2::text[]) AS term) q
+       JOIN runnel_lexical_terms t ON t.collection = $1 AND t.term = q.term
+     ), st AS (
+       SELECT documents, total_length FROM runnel_lexical_stats WHERE collection = $1
+     ), v AS (
+       SELECT NOT EXISTS (SELECT 1 FROM t) OR COALESCE((SELECT documents >= 1 AND total_length >= 1 FROM st), false) AS valid
+     ), s AS (
        SELECT GREATEST(documents, 0)::float8 AS n, GREATEST(total_length::float8 / GREATEST(documents, 1), 1) AS avgdl
-       FROM runnel_lexical_stats WHERE collection = $1
+       FROM st, v WHERE v.valid
      ), w AS (
        SELECT t.term, ln(1 + (GREATEST(s.n - GREATEST(t.df, 0), 0) + 0.5::float8) / (GREATEST(t.df, 0) + 0.5::float8)) AS idf, s.avgdl
-       FROM (SELECT DISTINCT unnest($2::text[]) AS term) q
-       JOIN runnel_lexical_terms t ON t.collection = $1 AND t.term = q.term
-       CROSS JOIN s
+       FROM t CROSS JOIN s
      ), top AS (
        SELECT p.id, sum(w.idf * p.tf * ${k1 + 1}::float8 / (p.tf + ${k1}::float8 * (${1 - b}::float8 + ${b}::float8 * p.length / w.avgdl))) AS score
        FROM w CROSS JOIN LATERAL (
@@ -249,9 +301,15 @@ export async function lexicalSearch(executor: SqlQueryable, query: LexicalQuery)
        ) p
        GROUP BY p.id ORDER BY score DESC, p.id LIMIT $3
      )
-     SELECT e.id, e.content, e.metadata, top.score FROM top JOIN ${query.table} e ON e.collection = $1 AND e.id = top.id
-     ORDER BY top.score DESC, e.id`,
+     SELECT e.id, CASE WHEN ${shippable('e')} THEN e.content END AS content, CASE WHEN ${shippable('e')} THEN e.metadata END AS metadata,
+       top.score, NOT ${shippable('e')} AS oversized
+     FROM top JOIN ${query.table} e ON e.collection = $1 AND e.id = top.id
+     UNION ALL
+     SELECT NULL, (SELECT json_build_object('documents', documents, 'total_length', total_length)::text FROM st), NULL, NULL, NULL FROM v WHERE NOT v.valid
+     ORDER BY score DESC, id`,
     params,
   );
-  return rows;
+  const marker = rows[0];
+  if (marker !== undefined && marker.id === null) return { valid: false, stats: marker.content === null ? null : (JSON.parse(marker.content) as unknown), rows: [] };
+  return { valid: true, rows };
 }

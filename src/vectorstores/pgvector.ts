@@ -14,7 +14,7 @@ import type { Embeddings } from '../embeddings/index.js';
 import type { Filter } from './filter.js';
 import type { SearchMatch } from './fusion.js';
 import { backfill, documentTerms, dropIndex, LEXICAL_COLUMN, lexicalSchema, lexicalSearch, lockCollection, reindex, type IndexedDocument } from './pg-lexical.js';
-import { storedMetadata, type SqlExecutor } from './sql.js';
+import { checkStorable, MAX_CONTENT_BYTES, MAX_METADATA_BYTES, METADATA_BYTES_COLUMN, processWarn, shippable, storedMetadata, type SqlExecutor, type StoreWarn } from './sql.js';
 import { compileFilter } from './sql-filter.js';
 import { cosine, VectorStore, type ScoredMatch, type VectorSearchOptions } from './vector-store.js';
 
@@ -68,10 +68,35 @@ export interface PgVectorStoreOptions {
    * over 100,000 chunks near 10 ms (bench:retrieval).
    */
   lexicalCandidates?: number;
+  /**
+   * Where a stored row that is not valid — skipped (past the size bounds of `docs/persistence.md`) or repaired
+   * (the lexical statistics) — is reported, as `stored record not valid` with the collection and the row's id
+   * (default: a process warning).
+   */
+  warn?: StoreWarn;
 }
 
 const toVector = (vector: readonly number[]): string => `[${vector.join(',')}]`;
 const fromVector = (text: string): number[] => text.slice(1, -1).split(',').map(Number);
+
+/**
+ * A row's text and metadata when it is within the bounds a store writes, else nulls and `oversized` (the sizes
+ * are read from the values' headers: an oversized value is neither fetched nor decompressed).
+ */
+const SHIPPED = `CASE WHEN ${shippable()} THEN content END AS content, CASE WHEN ${shippable()} THEN metadata END AS metadata, NOT ${shippable()} AS oversized`;
+
+/**
+ * Refuses (rolling back) a write whose stored row a read would skip: the document passed `checkStorable`, but
+ * Postgres writes its metadata longer (`{"a": 1}` with spaces; `1e300` as 301 digits).
+ */
+function refuseOversized(rows: readonly { id: string; oversized: boolean }[]): void {
+  const over = rows.find((row) => row.oversized);
+  if (over === undefined) return;
+  throw new RunnelError(
+    'RUNNEL_ERR_INVALID_ARGUMENT',
+    `Document ${over.id} would be stored past ${MAX_CONTENT_BYTES} bytes of text or ${MAX_METADATA_BYTES} bytes of metadata as JSON text (as Postgres writes it), which searches skip`,
+  );
+}
 
 /** Taken first by every migration step: replicas migrating one database at once take turns. */
 const MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('runnel_migrate'));";
@@ -92,6 +117,7 @@ export class PgVectorStore extends VectorStore {
   private readonly exactSearchBelow: number;
   private readonly replaceIncompatible: boolean;
   private readonly lexicalCandidates: number;
+  private readonly warn: StoreWarn;
 
   private constructor(options: PgVectorStoreOptions) {
     super(options.embeddings);
@@ -103,6 +129,7 @@ export class PgVectorStore extends VectorStore {
     this.exactSearchBelow = options.exactSearchBelow ?? 1000;
     this.replaceIncompatible = options.replaceIncompatible ?? false;
     this.lexicalCandidates = options.lexicalCandidates ?? 2000;
+    this.warn = options.warn ?? processWarn;
     if (!Number.isInteger(this.lexicalCandidates) || this.lexicalCandidates < 1 || this.lexicalCandidates > 1_000_000) {
       throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `lexicalCandidates must be a whole number from 1 to 1,000,000, got ${this.lexicalCandidates}`);
     }
@@ -154,11 +181,18 @@ export class PgVectorStore extends VectorStore {
     const { rows: columns } = await this.executor.query<{ table_name: string; column_name: string }>(
       `SELECT table_name, column_name FROM information_schema.columns
        WHERE table_schema = current_schema() AND table_name = ANY($1::text[]) AND column_name = ANY($2::text[])`,
-      [['runnel_collections', this.table], ['embedder', LEXICAL_COLUMN]],
+      [['runnel_collections', this.table], ['embedder', LEXICAL_COLUMN, METADATA_BYTES_COLUMN]],
     );
     const has = (table: string, column: string): boolean => columns.some((c) => c.table_name === table && c.column_name === column);
     if (!has('runnel_collections', 'embedder')) await this.executor.exec(`${MIGRATION_LOCK} ALTER TABLE runnel_collections ADD COLUMN IF NOT EXISTS embedder text`);
     if (!has(this.table, LEXICAL_COLUMN)) await this.executor.exec(`${MIGRATION_LOCK} ALTER TABLE ${this.table} ADD COLUMN IF NOT EXISTS ${LEXICAL_COLUMN} integer`);
+    // The metadata's length as JSON text, computed by Postgres at every write (a hand UPDATE too), so a read can
+    // skip an oversized row without reading it (sql.ts, shippable). Adding it rewrites the table, once.
+    if (!has(this.table, METADATA_BYTES_COLUMN)) {
+      await this.executor.exec(
+        `${MIGRATION_LOCK} ALTER TABLE ${this.table} ADD COLUMN IF NOT EXISTS ${METADATA_BYTES_COLUMN} integer GENERATED ALWAYS AS (octet_length(metadata::text)) STORED`,
+      );
+    }
     await this.executor.exec(`${MIGRATION_LOCK} ${lexicalSchema(this.table)}`);
     const { rows } = await this.executor.query<{ dimensions: number; distance: string; embedder: string | null }>(
       `INSERT INTO runnel_collections (name, dimensions, distance) VALUES ($1, $2, $3)
@@ -179,7 +213,7 @@ export class PgVectorStore extends VectorStore {
     }
     if (existing !== undefined) await this.checkEmbedder(existing.embedder);
     // Rows stored before the lexical index existed join it now.
-    await backfill(this.executor, this.table, this.collection);
+    await backfill(this.executor, this.table, this.collection, this.warn);
   }
 
   /**
@@ -226,7 +260,7 @@ export class PgVectorStore extends VectorStore {
       // A few rows, embedded again both ways an earlier version could have (with or without a heading path):
       // one that matches settles it; rows whose text gives no features at all say nothing either way.
       const { rows } = await this.executor.query<{ content: string; metadata: Record<string, unknown> | string; embedding: string }>(
-        `SELECT content, metadata, embedding::text AS embedding FROM ${this.table} WHERE collection = $1 ORDER BY id LIMIT 5`,
+        `SELECT content, metadata, embedding::text AS embedding FROM ${this.table} WHERE collection = $1 AND ${shippable()} ORDER BY id LIMIT 5`,
         [this.collection],
       );
       let informative = false;
@@ -259,6 +293,7 @@ export class PgVectorStore extends VectorStore {
   async addVectors(vectors: number[][], documents: Document[]): Promise<string[]> {
     if (vectors.length !== documents.length) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'addVectors needs one vector per document');
     const ids = documents.map((doc) => doc.id ?? randomUUID());
+    for (const doc of documents) checkStorable(doc);
     for (const vector of vectors) {
       if (vector.length !== this.embeddings.dimensions) {
         throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `Vector of ${vector.length} dimensions for a store of ${this.embeddings.dimensions}`);
@@ -286,12 +321,14 @@ export class PgVectorStore extends VectorStore {
           `SELECT id, lexical_length AS length FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE`,
           [this.collection, [...last.keys()]],
         );
-        await tx.query(
+        const { rows: written } = await tx.query<{ id: string; oversized: boolean }>(
           `INSERT INTO ${this.table} (collection, id, content, metadata, embedding, lexical_length) VALUES ${rows.join(', ')}
            ON CONFLICT (collection, id) DO UPDATE SET content = EXCLUDED.content, metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding,
-             lexical_length = EXCLUDED.lexical_length`,
+             lexical_length = EXCLUDED.lexical_length
+           RETURNING id, NOT ${shippable()} AS oversized`,
           params,
         );
+        refuseOversized(written);
         await reindex(tx, this.collection, replaced, order.map((i, n) => ({ id: ids[i] as string, counts: counts[n] as (typeof counts)[number] })));
       });
     }
@@ -349,7 +386,7 @@ export class PgVectorStore extends VectorStore {
       where += ` AND (${compiled.sql})`;
     }
     const distance = `embedding ${op} $2::vector`;
-    type Row = { id: string; content: string; metadata: Record<string, unknown>; embedding?: string; score: number };
+    type Row = { id: string; content: string; metadata: Record<string, unknown>; embedding?: string; score: number; oversized: boolean };
     // Vectors as text cost about 1 ms per row to print and parse: read only when asked for.
     const embedding = options.withEmbeddings === true ? ', embedding::text AS embedding' : '';
     // The settings hold for this transaction only. Iterative scans: collections share one table and filters
@@ -361,7 +398,10 @@ export class PgVectorStore extends VectorStore {
         [String(Math.max(this.efSearch, k)), this.collection],
       );
       const select = (order: string): Promise<{ rows: Row[] }> =>
-        tx.query<Row>(`SELECT id, content, metadata${embedding}, ${score(distance)} AS score FROM ${this.table} WHERE ${where} ORDER BY ${order} LIMIT $3`, params);
+        tx.query<Row>(
+          `SELECT id, ${SHIPPED}${embedding}, ${score(distance)} AS score FROM ${this.table} WHERE ${where} ORDER BY ${order} LIMIT $3`,
+          params,
+        );
       // An ordering expression that is not the index's reads this collection's rows through the primary key.
       const exact = `(${distance}) + 0`;
       if (Number(settings[0]?.documents ?? 0) < this.exactSearchBelow) return (await select(exact)).rows;
@@ -373,7 +413,7 @@ export class PgVectorStore extends VectorStore {
     });
     // relaxed_order may return neighbours slightly out of order.
     rows.sort((a, b) => Number(b.score) - Number(a.score));
-    return rows.map((row) => ({
+    return this.served(rows).map((row) => ({
       document: new Document({ id: row.id, pageContent: row.content, metadata: storedMetadata(row.metadata) }),
       score: Number(row.score),
       ...(row.embedding === undefined ? {} : { embedding: fromVector(row.embedding) }),
@@ -381,18 +421,29 @@ export class PgVectorStore extends VectorStore {
   }
 
   override async searchTerms(terms: string[], k: number, filter?: Filter): Promise<SearchMatch[]> {
-    const rows = await lexicalSearch(this.executor, { collection: this.collection, table: this.table, terms, k, filter, perTerm: this.lexicalCandidates });
-    return rows.map((row) => ({
+    const rows = await lexicalSearch(this.executor, { collection: this.collection, table: this.table, terms, k, filter, perTerm: this.lexicalCandidates, warn: this.warn });
+    return this.served(rows).map((row) => ({
       document: new Document({ id: row.id, pageContent: row.content, metadata: storedMetadata(row.metadata) }),
       score: Number(row.score),
     }));
+  }
+
+  /**
+   * The rows a search found less those too large to ship (their text and metadata were not read), reported
+   * once per search: the rest are served.
+   */
+  private served<T extends { id: string; oversized: boolean }>(rows: T[]): T[] {
+    const skipped = rows.filter((row) => row.oversized).map((row) => row.id);
+    if (skipped.length === 0) return rows;
+    this.warn({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID', collection: this.collection, ids: skipped, reason: 'text or metadata past the size a store writes: skipped' }, 'stored record not valid');
+    return rows.filter((row) => !row.oversized);
   }
 
   /** The stored metadata of those of `ids` the collection holds (with `having`, only those whose metadata includes those entries). */
   async metadataOf(ids: string[], having: Record<string, string | number | boolean> = {}): Promise<Map<string, Record<string, unknown>>> {
     if (ids.length === 0) return new Map();
     const { rows } = await this.executor.query<{ id: string; metadata: unknown }>(
-      `SELECT id, metadata FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[]) AND metadata @> $3::jsonb`,
+      `SELECT id, metadata FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[]) AND ${shippable()} AND metadata @> $3::jsonb`,
       [this.collection, ids, JSON.stringify(having)],
     );
     return new Map(rows.map((row) => [row.id, storedMetadata(row.metadata)]));
@@ -404,19 +455,24 @@ export class PgVectorStore extends VectorStore {
    */
   async updateMetadata(docs: readonly Document[]): Promise<number> {
     if (docs.length === 0) return 0;
+    for (const doc of docs) checkStorable({ id: doc.id, pageContent: '', metadata: doc.metadata });
     const rows = docs.map((doc) => ({ id: doc.id, metadata: doc.metadata }));
-    const { rows: updated } = await this.executor.query(
-      `UPDATE ${this.table} AS t SET metadata = e.value->'metadata' FROM jsonb_array_elements($2::jsonb) AS e WHERE t.collection = $1 AND t.id = e.value->>'id' RETURNING t.id`,
-      [this.collection, JSON.stringify(rows)],
-    );
-    return updated.length;
+    return this.executor.transaction(async (tx) => {
+      const { rows: updated } = await tx.query<{ id: string; oversized: boolean }>(
+        `UPDATE ${this.table} AS t SET metadata = e.value->'metadata' FROM jsonb_array_elements($2::jsonb) AS e WHERE t.collection = $1 AND t.id = e.value->>'id'
+         RETURNING t.id, NOT ${shippable('t')} AS oversized`,
+        [this.collection, JSON.stringify(rows)],
+      );
+      refuseOversized(updated);
+      return updated.length;
+    });
   }
 
   /** Which of `ids` the collection already holds (with `having`, only those whose metadata includes those entries). */
   async existingIds(ids: string[], having: Record<string, string | number | boolean> = {}): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
     const { rows } = await this.executor.query<{ id: string }>(
-      `SELECT id FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[]) AND metadata @> $3::jsonb`,
+      `SELECT id FROM ${this.table} WHERE collection = $1 AND id = ANY($2::text[]) AND ${shippable()} AND metadata @> $3::jsonb`,
       [this.collection, ids, JSON.stringify(having)],
     );
     return new Set(rows.map((row) => row.id));
@@ -434,7 +490,7 @@ export class PgVectorStore extends VectorStore {
   /** The distinct `metadata.source` values of the collection's documents (those with a string source; with `filter`, of those passing it). */
   async sources(filter?: Filter): Promise<string[]> {
     const params: unknown[] = [this.collection];
-    let where = `collection = $1 AND jsonb_typeof(metadata->'source') = 'string'`;
+    let where = `collection = $1 AND ${shippable()} AND jsonb_typeof(metadata->'source') = 'string'`;
     if (filter !== undefined) {
       const compiled = compileFilter(filter, 'metadata', 2);
       params.push(...compiled.params);

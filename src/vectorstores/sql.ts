@@ -42,6 +42,52 @@ export function storedMetadata(value: unknown): Record<string, unknown> {
   return metadata !== null && typeof metadata === 'object' && !Array.isArray(metadata) ? (metadata as Record<string, unknown>) : {};
 }
 
+/**
+ * The largest record a store writes and reads: a document's text at most 1 MiB of UTF-8
+ * (`octet_length(content)`), its metadata at most 64 KiB as JSON text (the column `metadata_bytes`, generated
+ * from the stored jsonb on every write — by hand too). Reads skip any row past either, which only a row changed
+ * by hand can be (a probe: 100 MB of metadata on a top passage made every search that reached it wait out the
+ * statement timeout and answer 503).
+ */
+export const MAX_CONTENT_BYTES = 1024 * 1024;
+/** The longest metadata a store writes or reads, as JSON text (see {@link MAX_CONTENT_BYTES}). */
+export const MAX_METADATA_BYTES = 64 * 1024;
+
+/** The generated column holding the length of a row's metadata as JSON text (Postgres's `metadata::text`). */
+export const METADATA_BYTES_COLUMN = 'metadata_bytes';
+
+/**
+ * SQL true for a row a read may ship (`alias` qualifies the columns). Neither size reads the value:
+ * `octet_length` of text takes a TOASTed value's length from its header (1 ms for 200 MB), and the metadata's
+ * length is stored beside it. (`pg_column_size` would not do for metadata: it is the compressed size — 1.1 MB
+ * for 100 MB of one repeated letter — and measuring the jsonb itself took 1.7 s.)
+ */
+export function shippable(alias = ''): string {
+  const at = alias === '' ? '' : `${alias}.`;
+  return `(octet_length(${at}content) <= ${MAX_CONTENT_BYTES} AND ${at}${METADATA_BYTES_COLUMN} <= ${MAX_METADATA_BYTES})`;
+}
+
+/** Refuses a document a store would not read back (see {@link MAX_CONTENT_BYTES}). */
+export function checkStorable(doc: { id?: string | undefined; pageContent: string; metadata: Record<string, unknown> }): void {
+  const name = doc.id === undefined ? 'A document' : `Document ${doc.id}`;
+  const content = Buffer.byteLength(doc.pageContent, 'utf8');
+  if (content > MAX_CONTENT_BYTES) {
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `${name} has ${content} bytes of text; a store holds at most ${MAX_CONTENT_BYTES} (split it)`);
+  }
+  const metadata = Buffer.byteLength(JSON.stringify(doc.metadata), 'utf8');
+  if (metadata > MAX_METADATA_BYTES) {
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `${name} has ${metadata} bytes of metadata as JSON; a store holds at most ${MAX_METADATA_BYTES}`);
+  }
+}
+
+/** Where a store reports a stored row it skipped or repaired (`stored record not valid`). */
+export type StoreWarn = (fields: Record<string, unknown>, message: string) => void;
+
+/** The default {@link StoreWarn}: a process warning (`RunnelWarning`, code `RUNNEL_ERR_STORED_RECORD_INVALID`) on stderr. */
+export const processWarn: StoreWarn = (fields, message) => {
+  process.emitWarning(`${message}: ${JSON.stringify(fields)}`, { type: 'RunnelWarning', code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+};
+
 // SQLSTATE classes and codes that mean "the database is not there" rather than "this SQL is wrong":
 // connection exceptions (08), credentials refused (28), a database that does not exist (3D000), shutdowns and
 // restarts (57P01-57P03), a statement timeout (57014); and the driver's own timeouts (a server that does not answer).
