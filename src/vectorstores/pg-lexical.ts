@@ -289,7 +289,8 @@ async function rankLexical(executor: SqlQueryable, query: LexicalQuery): Promise
      ), s AS (
        SELECT GREATEST(documents, 0)::float8 AS n, GREATEST(total_length::float8 / GREATEST(documents, 1), 1) AS avgdl
        FROM st, v WHERE v.valid
-     ), w AS (
+     ), w AS MATERIALIZED (
+       -- (Materialized: the query's few terms with their weights, computed once, not joined again per posting.)
        SELECT t.term, ln(1 + (GREATEST(s.n - GREATEST(t.df, 0), 0) + 0.5::float8) / (GREATEST(t.df, 0) + 0.5::float8)) AS idf, s.avgdl
        FROM t CROSS JOIN s
      ), top AS (
