@@ -399,7 +399,10 @@ export class PgVectorStore extends VectorStore {
       );
       const select = (order: string): Promise<{ rows: Row[] }> =>
         tx.query<Row>(
-          `SELECT id, ${SHIPPED}${embedding}, ${score(distance)} AS score FROM ${this.table} WHERE ${where} ORDER BY ${order} LIMIT $3`,
+          // The sizes are checked on the k rows kept only (a subquery with LIMIT is not flattened into this one).
+          `SELECT id, ${SHIPPED}${embedding}, score FROM (
+             SELECT id, content, metadata, ${METADATA_BYTES_COLUMN}, embedding, ${score(distance)} AS score FROM ${this.table} WHERE ${where} ORDER BY ${order} LIMIT $3
+           ) kept`,
           params,
         );
       // An ordering expression that is not the index's reads this collection's rows through the primary key.
