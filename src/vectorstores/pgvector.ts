@@ -98,8 +98,13 @@ function refuseOversized(rows: readonly { id: string; oversized: boolean }[]): v
   );
 }
 
-/** Taken first by every migration step: replicas migrating one database at once take turns. */
-const MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('runnel_migrate'));";
+/**
+ * Taken first by every migration step: replicas migrating one database at once take turns. A step runs without
+ * the connection's statement timeout (the server's pool sets 5 s): adding the generated `metadata_bytes` column
+ * rewrites a table and rebuilds its HNSW index, which takes longer on a collection of any size (a review: 30,000
+ * rows, canceled at 5 s, every start's try the same, so an upgraded Postgres never searched again).
+ */
+const MIGRATION_LOCK = "SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(hashtext('runnel_migrate'));";
 
 /**
  * A pgvector-backed store.

@@ -185,6 +185,40 @@ describe('PgVectorStore', () => {
   });
 });
 
+describe('migrations', () => {
+  it("adds metadata_bytes to an earlier version's table without the pool's statement timeout", async () => {
+    // Adding the generated column rewrites the table and its HNSW index: under the server's 5 s statement timeout
+    // a populated table's migration was canceled at every start (a review: 30,000 rows). A lock held past this
+    // pool's 300 ms timeout stands in for a long rewrite.
+    const timed = new pg.Pool({ connectionString: DATABASE_URL, max: 2, statement_timeout: 300 });
+    const blocker = new pg.Client({ connectionString: DATABASE_URL });
+    await blocker.connect();
+    const table = 'runnel_embeddings_41';
+    const options = { executor: pgExecutor(timed), embeddings: new HashingEmbeddings({ dimensions: 41 }), collection: collection() };
+    try {
+      const store = await PgVectorStore.create(options);
+      await store.addDocuments([new Document({ id: 'only', pageContent: 'circular references', metadata: { source: 'x.md' } })]);
+      // As an earlier version left it.
+      await blocker.query(`ALTER TABLE ${table} DROP COLUMN metadata_bytes`);
+      await blocker.query('BEGIN');
+      await blocker.query(`SELECT count(*) FROM ${table}`);
+      const reopening = PgVectorStore.create(options);
+      const waiting = async (): Promise<boolean> =>
+        (await pool.query(`SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = $1 AND NOT l.granted AND l.mode = 'AccessExclusiveLock'`, [table])).rowCount === 1;
+      while (!(await waiting())) await new Promise((resolve) => setTimeout(resolve, 20));
+      // Twice the pool's timeout: a step under it has been canceled by now.
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      await blocker.query('COMMIT');
+      const reopened = await reopening;
+      expect((await reopened.search('circular references', { k: 1 })).map((match) => match.document.id)).toEqual(['only']);
+    } finally {
+      await blocker.query('ROLLBACK').catch(() => undefined);
+      await blocker.end();
+      await timed.end();
+    }
+  });
+});
+
 describe('SqlExecutor transactions', () => {
   for (const [name, executor] of [
     ['pg', () => postgres],
