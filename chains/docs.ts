@@ -64,10 +64,14 @@ export class DocsCollection {
    */
   async search(query: string, k: number): Promise<Source[]> {
     const store = await this.store();
-    // While the seed brings the collection up to date (a first start fills it for tens of seconds), an answer
-    // could cite nothing, or half: a retryable 503 says so, where a 200 said "no passage found". Once a seed
-    // has failed (the database went away), what the collection holds is served when the database is back.
-    if (!this.seeded && this.seeding) throw new RunnelError('RUNNEL_ERR_COLLECTION_NOT_READY', 'The docs collection is still being seeded: retry in a few seconds');
+    // While a seed fills a collection that held none of its passages (a first start, for tens of seconds), an
+    // answer could cite nothing, or half: a retryable 503 says so, where a 200 said "no passage found". A seed
+    // that brings a filled collection up to date (a restart, another replica) serves it meanwhile.
+    if (!this.seeded) {
+      for (const filling of this.fillings) {
+        if (await filling.catch(() => false)) throw new RunnelError('RUNNEL_ERR_COLLECTION_NOT_READY', 'The docs collection is still being seeded: retry in a few seconds');
+      }
+    }
     const found = await store.search(query, { k: Math.min(k * CANDIDATES_PER_SOURCE, 100), search: 'hybrid' });
     const wanted = new Set(queryTerms(query));
     const sharing = found.filter(({ document }) => terms(searchableText(document)).some((term) => wanted.has(term)));
@@ -82,8 +86,8 @@ export class DocsCollection {
   }
 
   private seeded = false;
-  /** A seed is under way. */
-  private seeding = false;
+  /** Per seed under way: whether it fills the collection from empty (known once the collection is read). */
+  private readonly fillings = new Set<Promise<boolean>>();
 
   /**
    * Brings the package's own passages in line with its `docs/` and README:
@@ -99,16 +103,19 @@ export class DocsCollection {
    * undefined when nothing changed.
    */
   async seed(): Promise<IngestResult | undefined> {
-    this.seeding = true;
+    // Empty of the server's passages: the collection is being filled, and not yet worth a search. Known from
+    // the start, so a search that comes meanwhile waits for the answer.
+    const filling = this.store().then(async (store) => (await store.sources(SEEDED)).length === 0);
+    this.fillings.add(filling);
     try {
-      return await this.seedNow();
+      await filling;
+      return await this.seedInto(await this.store());
     } finally {
-      this.seeding = false;
+      this.fillings.delete(filling);
     }
   }
 
-  private async seedNow(): Promise<IngestResult | undefined> {
-    const store = await this.store();
+  private async seedInto(store: PgVectorStore): Promise<IngestResult | undefined> {
     const root = packageRoot();
     const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));
     const result = await ingestPaths(store, paths, { sourceRoot: root, sync: true, metadata: SEEDED });

@@ -200,7 +200,7 @@ export const errorCodes = {
   RUNNEL_ERR_COLLECTION_NOT_READY: {
     status: 503,
     retryable: true,
-    description: 'The collection a search needs is still being filled — the `docs` collection of `/rag` and `/agent`, seeded on a server\'s first start (tens of seconds on the embedded database) — so an answer now would miss passages it will have; `/readyz` says ready once it is.',
+    description: 'The collection a search needs is still being filled — `/rag`\'s `docs` collection, seeded from empty on a server\'s first start (tens of seconds on the embedded database) — so an answer now would miss passages it will have; `/readyz` says ready once it is. (`/agent`\'s `search_docs` tool reports it to the model as its result.)',
   },
   RUNNEL_ERR_VECTOR_EXTENSION_MISSING: {
     status: 503,

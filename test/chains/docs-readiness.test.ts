@@ -52,6 +52,14 @@ describe('readiness and the docs collection', () => {
     expect(after.json()).toMatchObject({ status: 'ready', checks: { docs: true } });
     const answer = (await ask(app)).json() as { output: { sources: unknown[] } };
     expect(answer.output.sources.length).toBeGreaterThan(0);
+    // A restart (another process on the filled collection): its seed only brings it up to date, and /rag serves
+    // meanwhile (a review: every restart and replica answered 503 for its whole seed).
+    const again = await serve(services);
+    const resynced = new Promise<void>((resolve, reject) => again.docs.seedInBackground({ seeded: () => resolve(), failed: reject }));
+    const during = await ask(again.app);
+    expect(during.statusCode).toBe(200);
+    expect((during.json() as { output: { sources: unknown[] } }).output.sources.length).toBeGreaterThan(0);
+    await resynced;
   }, 60_000);
 
   it('with a Postgres that lacks pgvector for this user: /rag is 503 RUNNEL_ERR_VECTOR_EXTENSION_MISSING naming it, /readyz is 503', async () => {
