@@ -89,7 +89,10 @@ export class RedisCache implements ModelCache {
 
   async update(key: string, chunks: AIMessageChunk[]): Promise<void> {
     try {
-      await this.client.set(`${this.namespace}:${key}`, JSON.stringify(chunks), 'EX', this.ttlSeconds);
+      const entry = JSON.stringify(chunks);
+      // One a lookup would refuse is not written (an answer nested that deep is still an answer, uncached).
+      if (nestedDeeperThan(entry, MAX_STORED_JSON_DEPTH)) return;
+      await this.client.set(`${this.namespace}:${key}`, entry, 'EX', this.ttlSeconds);
     } catch {
       // Fail open: an answer that could not be cached is still an answer.
     }

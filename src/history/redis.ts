@@ -154,6 +154,10 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     // Each write's records carry a token of their own, so a write whose outcome is unknown can be taken back.
     const token = randomUUID();
     const records = messages.map((message) => JSON.stringify({ ...storable(message).toJSON(), [WRITE_TOKEN]: token }));
+    // A message a read would refuse is not written: the whole session would be unreadable after it.
+    if (records.some((record) => nestedDeeperThan(record, MAX_STORED_JSON_DEPTH))) {
+      throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `A message of this turn nests deeper than ${MAX_STORED_JSON_DEPTH} levels, more than a chat history keeps; nothing of it was saved`);
+    }
     const bytes = records.reduce((sum, record) => sum + Buffer.byteLength(record), 0);
     if (bytes > this.maxBytes) throw turnTooLarge(bytes, this.maxBytes);
     try {

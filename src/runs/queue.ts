@@ -155,6 +155,9 @@ export function repeatsHeldBack(log: (error: unknown, message: string) => void, 
   };
 }
 
+/** BullMQ's words for a job lock its worker lost (lock-manager.js, finished-errors.js), and no other error. */
+const BULLMQ_LOCK_LOST = /^(could not renew lock for job |Missing lock for job |Lock mismatch for job )/;
+
 /** Marks a run that will never run again as ended, unless it already has. */
 async function endRun(store: RunStore, runId: string, status: 'cancelled' | 'error', error: RunnelError): Promise<RunRecord | undefined> {
   const record = await store.get(runId);
@@ -504,7 +507,7 @@ export class BullRunQueue implements RunQueue {
       const warn = options.warn;
       const lockLost = warn === undefined ? undefined : repeatsHeldBack((error, message) => warn({ reason: error instanceof Error ? error.message : String(error) }, message));
       this.worker.on('error', (error) => {
-        if (lockLost !== undefined && /\block\b/i.test(error.message)) lockLost(error, "run worker lost a job's lock (the worker or Redis paused past RUNNEL_RUN_LOCK_MS): the run goes on while its process beats for it, else it ends RUNNEL_ERR_RUN_LOST");
+        if (lockLost !== undefined && BULLMQ_LOCK_LOST.test(error.message)) lockLost(error, "run worker lost a job's lock (the worker or Redis paused past RUNNEL_RUN_LOCK_MS): the run goes on while its process beats for it, else it ends RUNNEL_ERR_RUN_LOST");
         else heard?.(error, 'run worker error');
       });
       // A worker that lost a job's lock (Redis away for a moment, or too slow a turn to renew it) keeps running

@@ -180,7 +180,8 @@ const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve)
  * A PGlite database as an executor. PGlite runs each statement on this thread, synchronously, and settles it
  * in a microtask: statements awaited one after another never let the event loop turn, so a seed's or an
  * ingest's hundreds of them held a server for seconds (a trial: `/healthz` unanswered for 4 to 5 s of a
- * first start's seed, though no statement took 400 ms). Each waits a turn of the loop first.
+ * first start's seed, though no statement took 400 ms). Each statement, and each transaction, waits a turn of
+ * the loop first.
  */
 export function pgliteExecutor(db: PGlite): SqlExecutor {
   return {
@@ -192,17 +193,10 @@ export function pgliteExecutor(db: PGlite): SqlExecutor {
       await turn();
       await db.exec(sql);
     },
+    // A transaction waits its turn once, before it begins: inside, a turn would hold PGlite's lock (and every
+    // other statement) through whatever else the loop had waiting. Its statements are few (an ingest's batch).
     transaction: <T>(fn: (tx: SqlQueryable) => Promise<T>): Promise<T> =>
-      turn().then(() =>
-        db.transaction((tx) =>
-          fn({
-            query: async <R>(sql: string, params: unknown[] = []) => {
-              await turn();
-              return { rows: (await tx.query<R>(sql, params)).rows };
-            },
-          }),
-        ),
-      ),
+      turn().then(() => db.transaction((tx) => fn({ query: async <R>(sql: string, params: unknown[] = []) => ({ rows: (await tx.query<R>(sql, params)).rows }) }))),
     close: () => db.close(),
   };
 }

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createRedisClient, FakeListChatModel, RedisCache } from '../../src/index.js';
+import { AIMessageChunk, createRedisClient, FakeListChatModel, RedisCache } from '../../src/index.js';
 import { scanKeys, toArray } from '../helpers.js';
 
 const namespace = `runnel-test-cache:${process.pid}:${Date.now()}`;
@@ -64,6 +64,17 @@ describe('RedisCache', () => {
     expect((await model.invoke(question)).text).toBe('fresh');
     expect(model.calls).toHaveLength(2);
     expect(results).toContain('error');
+  });
+
+  it('does not write an answer nested deeper than a lookup reads, and answers it all the same', async () => {
+    const cache = new RedisCache({ client: redis, namespace });
+    let deep: unknown = 'bottom';
+    for (let i = 0; i < 2000; i++) deep = [deep];
+    const key = `deep-${Math.random()}`;
+    await cache.update(key, [new AIMessageChunk({ content: 'deep', additional_kwargs: { deep } })]);
+    expect(await redis.exists(`${namespace}:${key}`)).toBe(0);
+    await cache.update(key, [new AIMessageChunk({ content: 'shallow' })]);
+    expect(await redis.exists(`${namespace}:${key}`)).toBe(1);
   });
 
   it('fails open when Redis is down: the call succeeds and counts as an error lookup', async () => {

@@ -122,6 +122,12 @@ describe('RedisChatMessageHistory', () => {
     await redis.del(key);
     await redis.rpush(key, `{"type":"human","content":"x","additional_kwargs":{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}}`);
     await expect(history.getMessages()).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+    // Nor is one written that deep (a library's message): the session would be unreadable after it.
+    await redis.del(key);
+    let deep: unknown = 'bottom';
+    for (let i = 0; i < 2000; i++) deep = [deep];
+    await expect(history.addMessages([new HumanMessage({ content: 'deep', additional_kwargs: { deep } })])).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+    expect(await redis.llen(key)).toBe(0);
   });
 
   it('answers RUNNEL_ERR_REDIS_UNAVAILABLE promptly when Redis is unreachable', async () => {

@@ -58,9 +58,11 @@ describe("the run worker's errors", () => {
       worker.emit('error', new Error('Missing lock for job 7. moveToFinished'));
       worker.emit('error', new Error('Lock mismatch for job 7. Cmd moveToFinished from active'));
       worker.emit('error', new Error('connect ECONNREFUSED 127.0.0.1:6379'));
+      // Another error that speaks of a lock is no lost job lock.
+      worker.emit('error', new Error('ERR lock table is full'));
       expect(warnings).toHaveLength(3);
       expect(warnings[0]).toMatch(/^run worker lost a job's lock .*: could not renew lock for job 7$/);
-      expect(errors).toEqual(['run worker error: connect ECONNREFUSED 127.0.0.1:6379']);
+      expect(errors).toEqual(['run worker error: connect ECONNREFUSED 127.0.0.1:6379', 'run worker error: ERR lock table is full']);
     } finally {
       await queue.close(0);
       await store.close();
