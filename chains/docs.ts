@@ -69,7 +69,7 @@ export class DocsCollection {
     // that brings a filled collection up to date (a restart, another replica) serves it meanwhile.
     if (!this.seeded) {
       for (const filling of this.fillings) {
-        if (await filling.catch(() => false)) throw new RunnelError('RUNNEL_ERR_COLLECTION_NOT_READY', 'The docs collection is still being seeded: retry in a few seconds');
+        if (await filling) throw new RunnelError('RUNNEL_ERR_COLLECTION_NOT_READY', 'The docs collection is still being seeded: retry in a few seconds');
       }
     }
     const found = await store.search(query, { k: Math.min(k * CANDIDATES_PER_SOURCE, 100), search: 'hybrid' });
@@ -105,24 +105,27 @@ export class DocsCollection {
   async seed(): Promise<IngestResult | undefined> {
     // Empty of the server's passages: the collection is being filled, and not yet worth a search. Known from
     // the start, so a search that comes meanwhile waits for the answer.
-    const filling = this.store().then(async (store) => (await store.sources(SEEDED)).length === 0);
+    const known = this.store().then((store) => store.sources(SEEDED));
+    // (Never rejected: a failed read fails the seed, through `known`.)
+    const filling = known.then((sources) => sources.length === 0, () => false);
     this.fillings.add(filling);
     try {
-      await filling;
-      return await this.seedInto(await this.store());
+      return await this.seedInto(await this.store(), await known);
     } finally {
       this.fillings.delete(filling);
     }
   }
 
-  private async seedInto(store: PgVectorStore): Promise<IngestResult | undefined> {
+  /** Seeds `store`, which held passages of the files `known` before (the files gone since are removed). */
+  private async seedInto(store: PgVectorStore, known: readonly string[]): Promise<IngestResult | undefined> {
     const root = packageRoot();
     const paths = [join(root, 'README.md'), join(root, 'docs')].filter((path) => existsSync(path));
     const result = await ingestPaths(store, paths, { sourceRoot: root, sync: true, metadata: SEEDED });
     // The database went away midway: not seeded, and tried again (what was stored stays, and is skipped then).
     if (result.stopped !== undefined) throw result.stopped;
     if (result.failed.length === 0) {
-      const gone = (await store.sources(SEEDED)).filter((source) => !existsSync(join(root, source)));
+      // The seed adds passages of files that exist only: those it knew before are all the gone ones there are.
+      const gone = known.filter((source) => !existsSync(join(root, source)));
       if (gone.length > 0) result.removed += await store.delete({ filter: { source: { $in: gone }, ...SEEDED } });
     }
     this.seeded = true;

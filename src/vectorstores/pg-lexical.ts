@@ -20,7 +20,7 @@ import { searchableText, type Document } from '../documents/index.js';
 import type { Filter } from './filter.js';
 import { BM25, countTerms, termScore, type TermCounts } from './lexical.js';
 import { RunnelError } from '../core/index.js';
-import { shippable, storedMetadata, type SqlExecutor, type SqlQueryable, type StoreWarn } from './sql.js';
+import { shippedColumns, storedMetadata, type SqlExecutor, type SqlQueryable, type StoreWarn } from './sql.js';
 import { compileFilter } from './sql-filter.js';
 
 /** The column an embeddings table gains; added only when missing (ALTER TABLE locks the table even when it changes nothing). */
@@ -172,7 +172,7 @@ export async function backfill(executor: SqlExecutor, table: string, collection:
       await lockCollection(tx, collection);
       type Row = { id: string; content: string | null; metadata: Record<string, unknown> | string | null; oversized: boolean };
       const { rows } = await tx.query<Row>(
-        `SELECT id, CASE WHEN ${shippable()} THEN content END AS content, CASE WHEN ${shippable()} THEN metadata END AS metadata, NOT ${shippable()} AS oversized
+        `SELECT id, ${shippedColumns()}
          FROM ${table} WHERE collection = $1 AND lexical_length IS NULL ORDER BY id LIMIT $2 FOR UPDATE`,
         [collection, batchSize],
       );
@@ -302,8 +302,7 @@ async function rankLexical(executor: SqlQueryable, query: LexicalQuery): Promise
        ) p
        GROUP BY p.id ORDER BY score DESC, p.id LIMIT $3
      )
-     SELECT e.id, CASE WHEN ${shippable('e')} THEN e.content END AS content, CASE WHEN ${shippable('e')} THEN e.metadata END AS metadata,
-       top.score, NOT ${shippable('e')} AS oversized
+     SELECT e.id, ${shippedColumns('e')}, top.score
      FROM top JOIN ${query.table} e ON e.collection = $1 AND e.id = top.id
      UNION ALL
      SELECT NULL, (SELECT json_build_object('documents', documents, 'total_length', total_length)::text FROM st), NULL, NULL, NULL FROM v WHERE NOT v.valid

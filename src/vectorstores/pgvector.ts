@@ -14,7 +14,7 @@ import type { Embeddings } from '../embeddings/index.js';
 import type { Filter } from './filter.js';
 import type { SearchMatch } from './fusion.js';
 import { backfill, documentTerms, dropIndex, LEXICAL_COLUMN, lexicalSchema, lexicalSearch, lockCollection, reindex, type IndexedDocument } from './pg-lexical.js';
-import { checkStorable, MAX_CONTENT_BYTES, MAX_METADATA_BYTES, METADATA_BYTES_COLUMN, processWarn, shippable, storedMetadata, type SqlExecutor, type StoreWarn } from './sql.js';
+import { checkStorable, MAX_CONTENT_BYTES, MAX_METADATA_BYTES, METADATA_BYTES_COLUMN, processWarn, shippable, shippedColumns, storedMetadata, type SqlExecutor, type StoreWarn } from './sql.js';
 import { compileFilter } from './sql-filter.js';
 import { cosine, VectorStore, type ScoredMatch, type VectorSearchOptions } from './vector-store.js';
 
@@ -79,11 +79,8 @@ export interface PgVectorStoreOptions {
 const toVector = (vector: readonly number[]): string => `[${vector.join(',')}]`;
 const fromVector = (text: string): number[] => text.slice(1, -1).split(',').map(Number);
 
-/**
- * A row's text and metadata when it is within the bounds a store writes, else nulls and `oversized` (the sizes
- * are read from the values' headers: an oversized value is neither fetched nor decompressed).
- */
-const SHIPPED = `CASE WHEN ${shippable()} THEN content END AS content, CASE WHEN ${shippable()} THEN metadata END AS metadata, NOT ${shippable()} AS oversized`;
+/** A search's `content`, `metadata` and `oversized` columns (see `shippedColumns`), made once. */
+const SHIPPED = shippedColumns();
 
 /**
  * Refuses (rolling back) a write whose stored row a read would skip: the document passed `checkStorable`, but

@@ -67,6 +67,17 @@ export function shippable(alias = ''): string {
   return `(octet_length(${at}content) <= ${MAX_CONTENT_BYTES} AND ${at}${METADATA_BYTES_COLUMN} <= ${MAX_METADATA_BYTES})`;
 }
 
+/**
+ * The columns `content`, `metadata` and `oversized` of a read: a row's text and metadata when it is within the
+ * bounds a store writes, else nulls and `oversized` true (the sizes are read from the values' headers: an
+ * oversized value is neither fetched nor decompressed).
+ */
+export function shippedColumns(alias = ''): string {
+  const at = alias === '' ? '' : `${alias}.`;
+  const within = shippable(alias);
+  return `CASE WHEN ${within} THEN ${at}content END AS content, CASE WHEN ${within} THEN ${at}metadata END AS metadata, NOT ${within} AS oversized`;
+}
+
 /** Refuses a document a store would not read back (see {@link MAX_CONTENT_BYTES}). */
 export function checkStorable(doc: { id?: string | undefined; pageContent: string; metadata: Record<string, unknown> }): void {
   const name = doc.id === undefined ? 'A document' : `Document ${doc.id}`;
