@@ -42,10 +42,12 @@ describe('readiness and the docs collection', () => {
     const seeded = new Promise<void>((resolve, reject) => docs.seedInBackground({ seeded: () => resolve(), failed: reject }));
     // Asked while the seed fills the collection: a retryable 503 that says so (a trial got 200 and "no passage
     // found", which a client cannot tell from a real answer).
-    const early = await ask(app);
-    expect(early.statusCode).toBe(503);
-    expect(early.json()).toMatchObject({ code: 'RUNNEL_ERR_COLLECTION_NOT_READY' });
-    expect(early.headers['retry-after']).toBe('1');
+    // Read by a real client (Node's fetch) over a socket.
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    const early = await fetch(`${url}/rag/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { question: 'How is chat history stored?' } }) });
+    expect(early.status).toBe(503);
+    expect(await early.json()).toMatchObject({ code: 'RUNNEL_ERR_COLLECTION_NOT_READY' });
+    expect(early.headers.get('retry-after')).toBe('1');
     await seeded;
     const after = await app.inject('/readyz');
     expect(after.statusCode).toBe(200);
