@@ -49,7 +49,15 @@ export class DocsCollection {
     this.opening ??= (async () => {
       const executor = await this.context.services.sql();
       // The collection is derived from files in the package: vectors of an earlier kind are replaced, not refused.
-      return PgVectorStore.create({ executor, embeddings: new HashingEmbeddings(), collection: this.name, replaceIncompatible: true });
+      const { services } = this.context;
+      return PgVectorStore.create({
+        executor,
+        embeddings: new HashingEmbeddings(),
+        collection: this.name,
+        replaceIncompatible: true,
+        // Read at each warning: the server points it at its log after the chains are made.
+        warn: (fields, message) => services.onStoreWarning(fields, message),
+      });
     })().catch((error: unknown) => {
       this.opening = undefined;
       throw error;

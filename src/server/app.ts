@@ -328,6 +328,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   if (options.services !== undefined) {
     const services = options.services;
     services.onCacheLookup = (result) => app.runnel.metrics.cache.inc({ result });
+    // A skipped row goes into the server's JSON log with the rest, not as a stray line on stderr.
+    services.onStoreWarning = (fields, message) => app.log.warn(fields, message);
     app.addHook('onClose', async () => services.close());
   }
   app.decorateRequest('identity', 'anonymous');

@@ -15,7 +15,7 @@ import { connectRefusal } from '../cache/redis-client.js';
 import { RunnelError } from '../core/index.js';
 import { InMemoryCache, type ModelCache } from '../models/index.js';
 import { MemoryHistoryStore, RedisChatMessageHistory, type ChatMessageHistory } from '../history/index.js';
-import { pgExecutor, pgliteExecutor, type SqlExecutor } from '../vectorstores/index.js';
+import { pgExecutor, pgliteExecutor, processWarn, type SqlExecutor, type StoreWarn } from '../vectorstores/index.js';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
 import { makeDatabase } from './pglite-init.js';
 
@@ -66,6 +66,11 @@ export interface Services {
   modelCache(options?: { namespace?: string; ttlSeconds?: number }): ModelCache;
   /** Receives each cache lookup's result; `buildApp` points it at `/metrics`. */
   onCacheLookup: (result: 'hit' | 'miss' | 'error') => void;
+  /**
+   * Where a vector store opened on these services reports a stored row it skipped or repaired (`stored record
+   * not valid`): a process warning on stderr until `buildApp` (or the worker) points it at its log.
+   */
+  onStoreWarning: StoreWarn;
   /** Readiness checks by name, for `/readyz`. */
   checks: Map<string, () => Promise<boolean>>;
   close(): Promise<void>;
@@ -142,6 +147,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     redis,
     namespace,
     onCacheLookup: () => {},
+    onStoreWarning: processWarn,
     modelCache: (options = {}) => {
       const report = (result: 'hit' | 'miss' | 'error'): void => services.onCacheLookup(result);
       // A chain's own namespace is a part of the deployment's cache, never beside it: two deployments sharing a

@@ -34,6 +34,7 @@ try {
   if (services.redis?.status !== 'ready') logger.warn('runnel worker: Redis is not reachable (REDIS_URL); runs are taken once it is');
   for (const line of unknownSettings(process.env)) logger.warn(`runnel worker: ${line}`);
   if (processes !== undefined && processes.trim() !== '' && processes.trim() !== '1') logger.warn('runnel worker: RUNNEL_PROCESSES is for the HTTP server; a worker runs RUNNEL_WORKER_CONCURRENCY runs at once in one process (start more workers for more)');
+  services.onStoreWarning = log.warn;
   const { chains } = createChains({ services });
   const worker = startRunWorkers({ config, chains, services, log });
   stopWorkersOnSignals(worker, shutdownDeadlineMs(config.shutdownGraceMs), log);

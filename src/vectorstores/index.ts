@@ -6,6 +6,6 @@ export { MemoryVectorStore } from './memory.js';
 export { VectorStoreRetriever, type RetrieverOptions, type Reranker, type RerankInput } from './retriever.js';
 export { validateFilter, matchesFilter, type Filter } from './filter.js';
 export { PgVectorStore, type PgVectorStoreOptions, type Distance } from './pgvector.js';
-export { databaseError, pgExecutor, pgliteExecutor, type SqlExecutor, type SqlQueryable } from './sql.js';
+export { databaseError, pgExecutor, pgliteExecutor, processWarn, type SqlExecutor, type SqlQueryable, type StoreWarn } from './sql.js';
 export { compileFilter } from './sql-filter.js';
 export { ingestPaths, chunkId, SEED_ORIGIN, type IngestOptions, type IngestResult } from './ingest.js';
