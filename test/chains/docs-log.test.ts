@@ -4,11 +4,11 @@
  * operator's log shipper looks. It is now a log line of the server's, as every other stored record is.
  */
 import { randomUUID } from 'node:crypto';
-import { Writable } from 'node:stream';
 import pg from 'pg';
 import { afterAll, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
 import { buildApp, connectServices } from '../../src/index.js';
+import { jsonLogLines } from '../support/log-lines.js';
 
 const ADMIN_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 const cleanups: (() => Promise<void>)[] = [];
@@ -28,13 +28,7 @@ it("logs a docs passage skipped as oversized in the server's log, not as a proce
   const url = new URL(ADMIN_URL);
   url.pathname = `/${database}`;
   const services = await connectServices({ databaseUrl: url.toString() });
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
+  const { lines, stream } = jsonLogLines();
   const { chains, docs } = createChains({ services, env: {}, offlineDelayMs: 0 });
   const app = await buildApp({ chains, services, logger: { level: 'warn', stream } });
   cleanups.push(() => app.close());

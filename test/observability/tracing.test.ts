@@ -6,7 +6,6 @@
  * carry a caller's `traceparent`.
  */
 import { randomUUID } from 'node:crypto';
-import { Writable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +17,7 @@ import { json as contentText } from '../../src/observability/tracing.js';
 import { rawExchange } from '../helpers.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+import { jsonLogLines } from '../support/log-lines.js';
 
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 
@@ -62,13 +62,7 @@ const failing = defineChain({
 
 /** Serves `chains` with tracing to `receiver` under `env`; log lines go to `lines`. */
 async function serve(chains: ChainSpec<never, unknown>[], receiver: OtlpReceiver, env: Record<string, string>, services?: Services, config: { bodyTimeoutMs?: number } = {}): Promise<{ app: FastifyInstance; url: string; lines: Record<string, unknown>[] }> {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
+  const { lines, stream } = jsonLogLines();
   const tracing = loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'runnel-under-test', OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=test,team=a%20b', ...env });
   const app = await buildApp({ chains, services, config: { tracing, ...config }, logger: { level: 'info', stream } });
   await app.listen({ port: 0, host: '127.0.0.1' });

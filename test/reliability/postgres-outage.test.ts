@@ -8,13 +8,13 @@
 import { execFileSync } from 'node:child_process';
 import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { Writable } from 'node:stream';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChains } from '../../chains/index.js';
 import { buildApp, connectServices, HashingEmbeddings, ingestPaths, PgVectorStore } from '../../src/index.js';
 import { freePort, settleWithin } from '../helpers.js';
+import { jsonLogLines } from '../support/log-lines.js';
 
 const BIN = '/usr/lib/postgresql/15/bin';
 const asRoot = process.getuid?.() === 0;
@@ -116,13 +116,7 @@ describe('Postgres frozen (SIGSTOP)', () => {
     const services = await connectServices({ databaseUrl: `postgres://postgres@127.0.0.1:${port}/postgres`, statementTimeoutMs: 300 });
     const { chains, docs } = createChains({ services, env: {}, offlineDelayMs: 0 });
     await docs.seed();
-    const lines: Record<string, unknown>[] = [];
-    const stream = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
+    const { lines, stream } = jsonLogLines();
     const frozen = await buildApp({ chains, services, logger: { level: 'warn', stream } });
     const rag = () => frozen.inject({ method: 'POST', url: '/rag/invoke', payload: { input: { question: 'How is chat history stored?' } } });
     try {

@@ -4,19 +4,13 @@
  * not reported as Redis being down — nothing of them is written, and everything else keeps serving.
  */
 import { randomUUID } from 'node:crypto';
-import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildApp, connectServices, type ChainSpec, type Services } from '../../src/index.js';
 import { runChains } from '../support/run-server.js';
+import { jsonLogLines } from '../support/log-lines.js';
 
-const lines: Record<string, unknown>[] = [];
-const stream = new Writable({
-  write(chunk: Buffer, _encoding, done) {
-    for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
-    done();
-  },
-});
+const { lines, stream } = jsonLogLines();
 let app: FastifyInstance;
 let services: Services;
 const namespace = `runnel-test-kinds-${randomUUID()}`;

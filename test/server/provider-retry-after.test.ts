@@ -7,11 +7,11 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { createServer } from 'node:net';
-import { Writable } from 'node:stream';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, ChatAnthropic, ChatOpenAI, defineChain, generator, JsonOutputParser, providerRetryAfter, RunnelError, type ChainSpec, type ChatModel } from '../../src/index.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+import { jsonLogLines } from '../support/log-lines.js';
 
 const KEY = 'sk-test-canary-4f9d2c';
 
@@ -183,13 +183,7 @@ describe('a provider failure in the log', () => {
         probe.close(() => resolve(port));
       });
     });
-    const lines: Record<string, unknown>[] = [];
-    const stream = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
+    const { lines, stream } = jsonLogLines();
     const model = (baseURL: string, name: string) => new ChatOpenAI({ apiKey: KEY, baseURL, model: name, maxRetries: 0 });
     const app = await buildApp({
       chains: [
