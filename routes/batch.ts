@@ -2,6 +2,7 @@
  * `POST /{path}/batch`: `{inputs: [...], config?: {} | [{}...]}` → outputs in
  * input order with one run id each. At most `RUNNEL_MAX_BATCH` inputs; a
  * bad item, a non-list `inputs` or `config: null` is a 422 (LangServe: 500).
+ * A single config's `run_id` names the first item's run; a list naming one run twice is a 422.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { batchItemOf, RunnelError } from '../src/core/index.js';
@@ -50,9 +51,20 @@ export function batchHandler(chain: PreparedChain) {
     }
     if (invalid !== undefined) throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', invalid.message, { detail: problems });
     const resolved = [];
+    const seen = new Set<string>();
     for (let i = 0; i < inputs.length; i++) {
-      const one = Array.isArray(bodyConfig) ? bodyConfig[i] : bodyConfig;
-      resolved.push(await chain.resolveConfig({ hash, body: one, bodyLoc: Array.isArray(bodyConfig) ? ['config', i] : ['config'] }, context));
+      // A run_id shared by every item (a single config's, the hash's) names the first run only, as LangChain's
+      // getConfigList has it: the other items get their own ids.
+      const one = Array.isArray(bodyConfig) ? bodyConfig[i] : i === 0 ? bodyConfig : withoutRunId(bodyConfig);
+      const item = await chain.resolveConfig({ hash: i === 0 ? hash : withoutRunId(hash), body: one, bodyLoc: Array.isArray(bodyConfig) ? ['config', i] : ['config'] }, context);
+      if (seen.has(item.runId)) {
+        const key = typeof one === 'object' && one !== null && Object.hasOwn(one, 'runId') ? 'runId' : 'run_id';
+        throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `config[${i}]: run_id ${item.runId} names another item's run too; each run needs its own id`, {
+          detail: [{ type: 'value_error', loc: ['config', i, key], msg: 'run_id must differ from the other items\' run ids' }],
+        });
+      }
+      seen.add(item.runId);
+      resolved.push(item);
     }
     checkAcceptingRuns(request);
     const connection = disconnectSignal(request, reply, 'batch', chain.spec.path);
@@ -73,4 +85,11 @@ export function batchHandler(chain: PreparedChain) {
       connection.dispose();
     }
   };
+}
+
+/** `config` without its run id (either spelling); anything not an object as it is, for the config checks to judge. */
+function withoutRunId<T>(config: T): T {
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) return config;
+  const { run_id: _snake, runId: _camel, ...rest } = config as Record<string, unknown>;
+  return rest as T;
 }
