@@ -195,8 +195,8 @@ const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
 /** Paths whose requests get no trace: health probes and metrics scrapes. */
 const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 
-/** What a page's script may read of an answer: when to retry, the request's id, its rate limit's state. */
-const CORS_EXPOSED = ['retry-after', 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
+/** What a page's script may read of an answer: when (and whether) to retry, the request's id, its rate limit's state. */
+const CORS_EXPOSED = ['retry-after', 'x-should-retry', 'x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'];
 
 /**
  * The index page and the API docs — Swagger UI and the OpenAPI document it reads — are public, so a browser

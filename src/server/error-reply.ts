@@ -6,7 +6,7 @@
  * request's body is still arriving.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { isRunnelError, type ErrorCode } from '../core/index.js';
+import { errorCodes, isRunnelError, type ErrorCode } from '../core/index.js';
 import { providerFailure, providerRetryAfter } from '../models/index.js';
 import { answerAndLinger, awaitsContinue } from './connection-limits.js';
 
@@ -33,16 +33,22 @@ export function sendErrorAnswer(request: FastifyRequest, reply: FastifyReply, an
   void reply.code(answer.status).type('application/json; charset=utf-8').send(answer.body);
 }
 
+/** The statuses the `openai` and `@anthropic-ai/sdk` SDKs retry by themselves, unless told not to. */
+const RETRIED_STATUSES = new Set([408, 409, 429]);
+
 /**
  * The headers every error answer carries by its status and code: `retry-after` where it asks for one; the
  * request's id (the client's own `x-request-id` when it sent a valid one), what its log lines carry and what to
  * quote when asking about a failure — on error answers only, as a header on every answer is a cost every
- * request pays; `connection: close` while draining, so the client's next request goes to another replica.
+ * request pays; `connection: close` while draining, so the client's next request goes to another replica;
+ * `x-should-retry: false` on a status the SDKs retry when its code is not retryable (a bug, the agent out of
+ * iterations, a request the provider refused): the SDK would run the chain twice more for the same failure.
  */
 export function errorAnswerHeaders(request: FastifyRequest, answer: { status: number; code: ErrorCode; error?: unknown }): Record<string, string> {
   const headers: Record<string, string> = { 'x-request-id': request.id };
   const wait = retryAfter(answer);
   if (wait !== undefined) headers['retry-after'] = wait;
+  if ((answer.status >= 500 || RETRIED_STATUSES.has(answer.status)) && !errorCodes[answer.code].retryable) headers['x-should-retry'] = 'false';
   if (answer.code === 'RUNNEL_ERR_SHUTTING_DOWN') headers.connection = 'close';
   return headers;
 }
