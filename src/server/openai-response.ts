@@ -132,8 +132,13 @@ export class CompletionChunks {
   private readonly head: CompletionHead;
   private readonly tools: boolean;
   private readonly includeUsage: boolean;
-  /** Tool calls sent so far, by their index in the answer. */
-  private readonly calls = new Set<number>();
+  /**
+   * A streamed tool call's index in the answer, by the model's index of it. OpenAI's are 0, 1, ... in order;
+   * a model's may not be (Claude numbers each call by its content block, after the text's: 1, 2).
+   */
+  private readonly callIndexes = new Map<number, number>();
+  /** Tool calls sent so far. */
+  private callCount = 0;
   /** An object-valued output, added up until the end. */
   private value: unknown;
   /** A content chunk's frame around its JSON text, made once: the hot path writes the text between them. */
@@ -186,25 +191,22 @@ export class CompletionChunks {
   private toolCalls(message: AIMessage): string {
     if (message instanceof AIMessageChunk && message.tool_call_chunks.length > 0) {
       const deltas = message.tool_call_chunks.map((piece, n) => {
-        const index = piece.index ?? n;
-        if (this.calls.has(index)) return { index, function: { arguments: piece.args ?? '' } };
-        this.calls.add(index);
+        const known = this.callIndexes.get(piece.index ?? n);
+        if (known !== undefined) return { index: known, function: { arguments: piece.args ?? '' } };
+        const index = this.callCount++;
+        this.callIndexes.set(piece.index ?? n, index);
         return { index, id: callId(piece.id), type: 'function', function: { name: piece.name ?? '', arguments: piece.args ?? '' } };
       });
       return this.chunk({ tool_calls: deltas });
     }
     if (message.tool_calls.length === 0) return '';
-    const deltas = message.tool_calls.map((call) => {
-      const index = this.calls.size;
-      this.calls.add(index);
-      return { index, id: callId(call.id), type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } };
-    });
+    const deltas = message.tool_calls.map((call) => ({ index: this.callCount++, id: callId(call.id), type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } }));
     return this.chunk({ tool_calls: deltas });
   }
 
   end(usage: CompletionUsage, finishReason?: string): string {
     const value = this.value === undefined ? '' : this.chunk({ content: textOf(this.value) });
-    const finish = this.chunk({}, openAIFinishReason(finishReason ?? this.reason, this.calls.size > 0));
+    const finish = this.chunk({}, openAIFinishReason(finishReason ?? this.reason, this.callCount > 0));
     const usageChunk = this.includeUsage ? frame({ ...this.chunkHead(), choices: [], usage }) : '';
     return `${value}${finish}${usageChunk}data: [DONE]\n\n`;
   }

@@ -9,7 +9,8 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineChain, lambda, ScriptedChatModel, type ChainSpec, type ChatTurn, type ToolDefinition } from '../../src/index.js';
+import { ChatAnthropic, defineChain, lambda, ScriptedChatModel, type ChainSpec, type ChatTurn, type ToolDefinition } from '../../src/index.js';
+import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 import { startServer, type TestServer } from '../support/server.js';
 
 /** A model that calls the first tool it is offered, then answers from the tool's result. */
@@ -58,6 +59,16 @@ const toolsChain = defineChain({
   },
 });
 
+/** The same chain on Claude, through the real Anthropic wire format (the local provider server). */
+function claudeChain(provider: ProviderServer) {
+  const claude = new ChatAnthropic({ apiKey: 'sk-ant-test', baseURL: provider.url, model: 'claude-test', maxRetries: 0 });
+  return defineChain({
+    path: '/claude/tools',
+    runnable: lambda((input: ToolsInput) => lambda((x: ToolsInput) => x.messages).pipe(claude.bindTools(input.tools))),
+    messages: toolsChain.messages,
+  });
+}
+
 const weather: OpenAI.ChatCompletionTool = {
   type: 'function',
   function: { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
@@ -66,12 +77,15 @@ const ask: OpenAI.ChatCompletionMessageParam = { role: 'user', content: 'What is
 
 let server: TestServer;
 let client: OpenAI;
+let anthropic: ProviderServer;
 beforeAll(async () => {
-  server = await startServer({}, [toolsChain] as ChainSpec<never, unknown>[]);
+  anthropic = await startProviderServer('anthropic');
+  server = await startServer({}, [toolsChain, claudeChain(anthropic)] as ChainSpec<never, unknown>[]);
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'anything: keys are off', maxRetries: 0 });
 });
 afterAll(async () => {
   await server.close();
+  await anthropic.close();
 });
 
 describe('tools through /v1/chat/completions', () => {
@@ -135,6 +149,31 @@ describe('tools through /v1/chat/completions', () => {
   it('lists the chain as a model whose id keeps its inner slash', async () => {
     const models = [];
     for await (const m of client.models.list()) models.push(m.id);
-    expect(models).toEqual(['team/tools']);
+    expect(models).toEqual(['team/tools', 'claude/tools']);
+  });
+
+  // A probe: Claude numbers its tool calls by content block, after the text's (1, 2), and those numbers were sent
+  // as OpenAI's indexes; the SDK rebuilt `[<empty>, call, call]`, which it cannot send back.
+  it("streams Claude's parallel tool calls at OpenAI's indexes, 0 and 1, which the SDK rebuilds and sends back", async () => {
+    anthropic.script = () => ({ text: 'Let me look.', toolCalls: [{ name: 'get_weather', args: { city: 'Paris' } }, { name: 'get_weather', args: { city: 'Oslo' } }] });
+    const stream = client.chat.completions.stream({ model: 'claude/tools', messages: [ask], tools: [weather] });
+    const indexes = new Set<number>();
+    stream.on('chunk', (chunk) => chunk.choices[0]?.delta.tool_calls?.forEach((call) => indexes.add(call.index)));
+    const final = await stream.finalChatCompletion();
+    expect([...indexes]).toEqual([0, 1]);
+    const message = final.choices[0]?.message;
+    expect(final.choices[0]?.finish_reason).toBe('tool_calls');
+    expect(message?.tool_calls?.map((call) => call.type === 'function' && [call.id, call.function.name, call.function.arguments])).toEqual([
+      ['toolu_sc0', 'get_weather', '{"city":"Paris"}'],
+      ['toolu_sc1', 'get_weather', '{"city":"Oslo"}'],
+    ]);
+    // The assistant's turn goes back as the SDK rebuilt it, with the tools' results.
+    anthropic.script = () => ({ text: 'Paris 18 °C, Oslo 9 °C.' });
+    const next = await client.chat.completions.create({
+      model: 'claude/tools',
+      tools: [weather],
+      messages: [ask, { role: 'assistant', content: message?.content ?? null, tool_calls: message?.tool_calls ?? [] }, { role: 'tool', tool_call_id: 'toolu_sc0', content: '18 °C' }, { role: 'tool', tool_call_id: 'toolu_sc1', content: '9 °C' }],
+    });
+    expect(next.choices[0]?.message.content).toBe('Paris 18 °C, Oslo 9 °C.');
   });
 });
