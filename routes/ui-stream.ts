@@ -12,7 +12,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RunnelError, type RunnableConfig } from '../src/core/index.js';
-import { publicErrors, TERMINAL, type RunFrame, type RunKind, type RunRecord } from '../src/runs/index.js';
+import { publicErrors, TERMINAL, type RunFrame, type RunKind } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import type { MessagesAdapter } from '../src/server/registry.js';
 import { conversationConfigurable, prepareConversationRun } from '../src/server/conversation-run.js';
@@ -140,34 +140,12 @@ export function uiStreamHandler(chain: PreparedChain) {
   };
 }
 
-/**
- * A replay of the whole message, which its log must hold from the run's `metadata` on. A log keeps its last
- * 10,000 entries: one whose first were trimmed away (a long answer, a token a frame) would rebuild the message
- * without its beginning and `finish` it as whole (a probe); the client is told it cannot be resumed instead.
- */
-function wholeReplay(format: RunStreamFormat, run: RunRecord): RunStreamFormat {
-  let first = true;
-  return {
-    ...format,
-    frame: (sse, frame) => {
-      if (first && frame.event !== 'metadata') {
-        throw new RunnelError(
-          'RUNNEL_ERR_NOT_FOUND',
-          `The answer cannot be resumed: its first parts are no longer kept (a run's log keeps its last 10,000 entries). The run goes on; GET ${run.chain}/runs/${run.run_id} has its output once it ends`,
-        );
-      }
-      first = false;
-      return format.frame(sse, frame);
-    },
-  };
-}
-
 /** The transport's reconnect: the chat's durable stream from its start, or 204 when none is under way. */
 export function uiResumeHandler(chain: PreparedChain) {
   return async (request: FastifyRequest<{ Params: { chat_id: string } }>, reply: FastifyReply) => {
     const { chat_id: chatId } = request.params;
     const [run] = await runQueue(request).store.list(request.identity, 1, { chain: chain.spec.path, chat_id: chatId });
     if (run === undefined || TERMINAL.has(run.status)) return reply.code(204).send();
-    await sendRunStream(request, reply, run, undefined, wholeReplay(uiFormat(run.kind, run.run_id, 'ui_stream_resume'), run));
+    await sendRunStream(request, reply, run, undefined, uiFormat(run.kind, run.run_id, 'ui_stream_resume'));
   };
 }

@@ -1,0 +1,95 @@
+/**
+ * A run's log in Redis keeps its last 10,000 entries. A client that read a long run from its start, or
+ * resumed after a frame trimmed away, was sent the answer without its beginning (or its middle) and then
+ * `end`: the part it got, as if whole. It is now an `error` frame saying the stream cannot be replayed; a
+ * client resuming after a frame the log still holds gets the rest.
+ */
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { z } from 'zod';
+import { buildApp, connectServices, defineChain, generator, type ChainSpec, type Services } from '../../src/index.js';
+import { deferred, scanKeys } from '../helpers.js';
+import { frames } from '../support/sse-frames.js';
+
+/** More entries than a log keeps: each word is its own turn, so its own entry. */
+const WORDS = 10_300;
+const made = deferred();
+const gate = deferred();
+
+const essay = defineChain({
+  path: '/essay',
+  runnable: generator(async function* (inputs: AsyncIterable<{ topic: string }>) {
+    for await (const _ of inputs);
+    for (let i = 0; i < WORDS; i++) {
+      yield `w${i} `;
+      await nextTurn();
+    }
+    made.resolve();
+    await gate.promise;
+    yield 'end.';
+  }).withTypes({ input: z.object({ topic: z.string() }), output: z.string() }),
+});
+
+const namespace = `runnel-test-trimmed-${randomUUID()}`;
+let app: FastifyInstance;
+let services: Services;
+
+beforeAll(async () => {
+  services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace });
+  app = await buildApp({ chains: [essay] as ChainSpec<never, unknown>[], services, config: { runNamespace: namespace, workerConcurrency: 1 } });
+});
+afterAll(async () => {
+  gate.resolve();
+  const redis = services.redis;
+  if (redis !== undefined) {
+    const keys = await scanKeys(redis, `${namespace}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+  }
+  await app.close();
+});
+
+it('refuses to replay a run whose log lost its start, or to resume after a trimmed frame; resumes after a kept one', async () => {
+  const redis = services.redis;
+  if (redis === undefined) throw new Error('no redis');
+  const submitted = await app.inject({ method: 'POST', url: '/essay/runs', payload: { input: { topic: 'long' } } });
+  expect(submitted.statusCode).toBe(202);
+  const runId = (submitted.json() as { run_id: string }).run_id;
+  await made.promise;
+  const log = `${namespace}:runs:run:${runId}:log`;
+  // Every word written: the log's last entry holds the last word's frame (each entry's frames as packed JSON).
+  const lastWord = JSON.stringify(`w${WORDS - 1} `);
+  for (;;) {
+    const [[, last]] = (await redis.xrevrange(log, '+', '-', 'COUNT', 1)) as [string, string[]][];
+    if ((last[1] as string).includes(lastWord)) break;
+    await nextTurn();
+  }
+
+  // The log holds the run's last entries only: its first frame, `metadata`, is gone.
+  const [[, fields]] = (await redis.xrange(log, '-', '+', 'COUNT', 1)) as [string, string[]][];
+  const [[firstKept]] = JSON.parse(fields[1] as string) as [string, string][];
+  const base = firstKept.slice(0, firstKept.lastIndexOf('-') + 1);
+  expect(Number(firstKept.slice(base.length))).toBeGreaterThan(1);
+
+  for (const lastEventId of [undefined, `${base}5`]) {
+    const read = await app.inject({ method: 'GET', url: `/essay/runs/${runId}/stream`, headers: lastEventId === undefined ? {} : { 'last-event-id': lastEventId } });
+    expect(read.statusCode).toBe(200);
+    const sent = frames(read.body);
+    // Before: thousands of `data` frames from the middle of the answer, then `end`.
+    expect(sent.map((frame) => frame.event), String(lastEventId)).toEqual(['error']);
+    expect(sent[0]?.data).toMatchObject({ status_code: 404, code: 'RUNNEL_ERR_NOT_FOUND', message: expect.stringContaining('no longer kept') });
+  }
+
+  gate.resolve();
+  const ended = await app.inject({ method: 'GET', url: `/essay/runs/${runId}/wait?timeout_s=60` });
+  expect(ended.json()).toMatchObject({ status: 'success' });
+  // After a frame the log still holds: the rest of the answer, whole, and its end.
+  const resumed = frames((await app.inject({ method: 'GET', url: `/essay/runs/${runId}/stream`, headers: { 'last-event-id': firstKept } })).body);
+  expect(resumed.at(-1)?.event).toBe('end');
+  const text = resumed.filter((frame) => frame.event === 'data').map((frame) => frame.data as string).join('');
+  const from = Number(firstKept.slice(base.length));
+  // Frame n (after `metadata`, frame 0) is word n - 1: the words after the first kept frame's, then the last.
+  expect(text.startsWith(`w${from} w${from + 1} `)).toBe(true);
+  expect(text.endsWith(`w${WORDS - 1} end.`)).toBe(true);
+}, 120_000);
