@@ -99,11 +99,13 @@ function usageGrowth(usage: ChatCompletionChunk['usage'], state: OpenAIStreamSta
  * chunks (each chunk's `usage_metadata` is what it adds); without it, a chunk's usage is taken whole.
  */
 export function fromOpenAIChunk(chunk: ChatCompletionChunk, state: OpenAIStreamState = { input: 0, output: 0 }): AIMessageChunk | undefined {
-  // The first choice only: Runnel asks for one, and a server that streams several (n > 1) interleaves them.
-  const choice = chunk.choices.find((candidate) => (candidate.index ?? 0) === 0);
+  // The first choice only: Runnel asks for one, and a server that streams several (n > 1) interleaves them. A
+  // compatible server may leave out `choices` (a chunk of usage alone) or a choice's `delta` (one that only finishes).
+  const choices = (chunk as { choices?: unknown }).choices;
+  const choice = Array.isArray(choices) ? (choices as ChatCompletionChunk['choices']).find((candidate) => (candidate.index ?? 0) === 0) : undefined;
   const usage = usageGrowth(chunk.usage, state);
   if (choice === undefined) return usage === undefined ? undefined : new AIMessageChunk({ content: '', id: chunk.id, usage_metadata: usage });
-  const delta = choice.delta;
+  const delta: Partial<ChatCompletionChunk.Choice.Delta> = (choice as { delta?: ChatCompletionChunk.Choice.Delta | null }).delta ?? {};
   // A refusal is the model's answer too (streamed instead of content): the caller reads it, as a chat UI shows it.
   // Content as sent otherwise (a compatible server may send parts, not a string).
   const refusal = (delta as { refusal?: unknown }).refusal;

@@ -376,6 +376,26 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
         expect(cache.size).toBe(0);
       });
     });
+
+    // A probe: a chunk without `choices` (a compatible server's usage-only chunk) or a choice without `delta` (one
+    // that sends only the finish reason) threw inside the adapter: the whole answer failed with a 502.
+    it('reads a chunk without choices or a choice without a delta as the little it says, the answer whole and cached', async () => {
+      const cache = new InMemoryCache();
+      const chunk = (fields: Record<string, unknown>) => `data: ${JSON.stringify({ id: 'chatcmpl-odd', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', ...fields })}\n\n`;
+      const frames = [
+        chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'Why did the cat sit?' }, finish_reason: null }] }),
+        chunk({ choices: [{ index: 0, finish_reason: 'stop' }] }),
+        chunk({ usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
+        'data: [DONE]\n\n',
+      ];
+      await scripted(() => ({ frames }), async () => {
+        const before = server.requests.length;
+        const answer = await model({ model: 'scripted', cache }).invoke('Tell me a joke');
+        expect([answer.text, answer.response_metadata.finish_reason, answer.usage_metadata]).toEqual(['Why did the cat sit?', 'stop', { input_tokens: 10, output_tokens: 5, total_tokens: 15 }]);
+        expect((await model({ model: 'scripted', cache }).invoke('Tell me a joke')).text).toBe('Why did the cat sit?');
+        expect(server.requests.length - before).toBe(1);
+      });
+    });
   }
 
   if (name === 'anthropic') {

@@ -71,6 +71,8 @@ export interface ScriptedReply {
   refusal?: string;
   /** Anthropic: `message_start`'s usage (null: none), and one `message_delta` per entry with that usage (null: none; an empty list: no `message_delta` at all, so no stop reason). */
   anthropicUsage?: { start?: Record<string, unknown> | null; deltas?: (Record<string, unknown> | null)[] };
+  /** The stream's frames as they are, in place of all the above: data a compatible server sends that the provider's own never does. */
+  frames?: string[];
 }
 
 const argsText = (args: Record<string, unknown> | string): string => (typeof args === 'string' ? args : JSON.stringify(args));
@@ -237,6 +239,7 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
       const scripted = self.script?.(body);
       if (scripted !== undefined) {
         const model = String(body.model ?? 'scripted');
+        if (scripted.frames !== undefined) return void streamFrames(res, scripted.frames);
         return void streamFrames(res, provider === 'openai' ? openAIFrames(scripted, model) : anthropicFrames(scripted, model));
       }
       const scenario = String(body.model ?? 'text');
