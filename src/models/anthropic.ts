@@ -92,6 +92,21 @@ export interface AnthropicStreamState {
   /** The tokens reported so far: Anthropic's counts are running totals, and each chunk carries what they grew by. */
   input?: number;
   output?: number;
+  /**
+   * Tool calls whose `content_block_start` carried their input whole (a compatible server's; Anthropic's own is
+   * `{}`, its arguments streamed): their arguments, by block index, until a non-empty `input_json_delta` replaces
+   * them, as the SDK's own accumulator reads them; sent when the block stops.
+   */
+  startInputs?: Map<number, string>;
+}
+
+/** A tool call's arguments whose block started with them and has not streamed its own: as one chunk's tool-call chunks. */
+function startedArgs(state: AnthropicStreamState, index?: number): { index: number; args: string }[] {
+  const pending = state.startInputs;
+  if (pending === undefined) return [];
+  const out = [...pending].filter(([at]) => index === undefined || at === index).map(([at, args]) => ({ index: at, args }));
+  for (const { index: at } of out) pending.delete(at);
+  return out;
 }
 
 /** A token count as sent, or undefined when it is missing or not a count. */
@@ -132,6 +147,10 @@ export function fromAnthropicEvent(event: RawMessageStreamEvent, state: Anthropi
     }
     case 'content_block_start':
       if (event.content_block.type === 'tool_use') {
+        const input: unknown = event.content_block.input;
+        if (input !== null && typeof input === 'object' && !Array.isArray(input) && Object.keys(input).length > 0) {
+          (state.startInputs ??= new Map()).set(event.index, JSON.stringify(input));
+        }
         return new AIMessageChunk({
           content: '',
           id: state.id,
@@ -145,13 +164,20 @@ export function fromAnthropicEvent(event: RawMessageStreamEvent, state: Anthropi
     case 'content_block_delta':
       if (event.delta.type === 'text_delta') return new AIMessageChunk({ content: event.delta.text, id: state.id });
       if (event.delta.type === 'input_json_delta') {
+        if (event.delta.partial_json !== '') state.startInputs?.delete(event.index);
         return new AIMessageChunk({ content: '', id: state.id, tool_call_chunks: [{ index: event.index, args: event.delta.partial_json }] });
       }
       return undefined;
+    case 'content_block_stop': {
+      const calls = startedArgs(state, event.index);
+      return calls.length === 0 ? undefined : new AIMessageChunk({ content: '', id: state.id, tool_call_chunks: calls });
+    }
     case 'message_delta': {
       state.stopReason = event.delta.stop_reason;
       const usage = usageGrowth(event.usage, state);
-      return new AIMessageChunk({ content: '', id: state.id, ...(usage === undefined ? {} : { usage_metadata: usage }) });
+      // A block that never said it stopped: its arguments still count.
+      const calls = startedArgs(state);
+      return new AIMessageChunk({ content: '', id: state.id, ...(calls.length === 0 ? {} : { tool_call_chunks: calls }), ...(usage === undefined ? {} : { usage_metadata: usage }) });
     }
     case 'message_stop':
       // Finished only with message_delta's stop_reason: without one, the stream is taken as broken off (a 502,

@@ -410,6 +410,32 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
   }
 
   if (name === 'anthropic') {
+    // A probe: a compatible server that sends a tool call's input whole in its `content_block_start` (Anthropic's is
+    // `{}`, its arguments streamed after) was answered, and cached, as a call with no arguments.
+    it('takes a tool call’s input sent whole at its block’s start, as the SDK does, unless arguments stream after it', async () => {
+      const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+      const frames = [
+        event('message_start', { message: { id: 'msg_odd', type: 'message', role: 'assistant', content: [], model: 'scripted', stop_reason: null, usage: { input_tokens: 10, output_tokens: 1 } } }),
+        event('content_block_start', { index: 0, content_block: { type: 'tool_use', id: 'toolu_a', name: 'calculator', input: { expression: '2+2' } } }),
+        event('content_block_stop', { index: 0 }),
+        event('content_block_start', { index: 1, content_block: { type: 'tool_use', id: 'toolu_b', name: 'calculator', input: { expression: 'stale' } } }),
+        event('content_block_delta', { index: 1, delta: { type: 'input_json_delta', partial_json: '' } }),
+        event('content_block_delta', { index: 1, delta: { type: 'input_json_delta', partial_json: '{"expression":"3*3"}' } }),
+        event('content_block_stop', { index: 1 }),
+        event('message_delta', { delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { output_tokens: 9 } }),
+        event('message_stop', {}),
+      ];
+      await scripted(() => ({ frames }), async () => {
+        const answer = await model({ model: 'scripted' }).invoke('What is 2+2 and 3*3?');
+        expect(answer.tool_calls.map((call) => [call.id, call.args])).toEqual([
+          ['toolu_a', { expression: '2+2' }],
+          ['toolu_b', { expression: '3*3' }],
+        ]);
+        const streamed = AIMessageChunk.merge((await toArray(model({ model: 'scripted' }).stream('What is 2+2 and 3*3?'))) as AIMessageChunk[]);
+        expect(streamed.tool_calls.map((call) => call.args)).toEqual([{ expression: '2+2' }, { expression: '3*3' }]);
+      });
+    });
+
     // A probe: the SDK printed a deprecation warning on the console at every request for such a model.
     it('sends the SDK\'s warning for a deprecated model to the provider logger once (to the console once without one)', async () => {
       const printed = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
