@@ -232,6 +232,9 @@ class AnthropicProvider implements ChatProvider {
     for await (const event of stream) {
       const chunk = fromAnthropicEvent(event, state);
       if (chunk !== undefined) yield chunk;
+      // The message is whole: a server that holds the connection open after it is not waited on (leaving the
+      // loop closes the request).
+      if (event.type === 'message_stop') return;
     }
   }
 }

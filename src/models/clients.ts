@@ -89,9 +89,45 @@ export function withSdkWarnings<T>(provider: string, call: () => T): T {
  */
 export const LONGEST_RETRY_WAIT_S = 10;
 
-/** `fetch`, with an answer that asks for a longer wait than {@link LONGEST_RETRY_WAIT_S} marked not to be retried (`x-should-retry: false`, which both SDKs honour). */
+/** A line of an event stream that says it is over (OpenAI's `data: [DONE]`), as the SDK reads the data. */
+const DONE_LINE = /(?:^|[\r\n])data: ?\[DONE\][^\r\n]*[\r\n]/;
+
+/**
+ * An event stream's body that ends at its `data: [DONE]` line, its connection closed there: the OpenAI SDK reads
+ * on after it until the server ends the response, and one that holds it open (a compatible server, a proxy)
+ * would turn a whole answer into the idle timeout's failure. The bytes pass as they are.
+ */
+function endAtDone(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  // The end of the text read so far: enough to find the line across two reads.
+  let tail = '';
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await reader.read();
+      if (done) return controller.close();
+      controller.enqueue(value);
+      const text = tail + decoder.decode(value, { stream: true });
+      if (DONE_LINE.test(text)) {
+        controller.close();
+        await reader.cancel().catch(() => undefined);
+        return;
+      }
+      tail = text.slice(-64);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+}
+
+/**
+ * `fetch`, with an answer that asks for a longer wait than {@link LONGEST_RETRY_WAIT_S} marked not to be retried
+ * (`x-should-retry: false`, which both SDKs honour), and an event stream ended at its `data: [DONE]`.
+ */
 async function fetchNoLongWaits(input: string | URL | Request, init?: RequestInit): Promise<Response> {
   const response = await fetch(input, init);
+  if (response.ok && response.body !== null && response.headers.get('content-type')?.startsWith('text/event-stream') === true) {
+    return new Response(endAtDone(response.body), { status: response.status, statusText: response.statusText, headers: response.headers });
+  }
   if (response.status < 400) return response;
   const wait = providerRetryAfter({ headers: response.headers });
   if (wait === undefined || wait <= LONGEST_RETRY_WAIT_S) return response;

@@ -511,6 +511,22 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     await settleWithin(abandoned, 2000);
   });
 
+  // A probe: a server that sent the answer's end (`data: [DONE]`, `message_stop`) but held the connection open was
+  // waited on until the idle timeout: the whole answer failed with a 504, and was not cached.
+  it('takes an answer whose end was sent for whole though the server holds the connection open, and closes it', async () => {
+    const cache = new InMemoryCache();
+    for (const read of ['invoke', 'stream'] as const) {
+      const abandoned = server.nextAbandon();
+      const held = server.holdNext(1000);
+      const call = read === 'invoke' ? model({ model: 'text', cache }).invoke('Tell me a joke') : toArray(model({ model: 'text' }).stream('Tell me a joke')).then((chunks) => AIMessageChunk.merge(chunks as AIMessageChunk[]));
+      const answer = await settleWithin(call, 5000);
+      await held;
+      expect([read, answer.text, answer.response_metadata.finish_reason]).toEqual([read, 'Why did the cat sit?', STOP]);
+      await settleWithin(abandoned, 2000);
+    }
+    expect(cache.size).toBe(1);
+  });
+
   it('caches whole answers: a second identical call makes no request; another parameter does', async () => {
     const cache = new InMemoryCache();
     const cached = model({ model: 'text', cache });
