@@ -89,13 +89,21 @@ function refused(chunks: readonly AIMessageChunk[]): boolean {
 }
 
 /**
+ * Whether the answer says anything: text or a tool call. A stream always has chunks (the role's, the usage's),
+ * and a model that ends its turn at once (Claude's empty `end_turn`, say) gave no answer a retry should get again.
+ */
+function saysSomething(chunks: readonly AIMessageChunk[]): boolean {
+  return chunks.some((chunk) => chunk.text.trim() !== '' || chunk.tool_call_chunks.length > 0 || chunk.tool_calls.length > 0);
+}
+
+/**
  * Whether an answer is one the cache stores: the provider said the model finished it (not cut by a token
  * limit, a filter or a pause: passed on with its reason, but the next identical call asks the provider
- * again; nor ended for a reason Runnel does not know, nor without one), not a refusal, its tool calls whole.
- * A stored entry that is not so (planted, or written by an earlier version) is a miss.
+ * again; nor ended for a reason Runnel does not know, nor without one), not a refusal, not empty, its tool
+ * calls whole. A stored entry that is not so (planted, or written by an earlier version) is a miss.
  */
 function storable(chunks: readonly AIMessageChunk[]): boolean {
-  return finishedWhole(finishReason(chunks)) && !refused(chunks) && !malformedCalls(chunks);
+  return finishedWhole(finishReason(chunks)) && !refused(chunks) && saysSomething(chunks) && !malformedCalls(chunks);
 }
 
 /**

@@ -527,6 +527,21 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     expect(cache.size).toBe(1);
   });
 
+  // A probe: an answer with no text and no tool call (a model that ended its turn at once) was cached, since a
+  // stream always has chunks (the role's, the usage's): every retry got the empty answer again until it expired.
+  it('passes on an empty answer but never caches it: the next call asks again', async () => {
+    const cache = new InMemoryCache();
+    await scripted(() => ({ text: ' ' }), async () => {
+      const before = server.requests.length;
+      for (let i = 0; i < 2; i++) {
+        const answer = await model({ model: 'scripted', cache }).invoke('Tell me a joke');
+        expect([answer.text.trim(), answer.response_metadata.finish_reason]).toEqual(['', STOP]);
+      }
+      expect(server.requests.length - before).toBe(2);
+      expect(cache.size).toBe(0);
+    });
+  });
+
   it('caches whole answers: a second identical call makes no request; another parameter does', async () => {
     const cache = new InMemoryCache();
     const cached = model({ model: 'text', cache });
