@@ -138,14 +138,17 @@ function usageGrowth(usage: unknown, state: AnthropicStreamState): UsageMetadata
 export function fromAnthropicEvent(event: RawMessageStreamEvent, state: AnthropicStreamState): AIMessageChunk | undefined {
   switch (event.type) {
     case 'message_start': {
-      state.id = event.message.id;
-      state.model = event.message.model;
+      // Each event's object read as possibly missing: a compatible server's odd event fails no answer.
+      const message = event.message as Partial<typeof event.message> | undefined;
+      state.id = message?.id;
+      state.model = message?.model;
       // Its output count (1, say) is the start of the running total that message_delta reports whole.
-      const sent = event.message.usage as unknown;
+      const sent = message?.usage as unknown;
       const usage = sent === null || typeof sent !== 'object' ? undefined : usageGrowth({ ...sent, output_tokens: 0 }, state);
       return new AIMessageChunk({ content: '', id: state.id, ...(usage === undefined ? {} : { usage_metadata: usage }) });
     }
     case 'content_block_start':
+      if ((event.content_block as typeof event.content_block | undefined) === undefined) return undefined;
       if (event.content_block.type === 'tool_use') {
         const input: unknown = event.content_block.input;
         if (input !== null && typeof input === 'object' && !Array.isArray(input) && Object.keys(input).length > 0) {
@@ -162,6 +165,7 @@ export function fromAnthropicEvent(event: RawMessageStreamEvent, state: Anthropi
       }
       return undefined;
     case 'content_block_delta':
+      if ((event.delta as typeof event.delta | undefined) === undefined) return undefined;
       if (event.delta.type === 'text_delta') return new AIMessageChunk({ content: event.delta.text, id: state.id });
       if (event.delta.type === 'input_json_delta') {
         if (event.delta.partial_json !== '') state.startInputs?.delete(event.index);
@@ -173,7 +177,7 @@ export function fromAnthropicEvent(event: RawMessageStreamEvent, state: Anthropi
       return calls.length === 0 ? undefined : new AIMessageChunk({ content: '', id: state.id, tool_call_chunks: calls });
     }
     case 'message_delta': {
-      state.stopReason = event.delta.stop_reason;
+      state.stopReason = (event.delta as typeof event.delta | undefined)?.stop_reason ?? state.stopReason;
       const usage = usageGrowth(event.usage, state);
       // A block that never said it stopped: its arguments still count.
       const calls = startedArgs(state);

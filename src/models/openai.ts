@@ -94,6 +94,9 @@ function usageGrowth(usage: ChatCompletionChunk['usage'], state: OpenAIStreamSta
   return { input_tokens: grown.input, output_tokens: grown.output, total_tokens: grown.input + grown.output };
 }
 
+/** A tool call's streamed arguments as text: a string as it is, anything else (an object) as its JSON. */
+const argumentsText = (args: unknown): string | undefined => (typeof args === 'string' ? args : args === null || args === undefined ? undefined : JSON.stringify(args));
+
 /**
  * Converts one streamed chat-completions chunk. `state` carries the usage reported so far across one stream's
  * chunks (each chunk's `usage_metadata` is what it adds); without it, a chunk's usage is taken whole.
@@ -120,7 +123,8 @@ export function fromOpenAIChunk(chunk: ChatCompletionChunk, state: OpenAIStreamS
       index: call.index,
       id: call.id ?? undefined,
       name: call.function?.name ?? undefined,
-      args: call.function?.arguments ?? undefined,
+      // Arguments sent as an object, not their JSON text (a compatible server's), are taken as that JSON.
+      args: argumentsText(call.function?.arguments),
     })),
     response_metadata: choice.finish_reason ? { finish_reason: choice.finish_reason, model_name: chunk.model } : {},
     usage_metadata: usage,

@@ -396,6 +396,17 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
         expect(server.requests.length - before).toBe(1);
       });
     });
+
+    // A probe: a tool call's arguments sent as an object, not their JSON text, threw in the adapter: a 502.
+    it('reads tool-call arguments sent as an object as their JSON', async () => {
+      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: 'chatcmpl-odd', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      const frames = [chunk({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_o', type: 'function', function: { name: 'calculator', arguments: { expression: '2+2' } } }] }), chunk({}, 'tool_calls'), 'data: [DONE]\n\n'];
+      await scripted(() => ({ frames }), async () => {
+        const answer = await model({ model: 'scripted' }).invoke('What is 2+2?');
+        expect(answer.tool_calls.map((call) => [call.name, call.args])).toEqual([['calculator', { expression: '2+2' }]]);
+      });
+    });
   }
 
   if (name === 'anthropic') {
@@ -433,6 +444,25 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
         ]);
         const streamed = AIMessageChunk.merge((await toArray(model({ model: 'scripted' }).stream('What is 2+2 and 3*3?'))) as AIMessageChunk[]);
         expect(streamed.tool_calls.map((call) => call.args)).toEqual([{ expression: '2+2' }, { expression: '3*3' }]);
+      });
+    });
+
+    // A probe: an event without the object its type carries (`delta`, `content_block`, `message`) threw in the
+    // adapter, and the whole answer failed with a 502.
+    it('skips what an event without its object cannot say, and answers', async () => {
+      const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+      const frames = [
+        event('message_start', {}),
+        event('content_block_start', { index: 0 }),
+        event('content_block_delta', { index: 0 }),
+        event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Four.' } }),
+        event('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 2 } }),
+        event('message_delta', { usage: { output_tokens: 3 } }),
+        event('message_stop', {}),
+      ];
+      await scripted(() => ({ frames }), async () => {
+        const answer = await model({ model: 'scripted' }).invoke('What is 2+2?');
+        expect([answer.text, answer.response_metadata.finish_reason, answer.usage_metadata?.output_tokens]).toEqual(['Four.', 'end_turn', 3]);
       });
     });
 
