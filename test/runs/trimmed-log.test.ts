@@ -61,14 +61,14 @@ it('refuses to replay a run whose log lost its start, or to resume after a trimm
   // Every word written: the log's last entry holds the last word's frame (each entry's frames as packed JSON).
   const lastWord = JSON.stringify(`w${WORDS - 1} `);
   for (;;) {
-    const [[, last]] = (await redis.xrevrange(log, '+', '-', 'COUNT', 1)) as [string, string[]][];
+    const [[, last]] = (await redis.xrevrange(log, '+', '-', 'COUNT', 1)) as [[string, string[]]];
     if ((last[1] as string).includes(lastWord)) break;
     await nextTurn();
   }
 
   // The log holds the run's last entries only: its first frame, `metadata`, is gone.
-  const [[, fields]] = (await redis.xrange(log, '-', '+', 'COUNT', 1)) as [string, string[]][];
-  const [[firstKept]] = JSON.parse(fields[1] as string) as [string, string][];
+  const [[, fields]] = (await redis.xrange(log, '-', '+', 'COUNT', 1)) as [[string, string[]]];
+  const [[firstKept]] = JSON.parse(fields[1] as string) as [[string, string]];
   const base = firstKept.slice(0, firstKept.lastIndexOf('-') + 1);
   expect(Number(firstKept.slice(base.length))).toBeGreaterThan(1);
 
