@@ -89,31 +89,39 @@ export function withSdkWarnings<T>(provider: string, call: () => T): T {
  */
 export const LONGEST_RETRY_WAIT_S = 10;
 
-/** A line of an event stream that says it is over (OpenAI's `data: [DONE]`), as the SDK reads the data. */
-const DONE_LINE = /(?:^|[\r\n])data: ?\[DONE\][^\r\n]*[\r\n]/;
+/** A line of an event stream that says it is over (OpenAI's `data: [DONE]`), as the SDK reads the data: after a line break. */
+const DONE_LINE = /[\r\n]data: ?\[DONE\][^\r\n]*[\r\n]/;
+
+/** How much of a line's start tells whether it is the `[DONE]` line (`data: [DONE]` is 12 characters). */
+const DONE_PREFIX = 13;
 
 /**
  * An event stream's body that ends at its `data: [DONE]` line, its connection closed there: the OpenAI SDK reads
  * on after it until the server ends the response, and one that holds it open (a compatible server, a proxy)
  * would turn a whole answer into the idle timeout's failure. The bytes pass as they are.
+ *
+ * @internal exported for its test
  */
-function endAtDone(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+export function endAtDone(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
-  // The end of the text read so far: enough to find the line across two reads.
-  let tail = '';
+  // The start of the line the last read ended in, carried to the next: a line starts only after a break, never
+  // where a read began (an answer quoting "data: [DONE]" in its text, a read ending just before it, once ended
+  // the stream there).
+  let lineStart = '';
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
       const { done, value } = await reader.read();
       if (done) return controller.close();
       controller.enqueue(value);
-      const text = tail + decoder.decode(value, { stream: true });
+      const text = `\n${lineStart}${decoder.decode(value, { stream: true })}`;
       if (DONE_LINE.test(text)) {
         controller.close();
         await reader.cancel().catch(() => undefined);
         return;
       }
-      tail = text.slice(-64);
+      const lastBreak = Math.max(text.lastIndexOf('\n'), text.lastIndexOf('\r'));
+      lineStart = text.slice(lastBreak + 1, lastBreak + 1 + DONE_PREFIX);
     },
     cancel: (reason) => reader.cancel(reason),
   });
