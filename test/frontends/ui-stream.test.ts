@@ -192,6 +192,28 @@ describe('/ui_stream through the AI SDK, offline', () => {
     ]);
   });
 
+  // A probe: useChat sends the whole conversation with each message, and /chat reads only the new one; a long
+  // conversation reached the body limit (413 on every later message). docs/frontends.md gives the transport
+  // that sends the new message alone: checked here as useChat drives it.
+  it('keeps a /chat conversation when the transport sends the new message alone (prepareSendMessagesRequest)', async () => {
+    const sent: number[] = [];
+    const lastOnly = new DefaultChatTransport<UIMessage>({
+      api: `${url}/chat/ui_stream`,
+      headers: auth,
+      prepareSendMessagesRequest: ({ id, messages, trigger, messageId, body }) => ({ body: { ...body, id, messages: messages.slice(-1), trigger, messageId } }),
+      fetch: async (input, init) => {
+        sent.push((JSON.parse(String(init?.body)) as { messages: unknown[] }).messages.length);
+        return fetch(input, init);
+      },
+    });
+    const chat = new TestChat(lastOnly);
+    await chat.sendMessage({ text: 'My name is Ada' });
+    await chat.sendMessage({ text: 'What did I say first?' });
+    expect([chat.status, chat.messages.map((m) => m.role)]).toEqual(['ready', ['user', 'assistant', 'user', 'assistant']]);
+    expect(sent).toEqual([1, 1]);
+    expect(textOf(chat.messages[3])).toContain('you first said “My name is Ada”');
+  });
+
   it('refuses what it cannot answer before streaming: bad bodies 422, no key 401, a chain without an adapter 404', async () => {
     const send = (path: string, body: unknown, headers: Record<string, string> = auth) => fetch(`${url}${path}/ui_stream`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const empty = await send('/joke', { id: 'c', messages: [] });
