@@ -128,14 +128,23 @@ export function endAtDone(body: ReadableStream<Uint8Array>): ReadableStream<Uint
 }
 
 /**
- * `fetch`, with an answer that asks for a longer wait than {@link LONGEST_RETRY_WAIT_S} marked not to be retried
- * (`x-should-retry: false`, which both SDKs honour), and an event stream ended at its `data: [DONE]`.
+ * `fetch` for the OpenAI client: {@link fetchNoLongWaits}, and an event stream ended at its `data: [DONE]` (the
+ * Anthropic SDK stops at its own end, `message_stop`, which the adapter leaves the stream at).
  */
-async function fetchNoLongWaits(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-  const response = await fetch(input, init);
+async function fetchOpenAI(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const response = await fetchNoLongWaits(input, init);
   if (response.ok && response.body !== null && response.headers.get('content-type')?.startsWith('text/event-stream') === true) {
     return new Response(endAtDone(response.body), { status: response.status, statusText: response.statusText, headers: response.headers });
   }
+  return response;
+}
+
+/**
+ * `fetch`, with an answer that asks for a longer wait than {@link LONGEST_RETRY_WAIT_S} marked not to be retried
+ * (`x-should-retry: false`, which both SDKs honour).
+ */
+async function fetchNoLongWaits(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const response = await fetch(input, init);
   if (response.status < 400) return response;
   const wait = providerRetryAfter({ headers: response.headers });
   if (wait === undefined || wait <= LONGEST_RETRY_WAIT_S) return response;
@@ -157,6 +166,7 @@ export function openAIClient(options: ClientOptions, who: string): OpenAI {
     baseURL: options.baseURL ?? process.env.OPENAI_BASE_URL ?? undefined,
     logger: sdkLogger('openai'),
     ...common(options),
+    fetch: fetchOpenAI,
   });
 }
 
