@@ -212,6 +212,12 @@ export const errorCodes = {
     retryable: false,
     description: 'The background run was cancelled (`POST /{path}/runs/{run_id}/cancel`); its record says `cancelled`.',
   },
+  RUNNEL_ERR_RUN_LOG_TRIMMED: {
+    status: 410,
+    retryable: false,
+    description:
+      "A run's stream cannot be read from where it was asked: from its start, or after an event id, the frames that follow are no longer kept (a run's log keeps its last entries, 10,000 by default), and sending the rest would pass a part of the answer for the whole. The run goes on; its record (`GET /{path}/runs/{run_id}`) has the output once it ends.",
+  },
   RUNNEL_ERR_RUN_LOST: {
     status: 500,
     retryable: true,

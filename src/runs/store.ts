@@ -182,7 +182,11 @@ export interface RunStore {
   settleQueued?(runIds: readonly string[]): Promise<void>;
   /** Whether a process beat for the run within the last `staleMs` (it is executing it still). */
   beating(runId: string, staleMs: number): Promise<boolean>;
-  /** The frames after `afterId` (all of them without it), as they are now. */
+  /**
+   * The frames after `afterId` (all of them without it), as they are now. Throws `RUNNEL_ERR_RUN_LOG_TRIMMED`
+   * when the log has trimmed away frames that would come first (its start, or those right after `afterId`):
+   * the rest alone would read as the whole answer.
+   */
   frames(runId: string, afterId?: string): Promise<RunFrame[]>;
   /** Watches a run for changes (new frames, a new status), from now on: subscribe before reading, then read. */
   watch(runId: string): Promise<RunWatch>;
@@ -522,8 +526,11 @@ export class MemoryRunStore implements RunStore {
   async frames(runId: string, afterId?: string): Promise<RunFrame[]> {
     const run = this.held(runId);
     if (run === undefined) return [];
-    const after = afterId === undefined ? 0 : Number(afterId);
-    return run.frames.filter((frame) => Number(frame.id) > after);
+    const after = afterId === undefined ? undefined : Number(afterId);
+    // Each run's ids go up by one from its first: a log that begins past it was trimmed.
+    const first = run.frames[0];
+    if (first !== undefined && Number(first.id) !== run.firstId && (after === undefined || after < Number(first.id) - 1)) throw logTrimmed(runId, afterId, this.maxFrames);
+    return after === undefined ? [...run.frames] : run.frames.filter((frame) => Number(frame.id) > after);
   }
 
   async watch(runId: string): Promise<RunWatch> {
@@ -580,12 +587,14 @@ export class MemoryRunStore implements RunStore {
   }
 }
 
-/** The entries of a log from the one that holds frame ARGV[1] on, ARGV[2] of them. */
+/**
+ * The entries of a log from the one that holds frame ARGV[1] on, ARGV[2] of them — or, when no entry is there
+ * to hold it (the log was trimmed past it, or is empty), from the log's first: `{1 or 0 (no holder), entries}`.
+ */
 const READ_FROM_ENTRY = `
 local holder = redis.call('XREVRANGE', KEYS[1], ARGV[1], '-', 'COUNT', 1)
-local start = '-'
-if holder[1] then start = holder[1][1] end
-return redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', ARGV[2])`;
+if not holder[1] then return {0, redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', ARGV[2])} end
+return {1, redis.call('XRANGE', KEYS[1], holder[1][1], '+', 'COUNT', ARGV[2])}`;
 
 /** Most frames in one Redis Stream entry of a run's log. */
 const ENTRY_FRAMES = 500;
@@ -836,6 +845,15 @@ function unpackEntry(fields: readonly string[]): PackedFrame[] | undefined {
     if (frame.length === 2 && event !== 'end') return undefined;
   }
   return frames as PackedFrame[];
+}
+
+/** A read of a log that would skip frames it no longer keeps (from its start, or after `afterId`). */
+function logTrimmed(runId: string, afterId: string | undefined, maxFrames: number): RunnelError {
+  const where = afterId === undefined ? 'replayed from its start' : `resumed after ${afterId}`;
+  return new RunnelError(
+    'RUNNEL_ERR_RUN_LOG_TRIMMED',
+    `The stream of run ${runId} cannot be ${where}: those frames are no longer kept (its log keeps its last ${maxFrames} entries). The run goes on; its record has the output once it ends`,
+  );
 }
 
 function corruptLog(runId: string): RunnelError {
@@ -1306,11 +1324,24 @@ export class RedisRunStore implements RunStore {
     // the frames after it — found and read in one round trip.
     const after = afterId === undefined ? undefined : parseStreamId(afterId);
     const log = `${this.key(runId)}:log`;
-    const entries = (
-      after === undefined
-        ? await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 20))
-        : await redisCall(scripts.readFromEntry.run<[string, string[]][]>(this.client, [log], [afterId as string, 20]))
-    ) as [string, string[]][];
+    let entries: [string, string[]][];
+    if (after === undefined) {
+      entries = (await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 20))) as [string, string[]][];
+      // An execution's frames count from 0 (`{base}-0`, its first): a log that begins with another of them was
+      // trimmed. (A frame written from elsewhere, a sweep's end, has no id of its own: Redis's.)
+      const [first] = entries[0] === undefined ? [] : (unpackEntry(entries[0][1]) ?? []);
+      if (typeof first?.[0] === 'string' && parseStreamId(first[0])[1] !== 0) throw logTrimmed(runId, afterId, this.maxFrames);
+    } else {
+      const [held, read] = await redisCall(scripts.readFromEntry.run<[number, [string, string[]][]]>(this.client, [log], [afterId as string, 20]));
+      if (held === 0 && read[0] !== undefined) {
+        // No entry holds the id: the trim took it, and what came after it unless the log's first frame is the
+        // very next one (ids of one execution go up by one).
+        const firstId = unpackEntry(read[0][1])?.[0]?.[0] ?? read[0][0];
+        const [base, n] = parseStreamId(firstId);
+        if (base !== after[0] || n !== after[1] + 1) throw logTrimmed(runId, afterId, this.maxFrames);
+      }
+      entries = read;
+    }
     const out: RunFrame[] = [];
     for (const [entryId, fields] of entries) {
       const packed = unpackEntry(fields);

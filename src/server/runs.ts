@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isRunnelError, RunnelError, type RunnableConfig } from '../core/index.js';
-import { checkWebhookUrl, isLastFrame, TERMINAL, type RunFrame, type RunKind, type RunQueue, type RunRecord, type RunStore } from '../runs/index.js';
+import { checkWebhookUrl, isLastFrame, TERMINAL, type RunFrame, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
 import type { PreparedChain } from './prepared.js';
 import { SSE_HEADERS, type SseWriter } from './sse.js';
 import { errorAnswerHeaders, logDependencyFailure } from './error-reply.js';
@@ -264,29 +264,6 @@ export function lastEventId(request: FastifyRequest, queue: RunQueue): string | 
 }
 
 /**
- * Whether a read of a run's log from `afterId` (or from its start) would skip frames the log has trimmed away
- * (it keeps its last entries): the client would get the answer without its middle or beginning, ended as
- * whole. From the start: the first frame is neither the run's `metadata` nor its end. After an id: the next frame is not its
- * successor in the same execution (their ids are `base-n`, up by one), and the log's own first frame shows it
- * was trimmed (a jump alone may be another execution's, or a sweep's `error`).
- */
-async function framesTrimmed(store: RunStore, runId: string, afterId: string | undefined, next: RunFrame): Promise<boolean> {
-  // (A log whose first frame is its end is a run that ended before it began: a sweep's error, a cancel.)
-  if (afterId === undefined) return next.event !== 'metadata' && !isLastFrame(next);
-  const [base, n] = splitFrameId(afterId);
-  const [nextBase, nextN] = splitFrameId(next.id);
-  if (base !== nextBase || nextN <= n + 1) return false;
-  const [head] = await store.frames(runId);
-  return head !== undefined && head.event !== 'metadata';
-}
-
-/** A frame id's execution part (`1-`, or '' for the memory store's plain counts) and its number. */
-function splitFrameId(id: string): [string, number] {
-  const dash = id.lastIndexOf('-');
-  return [id.slice(0, dash + 1), Number(id.slice(dash + 1))];
-}
-
-/**
  * Sends a run's stream from its log: the frames after `afterId`, then each
  * new one as it is written, until the `end` or `error` frame. A client that
  * goes away stops only this reader; the run goes on.
@@ -330,13 +307,6 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   try {
     for (;;) {
       const frames = await queue.store.frames(record.run_id, after);
-      // Before this connection's first frame: a read that would skip frames its log no longer holds is refused.
-      if (after === afterId && frames.length > 0 && (await framesTrimmed(queue.store, record.run_id, afterId, frames[0] as RunFrame))) {
-        throw new RunnelError(
-          'RUNNEL_ERR_NOT_FOUND',
-          `The stream cannot be ${afterId === undefined ? 'replayed from its start' : `resumed after ${afterId}`}: those frames are no longer kept (a run's log keeps its last 10,000 entries). The run goes on; GET ${record.chain}/runs/${record.run_id} has its output once it ends`,
-        );
-      }
       for (const frame of frames) {
         // The worker writes the last frame, then the record: hold the frame (a moment, at most a second) until
         // the record has ended too, so a client that reads the record on `end` finds it ended.

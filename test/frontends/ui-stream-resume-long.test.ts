@@ -58,7 +58,7 @@ describe('resuming a durable answer longer than its log keeps', () => {
 
     const chunks = await resumedChunks;
     expect(chunks.map((c) => c.type)).toEqual(['error']);
-    expect((chunks[0] as { errorText: string }).errorText).toMatch(/^RUNNEL_ERR_NOT_FOUND: The stream cannot be replayed from its start: those frames are no longer kept/);
+    expect((chunks[0] as { errorText: string }).errorText).toMatch(/^RUNNEL_ERR_RUN_LOG_TRIMMED: The stream of run \S+ cannot be replayed from its start: those frames are no longer kept/);
     // The client that asked reads the whole answer, as it was made.
     const text = await liveText;
     expect(text.startsWith('w0 w1 ')).toBe(true);

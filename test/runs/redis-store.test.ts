@@ -248,16 +248,20 @@ describe('RedisRunStore', () => {
     for (const id of ['1-3', '1-9']) expect(await store.hasFrame(run.run_id, id, true), id).toBe(false);
   });
 
-  // The in-process store trims a long run's frames too: an id before what it still holds is one of them, and
-  // the reader resumes from what is left (as the Redis store answers), not 400.
-  it('in process: an id of a trimmed frame is still a frame of the run', async () => {
+  // The in-process store trims a long run's frames too: an id before what it still holds is one of them (a
+  // client resuming after it is not told its id is wrong), and a read that would skip trimmed frames — from the
+  // start, or after one of them — is refused: the rest alone read as the whole answer (a probe, and a review:
+  // a reader that fell behind the trim mid-stream got the rest and `end`).
+  it('in process: an id of a trimmed frame is still a frame of the run, and no read skips trimmed frames', async () => {
     const memory = new MemoryRunStore({ maxFrames: 3 });
     const run = record();
     await memory.create(run);
     const ids = await memory.append(run.run_id, [{ event: 'metadata', data: { run_id: run.run_id } }, ...[1, 2, 3, 4].map((n) => ({ event: 'data' as const, data: n }))]);
-    expect((await memory.frames(run.run_id)).map((frame) => frame.id)).toEqual(ids.slice(2));
     for (const id of ids) expect(await memory.hasFrame(run.run_id, id), id).toBe(true);
     expect(await memory.hasFrame(run.run_id, String(Number(ids.at(-1)) + 1))).toBe(false);
+    for (const after of [undefined, ids[0]]) await expect(memory.frames(run.run_id, after), String(after)).rejects.toMatchObject({ code: 'RUNNEL_ERR_RUN_LOG_TRIMMED' });
+    expect((await memory.frames(run.run_id, ids[1])).map((frame) => frame.id)).toEqual(ids.slice(2));
+    expect((await memory.frames(run.run_id, ids[3])).map((frame) => frame.id)).toEqual(ids.slice(4));
     // A review: an id below the run's first (another run's, each counting from a start of its own) passed for
     // a trimmed frame of this one.
     const next = memory.frameIds();
@@ -267,6 +271,26 @@ describe('RedisRunStore', () => {
     await memory.append(counted.run_id, own.map((id, n) => ({ id, event: n === 0 ? 'metadata' : 'data', data: n })));
     expect(await memory.hasFrame(counted.run_id, own[0] as string)).toBe(true);
     expect(await memory.hasFrame(counted.run_id, String(Number(own[0]) - 1))).toBe(false);
+  });
+
+  it('in Redis: no read skips the frames the log trimmed away, from the start or after one of them', async () => {
+    // Trimmed approximately (whole nodes of Redis's stream): 300 entries kept to about 100.
+    const small = new RedisRunStore({ client, namespace, maxFrames: 100 });
+    const run = record();
+    const next = small.frameIds(1);
+    const ids = [next()];
+    await small.append(run.run_id, [{ id: ids[0], event: 'metadata', data: { run_id: run.run_id } }], { create: run });
+    for (let n = 1; n < 300; n++) {
+      const id = next();
+      ids.push(id);
+      await small.append(run.run_id, [{ id, event: 'data', data: n }]);
+    }
+    const [[firstKept]] = (await client.xrange(`${namespace}:run:${run.run_id}:log`, '-', '+', 'COUNT', 1)) as [[string, string[]]];
+    const kept = ids.indexOf(firstKept);
+    expect(kept).toBeGreaterThan(1);
+    for (const after of [undefined, ids[0], ids[kept - 2]]) await expect(small.frames(run.run_id, after), String(after)).rejects.toMatchObject({ code: 'RUNNEL_ERR_RUN_LOG_TRIMMED' });
+    expect((await small.frames(run.run_id, ids[kept - 1]))[0]?.id).toBe(firstKept);
+    expect((await small.frames(run.run_id, ids[kept]))[0]?.id).toBe(ids[kept + 1]);
   });
 
   it('takes only frame ids of its own shape (they are written unescaped)', async () => {
