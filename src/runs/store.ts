@@ -847,12 +847,22 @@ function unpackEntry(fields: readonly string[]): PackedFrame[] | undefined {
   return frames as PackedFrame[];
 }
 
+/**
+ * Whether a log that begins with `frames` (its first entry's) was trimmed: an execution numbers its frames from
+ * `{base}-0`, so a first frame of its own with another number is not the first it wrote. (A frame written from
+ * elsewhere — a sweep's end, a cancel's — has no id of its own: the entry's, Redis's.)
+ */
+function startsTrimmed(frames: PackedFrame[]): boolean {
+  const id = frames[0]?.[0];
+  return typeof id === 'string' && parseStreamId(id)[1] !== 0;
+}
+
 /** A read of a log that would skip frames it no longer keeps (from its start, or after `afterId`). */
 function logTrimmed(runId: string, afterId: string | undefined, maxFrames: number): RunnelError {
   const where = afterId === undefined ? 'replayed from its start' : `resumed after ${afterId}`;
   return new RunnelError(
     'RUNNEL_ERR_RUN_LOG_TRIMMED',
-    `The stream of run ${runId} cannot be ${where}: those frames are no longer kept (its log keeps its last ${maxFrames} entries). The run goes on; its record has the output once it ends`,
+    `The stream of run ${runId} cannot be ${where}: those frames are no longer kept (its log keeps its last ${maxFrames} entries). The run itself is not affected: its record has the output once it has ended`,
   );
 }
 
@@ -1325,26 +1335,21 @@ export class RedisRunStore implements RunStore {
     const after = afterId === undefined ? undefined : parseStreamId(afterId);
     const log = `${this.key(runId)}:log`;
     let entries: [string, string[]][];
-    if (after === undefined) {
-      entries = (await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 20))) as [string, string[]][];
-      // An execution's frames count from 0 (`{base}-0`, its first): a log that begins with another of them was
-      // trimmed. (A frame written from elsewhere, a sweep's end, has no id of its own: Redis's.)
-      const [first] = entries[0] === undefined ? [] : (unpackEntry(entries[0][1]) ?? []);
-      if (typeof first?.[0] === 'string' && parseStreamId(first[0])[1] !== 0) throw logTrimmed(runId, afterId, this.maxFrames);
-    } else {
-      const [held, read] = await redisCall(scripts.readFromEntry.run<[number, [string, string[]][]]>(this.client, [log], [afterId as string, 20]));
-      if (held === 0 && read[0] !== undefined) {
-        // No entry holds the id: the trim took it, and what came after it unless the log's first frame is the
-        // very next one (ids of one execution go up by one).
-        const firstId = unpackEntry(read[0][1])?.[0]?.[0] ?? read[0][0];
-        const [base, n] = parseStreamId(firstId);
-        if (base !== after[0] || n !== after[1] + 1) throw logTrimmed(runId, afterId, this.maxFrames);
-      }
-      entries = read;
+    let held = 1;
+    if (after === undefined) entries = (await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 20))) as [string, string[]][];
+    else [held, entries] = await redisCall(scripts.readFromEntry.run<[number, [string, string[]][]]>(this.client, [log], [afterId as string, 20]));
+    // The first entry, unpacked once: it tells whether the read skips trimmed frames, and is read below.
+    const first = entries[0] === undefined ? undefined : unpackEntry(entries[0][1]);
+    if (first !== undefined) {
+      // From the start: a log that begins past its execution's first frame. After an id that no entry holds
+      // (the trim took it): a log whose first frame is not the very next one (an execution's ids go up by one).
+      const firstId = first[0]?.[0] ?? (entries[0] as [string, string[]])[0];
+      const [base, n] = parseStreamId(firstId);
+      if (after === undefined ? startsTrimmed(first) : held === 0 && (base !== after[0] || n !== after[1] + 1)) throw logTrimmed(runId, afterId, this.maxFrames);
     }
     const out: RunFrame[] = [];
-    for (const [entryId, fields] of entries) {
-      const packed = unpackEntry(fields);
+    for (const [index, [entryId, fields]] of entries.entries()) {
+      const packed = index === 0 ? first : unpackEntry(fields);
       if (packed === undefined) {
         // The good frames before it first: the caller's next read starts at this entry, and fails there.
         if (out.length > 0) return out;
@@ -1507,9 +1512,9 @@ export class RedisRunStore implements RunStore {
       const nextId = next === undefined ? undefined : unpackEntry(next[1])?.[0]?.[0];
       return nextId === undefined || nextId === null || parseStreamId(nextId)[0] !== wanted[0];
     }
-    // Before every entry: one of the run's only if the log was trimmed (its first frame, `metadata`, is gone).
+    // Before every entry: one of the run's only if the log was trimmed (its execution's first frame is gone).
     const [first] = (await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 1))) as [string, string[]][];
-    return first !== undefined && packed(first)[0]?.[1] !== 'metadata';
+    return first !== undefined && startsTrimmed(packed(first));
   }
 
   async close(): Promise<void> {

@@ -263,6 +263,12 @@ export function lastEventId(request: FastifyRequest, queue: RunQueue): string | 
   return value.trim();
 }
 
+/** A refused read of a log trimmed away, as `undefined` (the stream's own read reports it); other errors thrown. */
+function keepTrimmed(error: unknown): undefined {
+  if (isRunnelError(error, 'RUNNEL_ERR_RUN_LOG_TRIMMED')) return undefined;
+  throw error;
+}
+
 /**
  * Sends a run's stream from its log: the frames after `afterId`, then each
  * new one as it is written, until the `end` or `error` frame. A client that
@@ -274,7 +280,9 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   // Ended, and nothing of its log follows that id (it was the last frame, an EventSource reconnecting after
   // `end`): 204, SSE's answer that tells a client to stop reconnecting — not an empty stream, which reads as
   // a dropped connection.
-  if (afterId !== undefined && TERMINAL.has(record.status) && (await queue.store.frames(record.run_id, afterId)).length === 0) {
+  // (A read refused as trimmed is no 204: the stream opens, and its first read says so in an `error` frame.)
+  const rest = afterId !== undefined && TERMINAL.has(record.status) ? await queue.store.frames(record.run_id, afterId).catch(keepTrimmed) : undefined;
+  if (rest !== undefined && rest.length === 0) {
     await reply.code(204).send();
     return;
   }

@@ -291,6 +291,13 @@ describe('RedisRunStore', () => {
     for (const after of [undefined, ids[0], ids[kept - 2]]) await expect(small.frames(run.run_id, after), String(after)).rejects.toMatchObject({ code: 'RUNNEL_ERR_RUN_LOG_TRIMMED' });
     expect((await small.frames(run.run_id, ids[kept - 1]))[0]?.id).toBe(firstKept);
     expect((await small.frames(run.run_id, ids[kept]))[0]?.id).toBe(ids[kept + 1]);
+    // A log of an end written from elsewhere alone (a queued run cancelled before it began) was not trimmed: an
+    // id before it is no frame of the run (a review: it passed for a trimmed one, then the read was refused).
+    const unstarted = record();
+    await small.create(unstarted);
+    await small.end(unstarted.run_id, [{ event: 'error', data: { code: 'RUNNEL_ERR_RUN_CANCELLED' } }], { status: 'cancelled' });
+    expect(await small.hasFrame(unstarted.run_id, '1-0')).toBe(false);
+    expect((await small.frames(unstarted.run_id)).map((frame) => frame.event)).toEqual(['error']);
   });
 
   it('takes only frame ids of its own shape (they are written unescaped)', async () => {

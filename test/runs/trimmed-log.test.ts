@@ -74,18 +74,24 @@ it('refuses to replay a run whose log lost its start, or to resume after a trimm
   const base = firstKept.slice(0, firstKept.lastIndexOf('-') + 1);
   expect(Number(firstKept.slice(base.length))).toBeGreaterThan(1);
 
-  for (const lastEventId of [undefined, `${base}5`]) {
-    const read = await app.inject({ method: 'GET', url: `/essay/runs/${runId}/stream`, headers: lastEventId === undefined ? {} : { 'last-event-id': lastEventId } });
-    expect(read.statusCode).toBe(200);
-    const sent = frames(read.body);
-    // Before: thousands of `data` frames from the middle of the answer, then `end`.
-    expect(sent.map((frame) => frame.event), String(lastEventId)).toEqual(['error']);
-    expect(sent[0]?.data).toMatchObject({ status_code: 410, code: 'RUNNEL_ERR_RUN_LOG_TRIMMED', message: expect.stringContaining('no longer kept') });
-  }
+  const refused = async (when: string): Promise<void> => {
+    for (const lastEventId of [undefined, `${base}5`]) {
+      const read = await app.inject({ method: 'GET', url: `/essay/runs/${runId}/stream`, headers: lastEventId === undefined ? {} : { 'last-event-id': lastEventId } });
+      expect(read.statusCode, `${when} ${lastEventId}`).toBe(200);
+      const sent = frames(read.body);
+      // Before: thousands of `data` frames from the middle of the answer, then `end`.
+      expect(sent.map((frame) => frame.event), `${when} ${lastEventId}`).toEqual(['error']);
+      expect(sent[0]?.data).toMatchObject({ status_code: 410, code: 'RUNNEL_ERR_RUN_LOG_TRIMMED', message: expect.stringContaining('no longer kept') });
+    }
+  };
+  await refused('running');
 
   gate.resolve();
   const ended = await app.inject({ method: 'GET', url: `/essay/runs/${runId}/wait?timeout_s=60` });
   expect(ended.json()).toMatchObject({ status: 'success' });
+  // Ended, the same: an `error` frame (a review: a resume of an ended run was a 410 JSON answer, which an
+  // EventSource cannot read).
+  await refused('ended');
   // After a frame the log still holds: the rest of the answer, whole, and its end.
   const resumed = frames((await app.inject({ method: 'GET', url: `/essay/runs/${runId}/stream`, headers: { 'last-event-id': firstKept } })).body);
   expect(resumed.at(-1)?.event).toBe('end');
