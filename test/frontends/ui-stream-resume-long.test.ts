@@ -8,27 +8,13 @@
  */
 import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { defineChain, generator, type ChainSpec } from '../../src/index.js';
-import { deferred } from '../helpers.js';
+import type { ChainSpec } from '../../src/index.js';
+import { gatedEssay } from '../support/gated-essay.js';
 import { startServer, type TestServer } from '../support/server.js';
 
 const WORDS = 10_100;
 /** Every word but the last made (the log trimmed); the gate holds the run under way until the test opens it. */
-const made = deferred();
-const gate = deferred();
-
-const essay = defineChain({
-  path: '/essay',
-  runnable: generator(async function* (inputs: AsyncIterable<{ topic: string }>) {
-    for await (const _ of inputs);
-    for (let i = 0; i < WORDS; i++) yield `w${i} `;
-    made.resolve();
-    await gate.promise;
-    yield 'end.';
-  }).withTypes({ input: z.object({ topic: z.string() }), output: z.string() }),
-  messages: { toInput: ({ turns }) => ({ input: { topic: turns.at(-1)?.text ?? '' } }) },
-});
+const { chain: essay, made, gate } = gatedEssay(WORDS);
 
 let server: TestServer;
 beforeAll(async () => {

@@ -9,29 +9,14 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { z } from 'zod';
-import { buildApp, connectServices, defineChain, generator, type ChainSpec, type Services } from '../../src/index.js';
-import { deferred, scanKeys } from '../helpers.js';
+import { buildApp, connectServices, type ChainSpec, type Services } from '../../src/index.js';
+import { scanKeys } from '../helpers.js';
+import { gatedEssay } from '../support/gated-essay.js';
 import { frames } from '../support/sse-frames.js';
 
 /** More entries than a log keeps: each word is its own turn, so its own entry. */
 const WORDS = 10_300;
-const made = deferred();
-const gate = deferred();
-
-const essay = defineChain({
-  path: '/essay',
-  runnable: generator(async function* (inputs: AsyncIterable<{ topic: string }>) {
-    for await (const _ of inputs);
-    for (let i = 0; i < WORDS; i++) {
-      yield `w${i} `;
-      await nextTurn();
-    }
-    made.resolve();
-    await gate.promise;
-    yield 'end.';
-  }).withTypes({ input: z.object({ topic: z.string() }), output: z.string() }),
-});
+const { chain: essay, made, gate } = gatedEssay(WORDS, { turns: true });
 
 const namespace = `runnel-test-trimmed-${randomUUID()}`;
 let app: FastifyInstance;
