@@ -303,6 +303,15 @@ const recordBytes = (record: RunRecord): number => heldBytes(JSON.stringify(reco
 /** The record's fields a patch may make large: only these have its bytes counted again. */
 const LARGE_FIELDS = ['input', 'config', 'filters', 'output', 'error', 'webhook', 'chat_id'] as const;
 
+/**
+ * The id of the first frame a trimmed log still holds, or undefined when nothing was trimmed: a run's ids go up by
+ * one from its first, so a log that begins past that one lost its start.
+ */
+function keptFrom(run: HeldRun): number | undefined {
+  const first = run.frames[0];
+  return first === undefined || Number(first.id) === run.firstId ? undefined : Number(first.id);
+}
+
 /** A run as the memory store holds it: its record, its log and the bytes both hold. */
 interface HeldRun {
   record: RunRecord;
@@ -527,9 +536,8 @@ export class MemoryRunStore implements RunStore {
     const run = this.held(runId);
     if (run === undefined) return [];
     const after = afterId === undefined ? undefined : Number(afterId);
-    // Each run's ids go up by one from its first: a log that begins past it was trimmed.
-    const first = run.frames[0];
-    if (first !== undefined && Number(first.id) !== run.firstId && (after === undefined || after < Number(first.id) - 1)) throw logTrimmed(runId, afterId, this.maxFrames);
+    const kept = keptFrom(run);
+    if (kept !== undefined && (after === undefined || after < kept - 1)) throw logTrimmed(runId, afterId, this.maxFrames);
     return after === undefined ? [...run.frames] : run.frames.filter((frame) => Number(frame.id) > after);
   }
 
@@ -572,14 +580,14 @@ export class MemoryRunStore implements RunStore {
   }
 
   async hasFrame(runId: string, id: string): Promise<boolean> {
-    const frames = this.held(runId)?.frames;
-    if (frames === undefined) return false;
-    if (frames.some((frame) => frame.id === id)) return true;
-    // Before what a trimmed log still holds (its first frame, `metadata`, is gone) and not before its first
-    // frame: one of its trimmed frames (each run counts from a start of its own: a lower id is another run's).
-    const first = frames[0];
+    const run = this.held(runId);
+    if (run === undefined) return false;
+    if (run.frames.some((frame) => frame.id === id)) return true;
+    // Before what a trimmed log still holds and not before its first frame: one of its trimmed frames (each run
+    // counts from a start of its own: a lower id is another run's).
+    const kept = keptFrom(run);
     const wanted = Number(id);
-    return first !== undefined && first.event !== 'metadata' && wanted < Number(first.id) && wanted >= (this.held(runId)?.firstId ?? 0);
+    return kept !== undefined && wanted < kept && wanted >= (run.firstId ?? 0);
   }
 
   async close(): Promise<void> {
@@ -855,6 +863,12 @@ function unpackEntry(fields: readonly string[]): PackedFrame[] | undefined {
 function startsTrimmed(frames: PackedFrame[]): boolean {
   const id = frames[0]?.[0];
   return typeof id === 'string' && parseStreamId(id)[1] !== 0;
+}
+
+/** Whether frame `id` is the one an execution numbered right after `after` (`{base}-{n + 1}`). */
+function nextAfter(id: string, after: [number, number]): boolean {
+  const [base, n] = parseStreamId(id);
+  return base === after[0] && n === after[1] + 1;
 }
 
 /** A read of a log that would skip frames it no longer keeps (from its start, or after `afterId`). */
@@ -1338,14 +1352,12 @@ export class RedisRunStore implements RunStore {
     let held = 1;
     if (after === undefined) entries = (await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 20))) as [string, string[]][];
     else [held, entries] = await redisCall(scripts.readFromEntry.run<[number, [string, string[]][]]>(this.client, [log], [afterId as string, 20]));
-    // The first entry, unpacked once: it tells whether the read skips trimmed frames, and is read below.
+    // The first entry, unpacked once: it tells whether the read skips trimmed frames, and is read below. From the
+    // start: a log that begins past its execution's first frame. After an id that no entry holds (the trim took
+    // it): a log whose first frame is not the very next one (an execution's ids go up by one).
     const first = entries[0] === undefined ? undefined : unpackEntry(entries[0][1]);
-    if (first !== undefined) {
-      // From the start: a log that begins past its execution's first frame. After an id that no entry holds
-      // (the trim took it): a log whose first frame is not the very next one (an execution's ids go up by one).
-      const firstId = first[0]?.[0] ?? (entries[0] as [string, string[]])[0];
-      const [base, n] = parseStreamId(firstId);
-      if (after === undefined ? startsTrimmed(first) : held === 0 && (base !== after[0] || n !== after[1] + 1)) throw logTrimmed(runId, afterId, this.maxFrames);
+    if (first !== undefined && (after === undefined ? startsTrimmed(first) : held === 0 && !nextAfter(first[0]?.[0] ?? (entries[0] as [string, string[]])[0], after))) {
+      throw logTrimmed(runId, afterId, this.maxFrames);
     }
     const out: RunFrame[] = [];
     for (const [index, [entryId, fields]] of entries.entries()) {
