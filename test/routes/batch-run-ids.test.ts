@@ -11,13 +11,20 @@ import { buildApp } from '../../src/index.js';
 import { allChains } from '../support/server.js';
 
 let app: FastifyInstance;
+let base: string;
 beforeAll(async () => {
   app = await buildApp({ chains: allChains });
+  base = await app.listen({ port: 0, host: '127.0.0.1' });
 });
 afterAll(async () => app.close());
 
 const RUN = '3f2504e0-4f89-11d3-9a0c-0305e82c3301';
-const batch = (payload: unknown, url = '/echo/batch') => app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
+/** A batch sent by Node's fetch over a socket: its status and its body, read whole. */
+async function batch(payload: unknown, url = '/echo/batch') {
+  const res = await fetch(`${base}${url}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(payload) });
+  const body = (await res.json()) as { metadata: { run_ids: string[] }; code?: string; message: string; detail?: unknown };
+  return { statusCode: res.status, json: () => body };
+}
 
 describe('POST /batch with a client run_id', () => {
   it("gives a single config's run_id to the first item and a new one to each other", async () => {

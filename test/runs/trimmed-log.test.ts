@@ -20,11 +20,14 @@ const { chain: essay, made, gate } = gatedEssay(WORDS, { turns: true });
 
 const namespace = `runnel-test-trimmed-${randomUUID()}`;
 let app: FastifyInstance;
+let url: string;
 let services: Services;
 
 beforeAll(async () => {
   services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace });
   app = await buildApp({ chains: [essay] as ChainSpec<never, unknown>[], services, config: { runNamespace: namespace, workerConcurrency: 1 } });
+  // Read over a socket by Node's fetch, as a client reads the stream.
+  url = await app.listen({ port: 0, host: '127.0.0.1' });
 });
 afterAll(async () => {
   // The run stopped first (closing stops the workers): one still writing would make its log again after the
@@ -40,9 +43,9 @@ afterAll(async () => {
 it('refuses to replay a run whose log lost its start, or to resume after a trimmed frame; resumes after a kept one', async () => {
   const redis = services.redis;
   if (redis === undefined) throw new Error('no redis');
-  const submitted = await app.inject({ method: 'POST', url: '/essay/runs', payload: { input: { topic: 'long' } } });
-  expect(submitted.statusCode).toBe(202);
-  const runId = (submitted.json() as { run_id: string }).run_id;
+  const submitted = await fetch(`${url}/essay/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'long' } }) });
+  expect(submitted.status).toBe(202);
+  const runId = ((await submitted.json()) as { run_id: string }).run_id;
   await made.promise;
   const log = `${namespace}:runs:run:${runId}:log`;
   // Every word written: the log's last entry holds the last word's frame (each entry's frames as packed JSON).
@@ -61,9 +64,9 @@ it('refuses to replay a run whose log lost its start, or to resume after a trimm
 
   const refused = async (when: string): Promise<void> => {
     for (const lastEventId of [undefined, `${base}5`]) {
-      const read = await app.inject({ method: 'GET', url: `/essay/runs/${runId}/stream`, headers: lastEventId === undefined ? {} : { 'last-event-id': lastEventId } });
-      expect(read.statusCode, `${when} ${lastEventId}`).toBe(200);
-      const sent = frames(read.body);
+      const read = await fetch(`${url}/essay/runs/${runId}/stream`, { headers: lastEventId === undefined ? {} : { 'last-event-id': lastEventId } });
+      expect(read.status, `${when} ${lastEventId}`).toBe(200);
+      const sent = frames(await read.text());
       // Before: thousands of `data` frames from the middle of the answer, then `end`.
       expect(sent.map((frame) => frame.event), `${when} ${lastEventId}`).toEqual(['error']);
       expect(sent[0]?.data).toMatchObject({ status_code: 410, code: 'RUNNEL_ERR_RUN_LOG_TRIMMED', message: expect.stringContaining('no longer kept') });
@@ -72,13 +75,13 @@ it('refuses to replay a run whose log lost its start, or to resume after a trimm
   await refused('running');
 
   gate.resolve();
-  const ended = await app.inject({ method: 'GET', url: `/essay/runs/${runId}/wait?timeout_s=60` });
-  expect(ended.json()).toMatchObject({ status: 'success' });
+  const ended = await fetch(`${url}/essay/runs/${runId}/wait?timeout_s=60`);
+  expect(await ended.json()).toMatchObject({ status: 'success' });
   // Ended, the same: an `error` frame (a review: a resume of an ended run was a 410 JSON answer, which an
   // EventSource cannot read).
   await refused('ended');
   // After a frame the log still holds: the rest of the answer, whole, and its end.
-  const resumed = frames((await app.inject({ method: 'GET', url: `/essay/runs/${runId}/stream`, headers: { 'last-event-id': firstKept } })).body);
+  const resumed = frames(await (await fetch(`${url}/essay/runs/${runId}/stream`, { headers: { 'last-event-id': firstKept } })).text());
   expect(resumed.at(-1)?.event).toBe('end');
   const text = resumed.filter((frame) => frame.event === 'data').map((frame) => frame.data as string).join('');
   const from = Number(firstKept.slice(base.length));
