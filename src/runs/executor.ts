@@ -243,7 +243,7 @@ export async function executeRun(options: {
     // A queued run may be executed again (redelivered): its ids start from now, after any earlier execution's.
     // A run executed here once (a durable stream) starts from 1: `1-0`, `1-1`… — 13 bytes fewer on every frame
     // sent and logged than a millisecond count. (Anything written to its log from elsewhere — the sweep's
-    // `error` frame — gets a later id from Redis.)
+    // `error` frame — gets an id after its last frame, whatever this process's clock says.)
     store.frameIds(local ? 1 : Date.now()),
     options.reader,
     local ? record : undefined,

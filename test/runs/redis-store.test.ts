@@ -119,6 +119,26 @@ describe('RedisRunStore', () => {
     expect((await readAll(run.run_id)).map((frame) => frame.event)).toEqual(['error']);
   });
 
+  it("logs an end written from elsewhere after a worker's last frame when the worker's clock runs ahead of Redis's", async () => {
+    // A queued run numbers its frames from its worker's clock: an hour ahead of Redis's here. Six frames, one entry.
+    const run = record();
+    await store.create(run, { local: true });
+    const next = store.frameIds(Date.now() + 3_600_000);
+    const frames = Array.from({ length: 6 }, (_, i) => ({ id: next(), event: 'data' as const, data: `w${i}` }));
+    await store.append(run.run_id, frames);
+    // The worker dies; a sweep ends the run with a frame of no id of its own (Redis's next). Redis's next id
+    // came after the entry's id only — `{base}-1`, before the entry's own later frames.
+    await store.end(run.run_id, [{ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } }], { status: 'error' }, run);
+    const all = await readAll(run.run_id);
+    expect(all.map((frame) => frame.data)).toEqual([...frames.map((frame) => frame.data), { code: 'RUNNEL_ERR_RUN_LOST' }]);
+    // A reader resuming after any frame gets the rest and the end, once.
+    for (const [i, frame] of frames.entries()) {
+      const rest = await readAll(run.run_id, frame.id);
+      expect(rest.map((read) => read.data)).toEqual([...frames.slice(i + 1).map((later) => later.data), { code: 'RUNNEL_ERR_RUN_LOST' }]);
+    }
+    expect(await readAll(run.run_id, all.at(-1)?.id)).toEqual([]);
+  });
+
   it("judges heartbeats by Redis's clock: replicas whose clocks disagree never end each other's runs as lost", async () => {
     // One run stored beating by `create`, one by its first write (a durable stream's).
     const made = record();
