@@ -55,6 +55,11 @@ export const errorCodes = {
     retryable: true,
     description: 'The model provider failed (a 5xx answer or a broken connection), also after retries.',
   },
+  RUNNEL_ERR_PROVIDER_ANSWER_TOO_LONG: {
+    status: 502,
+    retryable: false,
+    description: "The model provider's answer streamed past the model's `maxAnswerChunks` (default 200,000, past every provider's output limit): the provider's request is closed, and the call fails rather than hold an answer that may never end.",
+  },
   RUNNEL_ERR_PROVIDER_REJECTED: {
     status: 502,
     retryable: false,

@@ -54,6 +54,12 @@ export interface ChatModelOptions {
   maxRetries?: number;
   /** Milliseconds a stream may go without a chunk before it fails with `RUNNEL_ERR_PROVIDER_TIMEOUT` (default 60,000). */
   streamIdleTimeoutMs?: number;
+  /**
+   * The most chunks one answer may stream (default 200,000: past every provider's output limit, a chunk a token
+   * or more). Past it the provider's request is closed and the call fails `RUNNEL_ERR_PROVIDER_ANSWER_TOO_LONG`:
+   * an upstream that never ends its stream would otherwise hold ever more of it in memory.
+   */
+  maxAnswerChunks?: number;
   /** Where answers are cached; nothing is cached without one. */
   cache?: ModelCache;
 }
@@ -234,6 +240,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   maxTokens: number | undefined;
   stop: string[] | undefined;
   streamIdleTimeoutMs: number;
+  maxAnswerChunks: number;
   cache: ModelCache | undefined;
   /** Calls under way per cache key: identical concurrent misses wait for the first (single flight). */
   private readonly inflight = new Map<string, Promise<Shared>>();
@@ -247,6 +254,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     this.maxTokens = options.maxTokens;
     this.stop = options.stop;
     this.streamIdleTimeoutMs = options.streamIdleTimeoutMs ?? 60_000;
+    this.maxAnswerChunks = options.maxAnswerChunks ?? 200_000;
     this.cache = options.cache;
   }
 
@@ -484,7 +492,9 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     };
     const onChunk = (next: IteratorResult<AIMessageChunk>): IteratorResult<AIMessageChunk> => {
       if (next.done !== true) {
-        chunks.push(next.value);
+        if (chunks.push(next.value) > this.maxAnswerChunks) {
+          return fail(new RunnelError('RUNNEL_ERR_PROVIDER_ANSWER_TOO_LONG', `${this.name}: the answer passed ${this.maxAnswerChunks} chunks (maxAnswerChunks), stream abandoned`));
+        }
         return next;
       }
       // The SDKs end an aborted stream as if it were done (openai@6 and @anthropic-ai/sdk return on an abort

@@ -531,6 +531,27 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     }
   });
 
+  // A probe: an upstream that never ended its answer was read for as long as it streamed, every chunk held in
+  // memory for the answer; only a client that went away, or a stall, stopped it.
+  it('fails an answer that passes maxAnswerChunks with RUNNEL_ERR_PROVIDER_ANSWER_TOO_LONG, closes the request and caches nothing', async () => {
+    const cache = new InMemoryCache();
+    for (const read of ['invoke', 'stream'] as const) {
+      const abandoned = server.nextAbandon();
+      const endless = model({ model: 'endless', maxAnswerChunks: 500, cache });
+      let seen = 0;
+      const call =
+        read === 'invoke'
+          ? endless.invoke('hi')
+          : (async () => {
+              for await (const _chunk of endless.stream('hi')) seen += 1;
+            })();
+      await expect(call).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_ANSWER_TOO_LONG', statusCode: 502, retryable: false });
+      expect(seen).toBeLessThanOrEqual(500);
+      await abandoned;
+    }
+    expect(cache.size).toBe(0);
+  });
+
   it('closes the upstream socket when the run is aborted mid-stream', async () => {
     const controller = new AbortController();
     const abandoned = server.nextAbandon();

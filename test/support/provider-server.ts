@@ -10,6 +10,7 @@
  *   `rate-limited-long`: 429 asking for 7 s (`retry-after` alone); `rate-limited-until`: 429 with an HTTP date 2 min ahead;
  * - `error`: 500 every time; `error-once`: 500, then `text`;
  * - `slow`: the text stream, one frame every 50 ms;
+ * - `endless`: the text stream's start, then its second word again and again until the client goes (a million at most);
  * - `midstream-rate-limited`, `midstream-rejected`, `midstream-overloaded`: four frames of the text stream (a word), then
  *   an error of that kind in the provider's streaming format;
  * - `unavailable-long`: 503 asking for 120 s (`retry-after`);
@@ -196,6 +197,19 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
     if (!options.hang) res.end();
   };
 
+  /** An answer that never ends: its opening frames, then one word's frame over and over (a million at most), as fast as the client reads. */
+  const endless = async (res: ServerResponse): Promise<void> => {
+    const all = frames(fixture(`${provider}-text.sse`));
+    const opening = provider === 'openai' ? 2 : 4;
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    for (const part of all.slice(0, opening)) res.write(part);
+    const word = all[opening] ?? '';
+    for (let i = 0; i < 1_000_000 && !res.destroyed; i++) {
+      if (!res.write(word)) await new Promise((resolve) => (res.once('drain', resolve), res.once('close', resolve)));
+    }
+    if (!res.destroyed) res.end();
+  };
+
   const fail = (res: ServerResponse, status: number, body: string, wait: Record<string, string> = { 'retry-after': '1', 'retry-after-ms': '10' }): void => {
     res.writeHead(status, {
       'content-type': 'application/json',
@@ -253,6 +267,8 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
           return stream('stall', { hang: true });
         case 'slow':
           return stream('text', { gapMs: 50 });
+        case 'endless':
+          return void endless(res);
         case 'midstream-rate-limited':
         case 'midstream-rejected':
         case 'midstream-overloaded':
