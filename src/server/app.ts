@@ -30,6 +30,7 @@ import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, type ServerConfig } from './
 import { clientNetwork } from './client-network.js';
 import { answeredOnSocket, connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseExpectations } from './connection-limits.js';
 import { logDependencyFailure, sendErrorAnswer } from './error-reply.js';
+import { loggedUrl } from './log-options.js';
 import { errorBody, toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
 import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
@@ -271,7 +272,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
             // A balancer's probes and Prometheus's scrapes, every few seconds from every replica, are not traced:
             // they would bury the traces of requests.
             if (UNTRACED_PATHS.has(path)) return logger.child(bindings, childOptions);
-            const span = tracing.startRequest(request.method ?? 'GET', undefined, path, request.headers);
+            // `url.path` as the log line has it: the path's conversation ids (a session's, a chat's, a config
+            // hash) are no more the collector's than the log's.
+            const span = tracing.startRequest(request.method ?? 'GET', undefined, loggedUrl(path), request.headers);
             request[REQUEST_SPAN] = span;
             return logger.child({ ...bindings, trace_id: span.traceId, span_id: span.spanId }, childOptions);
           },

@@ -8,9 +8,11 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import LZString from 'lz-string';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createChains } from '../../chains/index.js';
+import { chatChain } from '../../chains/chat.js';
 import { jokeChain } from '../../chains/joke.js';
 import { buildApp, connectServices, defineChain, FakeToolCallingModel, lambda, loadTracingConfig, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
 import { json as contentText } from '../../src/observability/tracing.js';
@@ -316,6 +318,43 @@ describe('traces of a model call through the real anthropic SDK', () => {
     const sent = provider.requests.at(-1)?.headers;
     expect(sent?.traceparent).toBe(`00-${caller.traceId}-${model.spanId}-01`);
     expect(sent?.tracestate).toBe('vendor=ant');
+  });
+});
+
+// A probe: the log replaces a path's conversation ids (a session's, an AI SDK chat's, a config hash) with
+// [redacted] — on a server without keys a session id is all anyone needs to read that conversation — but the
+// request's span sent the raw path as `url.path` to the collector, content recording off or not.
+describe('a request naming a conversation in its path', () => {
+  it('has the ids its log line leaves out left out of its span too', async () => {
+    const receiver = await startOtlpReceiver();
+    const services = await connectServices({});
+    const served = await serve([chatChain({ services, env: {}, offlineDelayMs: 0 })] as ChainSpec<never, unknown>[], receiver, {}, services);
+    try {
+      const session = `secret-session-${randomUUID()}`;
+      const chat = `secret-chat-${randomUUID()}`;
+      const hash = LZString.compressToEncodedURIComponent(JSON.stringify({ configurable: { session_id: session } }));
+      const traces = { history: callerTrace(), resume: callerTrace(), hashed: callerTrace() };
+      const history = await fetch(`${served.url}/chat/history/${session}`, { headers: { traceparent: traces.history.traceparent } });
+      expect(history.status).toBe(200);
+      expect(await history.json()).toEqual({ session_id: session, messages: [] });
+      const resume = await fetch(`${served.url}/chat/ui_stream/${chat}/stream`, { headers: { traceparent: traces.resume.traceparent } });
+      expect(resume.status).toBe(204);
+      expect(await resume.text()).toBe('');
+      const hashed = await fetch(`${served.url}/chat/c/${hash}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: traces.hashed.traceparent }, body: JSON.stringify({ input: { message: 'hello' } }) });
+      expect(hashed.status).toBe(200);
+      expect(((await hashed.json()) as { output: string }).output).toContain('hello');
+      await collect(served.app, receiver, (spans) => Object.values(traces).every((trace) => spans.some((span) => span.traceId === trace.traceId && span.kind === 2)));
+      const http = (trace: { traceId: string }) => ofTrace(receiver, trace.traceId).find((span) => span.kind === 2) as ReceivedSpan;
+      expect(http(traces.history).attributes).toMatchObject({ 'http.route': '/chat/history/:sessionId', 'url.path': '/chat/history/[redacted]' });
+      expect(http(traces.resume).attributes).toMatchObject({ 'url.path': '/chat/ui_stream/[redacted]/stream' });
+      expect(http(traces.hashed).attributes).toMatchObject({ 'url.path': '/chat/c/[redacted]/invoke' });
+      const sent = JSON.stringify(receiver.spans);
+      for (const secret of [session, chat, hash]) expect(sent).not.toContain(secret);
+    } finally {
+      await served.app.close();
+      await services.close();
+      await receiver.close();
+    }
   });
 });
 
