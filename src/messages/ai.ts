@@ -71,7 +71,10 @@ export function addUsage(a: UsageMetadata | undefined, b: UsageMetadata | undefi
 export function mergeToolCallChunks(a: ToolCallChunk[], b: ToolCallChunk[]): ToolCallChunk[] {
   const merged = a.map((chunk) => ({ ...chunk }));
   for (const chunk of b) {
-    const same = chunk.index === undefined ? undefined : merged.find((m) => m.index === chunk.index);
+    // Without an index (a compatible server that leaves it out), a fragment without id or name goes on the call
+    // before it: it carries that call's arguments on; one with either is a call of its own.
+    const same =
+      chunk.index !== undefined ? merged.find((m) => m.index === chunk.index) : chunk.id === undefined && chunk.name === undefined ? merged.at(-1) : undefined;
     if (same === undefined) {
       merged.push({ ...chunk, type: 'tool_call_chunk' });
       continue;

@@ -190,11 +190,13 @@ export class CompletionChunks {
   /** A message's tool calls as `delta.tool_calls`: streamed pieces as they come, whole calls (a cached answer's) at once. */
   private toolCalls(message: AIMessage): string {
     if (message instanceof AIMessageChunk && message.tool_call_chunks.length > 0) {
-      const deltas = message.tool_call_chunks.map((piece, n) => {
-        const known = this.callIndexes.get(piece.index ?? n);
+      const deltas = message.tool_call_chunks.map((piece) => {
+        // Without an index, a piece without id or name goes on the call before it (as the chunks' merge reads it).
+        const known =
+          piece.index !== undefined ? this.callIndexes.get(piece.index) : piece.id === undefined && piece.name === undefined && this.callCount > 0 ? this.callCount - 1 : undefined;
         if (known !== undefined) return { index: known, function: { arguments: piece.args ?? '' } };
         const index = this.callCount++;
-        this.callIndexes.set(piece.index ?? n, index);
+        if (piece.index !== undefined) this.callIndexes.set(piece.index, index);
         return { index, id: callId(piece.id), type: 'function', function: { name: piece.name ?? '', arguments: piece.args ?? '' } };
       });
       return this.chunk({ tool_calls: deltas });

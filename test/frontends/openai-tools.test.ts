@@ -9,7 +9,7 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChatAnthropic, defineChain, lambda, ScriptedChatModel, type ChainSpec, type ChatTurn, type ToolDefinition } from '../../src/index.js';
+import { ChatAnthropic, ChatOpenAI, defineChain, lambda, ScriptedChatModel, type ChainSpec, type ChatTurn, type ToolDefinition } from '../../src/index.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
 import { startServer, type TestServer } from '../support/server.js';
 
@@ -69,6 +69,16 @@ function claudeChain(provider: ProviderServer) {
   });
 }
 
+/** The same chain on an OpenAI-compatible server (the local provider server, in OpenAI's wire format). */
+function compatibleChain(provider: ProviderServer) {
+  const compatible = new ChatOpenAI({ apiKey: 'sk-test', baseURL: provider.url, model: 'compatible', maxRetries: 0 });
+  return defineChain({
+    path: '/compat/tools',
+    runnable: lambda((input: ToolsInput) => lambda((x: ToolsInput) => x.messages).pipe(compatible.bindTools(input.tools))),
+    messages: toolsChain.messages,
+  });
+}
+
 const weather: OpenAI.ChatCompletionTool = {
   type: 'function',
   function: { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
@@ -78,14 +88,17 @@ const ask: OpenAI.ChatCompletionMessageParam = { role: 'user', content: 'What is
 let server: TestServer;
 let client: OpenAI;
 let anthropic: ProviderServer;
+let openai: ProviderServer;
 beforeAll(async () => {
   anthropic = await startProviderServer('anthropic');
-  server = await startServer({}, [toolsChain, claudeChain(anthropic)] as ChainSpec<never, unknown>[]);
+  openai = await startProviderServer('openai');
+  server = await startServer({}, [toolsChain, claudeChain(anthropic), compatibleChain(openai)] as ChainSpec<never, unknown>[]);
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'anything: keys are off', maxRetries: 0 });
 });
 afterAll(async () => {
   await server.close();
   await anthropic.close();
+  await openai.close();
 });
 
 describe('tools through /v1/chat/completions', () => {
@@ -149,7 +162,7 @@ describe('tools through /v1/chat/completions', () => {
   it('lists the chain as a model whose id keeps its inner slash', async () => {
     const models = [];
     for await (const m of client.models.list()) models.push(m.id);
-    expect(models).toEqual(['team/tools', 'claude/tools']);
+    expect(models).toEqual(['team/tools', 'claude/tools', 'compat/tools']);
   });
 
   // A probe: Claude numbers its tool calls by content block, after the text's (1, 2), and those numbers were sent
@@ -175,5 +188,34 @@ describe('tools through /v1/chat/completions', () => {
       messages: [ask, { role: 'assistant', content: message?.content ?? null, tool_calls: message?.tool_calls ?? [] }, { role: 'tool', tool_call_id: 'toolu_sc0', content: '18 °C' }, { role: 'tool', tool_call_id: 'toolu_sc1', content: '9 °C' }],
     });
     expect(next.choices[0]?.message.content).toBe('Paris 18 °C, Oslo 9 °C.');
+  });
+
+  // A probe: a compatible server's tool-call deltas without `index` went out as deltas of call 0 — every one of
+  // them, the second call's name and id too — so the SDK rebuilt one call of both calls' arguments.
+  it("streams the tool calls of a server that sends deltas without an index as two calls the SDK rebuilds", async () => {
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+      `data: ${JSON.stringify({ id: 'chatcmpl-ni', object: 'chat.completion.chunk', created: 1764500000, model: 'compatible', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    const call = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ type: 'function', ...fields }] });
+    openai.script = () => ({
+      frames: [
+        chunk({ role: 'assistant', content: '' }),
+        call({ id: 'call_p', function: { name: 'get_weather', arguments: '' } }),
+        call({ function: { arguments: '{"city":' } }),
+        call({ function: { arguments: '"Paris"}' } }),
+        call({ id: 'call_o', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }),
+        chunk({}, 'tool_calls'),
+        'data: [DONE]\n\n',
+      ],
+    });
+    try {
+      const final = await client.chat.completions.stream({ model: 'compat/tools', messages: [ask], tools: [weather] }).finalChatCompletion();
+      expect(final.choices[0]?.finish_reason).toBe('tool_calls');
+      expect(final.choices[0]?.message.tool_calls?.map((made) => made.type === 'function' && [made.id, made.function.name, made.function.arguments])).toEqual([
+        ['call_p', 'get_weather', '{"city":"Paris"}'],
+        ['call_o', 'get_weather', '{"city":"Oslo"}'],
+      ]);
+    } finally {
+      openai.script = undefined;
+    }
   });
 });

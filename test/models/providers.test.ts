@@ -407,6 +407,32 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
         expect(answer.tool_calls.map((call) => [call.name, call.args])).toEqual([['calculator', { expression: '2+2' }]]);
       });
     });
+
+    // Tool-call deltas without `index` (compatible servers that leave it out): each fragment was a call of its
+    // own — the name in one, its arguments in others — and none of them a call the chain could run.
+    it('reads tool-call deltas without an index: a fragment without id or name goes on the call before it', async () => {
+      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: 'chatcmpl-odd', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      const call = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ type: 'function', ...fields }] });
+      const frames = [
+        chunk({ role: 'assistant', content: '' }),
+        call({ id: 'call_a', function: { name: 'calculator', arguments: '' } }),
+        call({ function: { arguments: '{"expression":' } }),
+        call({ function: { arguments: '"2+2"}' } }),
+        call({ id: 'call_b', function: { name: 'calculator', arguments: '{"expression":"3*3"}' } }),
+        chunk({}, 'tool_calls'),
+        'data: [DONE]\n\n',
+      ];
+      await scripted(() => ({ frames }), async () => {
+        for (const answer of [await model({ model: 'scripted' }).invoke('2+2 and 3*3?'), AIMessageChunk.merge((await toArray(model({ model: 'scripted' }).stream('2+2 and 3*3?'))) as AIMessageChunk[])]) {
+          expect(answer.tool_calls.map((made) => [made.id, made.name, made.args])).toEqual([
+            ['call_a', 'calculator', { expression: '2+2' }],
+            ['call_b', 'calculator', { expression: '3*3' }],
+          ]);
+          expect(answer.invalid_tool_calls).toEqual([]);
+        }
+      });
+    });
   }
 
   if (name === 'anthropic') {
