@@ -130,7 +130,10 @@ export interface BuildAppOptions {
    */
   runWorkers?: 'start' | 'first-use';
   config?: Partial<ServerConfig>;
-  /** Fastify's logger option (pino); off by default in tests. */
+  /**
+   * Fastify's logger option (pino); none by default. `serverLoggerOptions(level)` is `npm start`'s: it keeps
+   * keys and the path's conversation ids out of log lines, which a logger of other options does not.
+   */
   logger?: FastifyServerOptions['logger'];
   /** Connected services (Redis, Postgres): their checks join `/readyz`, and they close with the app. */
   services?: Services;

@@ -5,4 +5,5 @@ export { loadServerConfig, DEFAULT_SERVER_CONFIG, type ServerConfig, type ApiKey
 export { PreparedChain, componentName } from './prepared.js';
 export { connectServices, type Services, type ServicesConfig } from './services.js';
 export { exitOnSignals, shutdownDeadlineMs } from './signals.js';
+export { serverLoggerOptions } from './log-options.js';
 export { serveOnProcesses, type ProcessesOptions } from './cluster.js';

@@ -7,8 +7,9 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { pino, type LoggerOptions } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { buildApp, defineChain, lambda, type ChainSpec } from '../../src/index.js';
-import { loggedUrl, redactQuery, redactUrlCredentials, serverLoggerOptions } from '../../src/server/log-options.js';
+// `serverLoggerOptions` as an embedder of buildApp takes it: from the package.
+import { buildApp, defineChain, lambda, serverLoggerOptions, type ChainSpec } from '../../src/index.js';
+import { loggedUrl, redactQuery, redactUrlCredentials } from '../../src/server/log-options.js';
 import { freePort } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
