@@ -381,6 +381,11 @@ const MAX_QUEUED_BYTES = 32 * 1024 * 1024;
 const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 /** A sent batch's buffer is kept for the next one up to this size. */
 const SPARE_BYTES = 8 * 1024 * 1024;
+/**
+ * An export's answer is read this far at most: an `ExportTraceServiceResponse` is a few bytes, and what answers
+ * with more (a wrong URL's page, an endless body) has said its status already.
+ */
+const MAX_RESPONSE_BYTES = 64 * 1024;
 
 /** A batch being filled: its spans, already encoded (a span object then lives no longer than its run). */
 interface Batch {
@@ -586,24 +591,34 @@ export class BatchExporter {
   private post(body: readonly Buffer[], headers: Record<string, string | number>): Promise<{ status: number; retryAfterMs?: number | undefined }> {
     return new Promise((resolve) => {
       let status = 0;
+      let answered = false;
       let retryAfterMs: number | undefined;
       let req: ReturnType<typeof httpRequest>;
       try {
         req = this.send(this.options.url, { method: 'POST', headers, agent: this.agent }, (res) => {
+          answered = true;
           status = res.statusCode ?? 0;
           const after = Number(res.headers['retry-after']);
           if (Number.isInteger(after) && after >= 0) retryAfterMs = Math.min(after, 30) * 1000;
-          res.resume();
+          // The status is the answer; a body past its bound is not read on (a probe: a collector answering 200
+          // with an endless body kept this process reading at 70% of a core, and each export then timed out
+          // and was sent again, five times, its spans dropped at last).
+          let read = 0;
+          res.on('data', (chunk: Buffer) => {
+            read += chunk.length;
+            if (read > MAX_RESPONSE_BYTES) req.destroy();
+          });
           res.once('error', () => undefined);
         });
       } catch {
         resolve({ status: -1 });
         return;
       }
-      // The whole export, not each silence: a collector that drips bytes times out too.
+      // The whole export, not each silence: a collector that drips bytes times out too (its status, when it sent
+      // one, stands).
       const timer = setTimeout(() => req.destroy(new Error('OTLP export timed out')), this.options.timeoutMs).unref();
       req.once('error', () => {
-        status = 0;
+        if (!answered) status = 0;
       });
       req.once('close', () => {
         clearTimeout(timer);

@@ -217,6 +217,49 @@ describe('BatchExporter', () => {
     }
   });
 
+  // A probe: a collector (or whatever the URL reached) answering 200 with a body without end kept the exporter
+  // reading it — 70% of a core — until the export's timeout, which then counted as a failure: the batch was sent
+  // again, five times, and dropped.
+  it('takes the status of an answer whose body does not end, endless or dripping, reading a bounded part of it', async () => {
+    let requests = 0;
+    let written = 0;
+    const endless = createServer((req, res) => {
+      requests++;
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' });
+      const chunk = Buffer.alloc(64 * 1024);
+      if (req.url === '/drip/v1/traces') {
+        res.write('x');
+        return;
+      }
+      const more = (): void => {
+        while (!res.destroyed && res.write(chunk)) written += chunk.length;
+        if (!res.destroyed) res.once('drain', more);
+      };
+      more();
+    });
+    await new Promise<void>((resolve) => endless.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(endless.address() as AddressInfo).port}`;
+    try {
+      const exporter = new BatchExporter(options(url, { timeoutMs: 3_000 }), source);
+      exporter.add(span());
+      await exporter.flush();
+      expect(exporter.dropped).toBe(0);
+      expect(requests).toBe(1);
+      expect(written).toBeLessThan(16 * 1024 * 1024);
+      // A body that drips: the export's timeout ends it, and the status it sent stands.
+      const dripping = new BatchExporter(options(`${url}/drip`, { timeoutMs: 100 }), source);
+      dripping.add(span());
+      await dripping.flush();
+      expect(dripping.dropped).toBe(0);
+      expect(requests).toBe(2);
+      await Promise.all([exporter.shutdown(), dripping.shutdown()]);
+    } finally {
+      endless.closeAllConnections();
+      endless.close();
+    }
+  });
+
   it('drops a batch whose request cannot be built (a header Node refuses), without an unhandled rejection', async () => {
     receiver = await startOtlpReceiver();
     const exporter = new BatchExporter(options(receiver.url, { headers: { authorization: 'Bearer a\nb' }, maxExportBatchSize: 1 }), source);
