@@ -45,7 +45,8 @@ export const openAIRoutes: FastifyPluginAsync = async (app) => {
   });
   app.setErrorHandler((error, request, reply) => {
     const { status, code, body, internal } = toOpenAIError(error);
-    app.runnel.metrics.error(code);
+    // A request whose client went away was counted as such (499): the error its run ended with reaches nobody.
+    if (!request.countedByHandler) app.runnel.metrics.error(code);
     if (internal) request.log.error({ err: error }, 'chat completion failed');
     else logDependencyFailure(request, error);
     sendErrorAnswer(request, reply, { status, code, body, error });

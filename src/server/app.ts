@@ -421,7 +421,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
 
   app.setErrorHandler((error, request, reply) => {
     const { status, body, internal } = toHttpError(error);
-    app.runnel.metrics.error(body.code);
+    // A request whose client went away was counted as such (499): the error its run ended with reaches nobody.
+    if (!request.countedByHandler) app.runnel.metrics.error(body.code);
     if (internal) request.log.error({ err: error }, 'chain failed');
     else logDependencyFailure(request, error);
     sendErrorAnswer(request, reply, { status, code: body.code, body, error });
