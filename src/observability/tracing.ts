@@ -308,6 +308,14 @@ export class Tracing {
     this.content = config.content;
   }
 
+  /**
+   * Says each export the collector did not take (a wrong endpoint, a collector down or refusing) through `warn`,
+   * a minute at most apart, with why and the spans dropped since; never the endpoint, whose URL may hold credentials.
+   */
+  warnOnDroppedSpans(warn: (fields: Record<string, unknown>, message: string) => void): void {
+    this.exporter.onFailure = (reason, dropped) => warn({ dropped_spans: dropped }, `tracing: spans dropped: ${reason}; ${dropped} spans dropped since the last warning`);
+  }
+
   /** Starts a span under `parent` (a new trace when there is none), sampled as the configuration says. */
   startSpan(name: string, kind: number, parent: TraceContext | Span | undefined, attributes: () => Record<string, AttributeValue>): Span {
     if (parent === undefined) {

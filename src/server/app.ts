@@ -296,11 +296,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       void (reply as unknown as FastifyReplyLike).code(status).header('x-request-id', request.id).type('application/json; charset=utf-8').send(body);
     },
   });
-  // An export the collector did not take (a wrong endpoint, a collector down) is said, a minute at most apart;
-  // the endpoint is not named (its URL may hold credentials).
-  if (tracing !== undefined) {
-    tracing.exporter.onFailure = (reason, dropped) => app.log.warn({ dropped_spans: dropped }, `tracing: spans dropped: ${reason}; ${dropped} spans dropped since the last warning`);
-  }
+  tracing?.warnOnDroppedSpans((fields, message) => app.log.warn(fields, message));
   continueWhenRead(app.server);
   refuseExpectations(app.server, requestIdOf);
   const stopCuttingStalled = cutStalledReaders(app.server, config.streamStallMs);

@@ -32,9 +32,7 @@ export function startRunWorkers(options: {
   const tracing = config.tracing === undefined ? undefined : new Tracing(config.tracing, { version: packageVersion() });
   // A worker has no /metrics: an export the collector did not take is said in its log, as a server says it (a
   // probe: a worker dropped every span of a wrong endpoint without a word).
-  if (tracing !== undefined) {
-    tracing.exporter.onFailure = (reason, dropped) => log.warn?.({ dropped_spans: dropped }, `tracing: spans dropped: ${reason}; ${dropped} spans dropped since the last warning`);
-  }
+  tracing?.warnOnDroppedSpans((fields, message) => log.warn?.(fields, message));
   const queue = createRunQueue({
     config: { ...config, workerConcurrency: Math.max(1, config.workerConcurrency) },
     chains: options.chains,
