@@ -395,7 +395,8 @@ export class Tracing {
         const code = errorCode(event.data.error);
         open.span.setAttribute('error.type', code);
         if (code.startsWith('RUNNEL_ERR_')) open.span.setAttribute('runnel.error.code', code);
-        open.span.setError(String(event.data.error ?? ''));
+        // The error's message only with content on: it may quote the run's input (a tool's, user code's).
+        open.span.setError(content ? String(event.data.error ?? '') : code);
       }
       open.span.end();
     });

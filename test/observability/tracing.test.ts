@@ -55,8 +55,9 @@ const hangingStream = defineChain({
 const failing = defineChain({
   path: '/broken',
   runnable: lambda(
-    (_input: { n: number }) => {
-      throw new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'the provider went away');
+    // Its message quotes its input, as an error of user code or a tool may.
+    (input: { n: number }) => {
+      throw new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `the provider went away answering ${JSON.stringify(input)}`);
     },
     { input: z.object({ n: z.number() }) },
   ),
@@ -148,14 +149,19 @@ describe('traces of /rag over OTLP/protobuf', () => {
     expect(JSON.stringify(spans)).not.toContain('How is chat history stored?');
   });
 
-  it('sets an error status with the Runnel code on a failing run', async () => {
+  // A probe: a failed run's status message was its error's whole message, which may quote the run's input (a
+  // calculator's expression), content off.
+  it('sets an error status with the Runnel code on a failing run, and no word of its message with content off', async () => {
     const caller = callerTrace();
-    const res = await fetch(`${served.url}/broken/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { n: 1 } }) });
+    const res = await fetch(`${served.url}/broken/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: { n: 424242 } }) });
     expect(res.status).toBe(502);
+    await res.text();
     await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /broken/invoke'));
     const root = ofTrace(receiver, caller.traceId).find((span) => span.name === '/broken') as ReceivedSpan;
     expect(root.status.code).toBe(2); // ERROR
     expect(root.attributes).toMatchObject({ 'runnel.error.code': 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', 'error.type': 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
+    expect(root.status.message).toBe('RUNNEL_ERR_PROVIDER_UNAVAILABLE');
+    expect(JSON.stringify(ofTrace(receiver, caller.traceId))).not.toContain('424242');
     const http = ofTrace(receiver, caller.traceId).find((span) => span.name === 'POST /broken/invoke') as ReceivedSpan;
     expect(http.attributes['http.response.status_code']).toBe(502);
     expect(http.status.code).toBe(2);
