@@ -11,7 +11,7 @@
  */
 import { RunnelError } from '../core/index.js';
 import { Document } from './document.js';
-import { RecursiveCharacterTextSplitter } from './splitter.js';
+import { lineLocator, RecursiveCharacterTextSplitter } from './splitter.js';
 
 /** Options of {@link MarkdownTextSplitter}. */
 export interface MarkdownSplitterOptions {
@@ -274,12 +274,13 @@ export class MarkdownTextSplitter {
     }
     const splitter = new RecursiveCharacterTextSplitter({ chunkSize: this.chunkSize, chunkOverlap: this.chunkOverlap, separators: ['\n', '. ', ' ', ''] });
     const text = blockText(block);
+    const lineAt = lineLocator(text);
     let searchFrom = 0;
     return splitter.splitText(text).map((piece) => {
       let at = text.indexOf(piece, Math.max(0, searchFrom - this.chunkSize));
       if (at === -1) at = searchFrom;
       searchFrom = at + 1;
-      const from = block.from + countNewlines(text, 0, at);
+      const from = block.from + lineAt(at) - 1;
       return { kind: 'text' as const, lines: piece.split('\n'), from, to: from + countNewlines(piece, 0, piece.length) };
     });
   }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Document, MarkdownTextSplitter, searchableText } from '../../src/index.js';
+import { withCharReads } from '../support/char-reads.js';
 
 const guide = [
   '---', 'title: front matter', '---', // 1-3
@@ -110,6 +111,19 @@ describe('MarkdownTextSplitter', () => {
     for (const chunk of chunks) {
       const source = lines.slice(chunk.from - 1, chunk.to).join('\n');
       for (const line of chunk.text.split('\n').filter((l) => l.trim() !== '')) expect(source).toContain(line);
+    }
+  });
+
+  it('finds the lines of a paragraph of thousands of lines in one pass over it (a 4.7 MB one took 28 s)', async () => {
+    const long = Array.from({ length: 4_000 }, (_, i) => `Sentence number ${i} of a very long paragraph ${'with words '.repeat(8)}`).join('\n');
+    const text = `# Title\n\n${long}`;
+    const lines = text.split('\n');
+    // About 450 chunks of a 500 KB paragraph: counting its lines from the start per chunk reads ~10^8 characters.
+    const { result: chunks } = await withCharReads(4 * text.length, async () => new MarkdownTextSplitter({ chunkSize: 1000, chunkOverlap: 100 }).splitText(text));
+    expect(chunks.length).toBeGreaterThan(400);
+    for (const chunk of chunks) {
+      const source = lines.slice(chunk.from - 1, chunk.to).join('\n');
+      for (const line of chunk.text.split('\n')) expect(source).toContain(line);
     }
   });
 
