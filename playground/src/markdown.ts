@@ -33,8 +33,14 @@ export function inline(text: string): Child[] {
   return out;
 }
 
+/**
+ * Block quotes nested deeper than this show their inner text as it is: each level is a call, and a model's
+ * answer of 20,000 `>` overflowed the stack (the run, finished on the server, showed as Failed).
+ */
+const MAX_QUOTE_DEPTH = 32;
+
 /** Renders Markdown into a fragment. */
-export function markdown(source: string): DocumentFragment {
+export function markdown(source: string, depth = 0): DocumentFragment {
   const fragment = document.createDocumentFragment();
   const lines = source.replace(/\r\n?/g, '\n').split('\n');
   let i = 0;
@@ -70,7 +76,7 @@ export function markdown(source: string): DocumentFragment {
       const quoted: string[] = [];
       while (i < lines.length && /^\s*>/.test(lines[i] as string)) quoted.push((lines[i++] as string).replace(/^\s*>\s?/, ''));
       const block = h('blockquote');
-      block.append(markdown(quoted.join('\n')));
+      block.append(depth < MAX_QUOTE_DEPTH ? markdown(quoted.join('\n'), depth + 1) : h('p', { text: quoted.join('\n') }));
       fragment.append(block);
       continue;
     }
