@@ -1,7 +1,7 @@
 /**
  * The playground given output a model could write but no renderer expects:
  * block quotes nested thousands deep, an answer of thousands of tokens
- * streamed at once. The page renders what it can, keeps up, and says how
+ * streamed at once, runs of backticks and brackets that open and never close. The page renders what it can, keeps up, and says how
  * the run ended on the server, in a real browser against a listening
  * server.
  */
@@ -19,6 +19,8 @@ let base = '';
 
 const topic = z.object({ topic: z.string() });
 const TOKENS = 5_000;
+/** 200,000 characters each of what opens a code span, a link and an image and never closes them. */
+const UNCLOSED = ['x ' + '`'.repeat(200_000), '['.repeat(200_000), '[a]('.repeat(50_000), '!['.repeat(100_000)].join('\n\n');
 const long = Array.from({ length: TOKENS }, (_, i) => `word${i}`).join(' ');
 
 beforeAll(async () => {
@@ -28,6 +30,7 @@ beforeAll(async () => {
     services: temporary.services,
     chains: [
       defineChain({ path: '/quotes', description: 'Answers with quotes nested 20,000 deep', runnable: lambda((_: { topic: string }) => `${'>'.repeat(20_000)} the innermost words`, { input: topic }) }),
+      defineChain({ path: '/unclosed', description: 'Opens code spans and links it never closes', runnable: lambda((_: { topic: string }) => UNCLOSED, { input: topic }) }),
       defineChain({
         path: '/long',
         description: 'Streams 5,000 tokens as fast as it can',
@@ -77,6 +80,21 @@ describe('the playground given hostile output', () => {
     expect(await page.locator('.status').innerText()).toMatch(/^Done/);
     expect(await page.locator('.output').innerText()).toBe(long);
     expect(await page.evaluate('window.rebuilds')).toBeLessThan(TOKENS / 5);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  // A probe: each backtick of a run, and each `[` of `[[[…`, was a start the inline pattern read on from to the
+  // end of the text: 50,000 backticks froze the page for 8 s, and the time grows with the square of the run
+  // (these 200,000 took minutes). Read once, they take milliseconds.
+  it('renders runs of 200,000 backticks and brackets that never close as text', async () => {
+    const { page, problems } = await openWatched(browser, `${base}/unclosed/playground/`);
+    await page.locator('#f-topic').fill('x');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: /Done|Failed/ }).waitFor();
+    expect(await page.locator('.status').innerText()).toMatch(/^Done/);
+    expect((await page.locator('.output').innerText()).replace(/\s+/g, '')).toBe(UNCLOSED.replace(/\s+/g, ''));
+    expect(await page.locator('.output code, .output a').count()).toBe(0);
     expect(problems).toEqual([]);
     await page.close();
   });
