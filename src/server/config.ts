@@ -6,6 +6,7 @@
 import { loadTracingConfig, type TracingConfig } from '../observability/config.js';
 import { availableParallelism } from 'node:os';
 import { isIP } from 'node:net';
+import pg from 'pg';
 import { z } from 'zod';
 import { RunnelError } from '../core/index.js';
 
@@ -33,6 +34,38 @@ function redisUrlPath(url: string): string {
     return new URL(url).pathname;
   } catch {
     return '';
+  }
+}
+
+/**
+ * Whether ioredis can read a redis:// URL: it parses it with WHATWG URL and percent-decodes its user and
+ * password. One it cannot read (a port past 65535, `redis://[host`, a password with `%zz`) threw from the
+ * client's constructor, a stack trace instead of the start's one line.
+ */
+function redisUrlReadable(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    decodeURIComponent(parsed.username);
+    decodeURIComponent(parsed.password);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Why node-postgres cannot read a DATABASE_URL, or undefined when it can (its parser, as the pool will run
+ * it). One it cannot read started a server whose every query, the docs seed's included, failed "Invalid URL".
+ * Never quotes the URL: it holds the password.
+ */
+function databaseUrlProblem(url: string): string | undefined {
+  try {
+    new pg.Client({ connectionString: url });
+    return undefined;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ERR_INVALID_URL' || error instanceof URIError
+      ? 'DATABASE_URL is not a URL node-postgres can read: a port from 1 to 65535, and characters such as # / @ in the user or password percent-encoded'
+      : `DATABASE_URL cannot be used: ${(error as Error).message}`;
   }
 }
 
@@ -179,9 +212,17 @@ const envSchema = z.object({
     .string()
     .regex(/^rediss?:\/\//, 'REDIS_URL must start with redis:// or rediss://')
     // Its path is the database number (ioredis would send SELECT NaN for anything else, and fail at start).
+    .refine(redisUrlReadable, 'REDIS_URL is not a URL ioredis can read: a port from 1 to 65535, and characters such as # / @ % in the password percent-encoded')
     .refine((url) => /^\/?(\d{1,5})?$/.test(redisUrlPath(url)), 'the database (the path of REDIS_URL) must be a number, as in redis://host:6379/0')
     .optional(),
-  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must start with postgres:// or postgresql://').optional(),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must start with postgres:// or postgresql://')
+    .superRefine((url, ctx) => {
+      const problem = databaseUrlProblem(url);
+      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .optional(),
   RUNNEL_DATA_DIR: z.string().optional().transform((value) => value || './.runnel'),
 });
 

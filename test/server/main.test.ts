@@ -86,11 +86,19 @@ describe('npm start', () => {
     ['a REDIS_URL whose database is not a number', { REDIS_URL: 'redis://127.0.0.1:6379/abc' }, 'the database (the path of REDIS_URL) must be a number'],
     // ioredis went on in database 0, among another deployment's keys, and /readyz said ready.
     ['a REDIS_URL naming a database Redis does not have', { REDIS_URL: 'redis://127.0.0.1:6379/99999' }, 'REDIS_URL names a database this Redis does not have (ERR DB index is out of range)'],
+    // A probe: ioredis's constructor threw "Invalid URL" (and a URIError for the password) with a stack trace.
+    ['a REDIS_URL with a port past 65535', { REDIS_URL: 'redis://127.0.0.1:99999' }, 'REDIS_URL is not a URL ioredis can read'],
+    ['a REDIS_URL that is not a URL', { REDIS_URL: 'redis://[127.0.0.1:6379' }, 'REDIS_URL is not a URL ioredis can read'],
+    ['a REDIS_URL whose password is broken percent-encoding', { REDIS_URL: 'redis://:pw%zzsecret@127.0.0.1:6379' }, 'REDIS_URL is not a URL ioredis can read'],
+    // A probe: the server started, and every query (the docs seed's, every /rag) failed "Invalid URL" for good.
+    ['a DATABASE_URL with a port past 65535', { DATABASE_URL: 'postgres://postgres@127.0.0.1:99999/runnel_test' }, 'DATABASE_URL is not a URL node-postgres can read'],
+    ['a DATABASE_URL whose password holds an unencoded #', { DATABASE_URL: 'postgres://postgres:pw#secret@127.0.0.1:5432/runnel_test' }, 'DATABASE_URL is not a URL node-postgres can read'],
   ])('on %s: says so in a line, exit 1, no stack trace', async (_case, env, says) => {
     const { code, stderr } = await start(env);
     expect(code).toBe(1);
     expect(stderr).toContain(says);
     expect(stderr).not.toMatch(/\n\s+at /);
+    expect(stderr).not.toContain('secret');
   }, 60_000);
 
   it.each([
