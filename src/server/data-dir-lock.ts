@@ -7,7 +7,7 @@
  * whose process is gone is stale and taken over. Everyone else is told who
  * holds it and what to do.
  */
-import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RunnelError } from '../core/index.js';
 
@@ -95,4 +95,24 @@ export function lockDataDir(dir: string, role: string): DataDirLock {
     return { path, release };
   }
   throw new RunnelError('RUNNEL_ERR_DATABASE_UNAVAILABLE', `Could not take the lock ${path}`);
+}
+
+/**
+ * Why `dir` cannot hold the embedded database, or undefined when it can: it is made if missing and must be a
+ * directory this process may write in. A start checks it (a file, or a volume the process may not write to,
+ * started a server whose every /rag answered 500 for good, its docs seed retried for ever).
+ *
+ * @example
+ * const problem = dataDirProblem(config.dataDir);
+ */
+export function dataDirProblem(dir: string): string | undefined {
+  try {
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, constants.W_OK | constants.X_OK);
+    return undefined;
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException;
+    const why = code === 'EEXIST' || code === 'ENOTDIR' ? 'it, or a folder above it, is a file' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'this process may not write there' : message;
+    return `RUNNEL_DATA_DIR ${JSON.stringify(dir)} cannot hold the embedded database (${code ?? 'error'}: ${why}): name a directory this process may write in, or set DATABASE_URL`;
+  }
 }

@@ -13,6 +13,7 @@ import { loadServerConfig, type ServerConfig } from './config.js';
 import { serviceFailure } from './error-reply.js';
 import { serverLoggerOptions } from './log-options.js';
 import { connectServices } from './services.js';
+import { dataDirProblem } from './data-dir-lock.js';
 import { offerClusterMetrics, serveOnProcesses } from './cluster.js';
 import { exitOnSignals, shutdownDeadlineMs } from './signals.js';
 import { startupWarnings } from './startup-warnings.js';
@@ -35,6 +36,12 @@ async function main(): Promise<void> {
 }
 
 async function serve(config: ServerConfig): Promise<void> {
+  // The embedded database's folder, checked before anything listens: one it cannot use is a wrong setting.
+  const dataDir = config.databaseUrl === undefined ? dataDirProblem(config.dataDir) : undefined;
+  if (dataDir !== undefined) {
+    console.error(`runnel: ${dataDir}`);
+    process.exit(1);
+  }
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, namespace: config.runNamespace });
   const { chains, docs } = createChains({ services });
   services.checks.set('docs', async () => docs.ready);

@@ -3,7 +3,10 @@
  * says what is wrong and what to set, and exits 1.
  */
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const root = new URL('../..', import.meta.url).pathname;
@@ -99,6 +102,25 @@ describe('npm start', () => {
     expect(stderr).toContain(says);
     expect(stderr).not.toMatch(/\n\s+at /);
     expect(stderr).not.toContain('secret');
+  }, 60_000);
+
+  // A probe: a RUNNEL_DATA_DIR that is a file (or a volume the process may not write to) started a server that
+  // said "not ready" for good, its docs seed retried for ever, and whose every /rag answered 500.
+  it.each([
+    ['a file', (file: string) => file],
+    ['a folder under a file', (file: string) => join(file, 'data')],
+  ])('without DATABASE_URL, on a RUNNEL_DATA_DIR that is %s: says so in a line, exit 1, no stack trace', async (_case, dir) => {
+    const folder = mkdtempSync(join(tmpdir(), 'runnel-data-dir-'));
+    const file = join(folder, 'not-a-directory');
+    writeFileSync(file, 'x');
+    try {
+      const { code, stderr } = await run('src/server/main.ts', { HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'warn', RUNNEL_DATA_DIR: dir(file) });
+      expect(code).toBe(1);
+      expect(stderr).toContain(`runnel: RUNNEL_DATA_DIR ${JSON.stringify(dir(file))} cannot hold the embedded database`);
+      expect(stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
   }, 60_000);
 
   it.each([
