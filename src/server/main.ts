@@ -4,6 +4,7 @@
  * SIGTERM and SIGINT (readiness off while still listening, streams finish or
  * get a final frame after the grace, exit by the grace plus 5 s).
  */
+import { isIPv6 } from 'node:net';
 import { pino } from 'pino';
 import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
@@ -76,7 +77,10 @@ async function serve(config: ServerConfig): Promise<void> {
     await app.close().catch(() => undefined);
     process.exit(1);
   }
-  const base = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${(app.server.address() as { port: number }).port}`;
+  // The URLs the log gives: a wildcard host as this machine's loopback, an IPv6 address in brackets (HOST=::
+  // gave http://:::8000/, which no client reads).
+  const shown = config.host === '0.0.0.0' ? '127.0.0.1' : config.host === '::' ? '::1' : config.host;
+  const base = `http://${isIPv6(shown) ? `[${shown}]` : shown}:${(app.server.address() as { port: number }).port}`;
   chatModelFromEnv({ log: (line) => app.log.info(line) });
   app.log.info(`docs: ${base}/docs  openapi: ${base}/openapi.json`);
   app.log.info(

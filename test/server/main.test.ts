@@ -63,6 +63,31 @@ describe('npm start', () => {
     }
   }, 60_000);
 
+  // A probe: with HOST=:: the log gave http://:::8000/ for the index, the docs and every chain — no client reads it.
+  it.each([['::1'], ['::']])('with HOST=%s: the URLs the start logs are ones a client can open', async (host) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', HOST: host, DATABASE_URL, LOG_LEVEL: 'info' },
+    });
+    try {
+      let stdout = '';
+      const index = await new Promise<string>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          stdout += chunk.toString();
+          const found = /"msg":"index: (\S+)"/.exec(stdout);
+          if (found?.[1] !== undefined) resolve(found[1]);
+        });
+        child.once('close', () => reject(new Error(`exited before its index line:\n${stdout}`)));
+      });
+      const response = await fetch(index, { headers: { accept: 'application/json' } });
+      const body = (await response.json()) as { chains?: unknown[] };
+      expect(response.status).toBe(200);
+      expect(Array.isArray(body.chains)).toBe(true);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+
   /** Starts `npm start`'s entry with `env`; its exit code and stderr. */
   function start(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
     return run('src/server/main.ts', { HOST: '127.0.0.1', PORT: '0', DATABASE_URL, LOG_LEVEL: 'warn', ...env });
