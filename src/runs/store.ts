@@ -757,26 +757,31 @@ return 1`;
  * heartbeat is Redis's time), then per entry its id ('*': the next Redis gives) and its packed frames.
  */
 const WRITE_FRAMES = `${UPDATE_UNLESS_ENDED_BODY}${NOW_MS}${WRONG_TYPE}
--- The id for an entry written from elsewhere (a sweep's end, a cancel's): Redis's next ('*') unless that would
--- not come after the log's last frame. Redis's next id follows the last entry's id, which is its first frame's;
--- an execution's ids come from its worker's clock, and when that runs ahead of Redis's, Redis's next would fall
--- among the last entry's frames, and a reader resuming after one of them would never read it.
+-- The id for an entry written from elsewhere (a sweep's end, a cancel's): past the log's last frame. Redis's next
+-- id ('*') follows the last entry's id only, which is its first frame's; an execution's ids come from its
+-- worker's clock, and when that runs ahead of Redis's, Redis's next would fall among the last entry's frames,
+-- and a reader resuming after one of them would never read it.
 local function past_last_frame(log)
   local top = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)[1]
   if not top then return '*' end
   local ms, seq = string.match(top[1], '^(%d+)-(%d+)$')
+  local now = now_ms()
+  if now > tonumber(ms) then return string.format('%d', now) .. '-0' end
+  -- The entry's last frame: its own id when the entry reads (an id of the entry's millisecond, after its
+  -- first); else, as for an entry nested past what cjson decodes, the last an entry can hold.
+  local last = tonumber(seq) + ${ENTRY_FRAMES} - 1
   local fields = top[2]
   for j = 1, #fields - 1, 2 do
     if fields[j] == 'f' then
       local ok, frames = pcall(cjson.decode, fields[j + 1])
-      local last = ok and type(frames) == 'table' and frames[#frames]
-      local frame_ms, frame_seq = string.match(type(last) == 'table' and type(last[1]) == 'string' and last[1] or '', '^(%d+)-(%d+)$')
-      -- Only a frame of the entry's own millisecond and later (an id not after its entry's is not to be trusted).
-      if frame_ms == ms and tonumber(frame_seq) > tonumber(seq) then seq = frame_seq end
+      if ok and type(frames) == 'table' then
+        local frame = frames[#frames]
+        local frame_ms, frame_seq = string.match(type(frame) == 'table' and type(frame[1]) == 'string' and frame[1] or '', '^(%d+)-(%d+)$')
+        last = frame_ms == ms and math.max(tonumber(frame_seq), tonumber(seq)) or tonumber(seq)
+      end
     end
   end
-  if now_ms() > tonumber(ms) then return '*' end
-  return ms .. '-' .. string.format('%d', tonumber(seq) + 1)
+  return ms .. '-' .. string.format('%d', last + 1)
 end
 local creating = ARGV[7] ~= ''
 -- The keys written; the heartbeats and the caller's open runs only tidied (a ZREM) are not checked, and a key

@@ -119,12 +119,16 @@ describe('RedisRunStore', () => {
     expect((await readAll(run.run_id)).map((frame) => frame.event)).toEqual(['error']);
   });
 
-  it("logs an end written from elsewhere after a worker's last frame when the worker's clock runs ahead of Redis's", async () => {
+  it.each([
+    ['words', (i: number): unknown => `w${i}`],
+    // A review: an entry Redis's JSON decoder cannot read (nested past its depth) is taken for a full one.
+    ['its last nested deeper than Redis decodes', (i: number): unknown => (i === 5 ? nested(1001) : `w${i}`)],
+  ])("logs an end written from elsewhere after a worker's last frame when the worker's clock runs ahead of Redis's (%s)", async (_name, data) => {
     // A queued run numbers its frames from its worker's clock: an hour ahead of Redis's here. Six frames, one entry.
     const run = record();
     await store.create(run, { local: true });
     const next = store.frameIds(Date.now() + 3_600_000);
-    const frames = Array.from({ length: 6 }, (_, i) => ({ id: next(), event: 'data' as const, data: `w${i}` }));
+    const frames = Array.from({ length: 6 }, (_, i) => ({ id: next(), event: 'data' as const, data: data(i) }));
     await store.append(run.run_id, frames);
     // The worker dies; a sweep ends the run with a frame of no id of its own (Redis's next). Redis's next id
     // came after the entry's id only — `{base}-1`, before the entry's own later frames.
@@ -691,6 +695,13 @@ async function evalshaCalls(): Promise<number> {
 }
 
 /** Every frame of a run's log after `after`, page by page (a read returns at most 20 entries). */
+/** A value nested `depth` lists deep. */
+function nested(depth: number): unknown {
+  let value: unknown = 'deep';
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
 async function readAll(runId: string, after?: string): Promise<{ id: string; event: string; data?: unknown }[]> {
   const out: { id: string; event: string; data?: unknown }[] = [];
   let cursor = after;
