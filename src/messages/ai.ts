@@ -67,14 +67,22 @@ export function addUsage(a: UsageMetadata | undefined, b: UsageMetadata | undefi
   };
 }
 
+/**
+ * Whether a tool-call fragment without an index carries on `last` (the call before it): it names no other id and
+ * no other name (a server may repeat them in every delta).
+ */
+export function continuesToolCall(last: { id?: string | undefined; name?: string | undefined } | undefined, fragment: { id?: string | undefined; name?: string | undefined }): boolean {
+  return last !== undefined && (fragment.id === undefined || fragment.id === last.id) && (fragment.name === undefined || fragment.name === last.name);
+}
+
 /** Merges tool-call chunks with the same index (names and ids set once, arguments concatenated). */
 export function mergeToolCallChunks(a: ToolCallChunk[], b: ToolCallChunk[]): ToolCallChunk[] {
   const merged = a.map((chunk) => ({ ...chunk }));
   for (const chunk of b) {
-    // Without an index (a compatible server that leaves it out), a fragment without id or name goes on the call
-    // before it: it carries that call's arguments on; one with either is a call of its own.
-    const same =
-      chunk.index !== undefined ? merged.find((m) => m.index === chunk.index) : chunk.id === undefined && chunk.name === undefined ? merged.at(-1) : undefined;
+    // Without an index (a compatible server that leaves it out), a fragment goes on the call before it unless it
+    // names another id or name: a call of its own.
+    const last = merged.at(-1);
+    const same = chunk.index !== undefined ? merged.find((m) => m.index === chunk.index) : continuesToolCall(last, chunk) ? last : undefined;
     if (same === undefined) {
       merged.push({ ...chunk, type: 'tool_call_chunk' });
       continue;

@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { concat, type TokenUsage } from '../core/index.js';
-import { AIMessage, AIMessageChunk, BaseMessage } from '../messages/index.js';
+import { AIMessage, AIMessageChunk, BaseMessage, continuesToolCall } from '../messages/index.js';
 import { finishKind } from '../models/finish.js';
 
 /** What every object of one answer repeats. */
@@ -139,6 +139,8 @@ export class CompletionChunks {
   private readonly callIndexes = new Map<number, number>();
   /** Tool calls sent so far. */
   private callCount = 0;
+  /** The last tool call begun: its id and name. */
+  private lastCall: { id?: string | undefined; name?: string | undefined } | undefined;
   /** An object-valued output, added up until the end. */
   private value: unknown;
   /** A content chunk's frame around its JSON text, made once: the hot path writes the text between them. */
@@ -191,11 +193,11 @@ export class CompletionChunks {
   private toolCalls(message: AIMessage): string {
     if (message instanceof AIMessageChunk && message.tool_call_chunks.length > 0) {
       const deltas = message.tool_call_chunks.map((piece) => {
-        // Without an index, a piece without id or name goes on the call before it (as the chunks' merge reads it).
-        const known =
-          piece.index !== undefined ? this.callIndexes.get(piece.index) : piece.id === undefined && piece.name === undefined && this.callCount > 0 ? this.callCount - 1 : undefined;
+        // Without an index, a piece goes on the call before it unless it names another (as the chunks' merge reads it).
+        const known = piece.index !== undefined ? this.callIndexes.get(piece.index) : continuesToolCall(this.lastCall, piece) ? this.callCount - 1 : undefined;
         if (known !== undefined) return { index: known, function: { arguments: piece.args ?? '' } };
         const index = this.callCount++;
+        this.lastCall = piece;
         if (piece.index !== undefined) this.callIndexes.set(piece.index, index);
         return { index, id: callId(piece.id), type: 'function', function: { name: piece.name ?? '', arguments: piece.args ?? '' } };
       });

@@ -200,7 +200,7 @@ describe('tools through /v1/chat/completions', () => {
       frames: [
         chunk({ role: 'assistant', content: '' }),
         call({ id: 'call_p', function: { name: 'get_weather', arguments: '' } }),
-        call({ function: { arguments: '{"city":' } }),
+        call({ id: 'call_p', function: { name: 'get_weather', arguments: '{"city":' } }),
         call({ function: { arguments: '"Paris"}' } }),
         call({ id: 'call_o', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }),
         chunk({}, 'tool_calls'),

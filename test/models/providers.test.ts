@@ -410,14 +410,15 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
 
     // Tool-call deltas without `index` (compatible servers that leave it out): each fragment was a call of its
     // own — the name in one, its arguments in others — and none of them a call the chain could run.
-    it('reads tool-call deltas without an index: a fragment without id or name goes on the call before it', async () => {
+    it('reads tool-call deltas without an index: a fragment naming no other id or name goes on the call before it', async () => {
       const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
         `data: ${JSON.stringify({ id: 'chatcmpl-odd', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
       const call = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ type: 'function', ...fields }] });
       const frames = [
         chunk({ role: 'assistant', content: '' }),
         call({ id: 'call_a', function: { name: 'calculator', arguments: '' } }),
-        call({ function: { arguments: '{"expression":' } }),
+        // A server that repeats the call's id and name in its deltas.
+        call({ id: 'call_a', function: { name: 'calculator', arguments: '{"expression":' } }),
         call({ function: { arguments: '"2+2"}' } }),
         call({ id: 'call_b', function: { name: 'calculator', arguments: '{"expression":"3*3"}' } }),
         chunk({}, 'tool_calls'),
