@@ -57,7 +57,7 @@ export interface ChatModelOptions {
   /**
    * The most chunks one answer may stream (default 200,000: past every provider's output limit, a chunk a token
    * or more). Past it the provider's request is closed and the call fails `RUNNEL_ERR_PROVIDER_ANSWER_TOO_LONG`:
-   * an upstream that never ends its stream would otherwise hold ever more of it in memory.
+   * an upstream that never ends its stream would otherwise be read, its chunks held, for as long as it streamed.
    */
   maxAnswerChunks?: number;
   /** Where answers are cached; nothing is cached without one. */
@@ -255,6 +255,9 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     this.stop = options.stop;
     this.streamIdleTimeoutMs = options.streamIdleTimeoutMs ?? 60_000;
     this.maxAnswerChunks = options.maxAnswerChunks ?? 200_000;
+    if (!Number.isSafeInteger(this.maxAnswerChunks) || this.maxAnswerChunks < 1) {
+      throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `${this.name}: maxAnswerChunks must be a whole number of 1 or more`);
+    }
     this.cache = options.cache;
   }
 

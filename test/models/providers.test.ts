@@ -577,6 +577,8 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       await abandoned;
     }
     expect(cache.size).toBe(0);
+    // A limit that is none (NaN would turn it off; 0 would fail every answer) is refused where the model is made.
+    for (const maxAnswerChunks of [0, -1, 1.5, Number.NaN]) expect(() => model({ maxAnswerChunks })).toThrow(/maxAnswerChunks must be a whole number/);
   });
 
   it('closes the upstream socket when the run is aborted mid-stream', async () => {

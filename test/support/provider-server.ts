@@ -54,6 +54,19 @@ function midstreamError(provider: Provider, kind: string): string {
   return `data: ${JSON.stringify({ error: { message: `${kind} mid-answer`, param: null, ...error } })}\n\n`;
 }
 
+/** Resolves when `res` may be written again, or has closed; leaves no listener behind. */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
 /** Splits an SSE body into frames (each ending with a blank line). */
 function frames(body: string): string[] {
   return body.split(/(?<=\n\n)/).filter((frame) => frame.length > 0);
@@ -205,7 +218,7 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
     for (const part of all.slice(0, opening)) res.write(part);
     const word = all[opening] ?? '';
     for (let i = 0; i < 1_000_000 && !res.destroyed; i++) {
-      if (!res.write(word)) await new Promise((resolve) => (res.once('drain', resolve), res.once('close', resolve)));
+      if (!res.write(word)) await drained(res);
     }
     if (!res.destroyed) res.end();
   };
