@@ -8,6 +8,7 @@ import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
 import { setProviderLogger } from '../models/index.js';
 import { loadServerConfig } from './config.js';
+import { dataDirProblem } from './data-dir-lock.js';
 import { unknownSettings } from './startup-warnings.js';
 import { redactUrlCredentials } from './log-options.js';
 import { connectServices } from './services.js';
@@ -30,6 +31,9 @@ try {
   if (config.redisUrl === undefined) throw new Error('runnel worker: REDIS_URL is required (the run queue lives in Redis)');
   // 0 is an HTTP-only server's setting (no workers in it); a worker process with none would run nothing.
   if (config.workerConcurrency < 1) throw new Error('runnel worker: RUNNEL_WORKER_CONCURRENCY must be at least 1 in a worker process (0 is for a server without workers)');
+  // Its chains' embedded database (no DATABASE_URL): a folder it cannot use is a wrong setting, as for the server.
+  const dataDir = config.databaseUrl === undefined ? dataDirProblem(config.dataDir) : undefined;
+  if (dataDir !== undefined) throw new Error(`runnel worker: ${dataDir}`);
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, namespace: config.runNamespace, role: 'worker' });
   if (services.redis?.status !== 'ready') logger.warn('runnel worker: Redis is not reachable (REDIS_URL); runs are taken once it is');
   for (const line of unknownSettings(process.env)) logger.warn(`runnel worker: ${line}`);

@@ -132,16 +132,19 @@ describe('npm start', () => {
   // A probe: a RUNNEL_DATA_DIR that is a file (or a volume the process may not write to) started a server that
   // said "not ready" for good, its docs seed retried for ever, and whose every /rag answered 500.
   it.each([
-    ['a file', (file: string) => file],
-    ['a folder under a file', (file: string) => join(file, 'data')],
-  ])('without DATABASE_URL, on a RUNNEL_DATA_DIR that is %s: says so in a line, exit 1, no stack trace', async (_case, dir) => {
+    ['a file', 'server', (file: string) => file],
+    ['a folder under a file', 'server', (file: string) => join(file, 'data')],
+    // A review: the worker's chains use an embedded database of their own too.
+    ['a file', 'worker', (file: string) => file],
+  ])('without DATABASE_URL, on a RUNNEL_DATA_DIR that is %s, the %s: says so in a line, exit 1, no stack trace', async (_case, role, dir) => {
     const folder = mkdtempSync(join(tmpdir(), 'runnel-data-dir-'));
     const file = join(folder, 'not-a-directory');
     writeFileSync(file, 'x');
     try {
-      const { code, stderr } = await run('src/server/main.ts', { HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'warn', RUNNEL_DATA_DIR: dir(file) });
+      const env = { HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'warn', RUNNEL_DATA_DIR: dir(file) };
+      const { code, stderr } = role === 'server' ? await run('src/server/main.ts', env) : await run('src/server/worker.ts', { ...env, REDIS_URL: 'redis://127.0.0.1:6379' });
       expect(code).toBe(1);
-      expect(stderr).toContain(`runnel: RUNNEL_DATA_DIR ${JSON.stringify(dir(file))} cannot hold the embedded database`);
+      expect(stderr).toContain(`runnel${role === 'worker' ? ' worker' : ''}: RUNNEL_DATA_DIR ${JSON.stringify(dir(file))} cannot hold the embedded database`);
       expect(stderr).not.toMatch(/\n\s+at /);
     } finally {
       rmSync(folder, { recursive: true, force: true });
