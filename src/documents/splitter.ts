@@ -122,7 +122,8 @@ export class RecursiveCharacterTextSplitter {
  */
 export function lineLocator(text: string): (offset: number) => number {
   const starts = [0];
-  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) starts.push(i + 1);
+  // A line ends at \n, \r\n or a lone \r (a file saved with old Mac line ends), as the Markdown splitter reads them.
+  for (const end of text.matchAll(/\r\n?|\n/g)) starts.push(end.index + end[0].length);
   return (offset) => {
     let low = 0;
     let high = starts.length - 1;

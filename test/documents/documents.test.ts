@@ -118,6 +118,21 @@ describe('RecursiveCharacterTextSplitter', () => {
     expect(() => new RecursiveCharacterTextSplitter({ chunkSize: 10, chunkOverlap: 10 })).toThrow(/chunkOverlap/);
   });
 
+  // A probe: a file with lone CR line ends (old Mac) had every chunk at line 1.
+  it('counts a lone \\r as a line end, as \\n and \\r\\n', async () => {
+    const lines = Array.from({ length: 40 }, (_, i) => `line ${i} ${'x'.repeat(40)}`);
+    for (const end of ['\n', '\r\n', '\r']) {
+      const chunks = await new RecursiveCharacterTextSplitter({ chunkSize: 200, chunkOverlap: 0 }).splitDocuments([new Document({ pageContent: lines.join(end) })]);
+      expect(chunks.length).toBeGreaterThan(5);
+      for (const chunk of chunks) {
+        const { from, to } = (chunk.metadata.loc as { lines: { from: number; to: number } }).lines;
+        const own = chunk.pageContent.split(/\r\n?|\n/).filter((line) => line !== '');
+        expect([end, lines[from - 1]]).toEqual([end, expect.stringContaining(own[0] as string)]);
+        expect([end, lines[to - 1]]).toEqual([end, expect.stringContaining(own.at(-1) as string)]);
+      }
+    }
+  });
+
   it('finds the line ranges of a large file in one pass over it, not one per chunk (a 4.7 MB text file took 86 s)', async () => {
     const lines = Array.from({ length: 4_000 }, (_, i) => (i % 2 === 1 ? '' : `paragraph ${i / 2} ${'words '.repeat(30)}`));
     const text = lines.join('\n');
