@@ -1550,7 +1550,11 @@ export class RedisRunStore implements RunStore {
       // An entry after it that is not valid is no execution's: the read that follows reports it, after the
       // good frames before it (here it refused the resume before any of them).
       const nextId = next === undefined ? undefined : unpackEntry(next[1])?.[0]?.[0];
-      return nextId === undefined || nextId === null || parseStreamId(nextId)[0] !== wanted[0];
+      if (nextId === undefined || nextId === null || parseStreamId(nextId)[0] !== wanted[0]) return true;
+      // The same execution wrote on after the holder between the two reads (its client, handed frames before
+      // their write returned, rejoined as it landed): look again from the entry that now holds the id. An entry
+      // that starts after it leaves a gap: not a frame this execution made.
+      return compareStreamIds(parseStreamId(nextId), wanted) <= 0 && this.hasFrame(runId, id, loggedOnly);
     }
     // Before every entry: one of the run's only if the log was trimmed (its execution's first frame is gone).
     const [first] = (await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 1))) as [string, string[]][];

@@ -272,6 +272,32 @@ describe('RedisRunStore', () => {
     for (const id of ['1-3', '1-9']) expect(await store.hasFrame(run.run_id, id, true), id).toBe(false);
   });
 
+  // A durable stream's frames reach its client before their write returns, so a client cut off rejoins (on any
+  // replica) as that write lands. The check reads the log twice; a probe's rejoins were refused 400 ("not an
+  // event id of this run's stream") about once in 500 when the entry holding the id came between the reads.
+  it('takes an id whose entry is written between its two reads of the log', async () => {
+    const run = record();
+    const next = store.frameIds(1);
+    await store.append(run.run_id, [{ id: next(), event: 'metadata', data: { run_id: run.run_id } }, { id: next(), event: 'data', data: 'a' }], { create: run });
+    const later = [{ id: next(), event: 'data' as const, data: 'b' }, { id: next(), event: 'data' as const, data: 'c' }];
+    const xrange = client.xrange.bind(client);
+    // The write of 1-2 and 1-3 lands after the entry before them was found, before the entry after it is read.
+    const spy = vi.spyOn(client, 'xrange').mockImplementationOnce((async (...args: Parameters<typeof client.xrange>) => {
+      await store.append(run.run_id, later);
+      return xrange(...args);
+    }) as typeof client.xrange);
+    try {
+      expect(await store.hasFrame(run.run_id, '1-3')).toBe(true);
+      expect(spy).toHaveBeenCalled();
+    } finally {
+      spy.mockRestore();
+    }
+    // Past the last frame written, as before: taken while the run may have made it, refused once it has ended.
+    expect(await store.hasFrame(run.run_id, '1-9')).toBe(true);
+    await store.append(run.run_id, [{ id: next(), event: 'end' }]);
+    expect(await store.hasFrame(run.run_id, '1-9')).toBe(false);
+  });
+
   // The in-process store trims a long run's frames too: an id before what it still holds is one of them (a
   // client resuming after it is not told its id is wrong), and a read that would skip trimmed frames — from the
   // start, or after one of them — is refused: the rest alone read as the whole answer (a probe, and a review:
