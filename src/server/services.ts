@@ -107,6 +107,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
     checks.set('redis', async () => (await client.ping().catch(() => '')) === 'PONG');
   }
   const memory = new MemoryHistoryStore();
+  const memoryCache = new InMemoryCache();
 
   let pool: pg.Pool | undefined;
   let executor: Promise<SqlExecutor> | undefined;
@@ -161,14 +162,16 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
           onLookup: report,
         });
       }
-      const memoryCache = new InMemoryCache();
+      // One store for every chain's model, bounded as a whole (one each let every chain hold its own 64 MiB);
+      // a chain's namespace keeps its entries apart, as it does in Redis.
+      const prefix = options.namespace === undefined ? '' : `${options.namespace}:`;
       return {
         lookup: async (key) => {
-          const hit = await memoryCache.lookup(key);
+          const hit = await memoryCache.lookup(`${prefix}${key}`);
           report(hit === undefined ? 'miss' : 'hit');
           return hit;
         },
-        update: (key, chunks) => memoryCache.update(key, chunks),
+        update: (key, chunks) => memoryCache.update(`${prefix}${key}`, chunks),
       };
     },
     history: (identity, sessionId) =>
