@@ -34,6 +34,8 @@ export function chunksToJSON(chunks: readonly AIMessageChunk[]): Record<string, 
 interface MemoryEntry {
   json: string;
   bytes: number;
+  /** When it expires (`Date.now()`'s milliseconds), if it does. */
+  expires: number | undefined;
 }
 
 /**
@@ -41,7 +43,8 @@ interface MemoryEntry {
  * character past Latin-1, as V8 keeps it), least recently used first out; an answer larger than `maxBytes` on
  * its own is not kept. Entries are held as JSON and made chunks again on each hit, as Redis's are: the chunks
  * of a streamed answer, one object a token, held 1.4 MB of heap for a 23 KB answer (a probe), so 1,000 of
- * them a cache grew to gigabytes.
+ * them a cache grew to gigabytes. With `ttlSeconds` an entry is a miss that long after it was written, as a
+ * Redis entry expires.
  *
  * @example
  * new ChatOpenAI({ model: 'gpt-4o-mini', cache: new InMemoryCache() });
@@ -50,28 +53,35 @@ export class InMemoryCache implements ModelCache {
   private readonly entries = new Map<string, MemoryEntry>();
   private readonly maxEntries: number;
   readonly maxBytes: number;
+  readonly ttlSeconds: number | undefined;
   /** The bytes every entry holds. */
   bytes = 0;
 
-  constructor(options: { maxEntries?: number; maxBytes?: number } = {}) {
+  constructor(options: { maxEntries?: number; maxBytes?: number; ttlSeconds?: number } = {}) {
     this.maxEntries = options.maxEntries ?? 1000;
     this.maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
+    this.ttlSeconds = options.ttlSeconds;
   }
 
   async lookup(key: string): Promise<AIMessageChunk[] | undefined> {
     const hit = this.entries.get(key);
     if (hit === undefined) return undefined;
+    if (hit.expires !== undefined && Date.now() >= hit.expires) {
+      this.remove(key);
+      return undefined;
+    }
     this.entries.delete(key);
     this.entries.set(key, hit);
     return (JSON.parse(hit.json) as unknown[]).map((chunk) => coerceMessage(chunk) as AIMessageChunk);
   }
 
-  async update(key: string, chunks: AIMessageChunk[]): Promise<void> {
+  /** Stores an answer; `ttlSeconds` (default the cache's) is how long it is served. */
+  async update(key: string, chunks: AIMessageChunk[], ttlSeconds = this.ttlSeconds): Promise<void> {
     this.remove(key);
     const json = JSON.stringify(chunksToJSON(chunks));
     const bytes = heldBytes(json);
     if (bytes > this.maxBytes) return;
-    this.entries.set(key, { json, bytes });
+    this.entries.set(key, { json, bytes, expires: ttlSeconds === undefined ? undefined : Date.now() + ttlSeconds * 1000 });
     this.bytes += bytes;
     while (this.entries.size > this.maxEntries || this.bytes > this.maxBytes) this.remove(this.entries.keys().next().value as string);
   }

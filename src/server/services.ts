@@ -171,7 +171,8 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
           report(hit === undefined ? 'miss' : 'hit');
           return hit;
         },
-        update: (key, chunks) => memoryCache.update(`${prefix}${key}`, chunks),
+        // As long as a Redis entry lives: the chain's own TTL, else the same day.
+        update: (key, chunks) => memoryCache.update(`${prefix}${key}`, chunks, options.ttlSeconds ?? 24 * 3600),
       };
     },
     history: (identity, sessionId) =>

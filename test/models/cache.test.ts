@@ -1,9 +1,10 @@
 /**
  * The in-memory response cache is bounded by bytes, not only by entries: a streamed answer is cached as one
  * chunk a token, and 1,000 of them (the entry bound) held gigabytes of heap. The server's chains share one
- * such store (`connectServices` without Redis), so the bound is the process's, not one per chain.
+ * such store (`connectServices` without Redis), so the bound is the process's, not one per chain. Its entries
+ * expire as Redis's do (the chain's `ttlSeconds`, else a day): they were served until evicted.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AIMessageChunk, connectServices, InMemoryCache } from '../../src/index.js';
 
 /** An answer streamed a word at a time, as the providers send it, ending as a finished one does. */
@@ -56,5 +57,44 @@ describe("the services' in-memory model cache", () => {
     } finally {
       await services.close();
     }
+  });
+});
+
+describe('in-memory cache entries expire', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("after the chain's ttlSeconds, and after a day without one, as Redis's do", async () => {
+    vi.useFakeTimers({ toFake: ['Date'], now: new Date('2026-12-07T00:00:00Z') });
+    const services = await connectServices({});
+    try {
+      const short = services.modelCache({ namespace: 'short', ttlSeconds: 60 });
+      const daily = services.modelCache();
+      await short.update('k', streamed(3, 'short'));
+      await daily.update('k', streamed(3, 'daily'));
+      vi.setSystemTime(new Date('2026-12-07T00:00:59Z'));
+      expect(await short.lookup('k')).toHaveLength(4);
+      vi.setSystemTime(new Date('2026-12-07T00:01:00Z'));
+      expect(await short.lookup('k')).toBeUndefined();
+      vi.setSystemTime(new Date('2026-12-07T23:59:59Z'));
+      expect(await daily.lookup('k')).toHaveLength(4);
+      vi.setSystemTime(new Date('2026-12-08T00:00:00Z'));
+      expect(await daily.lookup('k')).toBeUndefined();
+    } finally {
+      await services.close();
+    }
+  });
+
+  it("of an InMemoryCache given ttlSeconds; never without", async () => {
+    vi.useFakeTimers({ toFake: ['Date'], now: new Date('2026-12-07T00:00:00Z') });
+    const expiring = new InMemoryCache({ ttlSeconds: 10 });
+    const lasting = new InMemoryCache();
+    await expiring.update('k', streamed(2, 'e'));
+    await lasting.update('k', streamed(2, 'l'));
+    vi.setSystemTime(new Date('2027-01-01T00:00:00Z'));
+    expect(await expiring.lookup('k')).toBeUndefined();
+    expect(expiring.bytes).toBe(0);
+    expect(await lasting.lookup('k')).toHaveLength(3);
   });
 });
