@@ -12,6 +12,9 @@ import { AIMessageChunk, coerceMessage } from '../messages/index.js';
 import type { ModelCache } from '../models/index.js';
 
 /** Options of {@link RedisCache}. */
+/** Seconds an answer stays cached unless a cache is told otherwise: a day. */
+export const DEFAULT_CACHE_TTL_SECONDS = 24 * 3600;
+
 export interface RedisCacheOptions {
   client: Redis;
   /** Key prefix (default `runnel:cache`). */
@@ -61,7 +64,7 @@ export class RedisCache implements ModelCache {
   constructor(options: RedisCacheOptions) {
     this.client = options.client;
     this.namespace = options.namespace ?? 'runnel:cache';
-    this.ttlSeconds = options.ttlSeconds ?? 24 * 3600;
+    this.ttlSeconds = options.ttlSeconds ?? DEFAULT_CACHE_TTL_SECONDS;
     this.onLookup = options.onLookup ?? (() => {});
   }
 

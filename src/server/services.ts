@@ -10,7 +10,7 @@
 import { mkdirSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import pg from 'pg';
-import { createRedisClient, RedisCache } from '../cache/index.js';
+import { createRedisClient, DEFAULT_CACHE_TTL_SECONDS, RedisCache } from '../cache/index.js';
 import { connectRefusal } from '../cache/redis-client.js';
 import { RunnelError } from '../core/index.js';
 import { InMemoryCache, type ModelCache } from '../models/index.js';
@@ -172,7 +172,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
           return hit;
         },
         // As long as a Redis entry lives: the chain's own TTL, else the same day.
-        update: (key, chunks) => memoryCache.update(`${prefix}${key}`, chunks, options.ttlSeconds ?? 24 * 3600),
+        update: (key, chunks) => memoryCache.update(`${prefix}${key}`, chunks, options.ttlSeconds ?? DEFAULT_CACHE_TTL_SECONDS),
       };
     },
     history: (identity, sessionId) =>
