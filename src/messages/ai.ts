@@ -68,11 +68,14 @@ export function addUsage(a: UsageMetadata | undefined, b: UsageMetadata | undefi
 }
 
 /**
- * Whether a tool-call fragment without an index carries on `last` (the call before it): it names no other id and
- * no other name (a server may repeat them in every delta).
+ * Whether a tool-call fragment without an index carries on `last` (the call before it): it has no id and no name,
+ * or it repeats the call's id (and its name, if it names one), as a server may in every delta. A name alone
+ * repeated starts a call: two calls of one tool may follow each other without ids.
  */
 export function continuesToolCall(last: { id?: string | undefined; name?: string | undefined } | undefined, fragment: { id?: string | undefined; name?: string | undefined }): boolean {
-  return last !== undefined && (fragment.id === undefined || fragment.id === last.id) && (fragment.name === undefined || fragment.name === last.name);
+  if (last === undefined) return false;
+  if (fragment.id === undefined) return fragment.name === undefined;
+  return fragment.id === last.id && (fragment.name === undefined || fragment.name === last.name);
 }
 
 /** Merges tool-call chunks with the same index (names and ids set once, arguments concatenated). */

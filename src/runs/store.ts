@@ -1549,12 +1549,15 @@ export class RedisRunStore implements RunStore {
       const [next] = (await redisCall(this.client.xrange(log, `(${holder[0]}`, '+', 'COUNT', 1))) as [string, string[]][];
       // An entry after it that is not valid is no execution's: the read that follows reports it, after the
       // good frames before it (here it refused the resume before any of them).
-      const nextId = next === undefined ? undefined : unpackEntry(next[1])?.[0]?.[0];
+      if (next === undefined) return true;
+      const nextId = unpackEntry(next[1])?.[0]?.[0];
       if (nextId === undefined || nextId === null || parseStreamId(nextId)[0] !== wanted[0]) return true;
       // The same execution wrote on after the holder between the two reads (its client, handed frames before
       // their write returned, rejoined as it landed): look again from the entry that now holds the id. An entry
       // that starts after it leaves a gap: not a frame this execution made.
-      return compareStreamIds(parseStreamId(nextId), wanted) <= 0 && this.hasFrame(runId, id, loggedOnly);
+      // (The entry's own id too: an entry whose first frame says otherwise is no execution's, and would be found
+      // again and again.)
+      return compareStreamIds(parseStreamId(nextId), wanted) <= 0 && compareStreamIds(parseStreamId(next[0]), wanted) <= 0 && this.hasFrame(runId, id, loggedOnly);
     }
     // Before every entry: one of the run's only if the log was trimmed (its execution's first frame is gone).
     const [first] = (await redisCall(this.client.xrange(log, '-', '+', 'COUNT', 1))) as [string, string[]][];

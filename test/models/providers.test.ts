@@ -410,7 +410,7 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
 
     // Tool-call deltas without `index` (compatible servers that leave it out): each fragment was a call of its
     // own — the name in one, its arguments in others — and none of them a call the chain could run.
-    it('reads tool-call deltas without an index: a fragment naming no other id or name goes on the call before it', async () => {
+    it('reads tool-call deltas without an index: a fragment with no id and no name, or repeating its call\'s id, goes on that call', async () => {
       const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
         `data: ${JSON.stringify({ id: 'chatcmpl-odd', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
       const call = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ type: 'function', ...fields }] });
@@ -432,6 +432,21 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
           ]);
           expect(answer.invalid_tool_calls).toEqual([]);
         }
+      });
+      // A review: two whole calls of one tool, without ids, one after the other, are two calls.
+      const twice = [
+        chunk({ role: 'assistant', content: '' }),
+        call({ function: { name: 'calculator', arguments: '{"expression":"1+1"}' } }),
+        call({ function: { name: 'calculator', arguments: '{"expression":"2+2"}' } }),
+        chunk({}, 'tool_calls'),
+        'data: [DONE]\n\n',
+      ];
+      await scripted(() => ({ frames: twice }), async () => {
+        const answer = await model({ model: 'scripted' }).invoke('1+1 and 2+2?');
+        expect(answer.tool_calls.map((made) => [made.name, made.args])).toEqual([
+          ['calculator', { expression: '1+1' }],
+          ['calculator', { expression: '2+2' }],
+        ]);
       });
     });
   }

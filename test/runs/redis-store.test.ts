@@ -298,6 +298,16 @@ describe('RedisRunStore', () => {
     expect(await store.hasFrame(run.run_id, '1-9')).toBe(false);
   });
 
+  // A review: an entry whose own id is past the id asked for, but whose first frame says it is not (edited into
+  // the log by hand), sent that look round and round, two reads a turn, for ever.
+  it('refuses an id that an entry edited into the log claims, its own id past it, and returns', async () => {
+    const run = record();
+    const next = store.frameIds(1);
+    await store.append(run.run_id, [{ id: next(), event: 'metadata', data: { run_id: run.run_id } }, { id: next(), event: 'data', data: 'a' }], { create: run });
+    await client.xadd(`${namespace}:run:${run.run_id}:log`, '1-10', 'f', JSON.stringify([['1-3', 'data', 'planted']]));
+    expect(await store.hasFrame(run.run_id, '1-5')).toBe(false);
+  });
+
   // The in-process store trims a long run's frames too: an id before what it still holds is one of them (a
   // client resuming after it is not told its id is wrong), and a read that would skip trimmed frames — from the
   // start, or after one of them — is refused: the rest alone read as the whole answer (a probe, and a review:
@@ -720,7 +730,6 @@ async function evalshaCalls(): Promise<number> {
   return Number(/cmdstat_evalsha:calls=(\d+)/.exec(await client.info('commandstats'))?.[1] ?? 0);
 }
 
-/** Every frame of a run's log after `after`, page by page (a read returns at most 20 entries). */
 /** A value nested `depth` lists deep. */
 function nested(depth: number): unknown {
   let value: unknown = 'deep';
@@ -728,6 +737,7 @@ function nested(depth: number): unknown {
   return value;
 }
 
+/** Every frame of a run's log after `after`, page by page (a read returns at most 20 entries). */
 async function readAll(runId: string, after?: string): Promise<{ id: string; event: string; data?: unknown }[]> {
   const out: { id: string; event: string; data?: unknown }[] = [];
   let cursor = after;
