@@ -11,10 +11,10 @@ import { MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/in
 import { AIMessageChunk, coerceMessage } from '../messages/index.js';
 import type { ModelCache } from '../models/index.js';
 
-/** Options of {@link RedisCache}. */
 /** Seconds an answer stays cached unless a cache is told otherwise: a day. */
 export const DEFAULT_CACHE_TTL_SECONDS = 24 * 3600;
 
+/** Options of {@link RedisCache}. */
 export interface RedisCacheOptions {
   client: Redis;
   /** Key prefix (default `runnel:cache`). */

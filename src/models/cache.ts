@@ -5,7 +5,7 @@
  * share an entry only when they would send the same request.
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson, heldBytes } from '../core/index.js';
+import { canonicalJson, heldBytes, RunnelError } from '../core/index.js';
 import { coerceMessage, type AIMessageChunk, type BaseMessage } from '../messages/index.js';
 import type { CallParams } from './types.js';
 
@@ -54,13 +54,20 @@ export class InMemoryCache implements ModelCache {
   private readonly maxEntries: number;
   readonly maxBytes: number;
   readonly ttlSeconds: number | undefined;
-  /** The bytes every entry holds. */
-  bytes = 0;
+  private held = 0;
 
   constructor(options: { maxEntries?: number; maxBytes?: number; ttlSeconds?: number } = {}) {
     this.maxEntries = options.maxEntries ?? 1000;
     this.maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
     this.ttlSeconds = options.ttlSeconds;
+    // A bound that is none (NaN lifts it; a negative count of entries would evict for ever) is refused here.
+    const wrong = [['maxEntries', this.maxEntries], ['maxBytes', this.maxBytes], ['ttlSeconds', this.ttlSeconds ?? 1]].find(([, value]) => !(Number.isFinite(value) && (value as number) > 0));
+    if (wrong !== undefined) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `InMemoryCache: ${wrong[0]} must be a number above 0`);
+  }
+
+  /** The bytes every entry holds. */
+  get bytes(): number {
+    return this.held;
   }
 
   async lookup(key: string): Promise<AIMessageChunk[] | undefined> {
@@ -82,15 +89,15 @@ export class InMemoryCache implements ModelCache {
     const bytes = heldBytes(json);
     if (bytes > this.maxBytes) return;
     this.entries.set(key, { json, bytes, expires: ttlSeconds === undefined ? undefined : Date.now() + ttlSeconds * 1000 });
-    this.bytes += bytes;
-    while (this.entries.size > this.maxEntries || this.bytes > this.maxBytes) this.remove(this.entries.keys().next().value as string);
+    this.held += bytes;
+    while (this.entries.size > this.maxEntries || this.held > this.maxBytes) this.remove(this.entries.keys().next().value as string);
   }
 
   private remove(key: string): void {
     const entry = this.entries.get(key);
     if (entry === undefined) return;
     this.entries.delete(key);
-    this.bytes -= entry.bytes;
+    this.held -= entry.bytes;
   }
 
   get size(): number {

@@ -38,6 +38,13 @@ describe('InMemoryCache', () => {
     expect(cache.bytes).toBe(0);
   });
 
+  // A review: NaN lifted a bound, and a negative count of entries made every update evict for ever.
+  it('refuses a bound that is none', () => {
+    for (const options of [{ maxEntries: -1 }, { maxBytes: Number.NaN }, { ttlSeconds: 0 }, { ttlSeconds: Number.NaN }]) {
+      expect(() => new InMemoryCache(options), JSON.stringify(options)).toThrow(/must be a number above 0/);
+    }
+  });
+
   it('hands each hit chunks of its own: a caller that changes them does not change the entry', async () => {
     const cache = new InMemoryCache();
     await cache.update('k', streamed(3, 'w'));
