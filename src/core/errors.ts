@@ -200,7 +200,7 @@ export const errorCodes = {
   RUNNEL_ERR_DATABASE_UNAVAILABLE: {
     status: 503,
     retryable: true,
-    description: 'Postgres (or the embedded database) could not be reached, refused the credentials, has no database of the configured name, or a query ran past its statement timeout; features that need vectors are unavailable until it returns.',
+    description: 'Postgres (or the embedded database) could not be reached, refused the credentials, has no database of the configured name, ran out of connections, disk or memory, had its files fail under it (the embedded database\'s directory removed), or a query ran past its statement timeout; features that need vectors are unavailable until it returns.',
   },
   RUNNEL_ERR_COLLECTION_NOT_READY: {
     status: 503,

@@ -100,9 +100,12 @@ export const processWarn: StoreWarn = (fields, message) => {
 };
 
 // SQLSTATE classes and codes that mean "the database is not there" rather than "this SQL is wrong":
-// connection exceptions (08), credentials refused (28), a database that does not exist (3D000), shutdowns and
-// restarts (57P01-57P03), a statement timeout (57014); and the driver's own timeouts (a server that does not answer).
-const UNAVAILABLE_STATES = /^(08|28|3D000$|57P0[1-3]$|57014$)/;
+// connection exceptions (08), credentials refused (28), resources the server is out of (53: its connection
+// limit or a role's, a full disk, memory), its files failing under it (58: a data directory removed or
+// unreadable, an I/O error — PGlite's as much as a server's), a database that does not exist (3D000),
+// shutdowns, restarts, a dropped database and an idle session ended (57P01-57P05), a statement timeout
+// (57014); and the driver's own timeouts (a server that does not answer).
+const UNAVAILABLE_STATES = /^(08|28|53|58|3D000$|57P0[1-5]$|57014$)/;
 const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
 
 /**
@@ -198,16 +201,16 @@ export function pgliteExecutor(db: PGlite): SqlExecutor {
   return {
     query: async <T>(sql: string, params: unknown[] = []) => {
       await turn();
-      return { rows: (await db.query<T>(sql, params)).rows };
+      return { rows: (await reported(db.query<T>(sql, params))).rows };
     },
     exec: async (sql: string) => {
       await turn();
-      await db.exec(sql);
+      await reported(db.exec(sql));
     },
     // A transaction waits its turn once, before it begins: inside, a turn would hold PGlite's lock (and every
     // other statement) through whatever else the loop had waiting. Its statements are few (an ingest's batch).
     transaction: <T>(fn: (tx: SqlQueryable) => Promise<T>): Promise<T> =>
-      turn().then(() => db.transaction((tx) => fn({ query: async <R>(sql: string, params: unknown[] = []) => ({ rows: (await tx.query<R>(sql, params)).rows }) }))),
+      turn().then(() => reported(db.transaction((tx) => fn({ query: async <R>(sql: string, params: unknown[] = []) => ({ rows: (await tx.query<R>(sql, params)).rows }) })))),
     close: () => db.close(),
   };
 }

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import pg from 'pg';
@@ -266,6 +269,48 @@ describe('pgliteExecutor', () => {
         turned = true;
       });
       expect(await work).toBe(true);
+    }
+  });
+
+  // A probe: the embedded database's directory removed under a running server (a cleanup job, a volume
+  // unmounted) made /rag answer 500 RUNNEL_ERR_INTERNAL. Its files failing is the database out of reach: 503
+  // with the database's code, as a stopped Postgres is.
+  it('reports its files failing under it (the data directory removed) as the database unavailable', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runnel-pglite-gone-'));
+    const db = pgliteExecutor(await PGlite.create(dir, { extensions: { vector } }));
+    try {
+      const store = await PgVectorStore.create({ executor: db, embeddings: new HashingEmbeddings({ dimensions: 8 }), collection: 'gone' });
+      await store.addDocuments([new Document({ pageContent: 'kept', metadata: {} })]);
+      rmSync(dir, { recursive: true, force: true });
+      const failure = await store
+        .addDocuments(Array.from({ length: 2_000 }, (_, i) => new Document({ pageContent: `passage ${i} ${'words '.repeat(100)}`, metadata: {} })))
+        .then(() => db.exec('CHECKPOINT'))
+        .catch((error: unknown) => error);
+      expect(failure).toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE' });
+    } finally {
+      await db.close().catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+describe('database errors', () => {
+  // A role over its connection limit (SQLSTATE 53300, as a server at max_connections answers) was a 500.
+  it('reports a server or role out of connections as the database unavailable', async () => {
+    const admin = new pg.Client({ connectionString: DATABASE_URL });
+    await admin.connect();
+    const role = `runnel_nolimit_${process.pid}`;
+    try {
+      await admin.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 0`);
+      const limited = pgExecutor(new pg.Pool({ connectionString: DATABASE_URL.replace('postgres://postgres@', `postgres://${role}@`), max: 1 }));
+      try {
+        expect(await limited.query('SELECT 1').catch((error: unknown) => error)).toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE', cause: { code: '53300' } });
+      } finally {
+        await limited.close();
+      }
+    } finally {
+      await admin.query(`DROP ROLE IF EXISTS ${role}`);
+      await admin.end();
     }
   });
 });
