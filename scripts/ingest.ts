@@ -1,5 +1,5 @@
 /**
- * `npm run ingest -- <paths...> --collection NAME [--chunk-size N] [--overlap N] [--sync] [--embeddings hashing|hashing-words|openai]`
+ * `npm run ingest -- <paths...> --collection NAME [--chunk-size N] [--overlap N] [--sync] [--max-file-mb N] [--embeddings hashing|hashing-words|openai]`
  * `npm run ingest -- --query "QUESTION" --collection NAME [--search hybrid|dense|lexical] [-k N] [--json]`
  *
  * Loads files and directories (Markdown, text, JSON Lines), splits them,
@@ -60,6 +60,8 @@ export async function ingest(options: {
   dataDir?: string | undefined;
   batchSize?: number;
   sync?: boolean;
+  /** The largest file read, in bytes (default 64 MiB). */
+  maxFileBytes?: number;
   /** The folder relative paths start from, and sources are named from (default: the current one). */
   cwd?: string;
 }): Promise<IngestResult> {
@@ -125,7 +127,7 @@ export async function query(options: {
 }
 
 const USAGE = [
-  'usage: npm run ingest -- <paths...> --collection NAME [--chunk-size N] [--overlap N] [--sync] [--embeddings hashing|hashing-words|openai]',
+  'usage: npm run ingest -- <paths...> --collection NAME [--chunk-size N] [--overlap N] [--sync] [--max-file-mb N] [--embeddings hashing|hashing-words|openai]',
   '       npm run ingest -- --query "QUESTION" --collection NAME [--search hybrid|dense|lexical] [-k N] [--json] [--embeddings ...]',
 ].join('\n');
 
@@ -188,6 +190,7 @@ async function main(): Promise<void> {
         'chunk-size': { type: 'string' },
         overlap: { type: 'string' },
         sync: { type: 'boolean', default: false },
+        'max-file-mb': { type: 'string' },
         embeddings: { type: 'string', default: 'hashing' },
         query: { type: 'string' },
         search: { type: 'string', default: 'hybrid' },
@@ -235,6 +238,8 @@ async function main(): Promise<void> {
   };
   const chunkSize = size('chunk-size', values['chunk-size'], 1);
   const overlap = size('overlap', values.overlap, 0);
+  const maxFileMb = values['max-file-mb'];
+  if (maxFileMb !== undefined && !(/^\d{1,5}$/.test(maxFileMb) && Number(maxFileMb) >= 1)) usage(`--max-file-mb must be a whole number of MiB, at least 1 (got ${JSON.stringify(maxFileMb)})`);
   let result: IngestResult;
   try {
     result = await ingest({
@@ -243,6 +248,7 @@ async function main(): Promise<void> {
       collection: values.collection,
       chunkSize,
       overlap,
+      maxFileBytes: maxFileMb === undefined ? undefined : Number(maxFileMb) * 1024 * 1024,
       embeddings,
       databaseUrl: process.env.DATABASE_URL,
       dataDir: process.env.RUNNEL_DATA_DIR,

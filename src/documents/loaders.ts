@@ -10,12 +10,40 @@ import { Document } from './document.js';
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
+ * The largest file a loader reads unless told otherwise: 64 MiB of text is
+ * some 50,000 passages. A file is read whole into memory, and its passages
+ * with it; a larger one is more often a log or a dump than documents.
+ */
+export const MAX_FILE_BYTES = 64 * 1024 * 1024;
+
+/** Options of the loaders. */
+export interface LoadOptions {
+  /** The largest file read, in bytes (default {@link MAX_FILE_BYTES}); a larger one is refused, naming its size. */
+  maxBytes?: number;
+}
+
+const mebibytes = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+
+function tooLarge(path: string, size: number, maxBytes: number): RunnelError {
+  return new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${path} is ${mebibytes(size)}, more than the ${mebibytes(maxBytes)} a file may be: split it, or raise the limit (maxBytes; npm run ingest --max-file-mb)`);
+}
+
+/**
  * A file's text. A file that is not UTF-8 text — a PDF, an image, a
  * Latin-1 export — is refused with its reason instead of being indexed as
- * replacement characters (or failing the database's write of a NUL).
+ * replacement characters (or failing the database's write of a NUL), and so
+ * are one larger than `maxBytes` and anything not a regular file (a device
+ * or a pipe never ends).
  */
-export async function readTextFile(path: string): Promise<string> {
+export async function readTextFile(path: string, options: LoadOptions = {}): Promise<string> {
+  const maxBytes = options.maxBytes ?? MAX_FILE_BYTES;
+  if (!(Number.isSafeInteger(maxBytes) && maxBytes > 0)) throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `maxBytes must be a whole number of bytes above 0, got ${String(maxBytes)}`);
+  const info = await stat(path);
+  if (!info.isFile()) throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${path} is not a regular file (a device, a pipe or a socket): name a file`);
+  if (info.size > maxBytes) throw tooLarge(path, info.size, maxBytes);
   const bytes = await readFile(path);
+  // It may have grown since.
+  if (bytes.length > maxBytes) throw tooLarge(path, bytes.length, maxBytes);
   if (bytes.includes(0)) throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${path} is not a text file (it holds NUL bytes, as PDFs and images do): convert it to text or Markdown first`);
   try {
     return utf8.decode(bytes);
@@ -25,14 +53,14 @@ export async function readTextFile(path: string): Promise<string> {
 }
 
 /** Loads a UTF-8 text file as one document. */
-export async function loadText(path: string, metadata: Record<string, unknown> = {}): Promise<Document[]> {
-  const text = await readTextFile(path);
+export async function loadText(path: string, metadata: Record<string, unknown> = {}, options: LoadOptions = {}): Promise<Document[]> {
+  const text = await readTextFile(path, options);
   return [new Document({ pageContent: text, metadata: { source: path, ...metadata } })];
 }
 
 /** Loads a Markdown file as one document, with its first heading as `title`. */
-export async function loadMarkdown(path: string, metadata: Record<string, unknown> = {}): Promise<Document[]> {
-  const text = await readTextFile(path);
+export async function loadMarkdown(path: string, metadata: Record<string, unknown> = {}, options: LoadOptions = {}): Promise<Document[]> {
+  const text = await readTextFile(path, options);
   const title = /^#\s+(.+)$/m.exec(text)?.[1]?.trim();
   return [new Document({ pageContent: text, metadata: { source: path, ...(title === undefined ? {} : { title }), ...metadata } })];
 }
@@ -43,9 +71,9 @@ export async function loadMarkdown(path: string, metadata: Record<string, unknow
  * `source` and `line` as `record_source` and `record_line`: `source` and
  * `line` are the file's). A bad line is an error naming the line.
  */
-export async function loadJsonLines(path: string, options: { contentKey?: string } = {}): Promise<Document[]> {
+export async function loadJsonLines(path: string, options: LoadOptions & { contentKey?: string } = {}): Promise<Document[]> {
   const contentKey = options.contentKey ?? 'text';
-  const lines = (await readTextFile(path)).split(/\r?\n/);
+  const lines = (await readTextFile(path, options)).split(/\r?\n/);
   const docs: Document[] = [];
   lines.forEach((line, index) => {
     if (line.trim() === '') return;
@@ -122,11 +150,11 @@ async function linkedFileInside(path: string, root: string): Promise<boolean> {
  * @example
  * await loadDirectory('docs', { glob: '**\/*.md' });
  */
-export async function loadDirectory(dir: string, options: { glob?: string } = {}): Promise<Document[]> {
+export async function loadDirectory(dir: string, options: LoadOptions & { glob?: string } = {}): Promise<Document[]> {
   const docs: Document[] = [];
   for (const file of await listFiles(dir, options)) {
     // One at a time, not push(...): a JSON Lines file of 100,000 records would overflow the stack as arguments.
-    for (const doc of await loadFile(file)) docs.push(doc);
+    for (const doc of await loadFile(file, options)) docs.push(doc);
   }
   return docs;
 }
@@ -138,7 +166,8 @@ export async function listFiles(dir: string, options: { glob?: string } = {}): P
 }
 
 /** Loads one file by its extension: Markdown with `loadMarkdown`, `.jsonl` with `loadJsonLines`, others as text. */
-export function loadFile(file: string): Promise<Document[]> {
+export function loadFile(file: string, options: LoadOptions = {}): Promise<Document[]> {
   const ext = extname(file).toLowerCase();
-  return ext === '.md' || ext === '.markdown' ? loadMarkdown(file) : ext === '.jsonl' ? loadJsonLines(file) : loadText(file);
+  const { maxBytes } = options;
+  return ext === '.md' || ext === '.markdown' ? loadMarkdown(file, {}, { maxBytes }) : ext === '.jsonl' ? loadJsonLines(file, { maxBytes }) : loadText(file, {}, { maxBytes });
 }

@@ -60,6 +60,8 @@ export interface IngestOptions {
   sync?: boolean | 'collection';
   /** Chunks per upsert (default 64). */
   batchSize?: number;
+  /** The largest file read, in bytes (default `MAX_FILE_BYTES`, 64 MiB); a larger one is a failure of its own, named with its size. */
+  maxFileBytes?: number;
   onProgress?: (done: number, total: number) => void;
   /** Record sources relative to this folder (`docs/server.md`, not an absolute path of this machine). */
   sourceRoot?: string;
@@ -185,7 +187,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
       if (read.has(resolve(file))) continue;
       read.add(resolve(file));
       try {
-        const loaded = await loadFile(file);
+        const loaded = await loadFile(file, { maxBytes: options.maxFileBytes });
         if (loaded.some(holdsNul)) throw new Error(`${file} holds a NUL character (\\u0000), which the database cannot store`);
         for (const doc of loaded) docs.push(doc);
       } catch (error) {

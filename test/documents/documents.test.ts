@@ -1,8 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Document, globToRegExp, loadDirectory, loadJsonLines, loadMarkdown, RecursiveCharacterTextSplitter } from '../../src/index.js';
+import { Document, globToRegExp, loadDirectory, loadFile, loadJsonLines, loadMarkdown, readTextFile, RecursiveCharacterTextSplitter } from '../../src/index.js';
 import { withCharReads } from '../support/char-reads.js';
 
 function tree(files: Record<string, string>): string {
@@ -36,6 +37,22 @@ describe('loaders', () => {
     const docs = await loadDirectory(big, { glob: '**/*.jsonl' });
     expect(docs).toHaveLength(150_000);
     expect(docs.at(-1)?.pageContent).toBe('row 149999');
+  });
+
+  // A probe: a loader read any file whole, however large (a 3 GB log in a docs folder took the ingest's memory
+  // with it), and a pipe or device named as a file was read for ever.
+  it('refuses a file over maxBytes (64 MiB unless told), naming its size, and anything not a regular file', async () => {
+    const big = tree({ 'big.md': `# Big\n\n${'word '.repeat(4_000)}`, 'small.txt': 'small' });
+    await expect(loadFile(join(big, 'big.md'), { maxBytes: 10_000 })).rejects.toMatchObject({
+      code: 'RUNNEL_ERR_INPUT_INVALID',
+      message: expect.stringMatching(/big\.md is 0\.0 MiB, more than the 0\.0 MiB a file may be: split it, or raise the limit/),
+    });
+    await expect(loadDirectory(big, { maxBytes: 10_000 })).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+    expect(await loadDirectory(big, { maxBytes: 30_000 })).toHaveLength(2);
+    await expect(readTextFile(join(big, 'small.txt'), { maxBytes: 0 })).rejects.toMatchObject({ code: 'RUNNEL_ERR_INVALID_ARGUMENT' });
+    const fifo = join(big, 'pipe.txt');
+    execFileSync('mkfifo', [fifo]);
+    await expect(readTextFile(fifo)).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID', message: expect.stringContaining('is not a regular file') });
   });
 
   it('loads Markdown with its title, and JSON Lines with metadata and ids', async () => {

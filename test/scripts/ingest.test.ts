@@ -165,6 +165,16 @@ describe('npm run ingest', () => {
     expect((await store.sources()).sort()).toEqual(['notes/alerts.md', 'notes/backups.md', 'notes/oncall.md']);
     await pool.end();
 
+    // A file over --max-file-mb is that file's failure, named with its size; the others are stored.
+    writeFileSync(join(notes, 'huge.txt'), 'log line\n'.repeat(150_000));
+    const capped = await cli(['notes', '--collection', mixed, '--max-file-mb', '1'], { INIT_CWD: dir });
+    expect(capped.stdout).toMatch(/^added 0, skipped 3 \(already there\), failed 4\n/);
+    expect(capped.stdout).toContain('failed: notes/huge.txt: ');
+    expect(capped.stdout).toMatch(/huge\.txt is 1\.3 MiB, more than the 1\.0 MiB a file may be/);
+    rmSync(join(notes, 'huge.txt'));
+    const badCap = await cli(['notes', '--collection', mixed, '--max-file-mb', '0'], { INIT_CWD: dir });
+    expect([badCap.code, badCap.stderr]).toEqual([2, expect.stringMatching(/^ingest: --max-file-mb must be a whole number of MiB, at least 1/)]);
+
     // A mistyped size is refused before anything is opened or created.
     const size = await cli(['notes', '--collection', `${mixed}_never`, '--chunk-size', 'abc'], { INIT_CWD: dir });
     expect([size.code, size.stderr]).toEqual([2, expect.stringMatching(/^ingest: --chunk-size must be a whole number/)]);
