@@ -113,7 +113,12 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
     try {
       await raceAbort(previous, signal);
     } catch (error) {
-      release();
+      // Left while the requests before it still run: its turn is let go, but the session's tail stays until they
+      // end — dropped now, as `release` would, it let a request that came next run beside them.
+      settle();
+      void tail.then(() => {
+        if (this.queues.get(key) === tail) this.queues.delete(key);
+      });
       throw error;
     }
     return release;

@@ -64,6 +64,25 @@ describe('withMessageHistory', () => {
     expect(texts(model.calls[2] as BaseMessage[])).toEqual(['system:Be brief.', 'human:a', 'ai:r1', 'human:b', 'ai:r2', 'human:c']);
   });
 
+  it('a request aborted while it waits does not let a later one past the request still under way', async () => {
+    const { store, model, runnable } = chat({ responses: ['first answer', 'never', 'third'], sleepMs: 40 });
+    const config = { configurable: { session_id: 'wa' } };
+    const first = runnable.invoke({ question: 'a' }, config);
+    const controller = new AbortController();
+    const waiting = runnable.invoke({ question: 'b' }, { ...config, signal: controller.signal });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    controller.abort();
+    await expect(waiting).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+    // Arrives after the abort, while the first still runs: it waits for the first, and reads its answer.
+    const third = runnable.invoke({ question: 'c' }, config);
+    expect(await settleWithin(Promise.all([first, third]), 5000)).toEqual(['first answer', 'never']);
+    expect(texts(model.calls[1] as BaseMessage[])).toEqual(['system:Be brief.', 'human:a', 'ai:first answer', 'human:c']);
+    expect(texts(await store.history('anonymous:wa').getMessages())).toEqual(['human:a', 'ai:first answer', 'human:c', 'ai:never']);
+    // And the session's place in line is forgotten once everyone has gone.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect((runnable as unknown as { queues: Map<string, unknown> }).queues.size).toBe(0);
+  });
+
   it('requires session_id (422), lists it in the config schema, and scopes sessions by caller', async () => {
     const { store, runnable } = chat();
     await expect(runnable.invoke({ question: 'q' })).rejects.toMatchObject({ code: 'RUNNEL_ERR_CONFIG_INVALID', statusCode: 422 });
