@@ -6,6 +6,7 @@ import {
   FakeListChatModel,
   MemoryHistoryStore,
   MessagesPlaceholder,
+  RunnableLambda,
   StringOutputParser,
   withMessageHistory,
   type BaseMessage,
@@ -65,21 +66,38 @@ describe('withMessageHistory', () => {
   });
 
   it('a request aborted while it waits does not let a later one past the request still under way', async () => {
-    const { store, model, runnable } = chat({ responses: ['first answer', 'never', 'third'], sleepMs: 40 });
+    const store = new MemoryHistoryStore();
+    const seen: string[][] = [];
+    let letFirstEnd!: () => void;
+    const firstMayEnd = new Promise<void>((resolve) => (letFirstEnd = resolve));
+    let firstStarted!: () => void;
+    const started = new Promise<void>((resolve) => (firstStarted = resolve));
+    const answer = RunnableLambda.from(async (messages: BaseMessage[]) => {
+      seen.push(texts(messages));
+      if (seen.length === 1) {
+        firstStarted();
+        await firstMayEnd;
+      }
+      return `answer ${seen.length}`;
+    });
+    const runnable = withMessageHistory<string, string>(answer, { getHistory: (sessionId, { identity }) => store.history(`${identity}:${sessionId}`) });
     const config = { configurable: { session_id: 'wa' } };
-    const first = runnable.invoke({ question: 'a' }, config);
+    const first = runnable.invoke('a', config);
+    await started;
     const controller = new AbortController();
-    const waiting = runnable.invoke({ question: 'b' }, { ...config, signal: controller.signal });
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    const waiting = runnable.invoke('b', { ...config, signal: controller.signal });
     controller.abort();
     await expect(waiting).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
     // Arrives after the abort, while the first still runs: it waits for the first, and reads its answer.
-    const third = runnable.invoke({ question: 'c' }, config);
-    expect(await settleWithin(Promise.all([first, third]), 5000)).toEqual(['first answer', 'never']);
-    expect(texts(model.calls[1] as BaseMessage[])).toEqual(['system:Be brief.', 'human:a', 'ai:first answer', 'human:c']);
-    expect(texts(await store.history('anonymous:wa').getMessages())).toEqual(['human:a', 'ai:first answer', 'human:c', 'ai:never']);
+    const third = runnable.invoke('c', config);
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+    expect(seen).toHaveLength(1);
+    letFirstEnd();
+    expect(await Promise.all([first, third])).toEqual(['answer 1', 'answer 2']);
+    expect(seen[1]).toEqual(['human:a', 'ai:answer 1', 'human:c']);
+    expect(texts(await store.history('anonymous:wa').getMessages())).toEqual(['human:a', 'ai:answer 1', 'human:c', 'ai:answer 2']);
     // And the session's place in line is forgotten once everyone has gone.
-    await new Promise((resolve) => setTimeout(resolve, 0));
+    await new Promise((resolve) => setImmediate(resolve));
     expect((runnable as unknown as { queues: Map<string, unknown> }).queues.size).toBe(0);
   });
 
