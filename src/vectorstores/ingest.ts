@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { relative, resolve, sep } from 'node:path';
-import { canonicalJson, isRunnelError, type RunnelError } from '../core/index.js';
+import { canonicalJson, isRunnelError, RunnelError } from '../core/index.js';
 import { Document, listFiles, loadFile, MarkdownTextSplitter, RecursiveCharacterTextSplitter, searchableText } from '../documents/index.js';
 import type { PgVectorStore } from './pgvector.js';
 
@@ -159,6 +159,10 @@ const message = (error: unknown): string => (error instanceof Error ? error.mess
  */
 export async function ingestPaths(store: PgVectorStore, paths: readonly string[], options: IngestOptions = {}): Promise<IngestResult> {
   const root = options.sourceRoot;
+  // Refused before anything is read: each file would otherwise fail with it, one by one.
+  if (options.maxFileBytes !== undefined && !(Number.isSafeInteger(options.maxFileBytes) && options.maxFileBytes > 0)) {
+    throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `maxFileBytes must be a whole number of bytes above 0, got ${String(options.maxFileBytes)}`);
+  }
   // A file is named as its passages' source is: relative to sourceRoot when given.
   const sourceName = (file: string): string => (root === undefined ? file : relative(root, file).split(sep).join('/'));
   const failures = new Map<string, string>();

@@ -51,6 +51,8 @@ describe('npm run ingest', () => {
       expect(result.stopped).toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE' });
       expect(result.added).toBe(0);
       expect(result.failed.map((failure) => failure.source).sort()).toEqual(['a.md', 'b.md', 'c.md']);
+      // A file size limit that is none is refused once, before anything is read.
+      await expect(ingestPaths(store, [dir], { sourceRoot: dir, maxFileBytes: 0 })).rejects.toMatchObject({ code: 'RUNNEL_ERR_INVALID_ARGUMENT', message: expect.stringContaining('maxFileBytes') });
       // A refused key refuses every file: it stops the run too (a refusal of one input would not).
       const provider = await startProviderServer('openai');
       try {
