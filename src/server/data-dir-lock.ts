@@ -7,8 +7,8 @@
  * whose process is gone is stale and taken over. Everyone else is told who
  * holds it and what to do.
  */
-import { accessSync, constants, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { accessSync, constants, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { RunnelError } from '../core/index.js';
 
 /** What a lock file records about its holder. */
@@ -98,6 +98,27 @@ export function lockDataDir(dir: string, role: string): DataDirLock {
 }
 
 /**
+ * Makes `dir` and the folders above it that are missing, one at a time. Node's `mkdirSync(dir, {recursive:
+ * true})` loops for ever where mkdir answers ENOENT under a folder that exists (under `/proc`: a
+ * `RUNNEL_DATA_DIR=/proc/...` start hung, never listening); this one throws that ENOENT.
+ *
+ * @example
+ * makeDirectory('./.runnel');
+ */
+export function makeDirectory(dir: string): void {
+  const path = resolve(dir);
+  if (statSync(path, { throwIfNoEntry: false })?.isDirectory() === true) return;
+  const parent = dirname(path);
+  if (parent !== path) makeDirectory(parent);
+  try {
+    mkdirSync(path);
+  } catch (error) {
+    // Made meanwhile by someone else, as a folder: as good as made here.
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || statSync(path, { throwIfNoEntry: false })?.isDirectory() !== true) throw error;
+  }
+}
+
+/**
  * Why `dir` cannot hold the embedded database, or undefined when it can: it is made if missing and must be a
  * directory this process may write in. A start checks it (a file, or a volume the process may not write to,
  * started a server whose every /rag answered 500 for good, its docs seed retried for ever).
@@ -107,12 +128,19 @@ export function lockDataDir(dir: string, role: string): DataDirLock {
  */
 export function dataDirProblem(dir: string): string | undefined {
   try {
-    mkdirSync(dir, { recursive: true });
+    makeDirectory(dir);
     accessSync(dir, constants.W_OK | constants.X_OK);
     return undefined;
   } catch (error) {
     const { code, message } = error as NodeJS.ErrnoException;
-    const why = code === 'EEXIST' || code === 'ENOTDIR' ? 'it, or a folder above it, is a file' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'this process may not write there' : message;
+    const why =
+      code === 'EEXIST' || code === 'ENOTDIR'
+        ? 'it, or a folder above it, is a file'
+        : code === 'EACCES' || code === 'EPERM' || code === 'EROFS'
+          ? 'this process may not write there'
+          : code === 'ENOENT'
+            ? 'no folder can be made there'
+            : message;
     return `RUNNEL_DATA_DIR ${JSON.stringify(dir)} cannot hold the embedded database (${code ?? 'error'}: ${why}): name a directory this process may write in, or set DATABASE_URL`;
   }
 }

@@ -7,7 +7,6 @@
  * handler, a statement timeout and a connection timeout), appear in
  * `/readyz`, and close on shutdown.
  */
-import { mkdirSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { createRedisClient, DEFAULT_CACHE_TTL_SECONDS, RedisCache } from '../cache/index.js';
@@ -16,7 +15,7 @@ import { RunnelError } from '../core/index.js';
 import { InMemoryCache, type ModelCache } from '../models/index.js';
 import { MemoryHistoryStore, RedisChatMessageHistory, type ChatMessageHistory } from '../history/index.js';
 import { pgExecutor, pgliteExecutor, processWarn, type SqlExecutor, type StoreWarn } from '../vectorstores/index.js';
-import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
+import { lockDataDir, makeDirectory, type DataDirLock } from './data-dir-lock.js';
 import { makeDatabase } from './pglite-init.js';
 
 /** Where the services are, from the environment. */
@@ -184,7 +183,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
       const opening = (async () => {
         const [{ PGlite }, { vector }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite-pgvector')]);
         const dir = config.dataDir ?? './.runnel';
-        mkdirSync(dir, { recursive: true });
+        makeDirectory(dir);
         // One process per data directory: PGlite does not share its files (see data-dir-lock.ts).
         lock = lockDataDir(dir, config.role ?? 'server');
         try {

@@ -136,6 +136,8 @@ describe('npm start', () => {
     ['a folder under a file', 'server', (file: string) => join(file, 'data')],
     // A review: the worker's chains use an embedded database of their own too.
     ['a file', 'worker', (file: string) => file],
+    // Left by a probe: Node's recursive mkdir looped for ever there (mkdir answers ENOENT), the start hung.
+    ['under /proc', 'server', () => '/proc/runnel-test-data'],
   ])('without DATABASE_URL, on a RUNNEL_DATA_DIR that is %s, the %s: says so in a line, exit 1, no stack trace', async (_case, role, dir) => {
     const folder = mkdtempSync(join(tmpdir(), 'runnel-data-dir-'));
     const file = join(folder, 'not-a-directory');
