@@ -58,7 +58,7 @@ export const errorCodes = {
   RUNNEL_ERR_PROVIDER_ANSWER_TOO_LONG: {
     status: 502,
     retryable: false,
-    description: "The model provider's answer streamed past the model's `maxAnswerChunks` (default 200,000, past every provider's output limit): the provider's request is closed, and the call fails rather than hold an answer that may never end.",
+    description: "The model provider's answer streamed past the model's `maxAnswerChunks` (default 200,000) or `maxAnswerChars` (default 4,000,000), both past every provider's output limit: the provider's request is closed, and the call fails rather than hold an answer that may never end.",
   },
   RUNNEL_ERR_PROVIDER_REJECTED: {
     status: 502,

@@ -60,6 +60,12 @@ export interface ChatModelOptions {
    * an upstream that never ends its stream would otherwise be read, its chunks held, for as long as it streamed.
    */
   maxAnswerChunks?: number;
+  /**
+   * The most characters one answer may stream, its text and its tool calls' arguments (default 4,000,000: eight
+   * times the longest answer any provider gives). Past it the call fails as past `maxAnswerChunks`: an upstream
+   * sending wide chunks would otherwise be held whole long before it reached their count.
+   */
+  maxAnswerChars?: number;
   /** Where answers are cached; nothing is cached without one. */
   cache?: ModelCache;
 }
@@ -81,6 +87,16 @@ function malformedCalls(chunks: readonly AIMessageChunk[]): boolean {
 }
 
 /** Why the provider said an answer ended (`finish_reason`, Anthropic's `stop_reason` at `message_stop`); undefined while it has not. */
+/** What a chunk adds to its answer's length: its text and its tool calls' arguments. */
+function charsOf(chunk: AIMessageChunk): number {
+  const { content } = chunk;
+  let chars = 0;
+  if (typeof content === 'string') chars = content.length;
+  else for (const part of content) if (part.type === 'text' && typeof part.text === 'string') chars += part.text.length;
+  for (const call of chunk.tool_call_chunks) chars += call.args?.length ?? 0;
+  return chars;
+}
+
 function finishReason(chunks: readonly AIMessageChunk[]): string | undefined {
   for (let i = chunks.length - 1; i >= 0; i--) {
     const reason = (chunks[i] as AIMessageChunk).response_metadata.finish_reason;
@@ -241,6 +257,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   stop: string[] | undefined;
   streamIdleTimeoutMs: number;
   maxAnswerChunks: number;
+  maxAnswerChars: number;
   cache: ModelCache | undefined;
   /** Calls under way per cache key: identical concurrent misses wait for the first (single flight). */
   private readonly inflight = new Map<string, Promise<Shared>>();
@@ -257,6 +274,10 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     this.maxAnswerChunks = options.maxAnswerChunks ?? 200_000;
     if (!Number.isSafeInteger(this.maxAnswerChunks) || this.maxAnswerChunks < 1) {
       throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `${this.name}: maxAnswerChunks must be a whole number of 1 or more`);
+    }
+    this.maxAnswerChars = options.maxAnswerChars ?? 4_000_000;
+    if (!Number.isSafeInteger(this.maxAnswerChars) || this.maxAnswerChars < 1) {
+      throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', `${this.name}: maxAnswerChars must be a whole number of 1 or more`);
     }
     this.cache = options.cache;
   }
@@ -445,6 +466,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     lead: { prepared: ReturnType<ChatModel['prepare']>; flight: ((outcome: Shared) => void) | undefined } | undefined,
   ): AsyncGenerator<AIMessageChunk> {
     const chunks: AIMessageChunk[] = [];
+    let chars = 0;
     // The provider's cancellation: a light token, made an `AbortSignal` only when the provider reads `signal`.
     const upstream = new CancelToken();
     let started: { stream: AsyncIterator<AIMessageChunk>; guard: IdleGuard; params: CallParams; began: number; unlink: (() => void) | undefined } | undefined;
@@ -497,6 +519,9 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       if (next.done !== true) {
         if (chunks.push(next.value) > this.maxAnswerChunks) {
           return fail(new RunnelError('RUNNEL_ERR_PROVIDER_ANSWER_TOO_LONG', `${this.name}: the answer passed ${this.maxAnswerChunks} chunks (maxAnswerChunks), stream abandoned`));
+        }
+        if ((chars += charsOf(next.value)) > this.maxAnswerChars) {
+          return fail(new RunnelError('RUNNEL_ERR_PROVIDER_ANSWER_TOO_LONG', `${this.name}: the answer passed ${this.maxAnswerChars} characters (maxAnswerChars), stream abandoned`));
         }
         return next;
       }

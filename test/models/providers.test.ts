@@ -596,6 +596,21 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     for (const maxAnswerChunks of [0, -1, 1.5, Number.NaN]) expect(() => model({ maxAnswerChunks })).toThrow(/maxAnswerChunks must be a whole number/);
   });
 
+  // Left by a review: the limit counted chunks, not their size: an upstream streaming 64 KiB chunks held 12 GiB
+  // before it reached 200,000 of them.
+  it('fails an answer that passes maxAnswerChars, however few its chunks', async () => {
+    const abandoned = server.nextAbandon();
+    const wide = model({ model: 'wide', maxAnswerChars: 1_000_000 });
+    let seen = 0;
+    const reading = (async () => {
+      for await (const _chunk of wide.stream('hi')) seen += 1;
+    })();
+    await expect(reading).rejects.toMatchObject({ code: 'RUNNEL_ERR_PROVIDER_ANSWER_TOO_LONG', message: expect.stringContaining('1000000 characters (maxAnswerChars)') });
+    expect(seen).toBeLessThan(20);
+    await abandoned;
+    for (const maxAnswerChars of [0, 2.5, Number.NaN]) expect(() => model({ maxAnswerChars })).toThrow(/maxAnswerChars must be a whole number/);
+  });
+
   it('closes the upstream socket when the run is aborted mid-stream', async () => {
     const controller = new AbortController();
     const abandoned = server.nextAbandon();

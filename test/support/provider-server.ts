@@ -11,6 +11,7 @@
  * - `error`: 500 every time; `error-once`: 500, then `text`;
  * - `slow`: the text stream, one frame every 50 ms;
  * - `endless`: the text stream's start, then its second word again and again until the client goes (a million at most);
+ *   `wide`: the same with that word 64 KiB long;
  * - `midstream-rate-limited`, `midstream-rejected`, `midstream-overloaded`: four frames of the text stream (a word), then
  *   an error of that kind in the provider's streaming format;
  * - `unavailable-long`: 503 asking for 120 s (`retry-after`);
@@ -210,13 +211,17 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
     if (!options.hang) res.end();
   };
 
-  /** An answer that never ends: its opening frames, then one word's frame over and over (a million at most), as fast as the client reads. */
-  const endless = async (res: ServerResponse): Promise<void> => {
+  /**
+   * An answer that never ends: its opening frames, then one word's frame over and over (a million at most), as
+   * fast as the client reads; `wide`, that word 64 KiB long.
+   */
+  const endless = async (res: ServerResponse, wide = false): Promise<void> => {
     const all = frames(fixture(`${provider}-text.sse`));
     const opening = provider === 'openai' ? 2 : 4;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     for (const part of all.slice(0, opening)) res.write(part);
-    const word = all[opening] ?? '';
+    const frame = all[opening] ?? '';
+    const word = wide ? frame.replace(/"(content|text)":"[^"]*"/, (_match, key: string) => `"${key}":"${'w'.repeat(65_536)}"`) : frame;
     for (let i = 0; i < 1_000_000 && !res.destroyed; i++) {
       if (!res.write(word)) await drained(res);
     }
@@ -282,6 +287,8 @@ export async function startProviderServer(provider: Provider): Promise<ProviderS
           return stream('text', { gapMs: 50 });
         case 'endless':
           return void endless(res);
+        case 'wide':
+          return void endless(res, true);
         case 'midstream-rate-limited':
         case 'midstream-rejected':
         case 'midstream-overloaded':
