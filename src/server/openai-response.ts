@@ -61,16 +61,18 @@ export function messageFinishReason(output: unknown): string | undefined {
 }
 
 /**
- * OpenAI's `finish_reason` for an answer: `tool_calls` when it passes tool calls on, `length` when the model's
- * answer was cut by a token limit, `content_filter` when a filter stopped it (Anthropic's `refusal`), else `stop`.
+ * OpenAI's `finish_reason` for an answer: `length` when the model's answer was cut by a token limit,
+ * `content_filter` when a filter stopped it (Anthropic's `refusal`), else `tool_calls` when it passes tool calls
+ * on, else `stop`. A cut wins over tool calls, as OpenAI says it: a call cut short streamed its arguments as far
+ * as they came (`{"city": "Par`), and `tool_calls` would tell the client to run it.
  *
  * @example
- * openAIFinishReason('max_tokens', false) // 'length'
+ * openAIFinishReason('max_tokens', true) // 'length'
  */
 export function openAIFinishReason(reason: string | undefined, toolCalls: boolean): 'stop' | 'length' | 'tool_calls' | 'content_filter' {
-  if (toolCalls) return 'tool_calls';
   const kind = finishKind(reason);
-  return kind === 'length' || kind === 'content_filter' ? kind : 'stop';
+  if (kind === 'length' || kind === 'content_filter') return kind;
+  return toolCalls ? 'tool_calls' : 'stop';
 }
 
 const callId = (id: string | undefined): string => (id === undefined || id === '' ? `call_${randomUUID().replaceAll('-', '')}` : id);

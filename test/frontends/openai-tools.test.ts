@@ -218,4 +218,22 @@ describe('tools through /v1/chat/completions', () => {
       openai.script = undefined;
     }
   });
+
+  // A probe: a tool call the provider cut at its token limit streamed as `finish_reason: "tool_calls"`, so the
+  // SDK rebuilt a call to run whose arguments were `{"city": "Par`; the same answer unstreamed said `length`.
+  it("says finish_reason length for tool calls the provider cut at its token limit, streamed or not, as OpenAI does", async () => {
+    openai.script = () => ({ text: 'Let me look.', toolCalls: [{ name: 'get_weather', args: '{"city": "Par' }], finish: 'length' });
+    try {
+      const streamed = await client.chat.completions.stream({ model: 'compat/tools', messages: [ask], tools: [weather] }).finalChatCompletion();
+      expect(streamed.choices[0]?.finish_reason).toBe('length');
+      const whole = await client.chat.completions.create({ model: 'compat/tools', messages: [ask], tools: [weather] });
+      expect(whole.choices[0]?.finish_reason).toBe('length');
+      // A whole call before the cut: still not an answer that ended asking for tools.
+      openai.script = () => ({ toolCalls: [{ name: 'get_weather', args: { city: 'Paris' } }], finish: 'length' });
+      const cut = await client.chat.completions.create({ model: 'compat/tools', messages: [ask], tools: [weather] });
+      expect(cut.choices[0]?.finish_reason).toBe('length');
+    } finally {
+      openai.script = undefined;
+    }
+  });
 });
