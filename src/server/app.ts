@@ -34,6 +34,7 @@ import { loggedUrl } from './log-options.js';
 import { errorBody, toHttpError } from './http-errors.js';
 import { Metrics } from './metrics.js';
 import { chainComponents, errorSchema, openApiDocument } from './openapi.js';
+import { toOpenAIError } from './openai-errors.js';
 import { openAIComponents } from './openai-schemas.js';
 import { PreparedChain } from './prepared.js';
 import { hostCheck, hostName } from './allowed-hosts.js';
@@ -290,9 +291,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     genReqId: requestIdOf,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
-    // Errors Fastify raises before routing (a URL with broken percent-encoding) get Runnel's error shape too.
+    // Errors Fastify raises before routing (a URL with broken percent-encoding) get Runnel's error shape too —
+    // OpenAI's under `/v1/`, as every other error there: the `openai` SDKs read only that (a probe: Runnel's
+    // read as "400 status code (no body)").
     frameworkErrors: (error, request, reply) => {
-      const { status, body } = toHttpError(error);
+      const { status, body } = request.url.startsWith('/v1/') ? toOpenAIError(error) : toHttpError(error);
       void (reply as unknown as FastifyReplyLike).code(status).header('x-request-id', request.id).type('application/json; charset=utf-8').send(body);
     },
   });

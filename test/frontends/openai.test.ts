@@ -221,6 +221,18 @@ describe('errors, as the SDK raises them', () => {
     expect(own.request_id).toBe('trace-me-42');
   });
 
+  // A probe: Fastify's own refusal of the URL, before routing, was Runnel's shape, which the SDK read as
+  // "400 status code (no body)": no message, no code.
+  it('a /v1 URL with broken percent-encoding is a 400 in OpenAI\'s shape, which the SDK reads', async () => {
+    const failed = await app.client.get('/models/%E0%A4%A').catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(failed).toMatchObject({ status: 400, type: 'invalid_request_error', code: 'RUNNEL_ERR_BAD_REQUEST', param: null, message: expect.stringContaining('Malformed') });
+    expect((failed as InstanceType<typeof OpenAI.BadRequestError>).requestID).toMatch(/\S/);
+    // Elsewhere, Runnel's own shape, as before.
+    const plain = await fetch(`${app.server.url}/joke/%E0%A4%A`, { headers: { authorization: `Bearer ${app.client.apiKey}` } });
+    expect([plain.status, ((await plain.json()) as { code?: string }).code]).toEqual([400, 'RUNNEL_ERR_BAD_REQUEST']);
+  });
+
   it('tools sent to a chain that takes none are a 400 tools_not_supported naming the chain', async () => {
     const failed = await app.client.chat.completions
       .create({ model: 'joke', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: {} } } }] })
