@@ -55,6 +55,19 @@ const range = (min: number, max: number) => {
   return z.number({ error }).min(min, error).max(max, error);
 };
 
+/**
+ * OpenAI's `seed`: any 64-bit integer, which clients draw at random. Not zod's `int()`, whose range is
+ * JavaScript's safe integers (±2^53): a seed past it was a 400. A JSON number that large reads as the nearest
+ * double, ±2^63 at the ends; ignored, its precision does not matter.
+ */
+const int64Error = 'expected an integer from -9223372036854775808 to 9223372036854775807';
+const int64 = z
+  .number({ error: int64Error })
+  .min(-(2 ** 63), int64Error)
+  .max(2 ** 63, int64Error)
+  .refine(Number.isInteger, int64Error)
+  .meta({ type: 'integer' });
+
 const ignored = (schema: z.ZodType) => schema.nullish().describe('Accepted and ignored: the chain decides how its model is called.');
 
 /**
@@ -86,7 +99,7 @@ export const chatCompletionRequestSchema = z.object({
   presence_penalty: ignored(range(-2, 2)),
   frequency_penalty: ignored(range(-2, 2)),
   stop: ignored(z.union([z.string(), z.array(z.string()).max(4)], { error: 'expected a string or an array of at most 4 strings' })),
-  seed: ignored(z.number().int()),
+  seed: ignored(int64),
   user: ignored(z.string()),
   parallel_tool_calls: ignored(z.boolean()),
 });

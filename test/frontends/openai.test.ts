@@ -65,6 +65,27 @@ describe('POST /v1/chat/completions on /joke', () => {
     expect(completion.choices[0]?.message.content).toContain(topic);
   });
 
+  // A probe: a 64-bit seed (OpenAI takes any int64; clients draw them at random) was a 400, the range checked
+  // being JavaScript's safe integers.
+  it("takes a seed anywhere in OpenAI's int64 range, sent by the SDK or as exact JSON text", async () => {
+    const completion = await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: `seeds ${randomUUID()}` }], seed: 2 ** 62 });
+    expect(completion.choices[0]?.finish_reason).toBe('stop');
+    for (const seed of ['9223372036854775807', '-9223372036854775808']) {
+      const res = await fetch(`${app.server.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${app.client.apiKey}`, 'content-type': 'application/json' },
+        body: `{"model": "joke", "seed": ${seed}, "messages": [{"role": "user", "content": "seeds ${randomUUID()}"}]}`,
+      });
+      expect(res.status, seed).toBe(200);
+    }
+    // Outside it, or not an integer: still OpenAI's 400 naming it.
+    for (const seed of [2 ** 64, 1.5]) {
+      const failed = await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: 'hi' }], seed }).catch((error: unknown) => error);
+      expect(failed, String(seed)).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(failed).toMatchObject({ param: 'seed', code: 'invalid_value' });
+    }
+  });
+
   it('reports no usage for an answer from the cache: no model call spent any', async () => {
     const topic = `dogs ${randomUUID()}`;
     await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: topic }] });
