@@ -537,6 +537,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
         'x-request-id',
         'cache-control',
         'last-event-id',
+        'openai-organization',
+        'openai-project',
         ...['lang', 'package-version', 'os', 'arch', 'runtime', 'runtime-version', 'retry-count', 'timeout', 'helper-method'].map((name) => `x-stainless-${name}`),
       ],
       // What a page's client may read of an answer: when to retry, and the id to quote.

@@ -27,6 +27,9 @@ describe('CORS for browser clients', () => {
     const client = new OpenAI({
       baseURL: `${server.url}/v1`,
       apiKey: 'key',
+      // A probe: a client made with its organization and project (as OpenAI's docs show) failed its preflight.
+      organization: 'org-runnel',
+      project: 'proj-runnel',
       dangerouslyAllowBrowser: true,
       maxRetries: 0,
       fetch: async (_url, init) => {
@@ -36,7 +39,7 @@ describe('CORS for browser clients', () => {
     });
     await client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: 'hi' }] });
     const names = [...(sent as Headers).keys()].filter((name) => !['accept', 'content-length', 'user-agent'].includes(name));
-    expect(names).toEqual(expect.arrayContaining(['authorization', 'content-type', 'x-stainless-lang']));
+    expect(names).toEqual(expect.arrayContaining(['authorization', 'content-type', 'x-stainless-lang', 'openai-organization', 'openai-project']));
     const res = await preflight('/v1/chat/completions', 'POST', names);
     expect(res.status).toBe(204);
     expect(res.headers.get('access-control-allow-origin')).toBe(ORIGIN);
