@@ -14,6 +14,7 @@ import { errorCodes, RunnelError, type ErrorCode } from '../core/index.js';
 import type { ServerConfig } from './config.js';
 import { errorBody } from './http-errors.js';
 import { toOpenAIError } from './openai-errors.js';
+import { takenMark } from './socket-progress.js';
 
 /**
  * Node's default limit on a request line with its headers (16 KiB): no path parameter that gets through it
@@ -155,7 +156,8 @@ export function cutStalledReaders(server: { on(event: 'connection', listener: (s
           waiting.delete(socket);
           continue;
         }
-        const sent = socket.bytesWritten - left;
+        // What the client took, the parts of a large write in flight included (see takenMark).
+        const sent = takenMark(socket);
         const seen = waiting.get(socket);
         if (seen === undefined || seen.sent !== sent) waiting.set(socket, { sent, since: now });
         else if (now - seen.since >= 2 * stallMs) socket.destroy();

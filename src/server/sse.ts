@@ -13,6 +13,7 @@
  * comes; a fast chain's burst of chunks costs one write instead of one each.
  */
 import type { ServerResponse } from 'node:http';
+import { takenMark } from './socket-progress.js';
 
 /**
  * Headers of every event stream (docs/protocol.md, "Server-sent events"). `connection`
@@ -173,11 +174,29 @@ export class SseWriter {
       };
       const onDrain = (): void => done(true);
       const onClose = (): void => done(false);
-      const timer = setTimeout(() => {
-        this.stalled = true;
-        this.res.destroy();
-        done(false);
-      }, this.stallMs);
+      // The stall counts from the client's last progress, not from the write: a client that keeps reading a
+      // large frame, however slowly, is not cut (a probe's was, the frame not drained within the stall). Looked
+      // at every quarter of the stall (25 ms to 1 s); a client that reads nothing is cut after stallMs exactly.
+      const socket = this.res.socket;
+      const step = Math.max(25, Math.min(1_000, Math.floor(this.stallMs / 4)));
+      let mark = socket === null ? 0 : takenMark(socket);
+      let idle = 0;
+      let timer: NodeJS.Timeout | undefined;
+      const arm = (): void => {
+        const wait = Math.min(step, this.stallMs - idle);
+        timer = setTimeout(() => {
+          const now = socket === null ? mark : takenMark(socket);
+          if (now !== mark) {
+            mark = now;
+            idle = 0;
+          } else idle += wait;
+          if (idle < this.stallMs) return arm();
+          this.stalled = true;
+          this.res.destroy();
+          done(false);
+        }, wait);
+      };
+      arm();
       this.res.once('drain', onDrain);
       this.res.once('close', onClose);
     });

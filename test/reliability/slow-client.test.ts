@@ -1,12 +1,50 @@
 /**
  * A client that reads nothing: the server keeps at most about one socket
  * buffer of the stream in memory (the run waits for the client), stays under
- * 1 MiB, and cuts the stream after the configured stall.
+ * 1 MiB, and cuts the stream after the configured stall. A client that reads
+ * slowly but never stops is served whole, however long a large answer takes.
  */
+import { execFile } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { buildApp, defineChain, generator } from '../../src/index.js';
+import { buildApp, defineChain, generator, lambda } from '../../src/index.js';
+
+/**
+ * Python's socket with an 8 KB receive buffer (Node's net cannot set one), reading 16 KB at a time with a
+ * 2 ms pause: it never stops reading, but it takes a 32 MB answer at 8 MB/s at most — at least 3.5 s for
+ * what the kernel buffers do not hold, longer than the stall. Prints what it read: how many bytes, and the tail.
+ */
+const STEADY_READER = `
+import socket, sys, time, json
+port, path = int(sys.argv[1]), sys.argv[2]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+s.connect(('127.0.0.1', port))
+body = b'{"input": null}'
+s.sendall(b'POST ' + path.encode() + b' HTTP/1.1\\r\\nhost: 127.0.0.1\\r\\ncontent-type: application/json\\r\\nconnection: close\\r\\ncontent-length: 15\\r\\n\\r\\n' + body)
+total, tail = 0, b''
+while True:
+    try:
+        data = s.recv(16384)
+    except ConnectionResetError:
+        break
+    if not data:
+        break
+    total += len(data)
+    tail = (tail + data)[-64:]
+    time.sleep(0.002)
+print(json.dumps({'total': total, 'tail': tail.decode('latin-1')}))
+`;
+
+function readSteadily(port: number, path: string): Promise<{ total: number; tail: string }> {
+  return new Promise((resolve, reject) => {
+    execFile('python3', ['-c', STEADY_READER, String(port), path], { timeout: 120_000 }, (error, stdout, stderr) => {
+      if (error !== null) reject(new Error(`${error.message} ${stderr}`));
+      else resolve(JSON.parse(stdout) as { total: number; tail: string });
+    });
+  });
+}
 
 describe('a client that reads nothing', () => {
   it('bounds the server-side buffer and cuts the stream after RUNNEL_STREAM_STALL_MS', async () => {
@@ -103,3 +141,30 @@ describe('a client that reads nothing', () => {
     expect(most).toBeLessThanOrEqual(2);
   }, 30_000);
 });
+
+describe('a client that reads slowly', () => {
+  // A probe: the stall timer waited for a whole write to drain, so a client reading all the time, but slower
+  // than a large frame (or JSON answer) takes within the stall, was cut mid-answer as if it read nothing.
+  it('does not cut a client that keeps reading, however long a large answer takes it', async () => {
+    const big = 'x'.repeat(32 * 1024 * 1024);
+    const app = await buildApp({
+      chains: [
+        defineChain({ path: '/frame', runnable: generator(async function* () { yield big; }) }),
+        defineChain({ path: '/answer', runnable: lambda(() => big) }),
+      ] as never,
+      config: { streamStallMs: 1000 },
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    try {
+      const [stream, answer] = await Promise.all([readSteadily(port, '/frame/stream'), readSteadily(port, '/answer/invoke')]);
+      expect(stream.tail).toMatch(/event: end\r\n\r\n(\r\n)?0\r\n\r\n$/);
+      expect(stream.total).toBeGreaterThan(big.length);
+      expect(answer.tail).toMatch(/"feedback_tokens":\[\]\}\}$/);
+      expect(answer.total).toBeGreaterThan(big.length);
+    } finally {
+      await app.close();
+    }
+  }, 120_000);
+});
+
