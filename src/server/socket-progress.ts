@@ -16,7 +16,8 @@ interface WriteQueue {
  * steadily but slowly takes longer than the stall — a probe's reader, never idle more than a few ms, was cut
  * mid-answer as if it read nothing. libuv's `writeQueueSize`, what is left of the write in flight, shrinks as
  * the kernel takes each part; subtracted, the mark moves with it. (It grows only when a new write starts,
- * which happens once the one before is done: a move too.)
+ * which happens once the one before is done: a move too.) The kernel takes a blocked write in parts of about a
+ * third of its send buffer, so that is how often a slow reader is seen moving.
  */
 export function takenMark(socket: Socket): number {
   const queued = (socket as Socket & { _handle?: WriteQueue | null })._handle?.writeQueueSize ?? 0;

@@ -175,8 +175,9 @@ export class SseWriter {
       const onDrain = (): void => done(true);
       const onClose = (): void => done(false);
       // The stall counts from the client's last progress, not from the write: a client that keeps reading a
-      // large frame, however slowly, is not cut (a probe's was, the frame not drained within the stall). Looked
-      // at every quarter of the stall (25 ms to 1 s); a client that reads nothing is cut after stallMs exactly.
+      // large frame is not cut (a probe's was, the frame not drained within the stall). Progress shows when the
+      // kernel takes another part of the write (see takenMark). Looked at every quarter of the stall (25 ms to
+      // 1 s); a client that reads nothing is cut after stallMs exactly.
       const socket = this.res.socket;
       const step = Math.max(25, Math.min(1_000, Math.floor(this.stallMs / 4)));
       let mark = socket === null ? 0 : takenMark(socket);

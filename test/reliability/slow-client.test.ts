@@ -12,8 +12,8 @@ import { buildApp, defineChain, generator, lambda } from '../../src/index.js';
 
 /**
  * Python's socket with an 8 KB receive buffer (Node's net cannot set one), reading 16 KB at a time with a
- * 2 ms pause: it never stops reading, but it takes a 32 MB answer at 8 MB/s at most — at least 3.5 s for
- * what the kernel buffers do not hold, longer than the stall. Prints what it read: how many bytes, and the tail.
+ * 2 ms pause: it never stops reading, but it takes a 32 MB answer at 8 MB/s at most (some 2 MB/s measured)
+ * — many seconds, longer than the stall. Prints what it read: how many bytes, and the tail.
  */
 const STEADY_READER = `
 import socket, sys, time, json
@@ -152,7 +152,9 @@ describe('a client that reads slowly', () => {
         defineChain({ path: '/frame', runnable: generator(async function* () { yield big; }) }),
         defineChain({ path: '/answer', runnable: lambda(() => big) }),
       ] as never,
-      config: { streamStallMs: 1000 },
+      // The process sees the client's progress when the kernel takes another part of the write (about a third
+      // of its send buffer, some 1.4 MB): every fraction of a second at this reader's pace, well within 2 s.
+      config: { streamStallMs: 2000 },
     });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = app.server.address() as AddressInfo;
