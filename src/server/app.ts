@@ -374,8 +374,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       return;
     }
     // A compressed body read as text is noise that fails as "Invalid JSON": say what is wrong instead.
+    // A list (RFC 9110), as transfer-encoding below: empty, or `identity` twice (two headers joined), is no coding.
     const encoding = request.headers['content-encoding'];
-    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+    if (encoding !== undefined && encoding.split(',').some((coding) => !['', 'identity'].includes(coding.trim().toLowerCase()))) {
       done(new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', `A body with content-encoding ${JSON.stringify(encoding)} is not read: send it uncompressed`), undefined);
       return;
     }

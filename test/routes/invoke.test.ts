@@ -343,6 +343,34 @@ describe('a compressed body', () => {
     const plain = await app.inject({ method: 'POST', url: '/echo/invoke', headers: { 'content-type': 'application/json', 'content-encoding': 'identity' }, payload: '{"input": {"name": "plain"}}' });
     expect(plain.json().output).toBe('hello plain');
   });
+
+  // A probe: content-encoding is a list (RFC 9110), as transfer-encoding is read here, but only one exact
+  // `identity` was read: an empty header, or `identity` sent twice (joined `identity, identity`), was a 415
+  // about an uncompressed body.
+  it('reads a body whose content-encoding lists no coding but identity, on a real socket', async () => {
+    const server = await startServer();
+    try {
+      const { port } = new URL(server.url);
+      const send = (encodings: string[]) =>
+        new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const body = '{"input": {"name": "plain"}}';
+          const lines = ['POST /echo/invoke HTTP/1.1', `host: 127.0.0.1:${port}`, 'content-type: application/json', ...encodings.map((e) => `content-encoding: ${e}`.trimEnd()), `content-length: ${body.length}`, 'connection: close'];
+          const socket = connect(Number(port), '127.0.0.1', () => socket.end(`${lines.join('\r\n')}\r\n\r\n${body}`));
+          let text = '';
+          socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          socket.on('error', reject);
+          socket.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]), body: text.slice(text.indexOf('\r\n\r\n') + 4) }));
+        });
+      for (const encodings of [[''], ['identity', 'identity'], ['identity, IDENTITY']]) {
+        const answer = await send(encodings);
+        expect([answer.status, JSON.parse(answer.body).output], JSON.stringify(encodings)).toEqual([200, 'hello plain']);
+      }
+      // A real coding anywhere in the list is still refused.
+      expect((await send(['identity', 'gzip'])).status).toBe(415);
+    } finally {
+      await server.close();
+    }
+  });
 });
 
 describe("a body's charset", () => {
