@@ -153,8 +153,10 @@ describe('a client that reads slowly', () => {
         defineChain({ path: '/answer', runnable: lambda(() => big) }),
       ] as never,
       // The process sees the client's progress when the kernel takes another part of the write (about a third
-      // of its send buffer, some 1.4 MB): every fraction of a second at this reader's pace, well within 2 s.
-      config: { streamStallMs: 2000 },
+      // of its send buffer, some 1.4 MB): every fraction of a second at this reader's pace, well within 3 s (a
+      // loaded machine would have to slow the reader below 0.5 MB/s for the whole stall). The whole answer, at
+      // 8 MB/s at most, takes longer than that: a stall counted from the write would cut it.
+      config: { streamStallMs: 3000 },
     });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = app.server.address() as AddressInfo;
