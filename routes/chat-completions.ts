@@ -23,7 +23,14 @@ export const isModel = (chain: PreparedChain): boolean => chain.spec.messages !=
 export function findModel(chains: readonly PreparedChain[], model: string): PreparedChain {
   const chain = chains.find((c) => c.spec.path === `/${model}`);
   if (chain !== undefined && isModel(chain)) return chain;
-  const message = `The model '${model}' does not exist: GET /v1/models lists the chains served as models`;
+  // A chain that is there but not a model says why: its author's first try of /v1 is on a chain without an adapter.
+  const why =
+    chain === undefined
+      ? 'does not exist'
+      : chain.spec.messages === undefined
+        ? `is the chain ${chain.spec.path}, which has no messages adapter (defineChain's messages), so it is not served as a model`
+        : `is the chain ${chain.spec.path}, whose enabledEndpoints leave out chat_completions`;
+  const message = `The model '${model}' ${why}: GET /v1/models lists the chains served as models`;
   throw new RunnelError('RUNNEL_ERR_NOT_FOUND', message, { detail: [{ type: 'model_not_found', loc: ['model'], msg: message }] });
 }
 

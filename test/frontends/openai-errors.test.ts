@@ -204,3 +204,32 @@ describe('/openapi.json', () => {
     expect(doc.components.schemas.OpenAIChatCompletionRequest.required).toEqual(['model', 'messages']);
   });
 });
+
+// A newcomer's probe: /v1/chat/completions with model 'summarise', a chain just registered without a messages
+// adapter, said "The model 'summarise' does not exist" — the chain is there (GET / lists it); what it lacks was
+// not said.
+describe('a chain that is not a model says why', () => {
+  it('over a socket: no adapter, or chat_completions left out, each named; an unknown name does not exist', async () => {
+    const a = await start();
+    await a.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = a.server.address() as { port: number };
+    const asked = async (model: string) => {
+      const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'x' }] }),
+      });
+      expect(res.status).toBe(404);
+      return ((await res.json()) as { error: { message: string; code: string } }).error;
+    };
+    expect(await asked('plain')).toMatchObject({
+      code: 'model_not_found',
+      message: "The model 'plain' is the chain /plain, which has no messages adapter (defineChain's messages), so it is not served as a model: GET /v1/models lists the chains served as models",
+    });
+    expect((await asked('hidden')).message).toBe("The model 'hidden' is the chain /hidden, whose enabledEndpoints leave out chat_completions: GET /v1/models lists the chains served as models");
+    expect((await asked('nope')).message).toBe("The model 'nope' does not exist: GET /v1/models lists the chains served as models");
+    const one = await fetch(`http://127.0.0.1:${port}/v1/models/plain`);
+    expect(one.status).toBe(404);
+    expect(((await one.json()) as { error: { message: string } }).error.message).toContain('has no messages adapter');
+  });
+});
