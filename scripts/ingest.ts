@@ -72,7 +72,9 @@ export async function ingest(options: {
     // file was named — so one file has one name, and /rag's sources show no more of this machine's paths than
     // that. A path outside it is named from the folder (or file) given on down.
     const base = resolve(options.cwd ?? process.cwd());
-    const total: IngestResult = { added: 0, updated: 0, skipped: 0, removed: 0, failed: [] };
+    const total: IngestResult = { added: 0, updated: 0, skipped: 0, removed: 0, failed: [], ignored: [] };
+    // A folder's file of another type named itself too is read (as text), not ignored.
+    const named = new Set(options.paths.map((given) => resolve(base, given)));
     for (const given of options.paths) {
       const path = resolve(base, given);
       const inside = path === base || path.startsWith(base.endsWith(sep) ? base : base + sep);
@@ -82,6 +84,8 @@ export async function ingest(options: {
       total.skipped += result.skipped;
       total.removed += result.removed;
       total.failed.push(...result.failed);
+      const root = inside ? base : dirname(path);
+      for (const source of result.ignored ?? []) if (!named.has(resolve(root, source))) total.ignored?.push(source);
       if (result.stopped !== undefined) {
         // The paths after it would meet the same: named as not stored, not tried.
         total.stopped = result.stopped;
@@ -265,6 +269,12 @@ async function main(): Promise<void> {
   }
   console.log(`added ${result.added}, ${result.updated > 0 ? `updated ${result.updated} (moved or retitled), ` : ''}skipped ${result.skipped} (already there), ${values.sync ? `removed ${result.removed} (stale), ` : ''}failed ${result.failed.length}`);
   for (const failure of result.failed) console.log(`  failed: ${failure.source}: ${failure.error}`);
+  // A folder's other files are not read: said, so a folder of .html or .rst files does not answer "added 0" alone.
+  const ignored = result.ignored ?? [];
+  if (ignored.length > 0) {
+    const shown = ignored.slice(0, 5).join(', ') + (ignored.length > 5 ? `, and ${ignored.length - 5} more` : '');
+    console.log(`  not read: ${ignored.length} file${ignored.length === 1 ? '' : 's'} in the folders named that ${ignored.length === 1 ? 'is' : 'are'} not .md, .markdown, .txt or .jsonl (${shown}); name a file to read it as text`);
+  }
   // What was added stays, each file whole; running the same command again stores the rest.
   if (result.stopped !== undefined) console.error(`ingest: stopped early, ${explain(result.stopped)}; run it again to finish`);
   if (result.failed.length > 0 || result.stopped !== undefined) process.exitCode = 1;

@@ -25,10 +25,15 @@ export function chunkId(doc: Document, repeat = 0): string {
     .slice(0, 32);
 }
 
-/** The files a path names: itself, or a folder's Markdown, text and JSON Lines files. */
-async function filesOf(path: string): Promise<{ folder: boolean; files: string[] }> {
-  if (!(await stat(path)).isDirectory()) return { folder: false, files: [path] };
-  return { folder: true, files: await listFiles(path, { glob: '**/*.{md,markdown,txt,jsonl}' }) };
+/**
+ * The files a path names: itself, or a folder's Markdown, text and JSON Lines files; and the folder's other
+ * files, which are not read (hidden files and `node_modules` are neither).
+ */
+async function filesOf(path: string): Promise<{ folder: boolean; files: string[]; ignored: string[] }> {
+  if (!(await stat(path)).isDirectory()) return { folder: false, files: [path], ignored: [] };
+  const files = await listFiles(path, { glob: '**/*.{md,markdown,txt,jsonl}' });
+  const taken = new Set(files);
+  return { folder: true, files, ignored: (await listFiles(path, { glob: '**/*' })).filter((file) => !taken.has(file)) };
 }
 
 /** Text Postgres refuses to store (a NUL character, in the content or in JSON Lines metadata). */
@@ -87,6 +92,12 @@ export interface IngestResult {
   /** Stale chunks deleted (with `sync`). */
   removed: number;
   failed: { source: string; error: string }[];
+  /**
+   * Files in the folders named that were not read, being neither Markdown, text nor JSON Lines by their
+   * extension (`.md`, `.markdown`, `.txt`, `.jsonl`): an `.html` or `.rst` file, say. Named itself, such a file
+   * is read as text.
+   */
+  ignored?: string[];
   /**
    * What stopped the run before it had stored everything: the database or the embeddings provider out of
    * reach, which every later file would meet too. What was stored stays (each file whole: see
@@ -173,11 +184,13 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   // The source-name prefixes of the folders given: with sync, a file gone from one takes its passages along.
   const folders: string[] = [];
   const read = new Set<string>();
+  const ignored = new Set<string>();
   for (const path of paths) {
     let files: string[];
     try {
       const found = await filesOf(path);
       files = found.files;
+      for (const file of found.ignored) ignored.add(sourceName(file));
       // The folder sources are named from (the working directory, or sourceRoot itself) is no prefix: every
       // source of the collection would start with it, those ingested from elsewhere too.
       const prefix = `${sourceName(path)}/`.replace(/^\.?\//, '');
@@ -232,6 +245,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     skipped: unique.length - fresh.length - moved.length + (chunks.length - unique.length),
     removed,
     failed: [...failures].map(([source, error]) => ({ source, error })),
+    ignored: [...ignored].filter((source) => !read.has(resolve(root ?? '', source))),
     ...(stopped === undefined ? {} : { stopped }),
   });
   let fresh: Document[] = [];

@@ -257,4 +257,34 @@ describe('npm run ingest', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  // A newcomer's probe: a folder holding .md files and an .html page and a binary answered "added 2, skipped 0,
+  // failed 0": the two files it passed over were not said, so a folder of .html or .rst files added nothing, unsaid.
+  it('says which files of a folder it did not read; one named itself is read as text', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runnel-ingest-'));
+    const ignoredIn = `${collection}_ignored`;
+    try {
+      mkdirSync(join(dir, 'kb', 'deep'), { recursive: true });
+      writeFileSync(join(dir, 'kb', 'otter.md'), '# Otters\n\nOtters hold hands.\n');
+      writeFileSync(join(dir, 'kb', 'page.html'), '<p>Zebras graze.</p>\n');
+      writeFileSync(join(dir, 'kb', 'deep', 'notes.rst'), 'Notes\n=====\n');
+      writeFileSync(join(dir, 'kb', '.hidden.html'), 'x\n');
+      const first = await cli(['kb', '--collection', ignoredIn], { INIT_CWD: dir });
+      expect(first.code).toBe(0);
+      expect(first.stdout).toBe(
+        'added 1, skipped 0 (already there), failed 0\n' +
+          '  not read: 2 files in the folders named that are not .md, .markdown, .txt or .jsonl (kb/deep/notes.rst, kb/page.html); name a file to read it as text\n',
+      );
+      const named = await cli(['kb', 'kb/page.html', '--collection', ignoredIn], { INIT_CWD: dir });
+      expect(named.stdout).toBe(
+        'added 1, skipped 1 (already there), failed 0\n' +
+          '  not read: 1 file in the folders named that is not .md, .markdown, .txt or .jsonl (kb/deep/notes.rst); name a file to read it as text\n',
+      );
+    } finally {
+      const pool = new pg.Pool({ connectionString: DATABASE_URL });
+      await dropCollections(pgExecutor(pool), ignoredIn);
+      await pool.end();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
