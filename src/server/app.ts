@@ -43,7 +43,7 @@ import { RouteTable } from './route-table.js';
 import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
 import { Tracing } from '../observability/index.js';
 import type { Redis } from 'ioredis';
-import { createRegistry, type ChainSpec } from './registry.js';
+import { createRegistry, ENDPOINTS, type ChainSpec } from './registry.js';
 import type { Services } from './services.js';
 
 /** An open event stream, as shutdown sees it. */
@@ -451,6 +451,17 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     if (allow !== undefined && !takes(allow)) {
       app.runnel.metrics.error('RUNNEL_ERR_METHOD_NOT_ALLOWED');
       void reply.code(405).header('allow', allow).send(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed'));
+      return;
+    }
+    // An endpoint of a chain that is there but does not serve it (a newcomer's probe: `/summarise/ui_stream`, a
+    // chain without a messages adapter, answered the same bare 404 as a mistyped path): said, with why.
+    const cut = path.lastIndexOf('/');
+    const endpoint = path.slice(cut + 1);
+    const chain = cut > 0 ? app.runnel.chains.find((c) => c.spec.path === path.slice(0, cut)) : undefined;
+    if (chain !== undefined && endpoint !== 'chat_completions' && (ENDPOINTS as readonly string[]).includes(endpoint)) {
+      const why = endpoint === 'ui_stream' && chain.spec.messages === undefined ? 'it has no messages adapter (`messages` in defineChain)' : 'its enabledEndpoints leave it out';
+      app.runnel.metrics.error('RUNNEL_ERR_NOT_FOUND');
+      void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', `Not Found: ${chain.spec.path} does not serve ${endpoint}: ${why}`));
       return;
     }
     // Where to look: the index lists every chain and its routes (JSON for a client, a page for a browser).

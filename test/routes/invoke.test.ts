@@ -464,3 +464,32 @@ describe('schemas and index', () => {
     expect(html.body).toContain('<code>/joke</code>');
   });
 });
+
+// A newcomer's probe: POST /summarise/ui_stream, on a chain just written without a messages adapter, answered
+// "Not Found: GET / lists the chains and their routes", as for a mistyped path; the chain was there.
+describe('an endpoint a chain does not serve', () => {
+  it('over a socket: names the chain, the endpoint and why; other paths keep the plain 404', async () => {
+    const served = await buildApp({
+      chains: [
+        defineChain({ path: '/summarise', runnable: lambda(({ text }: { text: string }) => text) }),
+        defineChain({ path: '/tools/echo', runnable: lambda((x: string) => x), enabledEndpoints: ['invoke'] }),
+      ],
+    });
+    try {
+      await served.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = served.server.address() as { port: number };
+      const post = async (path: string) => {
+        const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"messages": []}' });
+        return [res.status, ((await res.json()) as { message: string }).message];
+      };
+      expect(await post('/summarise/ui_stream')).toEqual([404, 'Not Found: /summarise does not serve ui_stream: it has no messages adapter (`messages` in defineChain)']);
+      expect(await post('/tools/echo/stream')).toEqual([404, 'Not Found: /tools/echo does not serve stream: its enabledEndpoints leave it out']);
+      expect(await post('/tools/echo/ui_stream')).toEqual([404, 'Not Found: /tools/echo does not serve ui_stream: it has no messages adapter (`messages` in defineChain)']);
+      expect(await post('/summarise/invok')).toEqual([404, 'Not Found: GET / lists the chains and their routes']);
+      expect(await post('/nope/ui_stream')).toEqual([404, 'Not Found: GET / lists the chains and their routes']);
+      expect(await post('/tools/chat_completions')).toEqual([404, 'Not Found: GET / lists the chains and their routes']);
+    } finally {
+      await served.close();
+    }
+  });
+});
