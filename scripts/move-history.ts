@@ -21,7 +21,20 @@ import { redactUrlCredentials } from '../src/server/log-options.js';
 
 const LEGACY = 'runnel:history:';
 
-const { values } = parseArgs({ options: { namespace: { type: 'string' }, 'dry-run': { type: 'boolean', default: false } } });
+const USAGE = 'usage: REDIS_URL=redis://… npm run history:move -- [--namespace NAME] [--dry-run]';
+// A mistyped option (`--namesapce`) or `--help` threw parseArgs's TypeError with its stack: said as ingest says it.
+let parsed;
+try {
+  parsed = parseArgs({ options: { namespace: { type: 'string' }, 'dry-run': { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } } });
+} catch (error) {
+  console.error(`history:move: ${error instanceof Error ? error.message : String(error)}\n${USAGE}`);
+  process.exit(2);
+}
+const { values } = parsed;
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 const namespace = values.namespace ?? process.env.RUNNEL_RUN_NAMESPACE ?? 'runnel';
 const url = process.env.REDIS_URL;
 if (url === undefined || url === '') {

@@ -57,4 +57,18 @@ describe('npm run history:move', () => {
     await expect(move([], { REDIS_URL: '' })).rejects.toMatchObject({ code: 2 });
     await expect(move(['--namespace', 'runnel:history'])).rejects.toMatchObject({ code: 2 });
   });
+
+  // A newcomer's probe: `--help`, or a mistyped option, threw parseArgs's TypeError with its stack trace.
+  it('answers --help with its usage, and a mistyped option with the option and the usage, exit 2, no stack', async () => {
+    const usage = 'usage: REDIS_URL=redis://… npm run history:move -- [--namespace NAME] [--dry-run]';
+    const help = await move(['--help']);
+    expect(help.stdout).toBe(`${usage}\n`);
+    const typo = await move(['--namesapce', 'team-a']).then(
+      () => undefined,
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect(typo?.code).toBe(2);
+    expect(typo?.stderr).toBe(`history:move: Unknown option '--namesapce'\n${usage}\n`);
+  });
 });
+
