@@ -361,8 +361,11 @@ function parseKeys(entries: string[]): (ApiKey & { bare: boolean })[] {
  * (one chat history, one rate limit); one key under two names would answer to the first name only.
  */
 function keyProblems(keys: readonly (ApiKey & { bare: boolean })[]): string[] {
-  // A short "key" usually means the entries are not what they seem (a key split at a colon): say only that.
-  if (keys.some((k) => k.key.length < 16)) return ['every key must be at least 16 characters'];
+  // A short "key" usually means the entries are not what they seem (a key split at a colon): say only that, and
+  // which entries by position (a newcomer's probe: with several keys, it did not say which). Not by name: the
+  // "name" of a key split at a colon is part of the key.
+  const short = keys.map((k, i) => (k.key.length < 16 ? i : -1)).filter((i) => i >= 0);
+  if (short.length > 0) return [`every key must be at least 16 characters: ${short.map((i) => `entry ${i + 1}`).join(' and ')} ${short.length === 1 ? 'is' : 'are'} shorter`];
   const problems: string[] = [];
   const unnamed = keys.map((k, i) => (k.name === '' ? i : -1)).filter((i) => i >= 0);
   if (unnamed.length > 0) problems.push(`${unnamed.map((i) => `entry ${i + 1}`).join(' and ')}: a name before the colon is empty (write name:key, or the key alone)`);

@@ -56,6 +56,10 @@ describe('loadServerConfig', () => {
     } catch (error) {
       expect((error as Error).message).not.toContain('short-secret');
     }
+    // A newcomer's probe: among several keys, the one too short was not said; its position is, never its text.
+    expect(() => loadServerConfig({ RUNNEL_API_KEYS: 'alice:alice-key-0123456789,bob:short,carol-key-0123456789,sk-part:rest' })).toThrow(
+      'RUNNEL_API_KEYS: every key must be at least 16 characters: entry 2 and entry 4 are shorter',
+    );
   });
 
   // A probe: RUNNEL_MAX_BATCH=1e3 and RUNNEL_BODY_LIMIT=0x1000 were taken (Number() reads them), while RUNNEL_PROCESSES=" 2" was refused.
