@@ -460,7 +460,6 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     const chain = cut > 0 ? app.runnel.chains.find((c) => c.spec.path === path.slice(0, cut)) : undefined;
     if (chain !== undefined && endpoint !== 'chat_completions' && (ENDPOINTS as readonly string[]).includes(endpoint)) {
       const why = endpoint === 'ui_stream' && chain.spec.messages === undefined ? 'it has no messages adapter (`messages` in defineChain)' : 'its enabledEndpoints leave it out';
-      app.runnel.metrics.error('RUNNEL_ERR_NOT_FOUND');
       void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', `Not Found: ${chain.spec.path} does not serve ${endpoint}: ${why}`));
       return;
     }
