@@ -147,7 +147,9 @@ export async function* streamLog<I>(
     const path = `/logs/${escapeKey(key)}`;
     if (phase === 'stream') {
       const ops = [{ op: 'add', path: `${path}/streamed_output/-`, value: event.data.chunk ?? null }] as RunLogPatch['ops'];
-      const text = textOf(event.data.chunk);
+      // Only a model's tokens are strings of the log (LangChain's tracer adds them from its token callback): a
+      // parser's text chunks, there too, were counted twice by a client adding up every streamed_output_str.
+      const text = logRunType(event) === 'llm' ? textOf(event.data.chunk) : undefined;
       if (text !== undefined) ops.unshift({ op: 'add', path: `${path}/streamed_output_str/-`, value: text });
       yield { ops };
     } else if (phase === 'end') {

@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import {
   dispatchCustomEvent,
+  FakeListChatModel,
   generator,
   lambda,
   parallel,
   Runnable,
   sequence,
+  StringOutputParser,
   type RunLogPatch,
   type RunType,
   type StreamEvent,
@@ -202,7 +204,20 @@ describe('streamLog', () => {
     const chain = sequence(lambda((x: string) => x, { name: 'first' }), new Upper());
     const log = (await toArray(chain.streamLog('ab', {}, { includeTypes: ['parser'] }))).reduce(apply, null);
     expect(Object.keys(log.logs)).toEqual(['Upper']);
-    expect(log.logs.Upper.streamed_output_str).toEqual(['AB']);
+    expect(log.logs.Upper.streamed_output).toEqual(['AB']);
+    // Strings are a model's tokens only, as LangChain's run log has them (a probe: a client adding up every
+    // streamed_output_str counted a parser's text twice).
+    expect(log.logs.Upper.streamed_output_str).toEqual([]);
     expect(log.final_output).toBe('AB');
+  });
+
+  it("puts a model's tokens, and only a model's, in streamed_output_str", async () => {
+    const chain = new FakeListChatModel({ responses: ['two words'] }).pipe(new StringOutputParser());
+    const log = (await toArray(chain.streamLog('hi'))).reduce(apply, null);
+    expect(log.logs.FakeListChatModel.type).toBe('llm');
+    expect(log.logs.FakeListChatModel.streamed_output_str.join('')).toBe('two words');
+    expect(log.logs.FakeListChatModel.streamed_output).toHaveLength(log.logs.FakeListChatModel.streamed_output_str.length);
+    expect(log.logs.StringOutputParser.streamed_output.join('')).toBe('two words');
+    expect(log.logs.StringOutputParser.streamed_output_str).toEqual([]);
   });
 });
