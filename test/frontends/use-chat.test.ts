@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
+import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -48,6 +48,42 @@ async function* fiveWordsThenWait(signal: AbortSignal | undefined): AsyncGenerat
     signal?.addEventListener('abort', () => resolve(), { once: true });
   });
   aborted.open();
+}
+
+/** Opened by the test once the page's reconnect is answered: `/halves` then streams its second half. */
+let secondHalf = new Gate();
+
+async function* fiveWordsWaitFiveMore(): AsyncGenerator<string> {
+  for (let i = 0; i < 5; i++) yield `w${i} `;
+  await secondHalf.opened;
+  for (let i = 5; i < 10; i++) yield `w${i} `;
+}
+
+/** Streams five words, then five more once the test opens its gate. */
+const halves = defineChain({
+  path: '/halves',
+  description: 'Streams 5 words, waits, streams 5 more',
+  runnable: lambda((_input: { topic: string }) => fiveWordsWaitFiveMore(), { input: z.object({ topic: z.string() }) }),
+  messages: { toInput: ({ turns }) => ({ input: { topic: lastUserText(turns) } }) },
+});
+
+/** A TCP relay to `port` whose connections `cut()` resets: a network that drops mid-answer, as a phone's does. */
+async function relay(port: number): Promise<{ origin: string; cut: () => void; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = createConnection(port, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined).on('close', () => sockets.delete(socket));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    cut: () => sockets.forEach((socket) => socket.resetAndDestroy()),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 /** Streams five words, then waits until its request is aborted. */
@@ -96,7 +132,7 @@ beforeAll(async () => {
   const temporary = await temporaryServices();
   dispose = temporary.dispose;
   const context = { services: temporary.services, env: {}, offlineDelayMs: 0 };
-  const chains = [chatChain(context), endless] as ChainSpec<never, unknown>[];
+  const chains = [chatChain(context), endless, halves] as ChainSpec<never, unknown>[];
   app = await buildApp({ chains, config: { apiKeys: [{ name: 'tester', key: KEY }], corsOrigins: [pageOrigin] } });
   answered = recordAnswers(app);
   ({ base, browser } = await serveToBrowser(app));
@@ -111,11 +147,12 @@ afterAll(async () => {
 });
 
 /** The page talking to `chain`'s `/ui_stream` as chat `chatId`, and every request it makes. */
-async function openChat(chain: string, chatId: string): Promise<{ page: Page; problems: string[]; requests: Request[] }> {
+async function openChat(chain: string, chatId: string, options: { api?: string; body?: object } = {}): Promise<{ page: Page; problems: string[]; requests: Request[] }> {
   const { page, problems } = await openWatched(browser as Browser, 'about:blank');
   const requests: Request[] = [];
   page.on('request', (request) => void requests.push(request));
-  const hash = new URLSearchParams({ api: `${base}${chain}/ui_stream`, key: KEY, chat: chatId });
+  const hash = new URLSearchParams({ api: `${options.api ?? base}${chain}/ui_stream`, key: KEY, chat: chatId });
+  if (options.body !== undefined) hash.set('body', JSON.stringify(options.body));
   await page.goto(`${pageOrigin}/index.html#${hash.toString()}`);
   await page.locator('#status', { hasText: 'ready' }).waitFor();
   return { page, problems, requests };
@@ -191,5 +228,41 @@ describe('useChat (@ai-sdk/react) against /ui_stream, in Chromium', () => {
     // The stream the page aborted on purpose is the only failed request.
     expect(problems.filter((p) => !/^failed: .*\/endless\/ui_stream net::ERR_ABORTED/.test(p))).toEqual([]);
     await page.close();
+  });
+
+  // The page makes its `Chat` and gives it to `useChat`, as docs/frontends.md says: with `useChat({ transport })`
+  // this showed 'w0 w1 w2 w3 w4 w0 w1 … w9' and stayed `streaming` (the wrapper useChat puts round the transport
+  // drops its `resumeStreamIsReplay`, so the replay was added to the part already shown).
+  it('a dropped connection mid-answer of a durable run: resumeStream() shows the answer once, whole', async () => {
+    secondHalf = new Gate();
+    const network = await relay(Number(new URL(base).port));
+    try {
+      const chatId = `drop-${randomUUID()}`;
+      const { page, problems } = await openChat('/halves', chatId, { api: network.origin, body: { on_disconnect: 'continue' } });
+      await page.getByLabel('Message').fill('go on');
+      await page.getByRole('button', { name: 'Send' }).click();
+      await page.locator('main[data-status=error]').or(page.locator('li[data-role=assistant]', { hasText: 'w4' })).waitFor();
+      expect(await page.locator('#error').innerText()).toBe('');
+
+      // The connection drops: the browser says it as a network error, and the run goes on on the server.
+      network.cut();
+      await page.locator('main[data-status=error]').waitFor();
+      expect(await texts(page, 'assistant')).toEqual(['w0 w1 w2 w3 w4']);
+
+      // The reconnect replays the message from its start; the rest streams once the replay has begun.
+      const reconnected = page.waitForResponse((response) => response.url() === `${network.origin}/halves/ui_stream/${chatId}/stream`);
+      await page.getByRole('button', { name: 'Resume' }).click();
+      expect((await reconnected).status()).toBe(200);
+      secondHalf.open();
+      await page.locator('main[data-status=ready]').waitFor();
+      expect(await page.locator('#error').innerText()).toBe('');
+      expect(await texts(page, 'assistant')).toEqual(['w0 w1 w2 w3 w4 w5 w6 w7 w8 w9']);
+      // The cut stream is the only failed request (the browser also logs it on the console).
+      expect(problems.filter((p) => p !== `failed: ${network.origin}/halves/ui_stream net::ERR_CONNECTION_RESET` && p !== 'console: Failed to load resource: net::ERR_CONNECTION_RESET')).toEqual([]);
+      await page.close();
+    } finally {
+      secondHalf.open();
+      await network.close();
+    }
   });
 });
