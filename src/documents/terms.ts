@@ -49,7 +49,9 @@ function addTerm(out: string[], word: string): void {
  */
 export function terms(text: string): string[] {
   const out: string[] = [];
-  for (const match of text.matchAll(/[\p{L}\p{N}]+(?:_[\p{L}\p{N}]+)*/gu)) {
+  // Composed (NFC), so "café" typed and "cafe" + U+0301 saved are one term; a word goes on through its combining
+  // marks (\p{M}: Devanagari's vowel signs, an accent), which a split there would tear into letters.
+  for (const match of text.normalize('NFC').matchAll(/[\p{L}\p{N}][\p{L}\p{M}\p{N}]*(?:_[\p{L}\p{M}\p{N}]+)*/gu)) {
     const word = match[0];
     const lower = word.toLowerCase();
     addTerm(out, lower);

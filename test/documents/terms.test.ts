@@ -44,4 +44,12 @@ describe('terms', () => {
     expect(terms(`key ${'a'.repeat(41)} value`)).toEqual(['kei', 'valu']);
     expect(terms('word '.repeat(10_000))).toHaveLength(4096);
   });
+
+  it('keeps a word whole through its combining marks, and reads a decomposed (NFD) word as its composed (NFC) form', () => {
+    // Devanagari writes its vowels as combining marks: a word is one term, not its consonants.
+    expect(terms('हिन्दी भाषा')).toEqual(['हिन्दी', 'भाषा']);
+    // macOS and some editors save "café" as "cafe" + U+0301: a query typed composed must meet it.
+    expect(terms('cafe\u0301 nai\u0308ve')).toEqual(terms('café naïve'));
+    expect(terms('café naïve')).toEqual(['café', 'naïve']);
+  });
 });
