@@ -9,7 +9,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, queryTerms, Runnable, RunnelError, searchableText, SEED_ORIGIN, terms, type IngestResult, type RunType } from '../src/index.js';
+import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, Runnable, RunnelError, searchSharingWords, SEED_ORIGIN, type IngestResult, type RunType } from '../src/index.js';
 import type { ChainContext } from './model.js';
 
 /** A retrieved passage, as `/rag` returns it. */
@@ -30,9 +30,6 @@ export const sourceSchema = z.object({
     .describe('source (the file), loc.lines {from, to}, headings (the heading path of its section, e.g. ["# Runnel", "## Persistence"]) and title'),
   score: z.number().describe('Relevance to the question, higher is closer: the reciprocal-rank fusion of its BM25 and vector ranks'),
 });
-
-/** Passages a search fetches per passage kept: those sharing no word with the question are dropped when others do. */
-const CANDIDATES_PER_SOURCE = 3;
 
 /** What marks the server's own passages in the collection: the seed touches those alone. */
 const SEEDED = { origin: SEED_ORIGIN } as const;
@@ -80,12 +77,7 @@ export class DocsCollection {
         if (await filling) throw new RunnelError('RUNNEL_ERR_COLLECTION_NOT_READY', 'The docs collection is still being seeded: retry in a few seconds');
       }
     }
-    const found = await store.search(query, { k: Math.min(k * CANDIDATES_PER_SOURCE, 100), search: 'hybrid' });
-    const wanted = new Set(queryTerms(query));
-    const sharing = found.filter(({ document }) => terms(searchableText(document)).some((term) => wanted.has(term)));
-    return (sharing.length > 0 ? sharing : found)
-      .slice(0, k)
-      .map(({ document, score }) => ({ id: document.id as string, content: document.pageContent, metadata: document.metadata, score: Number(score.toFixed(6)) }));
+    return (await searchSharingWords(store, query, k)).map(({ document, score }) => ({ id: document.id as string, content: document.pageContent, metadata: document.metadata, score: Number(score.toFixed(6)) }));
   }
 
   /** True once the collection holds its documents (seeded now or on an earlier start): `/readyz` waits for it. */

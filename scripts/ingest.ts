@@ -25,6 +25,7 @@ import {
   OpenAIEmbeddings,
   PgVectorStore,
   RunnelError,
+  searchSharingWords,
   type Embeddings,
   type IngestResult,
   type SearchMatch,
@@ -124,7 +125,11 @@ export async function query(options: {
       });
     if (rows.length === 0) throw new RunnelError('RUNNEL_ERR_NOT_FOUND', `No collection named ${options.collection}: ingest into it first`);
     const store = await PgVectorStore.create({ executor, embeddings: options.embeddings ?? new HashingEmbeddings(), collection: options.collection });
-    return await store.search(options.query, { k: options.k ?? 4, search: options.search ?? 'hybrid' });
+    const search = options.search ?? 'hybrid';
+    // Hybrid is /rag's search: listed as /rag would cite it (passages without the question's words dropped while
+    // any has them), not as the raw fused ranking, whose first passage /rag may never show. The other modes are raw.
+    if (search === 'hybrid') return await searchSharingWords(store, options.query, options.k ?? 4);
+    return await store.search(options.query, { k: options.k ?? 4, search });
   } finally {
     await services.close();
   }

@@ -8,4 +8,5 @@ export { validateFilter, matchesFilter, type Filter } from './filter.js';
 export { PgVectorStore, type PgVectorStoreOptions, type Distance } from './pgvector.js';
 export { databaseError, pgExecutor, pgliteExecutor, processWarn, type SqlExecutor, type SqlQueryable, type StoreWarn } from './sql.js';
 export { compileFilter } from './sql-filter.js';
+export { searchSharingWords, CANDIDATES_PER_PASSAGE } from './shared-words.js';
 export { ingestPaths, chunkId, SEED_ORIGIN, type IngestOptions, type IngestResult } from './ingest.js';

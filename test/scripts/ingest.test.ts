@@ -31,9 +31,10 @@ const mixed = `${collection}_mixed`;
 const unembedded = `${collection}_unembedded`;
 const refusedKey = `${collection}_refused`;
 const moving = `${collection}_moving`;
+const words = `${collection}_words`;
 afterAll(async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL });
-  for (const name of [collection, sections, mixed, unembedded, refusedKey, moving, `${moving}_seed`]) await dropCollections(pgExecutor(pool), name);
+  for (const name of [collection, sections, mixed, unembedded, refusedKey, moving, `${moving}_seed`, words]) await dropCollections(pgExecutor(pool), name);
   await pool.end();
 });
 
@@ -94,6 +95,18 @@ describe('npm run ingest', () => {
     // Named from the folder given on down, not by this machine's absolute path.
     expect(top?.metadata.source).toBe(`${basename(dir)}/facts.jsonl`);
     await pool.end();
+  });
+
+  // A probe: --query, said to search "as /rag's retriever does", listed first a passage sharing none of the
+  // question's words (a tie its vector won), which /rag drops while another passage has them.
+  it("--query lists the passages /rag would cite: none without the question's words while one has them", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runnel-words-'));
+    writeFileSync(join(dir, 'zoo.md'), '# Zoo\n\n## Giraffes\n\nGiraffes browse acacia leaves.\n\n## Penguins\n\nPenguins dive for krill.\n');
+    expect(await ingest({ paths: [dir], collection: words, databaseUrl: DATABASE_URL, chunkSize: 60 })).toMatchObject({ added: 2, failed: [] });
+    const hybrid = await query({ query: 'what do giraffes eat?', collection: words, databaseUrl: DATABASE_URL });
+    expect(hybrid.map((match) => match.document.metadata.headings)).toEqual([['# Zoo', '## Giraffes']]);
+    // The other modes stay the raw rankings, to look at one alone.
+    expect(await query({ query: 'what do giraffes eat?', collection: words, databaseUrl: DATABASE_URL, search: 'dense' })).toHaveLength(2);
   });
 
   it('splits Markdown by section, finds passages by hybrid search from the CLI, and --sync removes what an edit took out', async () => {
