@@ -12,7 +12,12 @@ import { MAX_K, type VectorStore } from './vector-store.js';
 /** Passages fetched per passage kept: those sharing no word with the question are dropped when others do. */
 export const CANDIDATES_PER_PASSAGE = 3;
 
-/** The `k` best passages of a hybrid search for `query`, those sharing none of its words dropped while any shares one. */
+/**
+ * The `k` best passages of a hybrid search for `query`, those sharing none of its words dropped while any shares one.
+ *
+ * @example
+ * const passages = await searchSharingWords(store, 'How is chat history stored?', 4);
+ */
 export async function searchSharingWords(store: VectorStore, query: string, k: number): Promise<SearchMatch[]> {
   const found = await store.search(query, { k: Math.min(k * CANDIDATES_PER_PASSAGE, MAX_K), search: 'hybrid' });
   const wanted = new Set(queryTerms(query));
