@@ -187,6 +187,11 @@ export const errorCodes = {
     retryable: true,
     description: 'The server is shutting down; another replica will answer.',
   },
+  RUNNEL_ERR_REPLICA_UNAVAILABLE: {
+    status: 502,
+    retryable: true,
+    description: "Answered by the shipped nginx (`deploy/nginx.conf`), not by Runnel: the replica that took the request could not be reached, closed the connection before answering (killed mid-request) or outlasted `proxy_read_timeout`. A request that reached a replica may have run partly there; nginx never passes it on to another.",
+  },
   RUNNEL_ERR_STREAM_STALLED: {
     status: 408,
     retryable: false,

@@ -7,12 +7,13 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/index.js';
+import { freePort } from '../helpers.js';
 import { startNginx, type Nginx } from '../support/nginx.js';
 import { allChains } from '../support/server.js';
 
@@ -90,5 +91,79 @@ describe('behind nginx, what nginx refuses itself', () => {
     const refused = await curl(args(nginx.url));
     expect(answer(refused)).toEqual({ status: 431, contentType: 'application/json; charset=utf-8', body: JSON.stringify(JSON.parse(replica.body)) });
     expect(refused.requestId).toMatch(NGINX_REQUEST_ID);
+  });
+});
+
+/**
+ * A replica that cannot be reached (stopped, restarting) or that dies mid-answer (`kill -9`, the OOM killer)
+ * leaves nginx to answer itself: 502 (504 past `proxy_read_timeout`). A probe with two replicas behind
+ * deploy/nginx.conf killed one under four `/invoke` calls: two got nginx's `<html>…502 Bad Gateway…` page, with
+ * no code to read and no x-request-id.
+ */
+describe('behind nginx, a replica that does not answer', () => {
+  let healthy: FastifyInstance;
+  let dying: Server;
+  let silent: Server;
+  let front: Nginx;
+  let timing: Nginx;
+
+  beforeAll(async () => {
+    healthy = await buildApp({ chains: allChains });
+    await healthy.listen({ port: 0, host: '127.0.0.1' });
+    const healthyUpstream = `127.0.0.1:${(healthy.server.address() as AddressInfo).port}`;
+    // Takes the request, then drops the connection with no answer: a replica killed mid-request.
+    dying = createServer((socket) => socket.once('data', () => socket.destroy()));
+    // Takes the request and never answers.
+    silent = createServer((socket) => socket.on('data', () => undefined));
+    await Promise.all([dying, silent].map((server) => new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))));
+    const dyingUpstream = `127.0.0.1:${(dying.address() as AddressInfo).port}`;
+    const silentUpstream = `127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    // startNginx waits for /healthz through the proxy, so the healthy replica is in each upstream; the others are
+    // reached with `location`s of their own, on the same server block and its error pages.
+    const route = (conf: string, prefix: string, upstream: string, extra = ''): string =>
+      conf.replace('    location / {', `    location ${prefix} {\n        proxy_pass http://${upstream};\n        proxy_http_version 1.1;${extra}\n    }\n\n    location / {`);
+    const refusedUpstream = `127.0.0.1:${await freePort()}`;
+    front = await startNginx({
+      upstreams: [healthyUpstream],
+      edit: (conf) => route(route(route(conf, '/dying/', dyingUpstream), '/v1/', dyingUpstream), '/refused/', refusedUpstream),
+    });
+    timing = await startNginx({
+      upstreams: [healthyUpstream],
+      edit: (conf) => route(conf, '/silent/', silentUpstream, '\n        proxy_read_timeout 1s;'),
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await front?.close();
+    await timing?.close();
+    await healthy?.close();
+    await Promise.all([dying, silent].map((server) => new Promise<void>((resolve) => (server?.listening ? server.close(() => resolve()) : resolve()))));
+  });
+
+  const post = (url: string) => curl(['-H', 'content-type: application/json', '--data', '{"input":{"topic":"cats"}}', url]);
+
+  it.each([
+    ['dies mid-request', '/dying/joke/invoke'],
+    ['cannot be reached', '/refused/joke/invoke'],
+  ])('answers in Runnel’s JSON when the replica %s, with a request id', async (_what, path) => {
+    const answer = await post(`${front.url}${path}`);
+    expect(answer.status).toBe(502);
+    expect(answer.contentType).toBe('application/json; charset=utf-8');
+    expect(JSON.parse(answer.body)).toEqual({ code: 'RUNNEL_ERR_REPLICA_UNAVAILABLE', message: expect.any(String), detail: expect.any(String) });
+    expect(answer.requestId).toMatch(NGINX_REQUEST_ID);
+  });
+
+  it('answers in OpenAI’s shape under /v1/, which the openai SDKs read', async () => {
+    const answer = await post(`${front.url}/v1/chat/completions`);
+    expect(answer.status).toBe(502);
+    expect(answer.contentType).toBe('application/json; charset=utf-8');
+    expect(JSON.parse(answer.body)).toEqual({ error: { message: expect.any(String), type: 'server_error', param: null, code: 'RUNNEL_ERR_REPLICA_UNAVAILABLE' } });
+  });
+
+  it('answers a replica that outlasts proxy_read_timeout the same way', async () => {
+    const answer = await post(`${timing.url}/silent/joke/invoke`);
+    expect(answer.status).toBe(502);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: 'RUNNEL_ERR_REPLICA_UNAVAILABLE' });
+    expect(answer.requestId).toMatch(NGINX_REQUEST_ID);
   });
 });
