@@ -7,7 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo, type Server } from 'node:net';
+import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -90,6 +90,46 @@ describe('behind nginx, what nginx refuses itself', () => {
     expect(replica.requestId).not.toBe('');
     const refused = await curl(args(nginx.url));
     expect(answer(refused)).toEqual({ status: 431, contentType: 'application/json; charset=utf-8', body: JSON.stringify(JSON.parse(replica.body)) });
+    expect(refused.requestId).toMatch(NGINX_REQUEST_ID);
+  });
+});
+
+/** What comes back for `text` written as is on a new connection to `url`'s port, split into status line and body. */
+function raw(url: string, text: string): Promise<{ status: string; contentType: string; requestId: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(new URL(url).port), '127.0.0.1', () => socket.write(text));
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      answer += chunk;
+      const end = answer.indexOf('\r\n\r\n');
+      const length = /\r\ncontent-length: *(\d+)/i.exec(answer);
+      if (end !== -1 && length !== null && answer.length >= end + 4 + Number(length[1])) socket.destroy();
+    });
+    socket.on('close', () => {
+      const [head = '', body = ''] = answer.split('\r\n\r\n');
+      const header = (name: string) => new RegExp(`\r\n${name}: *([^\r]*)`, 'i').exec(head)?.[1] ?? '';
+      resolve({ status: head.split('\r\n')[0] ?? '', contentType: header('content-type'), requestId: header('x-request-id'), body });
+    });
+    socket.on('error', reject);
+  });
+}
+
+describe('behind nginx, a request nginx cannot read', () => {
+  // A chunk size that is not hexadecimal: a client's bug, which both refuse 400.
+  const badChunk = (host: string) =>
+    `POST /echo/invoke HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n`;
+
+  it('answers a malformed chunked body as the replica answers it: 400 in Runnel’s JSON, with a request id', async () => {
+    const replica = await raw(direct, badChunk('127.0.0.1'));
+    expect(replica.status).toBe('HTTP/1.1 400 Bad Request');
+    expect(JSON.parse(replica.body)).toMatchObject({ code: 'RUNNEL_ERR_BAD_REQUEST' });
+    const refused = await raw(nginx.url, badChunk('127.0.0.1'));
+    expect({ status: refused.status, contentType: refused.contentType, body: refused.body }).toEqual({
+      status: 'HTTP/1.1 400 Bad Request',
+      contentType: 'application/json; charset=utf-8',
+      body: replica.body,
+    });
     expect(refused.requestId).toMatch(NGINX_REQUEST_ID);
   });
 });
