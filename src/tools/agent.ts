@@ -8,15 +8,36 @@
  * shows in the events. It stops with `RUNNEL_ERR_AGENT_MAX_ITERATIONS` after
  * `maxIterations` model calls.
  */
+import { randomUUID } from 'node:crypto';
 import { z, type ZodType } from 'zod';
 import { once, Runnable, RunnelError, type Run } from '../core/index.js';
-import { type AIMessage, AIMessageChunk, coerceMessages, HumanMessage, messagesSchema, SystemMessage, ToolMessage, type BaseMessage } from '../messages/index.js';
+import { AIMessage, AIMessageChunk, coerceMessages, HumanMessage, messagesSchema, SystemMessage, ToolMessage, type BaseMessage } from '../messages/index.js';
 import type { ChatModel, ChatModelInput } from '../models/index.js';
 import type { ChatPromptTemplate } from '../prompts/index.js';
 import type { StructuredTool } from './tool.js';
 
 /** Between the texts of two steps of an answer. */
 const STEP_SEPARATOR = '\n\n';
+
+/**
+ * The answer with an id on every tool call. A compatible server may send calls without ids; each tool message
+ * must name the call it answers, or the next request pairs no result with its call (the adapters send such a
+ * call as `call_0`, its result as `''`: OpenAI-compatible servers and Anthropic refuse that, or the model reads
+ * two results of one tool for either call). Random, as two steps' calls must not share one.
+ */
+function withCallIds(answer: AIMessage): AIMessage {
+  if (answer.tool_calls.every((call) => call.id !== undefined && call.id !== '')) return answer;
+  return new AIMessage({
+    content: answer.content,
+    additional_kwargs: answer.additional_kwargs,
+    response_metadata: answer.response_metadata,
+    name: answer.name,
+    id: answer.id,
+    tool_calls: answer.tool_calls.map((call) => (call.id === undefined || call.id === '' ? { ...call, id: `call_${randomUUID().replaceAll('-', '')}` } : call)),
+    invalid_tool_calls: answer.invalid_tool_calls,
+    usage_metadata: answer.usage_metadata,
+  });
+}
 
 /** Options of {@link createToolCallingAgent}. */
 export interface ToolCallingAgentOptions {
@@ -111,7 +132,7 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
     const messages = await this.conversation(input, run);
     const said: string[] = [];
     for (let step = 1; step <= this.maxIterations; step++) {
-      const answer = await this.model._invokeIn(messages, run.child([`agent:step:${step}`]));
+      const answer = withCallIds(await this.model._invokeIn(messages, run.child([`agent:step:${step}`])));
       messages.push(answer);
       if (answer.tool_calls.length === 0) {
         const text = this.final(answer);
@@ -138,7 +159,7 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
         first = false;
         said = true;
       }
-      const message = (answer ?? new AIMessageChunk('')).toMessage();
+      const message = withCallIds((answer ?? new AIMessageChunk('')).toMessage());
       messages.push(message);
       if (message.tool_calls.length === 0) {
         this.final(message);

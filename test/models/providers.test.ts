@@ -449,6 +449,31 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
         ]);
       });
     });
+
+    // A probe: an agent given calls without ids (a compatible server's) answered each with a tool message whose
+    // tool_call_id was '', while the assistant turn it sent back named them call_0 and call_1: no result paired
+    // with its call (OpenAI and Anthropic refuse such a conversation).
+    it('pairs each result of calls sent without ids with its call when the agent sends them back', async () => {
+      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: 'chatcmpl-odd', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      const call = (index: number, expression: string) => chunk({ tool_calls: [{ index, type: 'function', function: { name: 'calculator', arguments: JSON.stringify({ expression }) } }] });
+      const frames = [chunk({ role: 'assistant', content: '' }), call(0, '1+1'), call(1, '2+3'), chunk({}, 'tool_calls'), 'data: [DONE]\n\n'];
+      type Sent = { role: string; content: string | null; tool_call_id?: string; tool_calls?: { id: string; function: { arguments: string } }[] };
+      await scripted((body) => ((body.messages as Sent[]).at(-1)?.role === 'tool' ? { text: 'Two and five.' } : { frames }), async () => {
+        const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [calculatorTool()] });
+        for (const run of [() => agent.invoke({ input: '1+1 and 2+3?' }), async () => (await toArray(agent.stream({ input: '1+1 and 2+3?' }))).join('')]) {
+          const before = server.requests.length;
+          expect(await run()).toBe('Two and five.');
+          const sent = (server.requests[before + 1]?.body.messages ?? []) as Sent[];
+          const calls = sent.find((message) => message.role === 'assistant')?.tool_calls ?? [];
+          const results = sent.filter((message) => message.role === 'tool');
+          expect(new Set(calls.map((made) => made.id)).size).toBe(2);
+          // Each result answers its own call: 1+1 → 2, 2+3 → 5.
+          const paired = results.map((result) => [JSON.parse(calls.find((made) => made.id === result.tool_call_id)?.function.arguments ?? 'null'), result.content]);
+          expect(paired).toEqual([[{ expression: '1+1' }, '2'], [{ expression: '2+3' }, '5']]);
+        }
+      });
+    });
   }
 
   if (name === 'anthropic') {
