@@ -77,7 +77,9 @@ export class StructuredTool<S extends ZodType = ZodType, O = unknown> extends Ru
       const result = await callInScope(run.scope, this.func, parsed.data);
       return answer(contentOf(result), 'success', typeof result === 'string' ? undefined : result);
     } catch (error) {
-      if (isAbortError(error)) throw error;
+      // The run's own cancellation or timeout ends it; a step inside the tool that timed out on its own (a nested
+      // runnable's `timeout`) is a failure of the tool, for the model to read, as any other.
+      if (isAbortError(error) && run.signal?.aborted === true) throw error;
       return answer(`Error: ${this.name} failed: ${error instanceof Error ? error.message : String(error)}`, 'error');
     }
   }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { AIMessage, AIMessageChunk, calculatorTool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
-import { settleWithin, toArray } from '../helpers.js';
+import { AIMessage, AIMessageChunk, calculatorTool, lambda, tool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
+import { deferred, settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
 const KEY = 'sk-test-canary-4f9d2c';
@@ -218,6 +218,38 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       expect(invoked).toBe('Let me compute.\n\nIt is 2.');
       expect((await toArray(agent.stream({ input: 'What is 1 + 1?' }))).join('')).toBe(invoked);
     });
+  });
+
+  // A probe: a tool whose own step timed out (a nested runnable's `timeout`) failed the whole agent with
+  // RUNNEL_ERR_TIMEOUT, "The run timed out" (a 504), where any other failure of a tool goes to the model to read.
+  it('gives the model a tool’s own timeout to read, as any failure of the tool; the run’s own cancellation still ends it', async () => {
+    const hanging = deferred<string>();
+    const slowStep = lambda(() => hanging.promise, { name: 'slow_lookup' });
+    const lookup = tool(async ({ q }) => slowStep.invoke(q, { timeout: 1 }), { name: 'lookup', description: 'Looks up', schema: z.object({ q: z.string() }) });
+    const results: string[] = [];
+    const answered = (body: Record<string, unknown>): boolean => {
+      const text = JSON.stringify(body.messages);
+      if (text.includes('lookup failed')) results.push(text);
+      return text.includes('lookup failed');
+    };
+    try {
+      await scripted((body) => (answered(body) ? { text: 'The lookup timed out.' } : { toolCalls: [{ name: 'lookup', args: { q: 'x' } }] }), async () => {
+        const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [lookup] });
+        expect(await agent.invoke({ input: 'Look x up' })).toBe('The lookup timed out.');
+        expect(results).toHaveLength(1);
+        expect(results[0]).toMatch(/lookup failed: The run timed out/);
+        // The agent's own run cancelled while its tool waits: that ends the run.
+        const started = deferred();
+        const stuck = tool(async () => { started.resolve(); return hanging.promise; }, { name: 'lookup', description: 'Looks up', schema: z.object({ q: z.string() }) });
+        const controller = new AbortController();
+        const run = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [stuck] }).invoke({ input: 'Look x up' }, { signal: controller.signal });
+        await started.promise;
+        controller.abort();
+        await expect(run).rejects.toMatchObject({ code: 'RUNNEL_ERR_ABORTED' });
+      });
+    } finally {
+      hanging.resolve('late');
+    }
   });
 
   it('passes on an answer cut by the token limit with its reason, and never caches it: the next call asks again', async () => {
