@@ -86,9 +86,15 @@ const callId = (id: string | undefined): string => (id === undefined || id === '
  */
 export function chatCompletion(head: CompletionHead, output: unknown, options: { tools: boolean; usage: CompletionUsage; finishReason?: string | undefined }): Record<string, unknown> {
   const text = textOf(output);
+  // Calls whose arguments do not parse too, as the model wrote them (after the others): OpenAI passes on what the
+  // model generated for the client to validate, and the streamed answer sends them; dropped, an answer of such
+  // calls alone was an empty `stop`.
   const calls: CompletionToolCall[] =
     options.tools && output instanceof AIMessage
-      ? output.tool_calls.map((call) => ({ id: callId(call.id), type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } }))
+      ? [
+          ...output.tool_calls.map((call): CompletionToolCall => ({ id: callId(call.id), type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args) } })),
+          ...output.invalid_tool_calls.map((call): CompletionToolCall => ({ id: callId(call.id), type: 'function', function: { name: call.name ?? '', arguments: call.args ?? '' } })),
+        ]
       : [];
   const message = {
     role: 'assistant',

@@ -236,4 +236,21 @@ describe('tools through /v1/chat/completions', () => {
       openai.script = undefined;
     }
   });
+
+  // A probe: a call whose arguments do not parse ({"city": Rome}, [1]) was streamed as the model wrote it, but left
+  // out of the whole answer — one of such calls alone answered content "" with finish_reason stop, as if the
+  // model had said nothing. OpenAI passes the arguments on as generated, for the client to validate.
+  it('answers calls whose arguments do not parse as the model wrote them, streamed or not, as OpenAI does', async () => {
+    const calls = (choice: OpenAI.ChatCompletion['choices'][number] | undefined) => [choice?.finish_reason, choice?.message.tool_calls?.map((call) => (call.type === 'function' ? call.function.arguments : ''))];
+    try {
+      openai.script = () => ({ toolCalls: [{ name: 'get_weather', args: { city: 'Paris' } }, { name: 'get_weather', args: '{"city": Rome}' }] });
+      const expected = ['tool_calls', ['{"city":"Paris"}', '{"city": Rome}']];
+      expect(calls((await client.chat.completions.stream({ model: 'compat/tools', messages: [ask], tools: [weather] }).finalChatCompletion()).choices[0])).toEqual(expected);
+      expect(calls((await client.chat.completions.create({ model: 'compat/tools', messages: [ask], tools: [weather] })).choices[0])).toEqual(expected);
+      openai.script = () => ({ toolCalls: [{ name: 'get_weather', args: '[1]' }] });
+      expect(calls((await client.chat.completions.create({ model: 'compat/tools', messages: [ask], tools: [weather] })).choices[0])).toEqual(['tool_calls', ['[1]']]);
+    } finally {
+      openai.script = undefined;
+    }
+  });
 });
