@@ -148,18 +148,20 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
     const messages = await this.conversation(input, run);
     let said = false;
     for (let step = 1; step <= this.maxIterations; step++) {
-      let answer: AIMessageChunk | undefined;
+      // Added up once the step ends: a concat per chunk re-reads the tool calls' arguments so far at every chunk,
+      // an answer's worth of parsing per token (seconds of the event loop for a call that writes a long text).
+      const pieces: AIMessageChunk[] = [];
       let first = true;
       for await (const chunk of this.model._streamIn(once(messages), run.child([`agent:step:${step}`]), { value: messages })) {
         const piece = chunk as unknown as AIMessageChunk;
-        answer = answer === undefined ? piece : answer.concat(piece);
+        pieces.push(piece);
         if (piece.text === '') continue;
         // A step's first words after an earlier step's: a blank line between them, as invoke joins them.
         yield first && said ? STEP_SEPARATOR + piece.text : piece.text;
         first = false;
         said = true;
       }
-      const message = withCallIds((answer ?? new AIMessageChunk('')).toMessage());
+      const message = withCallIds((pieces.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(pieces)).toMessage());
       messages.push(message);
       if (message.tool_calls.length === 0) {
         this.final(message);

@@ -482,6 +482,34 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       });
     });
 
+    // A probe: the agent, streamed, added up each step's answer a chunk at a time, and each concat re-read the tool
+    // calls' arguments so far: a call writing 80 KB in 20,000 chunks held the event loop for 12 s more than invoke.
+    it('adds up a streamed step once, however many chunks its tool call’s arguments come in', async () => {
+      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: 'chatcmpl-long', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      const pieces = 500;
+      const frames = [
+        chunk({ role: 'assistant', content: '' }),
+        chunk({ tool_calls: [{ index: 0, id: 'call_long', type: 'function', function: { name: 'write', arguments: '{"text":"' } }] }),
+        ...Array.from({ length: pieces }, () => chunk({ tool_calls: [{ index: 0, function: { arguments: 'abcd' } }] })),
+        chunk({ tool_calls: [{ index: 0, function: { arguments: '"}' } }] }),
+        chunk({}, 'tool_calls'),
+        'data: [DONE]\n\n',
+      ];
+      const write = tool(({ text }) => `wrote ${text.length}`, { name: 'write', description: 'Writes', schema: z.object({ text: z.string() }) });
+      await scripted((body) => (JSON.stringify(body.messages).includes('wrote 2000') ? { text: 'Written.' } : { frames }), async () => {
+        const merges = vi.spyOn(AIMessageChunk, 'merge');
+        try {
+          const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [write] });
+          expect((await toArray(agent.stream({ input: 'Write it' }))).join('')).toBe('Written.');
+          // A few per step (the model's own checks, the agent's sum), never one per chunk.
+          expect(merges.mock.calls.length).toBeLessThan(20);
+        } finally {
+          merges.mockRestore();
+        }
+      });
+    });
+
     // A probe: an agent given calls without ids (a compatible server's) answered each with a tool message whose
     // tool_call_id was '', while the assistant turn it sent back named them call_0 and call_1: no result paired
     // with its call (OpenAI and Anthropic refuse such a conversation).
