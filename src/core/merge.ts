@@ -69,6 +69,26 @@ export function concat<T>(a: T, b: T): T {
   return b;
 }
 
+/** A chunk class that adds up many of its chunks in one pass (`AIMessageChunk.merge`): what `concat` does pairwise. */
+interface MergesMany<T> {
+  merge(chunks: readonly T[]): T;
+}
+
+/**
+ * Chunks added up as {@link concat} adds them pairwise; `undefined` for none. Chunks all of one class that adds up
+ * many at once (a static `merge`) are added up by it, in one pass: pairwise, a message chunk re-reads its tool
+ * calls' arguments so far at every chunk — an answer's worth of parsing per token.
+ */
+export function concatAll<T>(chunks: readonly T[]): T | undefined {
+  if (chunks.length === 0) return undefined;
+  const first = chunks[0];
+  const type = hasConcat(first) ? (first.constructor as Partial<MergesMany<T>>) : undefined;
+  if (typeof type?.merge === 'function' && chunks.every((chunk) => hasConcat(chunk) && chunk.constructor === type)) return type.merge(chunks);
+  let acc: T | undefined;
+  for (const [i, chunk] of chunks.entries()) acc = i === 0 ? chunk : concat(acc as T, chunk);
+  return acc;
+}
+
 /** Adds up a whole stream with {@link concat}; `undefined` when the stream is empty. */
 export async function collect<T>(stream: AsyncIterable<T>): Promise<T | undefined> {
   let acc: T | undefined;

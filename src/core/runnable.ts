@@ -27,7 +27,7 @@ import {
 import { abortError, RunnelError } from './errors.js';
 import type { EventFilters, RunListeners, RunType, StreamEvent } from './events.js';
 import { Graph, type GraphSpan } from './graph.js';
-import { collect, concat } from './merge.js';
+import { collect, concat, concatAll } from './merge.js';
 import { Run } from './run.js';
 import { configJsonSchema, toJsonSchema, type ConfigSpec, type JsonSchema } from './schema.js';
 import { streamEvents } from './stream-events.js';
@@ -265,8 +265,8 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
 
   private async *runStream(inputs: AsyncIterable<I>, run: Run, signal: Cancellation | undefined, known?: Known<I>): AsyncGenerator<O> {
     const observed = run.observed;
-    let output: O | undefined;
-    let hasOutput = false;
+    // The chunks, added up when the run ends (see concatAll: one pass, not one per chunk).
+    const outputs: O[] = [];
     let settled = false;
     try {
       if (signal?.aborted === true) throw abortError(signal);
@@ -282,20 +282,19 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
       for await (const chunk of signal === undefined ? source : abortable(source, signal)) {
         if (observed) {
           run.chunk(chunk);
-          output = hasOutput ? concat(output as O, chunk) : chunk;
-          hasOutput = true;
+          outputs.push(chunk);
         }
         yield chunk;
       }
       settled = true;
-      run.end(output);
+      run.end(concatAll(outputs));
     } catch (error) {
       settled = true;
       run.fail(error);
       throw error;
     } finally {
       // The reader stopped early: the run ends with what it had produced.
-      if (!settled) run.end(output);
+      if (!settled) run.end(concatAll(outputs));
     }
   }
 

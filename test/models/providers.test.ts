@@ -484,6 +484,7 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
 
     // A probe: the agent, streamed, added up each step's answer a chunk at a time, and each concat re-read the tool
     // calls' arguments so far: a call writing 80 KB in 20,000 chunks held the event loop for 12 s more than invoke.
+    // Every observed streamed run (stream_events) added up its output so too.
     it('adds up a streamed step once, however many chunks its tool call’s arguments come in', async () => {
       const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
         `data: ${JSON.stringify({ id: 'chatcmpl-long', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
@@ -503,6 +504,12 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
           const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [write] });
           expect((await toArray(agent.stream({ input: 'Write it' }))).join('')).toBe('Written.');
           // A few per step (the model's own checks, the agent's sum), never one per chunk.
+          expect(merges.mock.calls.length).toBeLessThan(20);
+          // Observed (stream_events), each run's output — the model's answer — is added up once too.
+          merges.mockClear();
+          const events = await toArray(agent.streamEvents({ input: 'Write it' }));
+          expect(events.filter((event) => event.event === 'on_chat_model_stream').length).toBeGreaterThan(pieces);
+          expect(events.find((event) => event.event === 'on_chat_model_end')?.data.output).toMatchObject({ tool_calls: [{ name: 'write', args: { text: 'abcd'.repeat(pieces) } }] });
           expect(merges.mock.calls.length).toBeLessThan(20);
         } finally {
           merges.mockRestore();
