@@ -11,7 +11,8 @@
  * one atomic write, so across replicas nothing interleaves or is lost.
  */
 import { z, type ZodType } from 'zod';
-import { abortError, concat, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run } from '../core/index.js';
+import { abortError, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run } from '../core/index.js';
+import { concatAll } from '../core/merge.js';
 import { AIMessage, BaseMessage, coerceMessages, HumanMessage } from '../messages/index.js';
 import type { ConfigSpec } from '../core/index.js';
 import { checkSessionId, SESSION_ID, type ChatMessageHistory } from './history.js';
@@ -149,17 +150,17 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
     const { key, history } = this.session(run);
     // Hold the session for the whole stream: the next request sees this answer.
     const release = await this.acquire(key, run.signal);
-    let output: O | undefined;
-    let first = true;
+    // The answer's chunks, added up once it ends (concatAll: one pass; a concat per chunk re-read a tool call's
+    // arguments so far at every token).
+    const chunks: O[] = [];
     try {
       const prepared = this.prepare(input, await history.getMessages());
       for await (const chunk of this.bound._streamIn(once(prepared.input), run.scope, { value: prepared.input })) {
-        output = first ? chunk : concat(output as O, chunk);
-        first = false;
+        chunks.push(chunk);
         yield chunk;
       }
       checkNotAborted(run);
-      await history.addMessages([...prepared.added, ...answerOf(output, this.options.outputMessagesKey)]);
+      await history.addMessages([...prepared.added, ...answerOf(concatAll(chunks), this.options.outputMessagesKey)]);
     } finally {
       release();
     }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { AIMessage, AIMessageChunk, calculatorTool, lambda, tool, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
+import { AIMessage, AIMessageChunk, calculatorTool, lambda, MemoryHistoryStore, tool, withMessageHistory, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
 import { deferred, settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
@@ -484,7 +484,7 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
 
     // A probe: the agent, streamed, added up each step's answer a chunk at a time, and each concat re-read the tool
     // calls' arguments so far: a call writing 80 KB in 20,000 chunks held the event loop for 12 s more than invoke.
-    // Every observed streamed run (stream_events) added up its output so too.
+    // Every observed streamed run (stream_events) added up its output so too, and a chat with history its answer.
     it('adds up a streamed step once, however many chunks its tool call’s arguments come in', async () => {
       const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
         `data: ${JSON.stringify({ id: 'chatcmpl-long', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
@@ -511,6 +511,15 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
           expect(events.filter((event) => event.event === 'on_chat_model_stream').length).toBeGreaterThan(pieces);
           expect(events.find((event) => event.event === 'on_chat_model_end')?.data.output).toMatchObject({ tool_calls: [{ name: 'write', args: { text: 'abcd'.repeat(pieces) } }] });
           expect(merges.mock.calls.length).toBeLessThan(20);
+          // A chat with history, streamed: the answer is saved whole — its tool call — and added up once.
+          merges.mockClear();
+          const store = new MemoryHistoryStore();
+          const chat = withMessageHistory(model({ model: 'scripted' }).bindTools([write]), { getHistory: (sessionId) => store.history(sessionId) });
+          await toArray(chat.stream('Write it', { configurable: { session_id: 's1' } }));
+          expect(merges.mock.calls.length).toBeLessThan(20);
+          const saved = await store.history('s1').getMessages();
+          expect(saved.map((message) => message.type)).toEqual(['human', 'ai']);
+          expect((saved[1] as AIMessage).tool_calls).toMatchObject([{ id: 'call_long', name: 'write', args: { text: 'abcd'.repeat(pieces) } }]);
         } finally {
           merges.mockRestore();
         }
