@@ -7,7 +7,8 @@
  */
 import { addUsage, type UsageMetadata } from '../messages/index.js';
 import { providerFailure } from '../models/errors.js';
-import { CancelToken, concat, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
+import { CancelToken, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
+import { concatAll } from '../core/merge.js';
 import { eventFilter, runTypeOf } from '../core/events.js';
 import { publicErrors } from './public-errors.js';
 import { isLastFrame, RunEnded, runConfig, type RunFrame, type RunRecord, type RunStore } from './store.js';
@@ -279,7 +280,6 @@ export async function executeRun(options: {
       base = started.record;
     }
     writer.push('metadata', { run_id: runId });
-    let first = true;
     if (record.kind === 'stream_events') {
       // Filtered here, not by the chain: the root run's end (the output `/invoke` gives, which the record keeps)
       // is read whether or not the filters let its event through to the log.
@@ -289,11 +289,14 @@ export async function executeRun(options: {
         if (accept === undefined || accept(event, runTypeOf(event))) writer.push('data', event);
       }
     } else {
+      // Added up once it ends (concatAll: one pass; a concat per chunk re-read a tool call's arguments so far at
+      // every token).
+      const chunks: unknown[] = [];
       for await (const chunk of runnable.stream(record.input as never, config)) {
-        output = first ? chunk : concat(output, chunk);
-        first = false;
+        chunks.push(chunk);
         writer.push('data', chunk ?? null);
       }
+      output = concatAll(chunks);
     }
     // A step that ends "normally" when aborted (a model SDK) must not turn a cancelled run into a success.
     signal.throwIfAborted();
