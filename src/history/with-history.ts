@@ -11,8 +11,7 @@
  * one atomic write, so across replicas nothing interleaves or is lost.
  */
 import { z, type ZodType } from 'zod';
-import { abortError, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run } from '../core/index.js';
-import { concatAll } from '../core/merge.js';
+import { abortError, concatAll, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run } from '../core/index.js';
 import { AIMessage, BaseMessage, coerceMessages, HumanMessage } from '../messages/index.js';
 import type { ConfigSpec } from '../core/index.js';
 import { checkSessionId, SESSION_ID, type ChatMessageHistory } from './history.js';

@@ -7,8 +7,7 @@
  */
 import { addUsage, type UsageMetadata } from '../messages/index.js';
 import { providerFailure } from '../models/errors.js';
-import { CancelToken, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
-import { concatAll } from '../core/merge.js';
+import { CancelToken, concatAll, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
 import { eventFilter, runTypeOf } from '../core/events.js';
 import { publicErrors } from './public-errors.js';
 import { isLastFrame, RunEnded, runConfig, type RunFrame, type RunRecord, type RunStore } from './store.js';
