@@ -27,7 +27,7 @@ import {
 import { abortError, RunnelError } from './errors.js';
 import type { EventFilters, RunListeners, RunType, StreamEvent } from './events.js';
 import { Graph, type GraphSpan } from './graph.js';
-import { collect, concat, concatAll } from './merge.js';
+import { collect, concatAll } from './merge.js';
 import { Run } from './run.js';
 import { configJsonSchema, toJsonSchema, type ConfigSpec, type JsonSchema } from './schema.js';
 import { streamEvents } from './stream-events.js';
@@ -97,15 +97,14 @@ function entersSignal(scope: Scope): boolean {
 
 /** Adds up a stream of input chunks, recording it on the run once known. */
 async function* tapInput<T>(inputs: AsyncIterable<T>, run: Run): AsyncGenerator<T> {
-  let acc: T | undefined;
-  let first = true;
+  // Added up once the input ends, as a run's output is (see concatAll): a parser after a model gets its chunks.
+  const chunks: T[] = [];
   for await (const chunk of inputs) {
     run.start();
-    acc = first ? chunk : concat(acc as T, chunk);
-    first = false;
+    chunks.push(chunk);
     yield chunk;
   }
-  run.setInput(acc);
+  run.setInput(concatAll(chunks));
 }
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { AIMessage, AIMessageChunk, calculatorTool, lambda, MemoryHistoryStore, tool, withMessageHistory, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
+import { AIMessage, AIMessageChunk, calculatorTool, lambda, MemoryHistoryStore, tool, withMessageHistory, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StringOutputParser, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
 import { deferred, settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
@@ -520,6 +520,12 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
           const saved = await store.history('s1').getMessages();
           expect(saved.map((message) => message.type)).toEqual(['human', 'ai']);
           expect((saved[1] as AIMessage).tool_calls).toMatchObject([{ id: 'call_long', name: 'write', args: { text: 'abcd'.repeat(pieces) } }]);
+          // A parser after the model, observed: its input — the model's chunks — is added up once too.
+          merges.mockClear();
+          const parsed = model({ model: 'scripted' }).bindTools([write]).pipe(new StringOutputParser());
+          const parserEnd = (await toArray(parsed.streamEvents('Write it'))).find((event) => event.event === 'on_parser_end');
+          expect(parserEnd?.data.input).toMatchObject({ tool_calls: [{ name: 'write', args: { text: 'abcd'.repeat(pieces) } }] });
+          expect(merges.mock.calls.length).toBeLessThan(20);
         } finally {
           merges.mockRestore();
         }
