@@ -19,24 +19,43 @@ import type { StructuredTool } from './tool.js';
 /** Between the texts of two steps of an answer. */
 const STEP_SEPARATOR = '\n\n';
 
+const callId = (id: string | undefined): string => (id === undefined || id === '' ? `call_${randomUUID().replaceAll('-', '')}` : id);
+
+/** The most of an unreadable call's arguments quoted back to the model. */
+const QUOTED_ARGS = 500;
+
 /**
- * The answer with an id on every tool call. A compatible server may send calls without ids; each tool message
- * must name the call it answers, or the next request pairs no result with its call (the adapters send such a
- * call as `call_0`, its result as `''`: OpenAI-compatible servers and Anthropic refuse that, or the model reads
- * two results of one tool for either call). Random, as two steps' calls must not share one.
+ * A step's answer as the conversation goes on with it, and the results of the calls it made that cannot run.
+ *
+ * - Every tool call gets an id. A compatible server may send calls without ids; each tool message must name
+ *   the call it answers, or the next request pairs no result with its call (the adapters send such a call as
+ *   `call_0`, its result as `''`: OpenAI-compatible servers and Anthropic refuse that, or the model reads two
+ *   results of one tool for either call). Random, as two steps' calls must not share one.
+ * - A call whose arguments do not parse, beside calls that do, goes on as a call with no arguments, answered
+ *   by an error quoting what the model wrote: left out, the model never learnt it had not run (a probe). (An
+ *   answer of such calls alone is no answer: {@link ToolCallingAgent.final} fails the run.)
  */
-function withCallIds(answer: AIMessage): AIMessage {
-  if (answer.tool_calls.every((call) => call.id !== undefined && call.id !== '')) return answer;
-  return new AIMessage({
+function nextTurn(answer: AIMessage): { message: AIMessage; unreadable: ToolMessage[] } {
+  const bad = answer.tool_calls.length === 0 ? [] : answer.invalid_tool_calls;
+  if (bad.length === 0 && answer.tool_calls.every((call) => call.id !== undefined && call.id !== '')) return { message: answer, unreadable: [] };
+  const refused = bad.map((call) => ({ name: call.name ?? '', args: {}, id: callId(call.id), type: 'tool_call' as const }));
+  const unreadable = bad.map((call, i) => {
+    const written = call.args ?? '';
+    const quoted = written.length > QUOTED_ARGS ? `${written.slice(0, QUOTED_ARGS)}…` : written;
+    const content = `Error: the arguments of this call of ${call.name ?? 'a tool'} could not be read (${call.error ?? 'malformed JSON'}), so it did not run. You wrote: ${quoted}`;
+    return new ToolMessage({ content, tool_call_id: refused[i]?.id ?? '', status: 'error' });
+  });
+  const message = new AIMessage({
     content: answer.content,
     additional_kwargs: answer.additional_kwargs,
     response_metadata: answer.response_metadata,
     name: answer.name,
     id: answer.id,
-    tool_calls: answer.tool_calls.map((call) => (call.id === undefined || call.id === '' ? { ...call, id: `call_${randomUUID().replaceAll('-', '')}` } : call)),
-    invalid_tool_calls: answer.invalid_tool_calls,
+    tool_calls: [...answer.tool_calls.map((call) => ({ ...call, id: callId(call.id) })), ...refused],
+    invalid_tool_calls: [],
     usage_metadata: answer.usage_metadata,
   });
+  return { message, unreadable };
 }
 
 /** Options of {@link createToolCallingAgent}. */
@@ -98,9 +117,13 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
     return [new SystemMessage(this.system), ...history, new HumanMessage(input.input)];
   }
 
-  private async callTools(message: AIMessage, run: Run): Promise<ToolMessage[]> {
+  /** The results of the answer's calls, in their order: `unreadable` answers those whose arguments did not parse. */
+  private async callTools(message: AIMessage, run: Run, unreadable: ToolMessage[]): Promise<ToolMessage[]> {
+    const refused = new Map(unreadable.map((result) => [result.tool_call_id, result]));
     return Promise.all(
       message.tool_calls.map(async (call) => {
+        const result = refused.get(call.id ?? '');
+        if (result !== undefined) return result;
         const found = this.tools.get(call.name);
         if (found === undefined) {
           return new ToolMessage({ content: `Error: there is no tool named ${call.name}. Use one of: ${[...this.tools.keys()].join(', ')}.`, tool_call_id: call.id ?? '', status: 'error' });
@@ -132,14 +155,14 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
     const messages = await this.conversation(input, run);
     const said: string[] = [];
     for (let step = 1; step <= this.maxIterations; step++) {
-      const answer = withCallIds(await this.model._invokeIn(messages, run.child([`agent:step:${step}`])));
+      const { message: answer, unreadable } = nextTurn(await this.model._invokeIn(messages, run.child([`agent:step:${step}`])));
       messages.push(answer);
       if (answer.tool_calls.length === 0) {
         const text = this.final(answer);
         return (text === '' ? said : [...said, text]).join(STEP_SEPARATOR);
       }
       if (answer.text !== '') said.push(answer.text);
-      messages.push(...(await this.callTools(answer, run)));
+      messages.push(...(await this.callTools(answer, run, unreadable)));
     }
     throw this.tooMany();
   }
@@ -161,13 +184,13 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
         first = false;
         said = true;
       }
-      const message = withCallIds((pieces.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(pieces)).toMessage());
+      const { message, unreadable } = nextTurn((pieces.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(pieces)).toMessage());
       messages.push(message);
       if (message.tool_calls.length === 0) {
         this.final(message);
         return;
       }
-      messages.push(...(await this.callTools(message, run)));
+      messages.push(...(await this.callTools(message, run, unreadable)));
     }
     throw this.tooMany();
   }

@@ -532,6 +532,33 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       });
     });
 
+    // A probe: an answer with a call whose arguments did not parse, beside one that did, ran the good call and
+    // left the other out of the conversation: the model never learnt it had not run.
+    it('answers a call whose arguments do not parse, beside one that does, with an error quoting what the model wrote', async () => {
+      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: 'chatcmpl-bad', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      const call = (index: number, id: string, args: string) => chunk({ tool_calls: [{ index, id, type: 'function', function: { name: 'calculator', arguments: args } }] });
+      const frames = [chunk({ role: 'assistant', content: '' }), call(0, 'call_good', '{"expression":"1+1"}'), call(1, 'call_bad', '{"expression": 2+'), chunk({}, 'tool_calls'), 'data: [DONE]\n\n'];
+      type Sent = { role: string; content: string | null; tool_call_id?: string; tool_calls?: { id: string; function: { name: string; arguments: string } }[] };
+      await scripted((body) => ((body.messages as Sent[]).at(-1)?.role === 'tool' ? { text: 'Two; the other again.' } : { frames }), async () => {
+        const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [calculatorTool()] });
+        for (const run of [() => agent.invoke({ input: '1+1 and 2+?' }), async () => (await toArray(agent.stream({ input: '1+1 and 2+?' }))).join('')]) {
+          const before = server.requests.length;
+          expect(await run()).toBe('Two; the other again.');
+          const sent = (server.requests[before + 1]?.body.messages ?? []) as Sent[];
+          const calls = sent.find((message) => message.role === 'assistant')?.tool_calls ?? [];
+          expect(calls.map((made) => [made.id, made.function.name])).toEqual([
+            ['call_good', 'calculator'],
+            ['call_bad', 'calculator'],
+          ]);
+          const results = sent.filter((message) => message.role === 'tool');
+          expect(results.map((result) => result.tool_call_id)).toEqual(['call_good', 'call_bad']);
+          expect(results[0]?.content).toBe('2');
+          expect(results[1]?.content).toMatch(/^Error: the arguments of this call of calculator could not be read \(.*\), so it did not run\. You wrote: \{"expression": 2\+$/);
+        }
+      });
+    });
+
     // A probe: an agent given calls without ids (a compatible server's) answered each with a tool message whose
     // tool_call_id was '', while the assistant turn it sent back named them call_0 and call_1: no result paired
     // with its call (OpenAI and Anthropic refuse such a conversation).
