@@ -74,19 +74,69 @@ interface MergesMany<T> {
   merge(chunks: readonly T[]): T;
 }
 
+/** The class of a chunk whose class adds up many of its chunks at once (a static `merge`), or undefined. */
+function mergesMany<T>(chunk: T): MergesMany<T> | undefined {
+  if (!hasConcat(chunk)) return undefined;
+  const type = chunk.constructor as Partial<MergesMany<T>> | undefined;
+  return typeof type?.merge === 'function' ? (type as MergesMany<T>) : undefined;
+}
+
 /**
- * Chunks added up as {@link concat} adds them pairwise; `undefined` for none. Chunks all of one class that adds up
- * many at once (a static `merge`) are added up by it, in one pass: pairwise, a message chunk re-reads its tool
- * calls' arguments so far at every chunk — an answer's worth of parsing per token.
+ * A stream's chunks added up as they come, exactly as {@link concat} adds them pairwise, and holding no more than
+ * it does: a chunk that cannot be added (a snapshot, a number) lets go of what came before. Only a run of chunks
+ * of one class that adds up many at once (a static `merge`, as `AIMessageChunk` has) is kept, and added up in one
+ * pass when read: pairwise, a message chunk re-reads its tool calls' arguments so far at every chunk — an
+ * answer's worth of parsing per token.
  */
+export class ChunkSum<T> {
+  private acc: T | undefined;
+  private has = false;
+  /** A run of chunks of `type`, after `acc` (which then counts as none). */
+  private pending: T[] = [];
+  private type: MergesMany<T> | undefined;
+
+  /** Adds a chunk. */
+  push(chunk: T): void {
+    if (this.pending.length > 0) {
+      if (hasConcat(chunk) && (chunk.constructor as unknown) === this.type) {
+        this.pending.push(chunk);
+        return;
+      }
+      this.acc = this.flush();
+    }
+    this.acc = this.has ? concat(this.acc as T, chunk) : chunk;
+    this.has = true;
+    this.type = mergesMany(this.acc);
+    if (this.type !== undefined) {
+      this.pending = [this.acc];
+      this.acc = undefined;
+    }
+  }
+
+  /** Whether any chunk came. */
+  get empty(): boolean {
+    return !this.has;
+  }
+
+  /** The chunks so far added up; `undefined` for none. */
+  value(): T | undefined {
+    if (this.pending.length > 0) this.acc = this.flush();
+    return this.acc;
+  }
+
+  private flush(): T {
+    const merged = (this.type as MergesMany<T>).merge(this.pending);
+    this.pending = [];
+    this.type = undefined;
+    return merged;
+  }
+}
+
+/** Chunks added up as {@link concat} adds them pairwise (see {@link ChunkSum}); `undefined` for none. */
 export function concatAll<T>(chunks: readonly T[]): T | undefined {
-  if (chunks.length === 0) return undefined;
-  const first = chunks[0];
-  const type = hasConcat(first) ? (first.constructor as Partial<MergesMany<T>>) : undefined;
-  if (typeof type?.merge === 'function' && chunks.every((chunk) => hasConcat(chunk) && chunk.constructor === type)) return type.merge(chunks);
-  let acc: T | undefined;
-  for (const [i, chunk] of chunks.entries()) acc = i === 0 ? chunk : concat(acc as T, chunk);
-  return acc;
+  const sum = new ChunkSum<T>();
+  for (const chunk of chunks) sum.push(chunk);
+  return sum.value();
 }
 
 /** Adds up a whole stream with {@link concat}; `undefined` when the stream is empty. */

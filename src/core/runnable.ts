@@ -27,7 +27,7 @@ import {
 import { abortError, RunnelError } from './errors.js';
 import type { EventFilters, RunListeners, RunType, StreamEvent } from './events.js';
 import { Graph, type GraphSpan } from './graph.js';
-import { collect, concatAll } from './merge.js';
+import { ChunkSum, collect } from './merge.js';
 import { Run } from './run.js';
 import { configJsonSchema, toJsonSchema, type ConfigSpec, type JsonSchema } from './schema.js';
 import { streamEvents } from './stream-events.js';
@@ -97,14 +97,14 @@ function entersSignal(scope: Scope): boolean {
 
 /** Adds up a stream of input chunks, recording it on the run once known. */
 async function* tapInput<T>(inputs: AsyncIterable<T>, run: Run): AsyncGenerator<T> {
-  // Added up once the input ends, as a run's output is (see concatAll): a parser after a model gets its chunks.
-  const chunks: T[] = [];
+  // Added up as a run's output is (see ChunkSum): a parser after a model gets its chunks.
+  const chunks = new ChunkSum<T>();
   for await (const chunk of inputs) {
     run.start();
     chunks.push(chunk);
     yield chunk;
   }
-  run.setInput(concatAll(chunks));
+  run.setInput(chunks.value());
 }
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
@@ -264,8 +264,8 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
 
   private async *runStream(inputs: AsyncIterable<I>, run: Run, signal: Cancellation | undefined, known?: Known<I>): AsyncGenerator<O> {
     const observed = run.observed;
-    // The chunks, added up when the run ends (see concatAll: one pass, not one per chunk).
-    const outputs: O[] = [];
+    // The chunks added up (see ChunkSum: message chunks in one pass when the run ends, not one per chunk).
+    const outputs = new ChunkSum<O>();
     let settled = false;
     try {
       if (signal?.aborted === true) throw abortError(signal);
@@ -286,14 +286,14 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
         yield chunk;
       }
       settled = true;
-      run.end(concatAll(outputs));
+      run.end(outputs.value());
     } catch (error) {
       settled = true;
       run.fail(error);
       throw error;
     } finally {
       // The reader stopped early: the run ends with what it had produced.
-      if (!settled) run.end(concatAll(outputs));
+      if (!settled) run.end(outputs.value());
     }
   }
 

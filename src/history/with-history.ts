@@ -11,7 +11,7 @@
  * one atomic write, so across replicas nothing interleaves or is lost.
  */
 import { z, type ZodType } from 'zod';
-import { abortError, concatAll, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run } from '../core/index.js';
+import { abortError, ChunkSum, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run } from '../core/index.js';
 import { AIMessage, BaseMessage, coerceMessages, HumanMessage } from '../messages/index.js';
 import type { ConfigSpec } from '../core/index.js';
 import { checkSessionId, SESSION_ID, type ChatMessageHistory } from './history.js';
@@ -149,9 +149,9 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
     const { key, history } = this.session(run);
     // Hold the session for the whole stream: the next request sees this answer.
     const release = await this.acquire(key, run.signal);
-    // The answer's chunks, added up once it ends (concatAll: one pass; a concat per chunk re-read a tool call's
-    // arguments so far at every token).
-    const chunks: O[] = [];
+    // The answer's chunks added up (ChunkSum: message chunks in one pass once it ends; a concat per chunk re-read a
+    // tool call's arguments so far at every token).
+    const chunks = new ChunkSum<O>();
     try {
       const prepared = this.prepare(input, await history.getMessages());
       for await (const chunk of this.bound._streamIn(once(prepared.input), run.scope, { value: prepared.input })) {
@@ -159,7 +159,7 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
         yield chunk;
       }
       checkNotAborted(run);
-      await history.addMessages([...prepared.added, ...answerOf(concatAll(chunks), this.options.outputMessagesKey)]);
+      await history.addMessages([...prepared.added, ...answerOf(chunks.value(), this.options.outputMessagesKey)]);
     } finally {
       release();
     }

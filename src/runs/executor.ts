@@ -7,7 +7,7 @@
  */
 import { addUsage, type UsageMetadata } from '../messages/index.js';
 import { providerFailure } from '../models/errors.js';
-import { CancelToken, concatAll, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
+import { CancelToken, ChunkSum, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
 import { eventFilter, runTypeOf } from '../core/events.js';
 import { publicErrors } from './public-errors.js';
 import { isLastFrame, RunEnded, runConfig, type RunFrame, type RunRecord, type RunStore } from './store.js';
@@ -288,14 +288,14 @@ export async function executeRun(options: {
         if (accept === undefined || accept(event, runTypeOf(event))) writer.push('data', event);
       }
     } else {
-      // Added up once it ends (concatAll: one pass; a concat per chunk re-read a tool call's arguments so far at
-      // every token).
-      const chunks: unknown[] = [];
+      // Added up as they come (ChunkSum: message chunks in one pass once it ends; a concat per chunk re-read a tool
+      // call's arguments so far at every token).
+      const chunks = new ChunkSum<unknown>();
       for await (const chunk of runnable.stream(record.input as never, config)) {
         chunks.push(chunk);
         writer.push('data', chunk ?? null);
       }
-      output = concatAll(chunks);
+      output = chunks.value();
     }
     // A step that ends "normally" when aborted (a model SDK) must not turn a cancelled run into a success.
     signal.throwIfAborted();

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { collect, concat } from '../../src/index.js';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { AIMessageChunk, asSnapshot, collect, concat, concatAll, generator } from '../../src/index.js';
 
 class Chunk {
   constructor(readonly text: string, readonly count = 1) {}
@@ -42,5 +44,56 @@ describe('concat', () => {
       yield 'b';
     }
     expect(await collect(parts())).toBe('ab');
+  });
+});
+
+describe('an observed stream of snapshots', () => {
+  // A JSON parser's every chunk is a whole snapshot of the object so far: the run's output is the last one, and
+  // the ones before it must be let go as they are replaced (kept until the end, n snapshots of a growing object
+  // are quadratic memory).
+  it('lets go of each snapshot once a later one replaces it', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const refs: WeakRef<object>[] = [];
+    const snapshots = generator<unknown, object>(async function* (inputs) {
+      for await (const _ of inputs) void _;
+      for (let i = 0; i < 5; i++) {
+        const snapshot = asSnapshot({ items: Array.from({ length: i + 1 }, (_, j) => `item ${j}`) });
+        refs.push(new WeakRef(snapshot));
+        yield snapshot;
+      }
+    });
+    let last: unknown;
+    let held = -1;
+    for await (const event of snapshots.streamEvents(null)) {
+      if (event.event === 'on_chain_end') last = event.data.output;
+      if (event.event !== 'on_chain_stream' || refs.length !== 4) continue;
+      // The fourth snapshot streamed: the first three are replaced.
+      await new Promise((resolve) => setImmediate(resolve));
+      gc();
+      held = refs.slice(0, 3).filter((ref) => ref.deref() !== undefined).length;
+    }
+    expect(held).toBe(0);
+    expect(last).toEqual({ items: ['item 0', 'item 1', 'item 2', 'item 3', 'item 4'] });
+  });
+});
+
+describe('concatAll', () => {
+  it('adds up as concat does pairwise, message chunks among other chunks included', () => {
+    const message = (text: string, args?: string): AIMessageChunk =>
+      new AIMessageChunk({ content: text, tool_call_chunks: args === undefined ? [] : [{ index: 0, id: args === '{"a"' ? 'c1' : undefined, name: args === '{"a"' ? 't' : undefined, args }] });
+    const runs: unknown[][] = [
+      [message('He'), message('l', '{"a"'), message('lo', ':1}')],
+      [undefined, message('a'), message('b')],
+      ['text', message('a'), message('b')],
+      [{ k: 'v' }, { k: 'w' }, message('a'), message('b')],
+      [new Chunk('x'), message('b'), message('c')],
+      [message('a'), message('b'), asSnapshot({ o: 'whole' })],
+      [{ o: 'a' }, asSnapshot({ o: 'b' }), { o: 'c' }],
+    ];
+    for (const chunks of runs) {
+      const pairwise = chunks.slice(1).reduce((acc, chunk) => concat(acc, chunk), chunks[0]);
+      expect(JSON.parse(JSON.stringify(concatAll(chunks)))).toEqual(JSON.parse(JSON.stringify(pairwise)));
+    }
   });
 });
