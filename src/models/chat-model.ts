@@ -86,7 +86,6 @@ function malformedCalls(chunks: readonly AIMessageChunk[]): boolean {
   return AIMessageChunk.merge(chunks).invalid_tool_calls.length > 0;
 }
 
-/** Why the provider said an answer ended (`finish_reason`, Anthropic's `stop_reason` at `message_stop`); undefined while it has not. */
 /** What a chunk adds to its answer's length: its text and its tool calls' arguments. */
 function charsOf(chunk: AIMessageChunk): number {
   const { content } = chunk;
@@ -97,6 +96,7 @@ function charsOf(chunk: AIMessageChunk): number {
   return chars;
 }
 
+/** Why the provider said an answer ended (`finish_reason`, Anthropic's `stop_reason` at `message_stop`); undefined while it has not. */
 function finishReason(chunks: readonly AIMessageChunk[]): string | undefined {
   for (let i = chunks.length - 1; i >= 0; i--) {
     const reason = (chunks[i] as AIMessageChunk).response_metadata.finish_reason;
