@@ -139,13 +139,9 @@ export function concatAll<T>(chunks: readonly T[]): T | undefined {
   return sum.value();
 }
 
-/** Adds up a whole stream with {@link concat}; `undefined` when the stream is empty. */
+/** Adds up a whole stream with {@link concat} (as {@link ChunkSum} does: message chunks in one pass); `undefined` when the stream is empty. */
 export async function collect<T>(stream: AsyncIterable<T>): Promise<T | undefined> {
-  let acc: T | undefined;
-  let first = true;
-  for await (const chunk of stream) {
-    acc = first ? chunk : concat(acc as T, chunk);
-    first = false;
-  }
-  return acc;
+  const sum = new ChunkSum<T>();
+  for await (const chunk of stream) sum.push(chunk);
+  return sum.value();
 }

@@ -1,7 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { AIMessageChunk, asSnapshot, collect, concat, concatAll, generator } from '../../src/index.js';
+import { AIMessageChunk, asSnapshot, collect, concat, concatAll, generator, lambda } from '../../src/index.js';
 
 class Chunk {
   constructor(readonly text: string, readonly count = 1) {}
@@ -94,6 +94,27 @@ describe('concatAll', () => {
     for (const chunks of runs) {
       const pairwise = chunks.slice(1).reduce((acc, chunk) => concat(acc, chunk), chunks[0]);
       expect(JSON.parse(JSON.stringify(concatAll(chunks)))).toEqual(JSON.parse(JSON.stringify(pairwise)));
+    }
+  });
+});
+
+describe('a step that takes its input whole', () => {
+  // A lambda after a model collects the model's chunks: a concat per chunk re-read the tool calls' arguments so
+  // far at every one, as the observed runs' sums did.
+  it('adds up message chunks once, not once per chunk', async () => {
+    const merges = vi.spyOn(AIMessageChunk, 'merge');
+    try {
+      const model = generator<unknown, AIMessageChunk>(async function* (inputs) {
+        for await (const _ of inputs) void _;
+        for (let i = 0; i < 100; i++) yield new AIMessageChunk({ content: 'a', tool_call_chunks: [{ index: 0, ...(i === 0 ? { id: 'c1', name: 't' } : {}), args: i === 0 ? '{"x":"' : i === 99 ? '"}' : 'y' }] });
+      });
+      const chain = model.pipe(lambda((message: AIMessageChunk) => ({ text: message.content, args: message.tool_calls[0]?.args })));
+      const outputs: unknown[] = [];
+      for await (const output of chain.stream(null)) outputs.push(output);
+      expect(outputs).toEqual([{ text: 'a'.repeat(100), args: { x: 'y'.repeat(98) } }]);
+      expect(merges.mock.calls.length).toBeLessThan(5);
+    } finally {
+      merges.mockRestore();
     }
   });
 });
