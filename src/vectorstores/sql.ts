@@ -117,10 +117,13 @@ export function databaseError(error: unknown): unknown {
   if (isRunnelError(error)) return error;
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
   const text = typeof message === 'string' ? message : '';
-  // pgvector absent from the server (0A000 `extension "vector" is not available`), or not the user's to create (42501).
-  if ((code === '0A000' || code === '42501') && /extension "vector"/.test(text)) {
+  // pgvector absent from the server (0A000 `extension "vector" is not available`; before Postgres 15, 58P01 `could
+  // not open extension control file ".../vector.control"`, which class 58 below would call the database
+  // unavailable), or not the user's to create (42501).
+  const absent = (code === '0A000' && /extension "vector"/.test(text)) || (code === '58P01' && /extension control file "[^"]*[\\/]vector\.control"/.test(text));
+  if (absent || (code === '42501' && /extension "vector"/.test(text))) {
     const why =
-      code === '0A000'
+      absent
         ? 'the vector extension (pgvector) is not installed on the database server; install pgvector there (e.g. the postgresql-NN-pgvector package, or the pgvector/pgvector image)'
         : 'the database user may not create the vector extension (pgvector); have an administrator run CREATE EXTENSION vector once in this database';
     return new RunnelError('RUNNEL_ERR_VECTOR_EXTENSION_MISSING', `Postgres has no pgvector: ${why}`, { cause: error });

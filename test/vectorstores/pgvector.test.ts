@@ -5,7 +5,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Document, HashingEmbeddings, PgVectorStore, pgExecutor, pgliteExecutor } from '../../src/index.js';
+import { databaseError, Document, HashingEmbeddings, PgVectorStore, pgExecutor, pgliteExecutor } from '../../src/index.js';
 import { vectorStoreContract } from './contract.js';
 import { DATABASE_URL, dropCollections, testDatabases } from './databases.js';
 
@@ -312,5 +312,18 @@ describe('database errors', () => {
       await admin.query(`DROP ROLE IF EXISTS ${role}`);
       await admin.end();
     }
+  });
+});
+
+describe('databaseError', () => {
+  // Class 58 (files failing) is the database unavailable, but Postgres 14 and before say pgvector is not installed
+  // with 58P01 too: that must still name pgvector, not a database out of reach to retry.
+  it('names pgvector missing on a Postgres before 15 (58P01 for its control file), not the database unavailable', () => {
+    const missing = Object.assign(new Error('could not open extension control file "/usr/share/postgresql/14/extension/vector.control": No such file or directory'), { code: '58P01' });
+    expect(databaseError(missing)).toMatchObject({ code: 'RUNNEL_ERR_VECTOR_EXTENSION_MISSING' });
+    const gone = Object.assign(new Error('could not open file "base/16384/2601": No such file or directory'), { code: '58P01' });
+    expect(databaseError(gone)).toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE' });
+    const other = Object.assign(new Error('could not open extension control file "/usr/share/postgresql/14/extension/hstore.control": No such file or directory'), { code: '58P01' });
+    expect(databaseError(other)).toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE' });
   });
 });
