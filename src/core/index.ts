@@ -28,7 +28,7 @@ export { mergeConfigs, DEFAULT_RECURSION_LIMIT, type ModelCall, type ModelCallHa
 export type { EventCallback, EventFilters, RunInfo, RunListeners, RunType, StreamEvent } from './events.js';
 export { lifecycleCallback } from './events.js';
 export type { PatchOp, RunLogPatch } from './stream-log.js';
-export { concat, concatAll, ChunkSum, collect, asSnapshot, type Mergeable } from './merge.js';
+export { concat, ChunkSum, collect, asSnapshot, type Mergeable } from './merge.js';
 export { Graph, type GraphEdge, type GraphNode } from './graph.js';
 export { toJsonSchema, specJsonSchema, type ConfigSpec, type JsonSchema } from './schema.js';
 export { errorCodes, RunnelError, isRunnelError, isAbortError, abortError, type ErrorCode, type ErrorDetailItem } from './errors.js';

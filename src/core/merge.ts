@@ -87,6 +87,11 @@ function mergesMany<T>(chunk: T): MergesMany<T> | undefined {
  * of one class that adds up many at once (a static `merge`, as `AIMessageChunk` has) is kept, and added up in one
  * pass when read: pairwise, a message chunk re-reads its tool calls' arguments so far at every chunk — an
  * answer's worth of parsing per token.
+ *
+ * @example
+ * const sum = new ChunkSum<AIMessageChunk>();
+ * for await (const chunk of model.stream('Hi')) sum.push(chunk);
+ * sum.value(); // the whole answer
  */
 export class ChunkSum<T> {
   private acc: T | undefined;
@@ -113,11 +118,6 @@ export class ChunkSum<T> {
     }
   }
 
-  /** Whether any chunk came. */
-  get empty(): boolean {
-    return !this.has;
-  }
-
   /** The chunks so far added up; `undefined` for none. */
   value(): T | undefined {
     if (this.pending.length > 0) this.acc = this.flush();
@@ -130,13 +130,6 @@ export class ChunkSum<T> {
     this.type = undefined;
     return merged;
   }
-}
-
-/** Chunks added up as {@link concat} adds them pairwise (see {@link ChunkSum}); `undefined` for none. */
-export function concatAll<T>(chunks: readonly T[]): T | undefined {
-  const sum = new ChunkSum<T>();
-  for (const chunk of chunks) sum.push(chunk);
-  return sum.value();
 }
 
 /** Adds up a whole stream with {@link concat} (as {@link ChunkSum} does: message chunks in one pass); `undefined` when the stream is empty. */

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { AIMessageChunk, asSnapshot, collect, concat, concatAll, generator, lambda } from '../../src/index.js';
+import { AIMessageChunk, asSnapshot, ChunkSum, collect, concat, generator, lambda } from '../../src/index.js';
 
 class Chunk {
   constructor(readonly text: string, readonly count = 1) {}
@@ -78,7 +78,7 @@ describe('an observed stream of snapshots', () => {
   });
 });
 
-describe('concatAll', () => {
+describe('ChunkSum', () => {
   it('adds up as concat does pairwise, message chunks among other chunks included', () => {
     const message = (text: string, args?: string): AIMessageChunk =>
       new AIMessageChunk({ content: text, tool_call_chunks: args === undefined ? [] : [{ index: 0, id: args === '{"a"' ? 'c1' : undefined, name: args === '{"a"' ? 't' : undefined, args }] });
@@ -93,7 +93,9 @@ describe('concatAll', () => {
     ];
     for (const chunks of runs) {
       const pairwise = chunks.slice(1).reduce((acc, chunk) => concat(acc, chunk), chunks[0]);
-      expect(JSON.parse(JSON.stringify(concatAll(chunks)))).toEqual(JSON.parse(JSON.stringify(pairwise)));
+      const sum = new ChunkSum<unknown>();
+      for (const chunk of chunks) sum.push(chunk);
+      expect(JSON.parse(JSON.stringify(sum.value()))).toEqual(JSON.parse(JSON.stringify(pairwise)));
     }
   });
 });
