@@ -103,7 +103,8 @@ export class ChunkSum<T> {
   /** Adds a chunk. */
   push(chunk: T): void {
     if (this.pending.length > 0) {
-      if (hasConcat(chunk) && (chunk.constructor as unknown) === this.type) {
+      // A snapshot replaces what came before it (see concat): it ends the run.
+      if (hasConcat(chunk) && (chunk.constructor as unknown) === this.type && !isSnapshot(chunk)) {
         this.pending.push(chunk);
         return;
       }

@@ -32,17 +32,22 @@ const QUOTED_ARGS = 500;
  *   `call_0`, its result as `''`: OpenAI-compatible servers and Anthropic refuse that, or the model reads two
  *   results of one tool for either call). Random, as two steps' calls must not share one.
  * - A call whose arguments do not parse, beside calls that do, goes on as a call with no arguments, answered
- *   by an error quoting what the model wrote: left out, the model never learnt it had not run (a probe). (An
- *   answer of such calls alone is no answer: {@link ToolCallingAgent.final} fails the run.)
+ *   by an error quoting what the model wrote: left out, the model never learnt it had not run (a probe). One
+ *   without a name is still left out: the providers refuse a call named `''` (a 400 that would end the run).
+ *   (An answer of such calls alone is no answer: {@link ToolCallingAgent.final} fails the run.) The refused
+ *   calls come after the others, and their results in the same order: {@link ToolCallingAgent.callTools}
+ *   pairs them by place, as two calls may share an id.
  */
 function nextTurn(answer: AIMessage): { message: AIMessage; unreadable: ToolMessage[] } {
-  const bad = answer.tool_calls.length === 0 ? [] : answer.invalid_tool_calls;
+  const bad = answer.tool_calls.length === 0 ? [] : answer.invalid_tool_calls.filter((call) => call.name !== undefined && call.name !== '');
   if (bad.length === 0 && answer.tool_calls.every((call) => call.id !== undefined && call.id !== '')) return { message: answer, unreadable: [] };
-  const refused = bad.map((call) => ({ name: call.name ?? '', args: {}, id: callId(call.id), type: 'tool_call' as const }));
+  const refused = bad.map((call) => ({ name: call.name as string, args: {}, id: callId(call.id), type: 'tool_call' as const }));
   const unreadable = bad.map((call, i) => {
     const written = call.args ?? '';
-    const quoted = written.length > QUOTED_ARGS ? `${written.slice(0, QUOTED_ARGS)}…` : written;
-    const content = `Error: the arguments of this call of ${call.name ?? 'a tool'} could not be read (${call.error ?? 'malformed JSON'}), so it did not run. You wrote: ${quoted}`;
+    // Not cut between the two halves of a surrogate pair (an emoji): a lone half is JSON a provider refuses.
+    const end = /[\uD800-\uDBFF]/.test(written[QUOTED_ARGS - 1] ?? '') ? QUOTED_ARGS - 1 : QUOTED_ARGS;
+    const quoted = written.length > QUOTED_ARGS ? `${written.slice(0, end)}…` : written;
+    const content = `Error: the arguments of this call of ${call.name as string} could not be read (${call.error ?? 'malformed JSON'}), so it did not run. You wrote: ${quoted}`;
     return new ToolMessage({ content, tool_call_id: refused[i]?.id ?? '', status: 'error' });
   });
   const message = new AIMessage({
@@ -119,11 +124,11 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
 
   /** The results of the answer's calls, in their order: `unreadable` answers those whose arguments did not parse. */
   private async callTools(message: AIMessage, run: Run, unreadable: ToolMessage[]): Promise<ToolMessage[]> {
-    const refused = new Map(unreadable.map((result) => [result.tool_call_id, result]));
+    // The refused calls are the last ones (see nextTurn): paired by place, not by id, which two calls may share.
+    const readable = message.tool_calls.length - unreadable.length;
     return Promise.all(
-      message.tool_calls.map(async (call) => {
-        const result = refused.get(call.id ?? '');
-        if (result !== undefined) return result;
+      message.tool_calls.map(async (call, index) => {
+        if (index >= readable) return unreadable[index - readable] as ToolMessage;
         const found = this.tools.get(call.name);
         if (found === undefined) {
           return new ToolMessage({ content: `Error: there is no tool named ${call.name}. Use one of: ${[...this.tools.keys()].join(', ')}.`, tool_call_id: call.id ?? '', status: 'error' });

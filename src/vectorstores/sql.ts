@@ -118,9 +118,13 @@ export function databaseError(error: unknown): unknown {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
   const text = typeof message === 'string' ? message : '';
   // pgvector absent from the server (0A000 `extension "vector" is not available`; before Postgres 15, 58P01 `could
-  // not open extension control file ".../vector.control"`, which class 58 below would call the database
-  // unavailable), or not the user's to create (42501).
-  const absent = (code === '0A000' && /extension "vector"/.test(text)) || (code === '58P01' && /extension control file "[^"]*[\\/]vector\.control"/.test(text));
+  // not open extension control file ".../vector.control"`; and its library gone under a database that has the
+  // extension — a data volume moved to an image without pgvector — 58P01 `could not access file
+  // "$libdir/vector"`, which class 58 below would call the database unavailable, a retry that never helps),
+  // or not the user's to create (42501).
+  const absent =
+    (code === '0A000' && /extension "vector"/.test(text)) ||
+    (typeof code === 'string' && code.startsWith('58') && /extension control file "[^"]*[\\/]vector\.control"|"\$libdir\/vector"|[\\/]vector\.(so|dylib|dll)"/.test(text));
   if (absent || (code === '42501' && /extension "vector"/.test(text))) {
     const why =
       absent

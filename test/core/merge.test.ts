@@ -90,6 +90,9 @@ describe('ChunkSum', () => {
       [new Chunk('x'), message('b'), message('c')],
       [message('a'), message('b'), asSnapshot({ o: 'whole' })],
       [{ o: 'a' }, asSnapshot({ o: 'b' }), { o: 'c' }],
+      // A review: a snapshot message chunk was added to the held-back ones ('HelHello') instead of replacing them.
+      [asSnapshot(message('Hel')), asSnapshot(message('Hello'))],
+      [message('a'), message('b'), asSnapshot(message('whole')), message('!')],
     ];
     for (const chunks of runs) {
       const pairwise = chunks.slice(1).reduce((acc, chunk) => concat(acc, chunk), chunks[0]);

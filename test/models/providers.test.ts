@@ -559,6 +559,38 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       });
     });
 
+    // A review of the above: a call without a name went back named '' (both providers refuse that: a 400 that
+    // ended the run); a quote cut at 500 could split an emoji (a lone surrogate, JSON Anthropic refuses); and
+    // results were paired by id, so a good call sharing its id with a bad one got the bad one's error.
+    it('leaves out an unreadable call without a name, quotes whole characters, and pairs results by place', async () => {
+      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: 'chatcmpl-worse', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      // The emoji's first half is the 500th character: a cut at 500 would keep it alone.
+      const wide = `{"expression": "${'x'.repeat(483)}\u{1F600}`;
+      const frames = [
+        chunk({ role: 'assistant', content: '' }),
+        chunk({ tool_calls: [{ index: 0, id: 'call_same', type: 'function', function: { name: 'calculator', arguments: '{"expression":"1+1"}' } }] }),
+        chunk({ tool_calls: [{ index: 1, id: 'call_same', type: 'function', function: { name: 'calculator', arguments: wide } }] }),
+        chunk({ tool_calls: [{ index: 2, id: 'call_nameless', type: 'function', function: { arguments: '{"x": 1}' } }] }),
+        chunk({}, 'tool_calls'),
+        'data: [DONE]\n\n',
+      ];
+      type Sent = { role: string; content: string | null; tool_call_id?: string; tool_calls?: { id: string; function: { name: string; arguments: string } }[] };
+      await scripted((body) => ((body.messages as Sent[]).at(-1)?.role === 'tool' ? { text: 'Done.' } : { frames }), async () => {
+        const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [calculatorTool()] });
+        const before = server.requests.length;
+        expect(await agent.invoke({ input: 'go' })).toBe('Done.');
+        const sent = (server.requests[before + 1]?.body.messages ?? []) as Sent[];
+        const calls = sent.find((message) => message.role === 'assistant')?.tool_calls ?? [];
+        expect(calls.map((made) => made.function.name)).toEqual(['calculator', 'calculator']);
+        const results = sent.filter((message) => message.role === 'tool').map((result) => result.content ?? '');
+        expect(results[0]).toBe('2');
+        expect(results[1]).toMatch(/^Error: the arguments of this call of calculator could not be read/);
+        expect(results[1]).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/);
+        expect(results[1]?.endsWith('x…')).toBe(true);
+      });
+    });
+
     // A probe: an agent given calls without ids (a compatible server's) answered each with a tool message whose
     // tool_call_id was '', while the assistant turn it sent back named them call_0 and call_1: no result paired
     // with its call (OpenAI and Anthropic refuse such a conversation).

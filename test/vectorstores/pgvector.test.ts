@@ -326,4 +326,18 @@ describe('databaseError', () => {
     const other = Object.assign(new Error('could not open extension control file "/usr/share/postgresql/14/extension/hstore.control": No such file or directory'), { code: '58P01' });
     expect(databaseError(other)).toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE' });
   });
+
+  // A review: a database that has the extension, on a server whose pgvector library is gone (a data volume moved
+  // to an image without it), fails every vector query with 58P01 naming the library: pgvector missing too.
+  it('names pgvector missing when its library is gone under a database that has the extension', async () => {
+    // The server's own words for a library it cannot find (checked on the test Postgres with another name).
+    const admin = new pg.Client({ connectionString: DATABASE_URL });
+    await admin.connect();
+    const failure = await admin.query(`LOAD '$libdir/runnel_no_such_library'`).catch((error: unknown) => error);
+    await admin.end();
+    expect(failure).toMatchObject({ code: '58P01', message: 'could not access file "$libdir/runnel_no_such_library": No such file or directory' });
+    const gone = Object.assign(new Error('could not access file "$libdir/vector": No such file or directory'), { code: '58P01' });
+    expect(databaseError(gone)).toMatchObject({ code: 'RUNNEL_ERR_VECTOR_EXTENSION_MISSING' });
+    expect(databaseError(failure)).toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE' });
+  });
 });
