@@ -36,3 +36,4 @@ export { abortable, mapChunks, SKIP, raceAbort, sleep, withIdleTimeout, IdleGuar
 export { callInScope } from './in-scope.js';
 export { heldBytes } from './held-bytes.js';
 export { canonicalJson } from './canonical.js';
+export { cutText } from './text.js';

@@ -13,7 +13,7 @@
  * runs stay unobserved.
  */
 import { randomFillSync } from 'node:crypto';
-import { lifecycleCallback, type EventCallback, type StreamEvent } from '../core/index.js';
+import { cutText, lifecycleCallback, type EventCallback, type StreamEvent } from '../core/index.js';
 import type { TracingConfig } from './config.js';
 import { BatchExporter, SpanKinds, StatusCodes, type AttributeValue, type SpanData } from './otlp.js';
 import { openSpans } from './propagation.js';
@@ -126,10 +126,7 @@ export function json(value: unknown): string {
   } catch {
     text = String(value);
   }
-  if (text.length <= CONTENT_LIMIT) return text;
-  // Not between the two halves of a surrogate pair (an emoji): a lone half is not valid UTF-8 in protobuf.
-  const end = /[\uD800-\uDBFF]/.test(text[CONTENT_LIMIT - 1] ?? '') ? CONTENT_LIMIT - 1 : CONTENT_LIMIT;
-  return `${text.slice(0, end)}…`;
+  return cutText(text, CONTENT_LIMIT);
 }
 
 /** The Runnel code in a run event's error text (`RUNNEL_ERR_X: message`), else the error's name. */

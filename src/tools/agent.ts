@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z, type ZodType } from 'zod';
-import { once, Runnable, RunnelError, type Run } from '../core/index.js';
+import { cutText, once, Runnable, RunnelError, type Run } from '../core/index.js';
 import { AIMessage, AIMessageChunk, coerceMessages, HumanMessage, messagesSchema, SystemMessage, ToolMessage, type BaseMessage } from '../messages/index.js';
 import type { ChatModel, ChatModelInput } from '../models/index.js';
 import type { ChatPromptTemplate } from '../prompts/index.js';
@@ -43,10 +43,7 @@ function nextTurn(answer: AIMessage): { message: AIMessage; unreadable: ToolMess
   if (bad.length === 0 && answer.tool_calls.every((call) => call.id !== undefined && call.id !== '')) return { message: answer, unreadable: [] };
   const refused = bad.map((call) => ({ name: call.name as string, args: {}, id: callId(call.id), type: 'tool_call' as const }));
   const unreadable = bad.map((call, i) => {
-    const written = call.args ?? '';
-    // Not cut between the two halves of a surrogate pair (an emoji): a lone half is JSON a provider refuses.
-    const end = /[\uD800-\uDBFF]/.test(written[QUOTED_ARGS - 1] ?? '') ? QUOTED_ARGS - 1 : QUOTED_ARGS;
-    const quoted = written.length > QUOTED_ARGS ? `${written.slice(0, end)}…` : written;
+    const quoted = cutText(call.args ?? '', QUOTED_ARGS);
     const content = `Error: the arguments of this call of ${call.name as string} could not be read (${call.error ?? 'malformed JSON'}), so it did not run. You wrote: ${quoted}`;
     return new ToolMessage({ content, tool_call_id: refused[i]?.id ?? '', status: 'error' });
   });
