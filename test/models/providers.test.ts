@@ -6,6 +6,12 @@ import { startProviderServer, type ProviderServer, type ScriptedReply } from '..
 
 const KEY = 'sk-test-canary-4f9d2c';
 
+/** One frame of an OpenAI chat-completions stream: `fields` beside the completion's ids. */
+const openaiFrame = (fields: Record<string, unknown>): string =>
+  `data: ${JSON.stringify({ id: 'chatcmpl-scripted', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', ...fields })}\n\n`;
+/** A frame of the one choice's `delta` and finish reason. */
+const deltaFrame = (delta: Record<string, unknown>, finish: string | null = null): string => openaiFrame({ choices: [{ index: 0, delta, finish_reason: finish }] });
+
 const providers = [
   { name: 'openai' as const, make: (server: ProviderServer, options: ChatModelOptions) => new ChatOpenAI({ apiKey: KEY, baseURL: server.url, ...options }) },
   { name: 'anthropic' as const, make: (server: ProviderServer, options: ChatModelOptions) => new ChatAnthropic({ apiKey: KEY, baseURL: server.url, ...options }) },
@@ -413,11 +419,10 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     // that sends only the finish reason) threw inside the adapter: the whole answer failed with a 502.
     it('reads a chunk without choices or a choice without a delta as the little it says, the answer whole and cached', async () => {
       const cache = new InMemoryCache();
-      const chunk = (fields: Record<string, unknown>) => `data: ${JSON.stringify({ id: 'chatcmpl-odd', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', ...fields })}\n\n`;
       const frames = [
-        chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'Why did the cat sit?' }, finish_reason: null }] }),
-        chunk({ choices: [{ index: 0, finish_reason: 'stop' }] }),
-        chunk({ usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
+        openaiFrame({ choices: [{ index: 0, delta: { role: 'assistant', content: 'Why did the cat sit?' }, finish_reason: null }] }),
+        openaiFrame({ choices: [{ index: 0, finish_reason: 'stop' }] }),
+        openaiFrame({ usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
         'data: [DONE]\n\n',
       ];
       await scripted(() => ({ frames }), async () => {
@@ -431,9 +436,7 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
 
     // A probe: a tool call's arguments sent as an object, not their JSON text, threw in the adapter: a 502.
     it('reads tool-call arguments sent as an object as their JSON', async () => {
-      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-        `data: ${JSON.stringify({ id: 'chatcmpl-odd', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-      const frames = [chunk({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_o', type: 'function', function: { name: 'calculator', arguments: { expression: '2+2' } } }] }), chunk({}, 'tool_calls'), 'data: [DONE]\n\n'];
+      const frames = [deltaFrame({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_o', type: 'function', function: { name: 'calculator', arguments: { expression: '2+2' } } }] }), deltaFrame({}, 'tool_calls'), 'data: [DONE]\n\n'];
       await scripted(() => ({ frames }), async () => {
         const answer = await model({ model: 'scripted' }).invoke('What is 2+2?');
         expect(answer.tool_calls.map((call) => [call.name, call.args])).toEqual([['calculator', { expression: '2+2' }]]);
@@ -443,17 +446,15 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     // Tool-call deltas without `index` (compatible servers that leave it out): each fragment was a call of its
     // own — the name in one, its arguments in others — and none of them a call the chain could run.
     it('reads tool-call deltas without an index: a fragment with no id and no name, or repeating its call\'s id, goes on that call', async () => {
-      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-        `data: ${JSON.stringify({ id: 'chatcmpl-odd', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-      const call = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ type: 'function', ...fields }] });
+      const call = (fields: Record<string, unknown>) => deltaFrame({ tool_calls: [{ type: 'function', ...fields }] });
       const frames = [
-        chunk({ role: 'assistant', content: '' }),
+        deltaFrame({ role: 'assistant', content: '' }),
         call({ id: 'call_a', function: { name: 'calculator', arguments: '' } }),
         // A server that repeats the call's id and name in its deltas.
         call({ id: 'call_a', function: { name: 'calculator', arguments: '{"expression":' } }),
         call({ function: { arguments: '"2+2"}' } }),
         call({ id: 'call_b', function: { name: 'calculator', arguments: '{"expression":"3*3"}' } }),
-        chunk({}, 'tool_calls'),
+        deltaFrame({}, 'tool_calls'),
         'data: [DONE]\n\n',
       ];
       await scripted(() => ({ frames }), async () => {
@@ -467,10 +468,10 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       });
       // A review: two whole calls of one tool, without ids, one after the other, are two calls.
       const twice = [
-        chunk({ role: 'assistant', content: '' }),
+        deltaFrame({ role: 'assistant', content: '' }),
         call({ function: { name: 'calculator', arguments: '{"expression":"1+1"}' } }),
         call({ function: { name: 'calculator', arguments: '{"expression":"2+2"}' } }),
-        chunk({}, 'tool_calls'),
+        deltaFrame({}, 'tool_calls'),
         'data: [DONE]\n\n',
       ];
       await scripted(() => ({ frames: twice }), async () => {
@@ -486,15 +487,13 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     // calls' arguments so far: a call writing 80 KB in 20,000 chunks held the event loop for 12 s more than invoke.
     // Every observed streamed run (stream_events) added up its output so too, and a chat with history its answer.
     it('adds up a streamed step once, however many chunks its tool call’s arguments come in', async () => {
-      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-        `data: ${JSON.stringify({ id: 'chatcmpl-long', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
       const pieces = 500;
       const frames = [
-        chunk({ role: 'assistant', content: '' }),
-        chunk({ tool_calls: [{ index: 0, id: 'call_long', type: 'function', function: { name: 'write', arguments: '{"text":"' } }] }),
-        ...Array.from({ length: pieces }, () => chunk({ tool_calls: [{ index: 0, function: { arguments: 'abcd' } }] })),
-        chunk({ tool_calls: [{ index: 0, function: { arguments: '"}' } }] }),
-        chunk({}, 'tool_calls'),
+        deltaFrame({ role: 'assistant', content: '' }),
+        deltaFrame({ tool_calls: [{ index: 0, id: 'call_long', type: 'function', function: { name: 'write', arguments: '{"text":"' } }] }),
+        ...Array.from({ length: pieces }, () => deltaFrame({ tool_calls: [{ index: 0, function: { arguments: 'abcd' } }] })),
+        deltaFrame({ tool_calls: [{ index: 0, function: { arguments: '"}' } }] }),
+        deltaFrame({}, 'tool_calls'),
         'data: [DONE]\n\n',
       ];
       const write = tool(({ text }) => `wrote ${text.length}`, { name: 'write', description: 'Writes', schema: z.object({ text: z.string() }) });
@@ -535,10 +534,8 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     // A probe: an answer with a call whose arguments did not parse, beside one that did, ran the good call and
     // left the other out of the conversation: the model never learnt it had not run.
     it('answers a call whose arguments do not parse, beside one that does, with an error quoting what the model wrote', async () => {
-      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-        `data: ${JSON.stringify({ id: 'chatcmpl-bad', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-      const call = (index: number, id: string, args: string) => chunk({ tool_calls: [{ index, id, type: 'function', function: { name: 'calculator', arguments: args } }] });
-      const frames = [chunk({ role: 'assistant', content: '' }), call(0, 'call_good', '{"expression":"1+1"}'), call(1, 'call_bad', '{"expression": 2+'), chunk({}, 'tool_calls'), 'data: [DONE]\n\n'];
+      const call = (index: number, id: string, args: string) => deltaFrame({ tool_calls: [{ index, id, type: 'function', function: { name: 'calculator', arguments: args } }] });
+      const frames = [deltaFrame({ role: 'assistant', content: '' }), call(0, 'call_good', '{"expression":"1+1"}'), call(1, 'call_bad', '{"expression": 2+'), deltaFrame({}, 'tool_calls'), 'data: [DONE]\n\n'];
       type Sent = { role: string; content: string | null; tool_call_id?: string; tool_calls?: { id: string; function: { name: string; arguments: string } }[] };
       await scripted((body) => ((body.messages as Sent[]).at(-1)?.role === 'tool' ? { text: 'Two; the other again.' } : { frames }), async () => {
         const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [calculatorTool()] });
@@ -563,16 +560,14 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     // ended the run); a quote cut at 500 could split an emoji (a lone surrogate, JSON Anthropic refuses); and
     // results were paired by id, so a good call sharing its id with a bad one got the bad one's error.
     it('leaves out an unreadable call without a name, quotes whole characters, and pairs results by place', async () => {
-      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-        `data: ${JSON.stringify({ id: 'chatcmpl-worse', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
       // The emoji's first half is the 500th character: a cut at 500 would keep it alone.
       const wide = `{"expression": "${'x'.repeat(483)}\u{1F600}`;
       const frames = [
-        chunk({ role: 'assistant', content: '' }),
-        chunk({ tool_calls: [{ index: 0, id: 'call_same', type: 'function', function: { name: 'calculator', arguments: '{"expression":"1+1"}' } }] }),
-        chunk({ tool_calls: [{ index: 1, id: 'call_same', type: 'function', function: { name: 'calculator', arguments: wide } }] }),
-        chunk({ tool_calls: [{ index: 2, id: 'call_nameless', type: 'function', function: { arguments: '{"x": 1}' } }] }),
-        chunk({}, 'tool_calls'),
+        deltaFrame({ role: 'assistant', content: '' }),
+        deltaFrame({ tool_calls: [{ index: 0, id: 'call_same', type: 'function', function: { name: 'calculator', arguments: '{"expression":"1+1"}' } }] }),
+        deltaFrame({ tool_calls: [{ index: 1, id: 'call_same', type: 'function', function: { name: 'calculator', arguments: wide } }] }),
+        deltaFrame({ tool_calls: [{ index: 2, id: 'call_nameless', type: 'function', function: { arguments: '{"x": 1}' } }] }),
+        deltaFrame({}, 'tool_calls'),
         'data: [DONE]\n\n',
       ];
       type Sent = { role: string; content: string | null; tool_call_id?: string; tool_calls?: { id: string; function: { name: string; arguments: string } }[] };
@@ -595,10 +590,8 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     // tool_call_id was '', while the assistant turn it sent back named them call_0 and call_1: no result paired
     // with its call (OpenAI and Anthropic refuse such a conversation).
     it('pairs each result of calls sent without ids with its call when the agent sends them back', async () => {
-      const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-        `data: ${JSON.stringify({ id: 'chatcmpl-odd', object: 'chat.completion.chunk', created: 1764500000, model: 'scripted', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-      const call = (index: number, expression: string) => chunk({ tool_calls: [{ index, type: 'function', function: { name: 'calculator', arguments: JSON.stringify({ expression }) } }] });
-      const frames = [chunk({ role: 'assistant', content: '' }), call(0, '1+1'), call(1, '2+3'), chunk({}, 'tool_calls'), 'data: [DONE]\n\n'];
+      const call = (index: number, expression: string) => deltaFrame({ tool_calls: [{ index, type: 'function', function: { name: 'calculator', arguments: JSON.stringify({ expression }) } }] });
+      const frames = [deltaFrame({ role: 'assistant', content: '' }), call(0, '1+1'), call(1, '2+3'), deltaFrame({}, 'tool_calls'), 'data: [DONE]\n\n'];
       type Sent = { role: string; content: string | null; tool_call_id?: string; tool_calls?: { id: string; function: { arguments: string } }[] };
       await scripted((body) => ((body.messages as Sent[]).at(-1)?.role === 'tool' ? { text: 'Two and five.' } : { frames }), async () => {
         const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [calculatorTool()] });
