@@ -24,11 +24,14 @@ const STOP_WORDS = new Set(
   ).split(' '),
 );
 
-/** Splits `fooBarBaz`, `foo_bar` and `HTTPServer` into their lower-case parts. */
+/**
+ * Splits `fooBarBaz`, `foo_bar` and `HTTPServer` into their lower-case parts. An acronym ends before a capital
+ * that starts a word of two letters or more: `IPv6`, `URLs` and `IDs` stay whole (not `i` + `pv6`, `ur` + `ls`).
+ */
 function identifierParts(word: string): string[] {
   return word
     .replace(/([a-z\d])([A-Z])/g, '$1 $2')
-    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+    .replace(/([A-Z]+)([A-Z][a-z]{2,})/g, '$1 $2')
     .split(/[\s_]+/)
     .map((part) => part.toLowerCase())
     .filter((part) => part !== '');

@@ -31,6 +31,8 @@ describe('terms', () => {
   it('drops stop words, stems the rest and splits identifiers into their parts too', () => {
     expect(terms('How are the connections pooled?')).toEqual(['connect', 'pool']);
     expect(terms('Set messageKey or HTTPServer, max_retries')).toEqual(['set', 'messagekei', 'messag', 'kei', 'httpserver', 'http', 'server', 'max_retries', 'max', 'retri']);
+    // A /rag probe: `IPv6` gave the term `pv6`, and `URLs` `ur` and `ls`.
+    expect(terms('IPv6 URLs IDs XMLHttpRequest APIKey')).toEqual(['ipv6', 'url', 'id', 'xmlhttprequest', 'xml', 'http', 'request', 'apikei', 'api', 'kei']);
     expect(queryTerms('logs and logging and logs')).toEqual(['log']);
   });
 
