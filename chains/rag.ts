@@ -32,13 +32,27 @@ export function formatSources(sources: readonly Source[]): string {
 }
 
 /**
+ * A Markdown table flattened into one line (`| a | b | |---|---| | c | d |`) as sentences, `a, b. c, d`: a quote
+ * that starts on a row starts on its first cell, not on the `| |` between rows. An empty cell reads as a row's end.
+ */
+function tableAsSentences(text: string): string {
+  if (!/\|\s*:?-+:?\s*\|/.test(text)) return text;
+  return text
+    .replace(/\|?(?:\s*:?-+:?\s*\|)+/g, '')
+    .replace(/[\s.]*\|\s+\|[\s|]*/g, '. ')
+    .replace(/:\s*\|\s*/g, ': ')
+    .replace(/\s+\|\s+/g, ', ')
+    .replace(/^\s*\|\s*|\s*\|\s*$/g, '');
+}
+
+/**
  * The offline model's quote: the passage from its sentence that shares the
  * most of the question's terms (the first such), not from its first word — a
  * passage can open on the end of the previous point.
  */
 export function answeringPart(passage: string, question: string): string {
   const wanted = new Set(queryTerms(question));
-  const sentences = passage.split(/(?<=[.!?])\s+|\s+(?=[-*] )/);
+  const sentences = tableAsSentences(passage).split(/(?<=[.!?])\s+|\s+(?=[-*] )/);
   let best = 0;
   let bestShared = 0;
   sentences.forEach((sentence, index) => {
