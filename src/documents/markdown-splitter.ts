@@ -47,6 +47,7 @@ const FENCE = /^ {0,3}(`{3,}|~{3,})/;
 const ATX = /^ {0,3}(#{1,6})(?:[ \t]+(.*))?$/;
 const TABLE_ROW = /^\s*\|/;
 const SETEXT = /^ {0,3}(=+|-+)[ \t]*$/;
+const LIST_ITEM = /^\s*([-*+]|\d+[.)])\s/;
 // A line that is only tags or a comment (`<a id="opt-level"></a>`): an anchor for links, no words to find.
 // Each alternative consumes its own characters only, so a line of many comments cannot backtrack exponentially.
 const MARKUP_ONLY = /^\s*(?:<\/?[A-Za-z][^>]*>\s*|<!--(?:(?!-->)[^])*-->\s*)+$/;
@@ -105,21 +106,21 @@ function parseBlocks(text: string): Block[] {
       i++;
       continue;
     }
-    const next = lines[i + 1];
-    const setext = next === undefined ? null : SETEXT.exec(next);
-    if (setext !== null && !TABLE_ROW.test(line) && !/^\s*([-*+]|\d+[.)])\s/.test(line)) {
-      blocks.push({ kind: 'heading', lines: [line, next as string], from: start + 1, to: start + 2, level: (setext[1] as string)[0] === '=' ? 1 : 2, title: line.trim() });
-      i += 2;
-      continue;
-    }
     if (TABLE_ROW.test(line)) {
       while (i < lines.length && TABLE_ROW.test(lines[i] as string)) i++;
       blocks.push({ kind: 'table', lines: lines.slice(start, i), from: start + 1, to: i });
       continue;
     }
     i++;
-    while (i < lines.length && !isBlank(lines[i] as string) && !FENCE.test(lines[i] as string) && !ATX.test(lines[i] as string) && !TABLE_ROW.test(lines[i] as string)) i++;
+    while (i < lines.length && !isBlank(lines[i] as string) && !FENCE.test(lines[i] as string) && !ATX.test(lines[i] as string) && !TABLE_ROW.test(lines[i] as string) && !SETEXT.test(lines[i] as string)) i++;
     const body = lines.slice(start, i);
+    // A paragraph of one line or more over `===` or `---` is a heading, its lines one title; under a list, `---` is a rule.
+    const setext = i < lines.length ? SETEXT.exec(lines[i] as string) : null;
+    if (setext !== null && !body.some((l) => LIST_ITEM.test(l))) {
+      blocks.push({ kind: 'heading', lines: [...body, lines[i] as string], from: start + 1, to: i + 1, level: (setext[1] as string)[0] === '=' ? 1 : 2, title: body.map((l) => l.trim()).join(' ') });
+      i++;
+      continue;
+    }
     blocks.push({ kind: body.every((l) => MARKUP_ONLY.test(l)) ? 'markup' : 'text', lines: body, from: start + 1, to: i });
   }
   return blocks;

@@ -40,6 +40,17 @@ describe('MarkdownTextSplitter', () => {
     expect(chunks.flatMap((chunk) => chunk.text.split('\n')).some((line) => line.includes('front matter') || line.includes('<a id'))).toBe(false);
   });
 
+  // A /rag probe: a setext heading over two lines was read as a paragraph, its underline as text.
+  it('reads a setext heading of several lines as one heading, and `---` under a list as a rule', () => {
+    const text = ['# Guide', '', 'An introduction long enough to be a chunk of its own, alone.', '', 'A title that goes', 'over two lines', '---', '', 'Under it.', '', '- one', '- two', '---', '', 'After the list.'].join('\n');
+    const chunks = new MarkdownTextSplitter({ chunkSize: 100, chunkOverlap: 0 }).splitText(text);
+    expect(chunks.map(({ headings, from, to }) => ({ headings, from, to }))).toEqual([
+      { headings: ['# Guide'], from: 1, to: 3 },
+      { headings: ['# Guide', '## A title that goes over two lines'], from: 5, to: 15 },
+    ]);
+    expect(chunks[1]?.text).toBe('A title that goes\nover two lines\n---\n\nUnder it.\n\n- one\n- two\n\n---\n\nAfter the list.');
+  });
+
   it('keeps a section that fits whole, its subsections included, in one chunk under its own path', () => {
     // 200 characters: `## How it is served` and everything under it (132) is one chunk; `# Server` as a whole (more) is not.
     const chunks = new MarkdownTextSplitter({ chunkSize: 200 }).splitText(guide);
