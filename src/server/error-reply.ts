@@ -30,6 +30,10 @@ export function sendErrorAnswer(request: FastifyRequest, reply: FastifyReply, an
     answerAndLinger(request, reply, { status: answer.status, body: answer.body });
     return;
   }
+  // Fastify closes the connection after any body parser failure, in case more of the body comes; Runnel's parser
+  // reads the body whole first. A body that arrived whole and did not parse leaves the connection open for the
+  // requests behind it: pipelined ones were dropped unanswered, and a keep-alive pool's next request failed.
+  if (request.raw.complete && answer.code !== 'RUNNEL_ERR_SHUTTING_DOWN' && reply.getHeader('connection') === 'close') reply.removeHeader('connection');
   void reply.code(answer.status).type('application/json; charset=utf-8').send(answer.body);
 }
 
