@@ -410,9 +410,14 @@ class RunWorkerCore {
     this.stopListening();
   }
 
-  /** Ends a run taken out of the queue before it started. */
-  async endWaiting(runId: string, error: RunnelError, status: 'cancelled' | 'error'): Promise<void> {
-    notify(await endRun(this.options.store, runId, status, error), this.options);
+  /**
+   * Ends a run taken out of the queue before it started. `refused`: its submission was answered with an error
+   * (a 503), so its caller never learnt of it — its webhook is not called (a probe: the receiver got a signed
+   * `error` record of a run nobody had, beside the one its caller submitted again).
+   */
+  async endWaiting(runId: string, error: RunnelError, status: 'cancelled' | 'error', refused = false): Promise<void> {
+    const ended = await endRun(this.options.store, runId, status, error);
+    if (!refused) notify(ended, this.options);
   }
 }
 
@@ -540,7 +545,7 @@ export class BullRunQueue implements RunQueue {
     try {
       await this.queue.add('run', { run_id: record.run_id }, { jobId: record.run_id });
     } catch (error) {
-      await this.core.endWaiting(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be queued'), 'error').catch(() => undefined);
+      await this.core.endWaiting(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be queued'), 'error', true).catch(() => undefined);
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be queued', { cause: error });
     } finally {
       this.adding.delete(record.run_id);
@@ -557,7 +562,7 @@ export class BullRunQueue implements RunQueue {
     void (async () => {
       for (let waited = 0, delay = 250; waited < 120_000 && this.closing === undefined; waited += delay, delay = Math.min(delay * 2, 8_000)) {
         try {
-          await this.core.endWaiting(runId, failure, 'error');
+          await this.core.endWaiting(runId, failure, 'error', true);
           return;
         } catch {
           await new Promise((resolve) => setTimeout(resolve, delay).unref());

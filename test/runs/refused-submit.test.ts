@@ -6,6 +6,7 @@
  * minute and more.) It is now ended as soon as Redis answers.
  */
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, expect, it } from 'vitest';
@@ -54,4 +55,67 @@ it('ends a run whose submission was refused for a write that landed late, freein
   const next = await submit();
   expect(next.status).toBe(202);
   await next.text();
+}, 120_000);
+
+/**
+ * A probe: the refused run's webhook was called. Its caller was told 503 (retry), never learnt its id, and
+ * submits again — its receiver then got a signed `error` record of a run nobody had (an alarm for a
+ * failure that did not happen), beside the record of the run that was retried. A refused run calls none.
+ */
+it('calls no webhook for a run whose submission was refused', async () => {
+  const received: string[] = [];
+  const receiver = createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    request.on('end', () => {
+      received.push((JSON.parse(body) as { run_id: string }).run_id);
+      response.end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const hookPort = (receiver.address() as AddressInfo).port;
+  const frozen = await RedisServer.scratch();
+  const namespace = `runnel-test-refused-hook-${randomUUID()}`;
+  const services = await connectServices({ redisUrl: frozen.url, namespace, redisCommandTimeoutMs: 2_000 });
+  let kept = '';
+  const server = await buildApp({
+    chains: runChains as ChainSpec<never, unknown>[],
+    services,
+    config: { runNamespace: namespace, workerConcurrency: 0, runLockMs: 60_000, webhookHosts: [`127.0.0.1:${hookPort}`], webhookSecret: 's3cret-0123456789abcdef', webhookAllowHttp: true },
+  });
+  try {
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(server.server.address() as AddressInfo).port}`;
+    const submit = () =>
+      fetch(`${url}/noop/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { n: 1 }, webhook: `http://127.0.0.1:${hookPort}/hook` }) });
+    const first = await submit();
+    expect(first.status).toBe(202);
+    kept = ((await first.json()) as { run_id: string }).run_id;
+    frozen.signal('SIGSTOP');
+    let refused: Response;
+    try {
+      refused = await submit();
+    } finally {
+      frozen.signal('SIGCONT');
+    }
+    expect(refused.status).toBe(503);
+    await refused.text();
+    // The refused run's write landed, and it is ended as Redis answers (the test above).
+    let listed: { run_id: string; status: string }[] = [];
+    for (let i = 0; i < 300 && listed[0]?.status !== 'error'; i++) {
+      const res = await fetch(`${url}/noop/runs`);
+      listed = res.status === 200 ? ((await res.json()) as { runs: typeof listed }).runs : (await res.text(), []);
+      if (listed[0]?.status !== 'error') await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(listed.map((run) => run.status)).toEqual(['error', 'pending']);
+    // The run that was accepted calls its webhook when it ends (cancelled here: no worker runs it).
+    const cancelled = await fetch(`${url}/noop/runs/${kept}/cancel`, { method: 'POST' });
+    expect(((await cancelled.json()) as { status: string }).status).toBe('cancelled');
+  } finally {
+    // A stopping server waits for its deliveries under way: after the close, every webhook it sent has landed.
+    await server.close();
+    await frozen.kill();
+    await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  }
+  expect(received).toEqual([kept]);
 }, 120_000);
