@@ -285,10 +285,13 @@ class RunWorkerCore {
         throw error.cause;
       }
       // Its first write failed — but one that timed out may still be carried out when Redis answers again (and
-      // then stores the run as running, with its heartbeat). Its heartbeat is not forgotten: stale, it has the
-      // sweep end such a run as lost, and one that does not exist costs the sweep a read. (The run id is the
-      // server's: a taken one can only be this write's own, resent by the client after a reconnect.)
+      // then stores the run as running, with its heartbeat). Its client is told it was refused (a 503), so such
+      // a run is ended as soon as Redis answers, calling no webhook: the sweep that ended it lost called it (a
+      // probe: a signed record of a run its caller was told had not started). Its heartbeat is kept until then
+      // (and for good if Redis stays away longer than the tries): stale, it has a sweep end the run as lost. (The
+      // run id is the server's: a taken one can only be this write's own, resent by the client after a reconnect.)
       forgotten = true;
+      pending = this.endWhenPossible(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be stored in time: its client was told it was refused'), false);
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be stored', { cause: error.cause });
     } finally {
       if (pending === undefined) this.local.delete(record.run_id);
@@ -374,12 +377,15 @@ class RunWorkerCore {
 
   /**
    * Ends a run as failed, retrying every second for about a minute while the store is unavailable (so within
-   * a second of Redis answering again); true once it is ended, false when it gave up (the sweep ends it then).
+   * a second of Redis answering again); true once it is ended (or found ended, or not stored at all), false
+   * when it gave up (the sweep ends it then). `tell`: call its webhook (not for a run its client was told
+   * was refused).
    */
-  private async endWhenPossible(runId: string, error: RunnelError): Promise<boolean> {
+  private async endWhenPossible(runId: string, error: RunnelError, tell = true): Promise<boolean> {
     for (let attempt = 0; attempt < 60 && !this.stopped; attempt++) {
       try {
-        notify(await endRun(this.options.store, runId, 'error', error), this.options);
+        const ended = await endRun(this.options.store, runId, 'error', error);
+        if (tell) notify(ended, this.options);
         return true;
       } catch {
         await new Promise((resolve) => setTimeout(resolve, 1_000).unref());

@@ -203,14 +203,15 @@ describe('Redis stops answering under a run', () => {
         redis.signal('SIGCONT');
       }
       // The write that timed out was still on its way: Redis carries it out now, and the run is stored running.
-      // Nothing runs it, so the sweep ends it as lost.
+      // Nothing runs it: the replica that refused it ends it as refused as soon as Redis answers (calling no
+      // webhook: test/runs/refused-submit.test.ts).
       let runs: { status: string; error?: { code: string } }[] = [];
       for (let i = 0; i < 200; i++) {
         runs = ((await (await fetch(`${base}/story/runs`)).json()) as { runs?: typeof runs }).runs ?? (runs as never);
         if (runs.length > 0 && runs.every((run) => run.status !== 'running')) break;
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
-      expect(runs).toEqual([expect.objectContaining({ status: 'error', error: expect.objectContaining({ code: 'RUNNEL_ERR_RUN_LOST' }) })]);
+      expect(runs).toEqual([expect.objectContaining({ status: 'error', error: { code: 'RUNNEL_ERR_REDIS_UNAVAILABLE', message: 'The run could not be stored in time: its client was told it was refused' } })]);
       // Redis back: the next durable stream goes through.
       const again = await (await fetch(`${base}/story/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'up' }, on_disconnect: 'continue' }) })).text();
       expect(again).toMatch(/^id: 1-0\r\nevent: metadata/m);

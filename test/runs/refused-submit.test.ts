@@ -119,3 +119,60 @@ it('calls no webhook for a run whose submission was refused', async () => {
   }
   expect(received).toEqual([kept]);
 }, 120_000);
+
+/**
+ * The same for a durable stream (`on_disconnect: "continue"`): its first write, which stores the run, timed
+ * out, and its client got a 503; the write landed once Redis woke, storing the run as running with a
+ * heartbeat nobody renews, and the sweep that ended it lost called its webhook.
+ */
+it('calls no webhook for a durable stream whose start was refused', async () => {
+  const received: string[] = [];
+  const receiver = createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    request.on('end', () => {
+      received.push((JSON.parse(body) as { run_id: string }).run_id);
+      response.end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const hookPort = (receiver.address() as AddressInfo).port;
+  const frozen = await RedisServer.scratch();
+  const namespace = `runnel-test-refused-stream-hook-${randomUUID()}`;
+  const services = await connectServices({ redisUrl: frozen.url, namespace, redisCommandTimeoutMs: 2_000 });
+  const server = await buildApp({
+    chains: runChains as ChainSpec<never, unknown>[],
+    services,
+    config: { runNamespace: namespace, workerConcurrency: 0, runLockMs: 1_000, webhookHosts: [`127.0.0.1:${hookPort}`], webhookSecret: 's3cret-0123456789abcdef', webhookAllowHttp: true },
+  });
+  let listed: { run_id: string; status: string; error?: { code: string } }[] = [];
+  try {
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(server.server.address() as AddressInfo).port}`;
+    // Scripts loaded, so that the frozen stream's first command is its run's first write.
+    const warm = await fetch(`${url}/story/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'x' }, on_disconnect: 'continue' }) });
+    await warm.text();
+    frozen.signal('SIGSTOP');
+    let refused: Response;
+    try {
+      refused = await fetch(`${url}/story/stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { topic: 'x' }, on_disconnect: 'continue', webhook: `http://127.0.0.1:${hookPort}/hook` }) });
+    } finally {
+      frozen.signal('SIGCONT');
+    }
+    expect(refused.status).toBe(503);
+    await refused.text();
+    // The write landed: the run is listed, and ends.
+    for (let i = 0; i < 300 && !(listed.length === 2 && listed.every((run) => run.status !== 'running')); i++) {
+      const res = await fetch(`${url}/story/runs`);
+      listed = res.status === 200 ? ((await res.json()) as { runs: typeof listed }).runs : (await res.text(), []);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await server.close();
+    await frozen.kill();
+    await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  }
+  // Ended as refused, by the process that refused it, as soon as Redis answered (no longer lost, by a sweep).
+  expect(listed.map((run) => [run.status, run.error?.code])).toEqual([['error', 'RUNNEL_ERR_REDIS_UNAVAILABLE'], ['success', undefined]]);
+  expect(received).toEqual([]);
+}, 120_000);
