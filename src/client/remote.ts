@@ -146,11 +146,16 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
     this.resume = { ...DEFAULT_RESUME, ...options.resume };
   }
 
-  /** The config a server may accept from a client: tags, metadata, configurable. */
+  /**
+   * The config a server may accept from a client: tags, metadata, configurable. Internal metadata (keys
+   * starting with `__`: the caller's identity and cache partition a Runnel server sets, trace ids) stays in this
+   * process: a chain calling a remote one sent its callers' key names to that server (a probe).
+   */
   private wireConfig(config: { tags?: readonly string[]; metadata?: Readonly<Record<string, unknown>>; configurable?: Readonly<Record<string, unknown>> } | undefined): Record<string, unknown> {
     const out: Record<string, unknown> = {};
     if (config?.tags !== undefined && config.tags.length > 0) out.tags = config.tags;
-    if (config?.metadata !== undefined && Object.keys(config.metadata).length > 0) out.metadata = config.metadata;
+    const metadata = config?.metadata === undefined ? [] : Object.entries(config.metadata).filter(([key]) => !key.startsWith('__'));
+    if (metadata.length > 0) out.metadata = Object.fromEntries(metadata);
     if (config?.configurable !== undefined && Object.keys(config.configurable).length > 0) out.configurable = config.configurable;
     return out;
   }

@@ -1,5 +1,7 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AIMessage, Document, lambda, parseSse, RemoteRunnable, type StreamEvent } from '../../src/index.js';
+import { AIMessage, buildApp, defineChain, Document, lambda, parseSse, RemoteRunnable, type ChainSpec, type StreamEvent } from '../../src/index.js';
 import { settleWithin, toArray } from '../helpers.js';
 import { observed, startServer, type TestServer } from '../support/server.js';
 
@@ -74,6 +76,48 @@ describe('RemoteRunnable', () => {
       })(),
       2000,
     );
+  });
+});
+
+describe('RemoteRunnable inside a served chain', () => {
+  it("keeps the server's internal metadata (its caller's identity) from the remote server", async () => {
+    // The remote server records the configs it is sent, as a LangServe server that takes any metadata would see them.
+    const configs: unknown[] = [];
+    const upstream = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        const sent = JSON.parse(body) as { config: unknown };
+        configs.push(...(Array.isArray(sent.config) ? sent.config : [sent.config]));
+        if (req.url?.endsWith('/stream') === true) {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end('event: data\r\ndata: "ok"\r\n\r\nevent: end\r\n\r\n');
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(req.url?.endsWith('/batch') === true ? { output: ['ok'], metadata: {} } : { output: 'ok', metadata: {} }));
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const remote = new RemoteRunnable<string, string>({ url: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/echo` });
+    const chain = defineChain({ path: '/relay', configKeys: ['configurable', 'metadata'], runnable: lambda((text: string) => text).pipe(remote) });
+    const app = await buildApp({ chains: [chain] as ChainSpec<never, unknown>[], config: { apiKeys: [{ name: 'alice', key: 'alice-key-0123456789abcdef' }] } });
+    try {
+      const headers = { authorization: 'Bearer alice-key-0123456789abcdef', 'content-type': 'application/json' };
+      for (const [endpoint, body] of [
+        ['invoke', { input: 'hi', config: { metadata: { topic: 'cats' } } }],
+        ['stream', { input: 'hi', config: { metadata: { topic: 'cats' } } }],
+      ] as const) {
+        const answer = await app.inject({ method: 'POST', url: `/relay/${endpoint}`, headers, payload: body });
+        expect(answer.statusCode).toBe(200);
+      }
+      await remote.batch(['hi'], { metadata: { topic: 'cats', __identity: 'alice', __cache_partition: 'alice' } });
+      expect(configs).toHaveLength(3);
+      for (const config of configs) expect(config).toEqual({ metadata: { topic: 'cats' } });
+    } finally {
+      await app.close();
+      await new Promise((resolve) => upstream.close(resolve));
+    }
   });
 });
 
