@@ -29,7 +29,7 @@ import { parseSse, type SseMessage } from './sse.js';
 
 /** Options of {@link RemoteRunnable}. */
 export interface RemoteRunnableOptions {
-  /** The chain's base URL: `http://host:8000/joke` (a `/c/{hash}` URL works too). */
+  /** The chain's base URL: `http://host:8000/joke` (a `/c/{hash}` URL works too); no user name or password in it (`headers` carry credentials). */
   url: string;
   /** Sent with every request (e.g. `authorization`). */
   headers?: Record<string, string>;
@@ -139,6 +139,12 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
 
   constructor(options: RemoteRunnableOptions) {
     super();
+    // fetch refuses a URL with a user name or password, so every call failed, with an error quoting the URL —
+    // which a served chain's clients read ("Could not reach http://user:password@…"). Said here, without the URL.
+    const parsed = URL.parse(options.url);
+    if (parsed !== null && (parsed.username !== '' || parsed.password !== '')) {
+      throw new RunnelError('RUNNEL_ERR_INVALID_ARGUMENT', 'RemoteRunnable: the url must not carry a user name or password (fetch refuses it); send credentials in headers, e.g. { authorization: "Basic …" }');
+    }
     this.url = options.url.replace(/\/+$/, '');
     this.headers = options.headers ?? {};
     this.timeout = options.timeout;

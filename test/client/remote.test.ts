@@ -121,6 +121,23 @@ describe('RemoteRunnable inside a served chain', () => {
   });
 });
 
+describe('RemoteRunnable with credentials in its URL', () => {
+  it('is refused where it is made, without quoting them: every call failed with a message that did, which clients of a served chain read', () => {
+    let thrown: unknown;
+    try {
+      new RemoteRunnable({ url: 'http://svc:pw-SECRET@127.0.0.1:9/joke' });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toMatchObject({ code: 'RUNNEL_ERR_INVALID_ARGUMENT' });
+    expect((thrown as Error).message).toContain('headers');
+    expect((thrown as Error).message).not.toContain('pw-SECRET');
+    expect(() => new RemoteRunnable({ url: 'http://svc@127.0.0.1:9/joke' })).toThrow(/user name or password/);
+    // An @ in the path is no credential.
+    expect(() => new RemoteRunnable({ url: 'http://127.0.0.1:9/team@x/joke' })).not.toThrow();
+  });
+});
+
 describe('parseSse', () => {
   it('handles \\r\\n, \\n and \\r line ends, multi-line data and comments, across chunk boundaries', async () => {
     const bytes = new TextEncoder().encode(': ping\r\n\r\nevent: data\r\ndata: 1\r\n\r\nevent: data\ndata: a\ndata: b\n\nevent: end\r\r');
