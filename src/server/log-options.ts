@@ -38,15 +38,25 @@ export function redactQuery(url: string): string {
 }
 
 /**
- * Path segments that name a conversation: a chat's session id (`/history/{session_id}`), the AI SDK's chat id
- * (`/ui_stream/{chat_id}/stream`) and a config hash (`/c/{hash}/`, whose config may carry a session id). On a
- * server without keys a session id is all anyone needs to read that conversation.
+ * Path segments after which comes one naming a conversation: a chat's session id (`/history/{session_id}`), the
+ * AI SDK's chat id (`/ui_stream/{chat_id}/stream`) and a config hash (`/c/{hash}/`, whose config may carry a
+ * session id). On a server without keys a session id is all anyone needs to read that conversation.
  */
-const CONVERSATION_SEGMENT = /(?<=\/(?:history|ui_stream|c)\/)[^/?#]+/g;
+const CONVERSATION_MARKERS = new Set(['history', 'ui_stream', 'c']);
+
+/** A path segment as the router reads it (percent-decoded), or as sent when it does not decode. */
+function decodedSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
 
 /**
  * A request URL as logged: the values of secret-looking query parameters, and the path's conversation ids
- * (see {@link CONVERSATION_SEGMENT}), replaced.
+ * (the segment after each of {@link CONVERSATION_MARKERS}), replaced. A marker is recognised however it is
+ * spelt, as the router decodes it: `/chat/%68istory/{id}` reaches the history route too, and its id was logged.
  *
  * @example
  * loggedUrl('/chat/history/alice-1?api_key=sk-1'); // '/chat/history/[redacted]?api_key=[redacted]'
@@ -54,7 +64,9 @@ const CONVERSATION_SEGMENT = /(?<=\/(?:history|ui_stream|c)\/)[^/?#]+/g;
 export function loggedUrl(url: string): string {
   const at = url.indexOf('?');
   const path = at === -1 ? url : url.slice(0, at);
-  return path.replace(CONVERSATION_SEGMENT, '[redacted]') + redactQuery(url).slice(path.length);
+  const segments = path.split('/');
+  const logged = segments.map((segment, i) => (i > 0 && CONVERSATION_MARKERS.has(decodedSegment(segments[i - 1] as string)) && segment !== '' ? '[redacted]' : segment));
+  return logged.join('/') + redactQuery(url).slice(path.length);
 }
 
 /**

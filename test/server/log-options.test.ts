@@ -46,13 +46,20 @@ describe('the server logger', () => {
     // A marker right after another (a review: the first match took the slash the second needed).
     expect(loggedUrl('/history/c/N4Ig/invoke')).toBe('/history/[redacted]/[redacted]/invoke');
     expect(loggedUrl('/c/history/alice-1')).toBe('/c/[redacted]/[redacted]');
+    // A marker spelt with percent-escapes reaches the same route (the router decodes it): its id was logged.
+    expect(loggedUrl('/chat/%68istory/alice-2')).toBe('/chat/%68istory/[redacted]');
+    expect(loggedUrl('/chat/ui%5Fstream/chat-9/stream')).toBe('/chat/ui%5Fstream/[redacted]/stream');
+    expect(loggedUrl('/chat/%63/N4IgLg/invoke')).toBe('/chat/%63/[redacted]/invoke');
+    expect(loggedUrl('/chat/%zz/history')).toBe('/chat/%zz/history');
     const { lines, stream } = logLines();
     const app = await buildApp({ chains: [defineChain({ path: '/echo', runnable: lambda((x: unknown) => x) })] as ChainSpec<never, unknown>[], logger: { ...serverLoggerOptions('info'), stream } });
     try {
       await app.inject({ method: 'GET', url: '/echo/history/session-canary-4d2' });
+      await app.inject({ method: 'GET', url: '/echo/hist%6Fry/session-canary-5e3' });
       const logged = lines.join('');
       expect(logged).toContain('/echo/history/[redacted]');
       expect(logged).not.toContain('session-canary-4d2');
+      expect(logged).not.toContain('session-canary-5e3');
     } finally {
       await app.close();
     }
