@@ -17,6 +17,7 @@ import { cutText, lifecycleCallback, type EventCallback, type StreamEvent } from
 import type { TracingConfig } from './config.js';
 import { BatchExporter, SpanKinds, StatusCodes, type AttributeValue, type SpanData } from './otlp.js';
 import { openSpans } from './propagation.js';
+import { redactUrlCredentials } from './redact.js';
 
 /** A W3C trace context: the trace, the parent span, whether the caller samples it, its `tracestate`. */
 export interface TraceContext {
@@ -392,8 +393,9 @@ export class Tracing {
         const code = errorCode(event.data.error);
         open.span.setAttribute('error.type', code);
         if (code.startsWith('RUNNEL_ERR_')) open.span.setAttribute('runnel.error.code', code);
-        // The error's message only with content on: it may quote the run's input (a tool's, user code's).
-        open.span.setError(content ? String(event.data.error ?? '') : code);
+        // The error's message only with content on: it may quote the run's input (a tool's, user code's). Never
+        // the credentials of a URL it quotes (a connection string), which the log leaves out too.
+        open.span.setError(content ? redactUrlCredentials(String(event.data.error ?? '')) : code);
       }
       open.span.end();
     });

@@ -6,6 +6,9 @@
  */
 import type { FastifyServerOptions } from 'fastify';
 import { stdSerializers } from 'pino';
+import { redactUrlCredentials } from '../observability/redact.js';
+
+export { redactUrlCredentials };
 
 /** Query parameters whose values are not logged. */
 const SECRET_PARAM = /key|token|secret|pass|pwd|auth|bearer|signature|sig$|hmac|otp|private|credential|session|cookie|jwt|^code$/i;
@@ -67,23 +70,6 @@ export function loggedUrl(url: string): string {
   const segments = path.split('/');
   const logged = segments.map((segment, i) => (i > 0 && CONVERSATION_MARKERS.has(decodedSegment(segments[i - 1] as string)) && segment !== '' ? '[redacted]' : segment));
   return logged.join('/') + redactQuery(url).slice(path.length);
-}
-
-/**
- * The credentials of URLs in a text (`postgres://user:password@host` → `postgres://[redacted]@host`), up to the
- * authority's last `@` (a password may hold one unencoded); and libpq's `password=…` form.
- */
-const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#]*@/gi;
-const KEYWORD_PASSWORD = /\b(password|passwd|pwd)=([^\s&;]+)/gi;
-
-/**
- * A text with the credentials of the URLs in it replaced: an error's message may quote a connection string.
- *
- * @example
- * redactUrlCredentials('connect postgres://runnel:s3cret@db:5432/runnel'); // 'connect postgres://[redacted]@db:5432/runnel'
- */
-export function redactUrlCredentials(text: string): string {
-  return text.replace(URL_CREDENTIALS, '$1[redacted]@').replace(KEYWORD_PASSWORD, '$1=[redacted]');
 }
 
 /**

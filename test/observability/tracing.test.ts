@@ -447,6 +447,32 @@ describe('a tool-calling conversation’s model spans, with content on', () => {
   });
 });
 
+describe('a failed run’s span, with content on', () => {
+  it('keeps the error’s message, without the credentials of a URL it quotes (as the log does)', async () => {
+    const receiver = await startOtlpReceiver();
+    const failing = defineChain({
+      path: '/connect',
+      runnable: lambda((_: string) => {
+        throw new Error('could not connect to postgres://runnel:s3cret-pw-77@db:5432/app');
+      }),
+    });
+    const served = await serve([failing] as ChainSpec<never, unknown>[], receiver, { RUNNEL_TRACE_CONTENT: 'true' });
+    try {
+      const caller = callerTrace();
+      const res = await fetch(`${served.url}/connect/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: 'x' }) });
+      expect(res.status).toBe(500);
+      await res.text();
+      await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.attributes['runnel.run_type'] !== undefined));
+      const run = ofTrace(receiver, caller.traceId).find((span) => span.attributes['runnel.run_type'] !== undefined) as ReceivedSpan;
+      expect(run.status.message).toContain('postgres://[redacted]@db:5432/app');
+      expect(JSON.stringify(ofTrace(receiver, caller.traceId))).not.toContain('s3cret-pw-77');
+    } finally {
+      await served.app.close();
+      await receiver.close();
+    }
+  });
+});
+
 describe('content attributes', () => {
   // A probe: the cut split an emoji's surrogate pair, and a lone half is not valid UTF-8 in protobuf.
   it('are cut at 8,192 characters, never between the halves of a surrogate pair', () => {
