@@ -6,7 +6,7 @@
  */
 import type { FastifyServerOptions } from 'fastify';
 import { stdSerializers } from 'pino';
-import { redactUrlCredentials } from '../observability/redact.js';
+import { redactUrlCredentials } from '../observability/index.js';
 
 export { redactUrlCredentials };
 
