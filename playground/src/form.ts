@@ -206,7 +206,8 @@ export class SchemaForm {
     switch (kind) {
       case 'string': {
         const long = (s.maxLength ?? 1000) > 200;
-        const input = long ? h('textarea', { id, rows: 2 }) : h('input', { id, type: 'text' });
+        // dir=auto: text typed in Hebrew or Arabic reads right to left as it is typed.
+        const input = long ? h('textarea', { id, rows: 2, dir: 'auto' }) : h('input', { id, type: 'text', dir: 'auto' });
         // A value of another type (typed into the JSON tab) shows as it is, with its error, not as an empty field.
         input.value = typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value);
         input.addEventListener('input', () => this.update(path, input.value === '' && (nullable || !required) ? (nullable ? null : undefined) : input.value));
@@ -280,7 +281,7 @@ export class SchemaForm {
           // A role the select does not list (one the server will refuse) is shown as it is, not as "human".
           const roles: string[] = ROLES.includes(parts.role as (typeof ROLES)[number]) ? [...ROLES] : [...ROLES, parts.role];
           const role = h('select', { attrs: { 'aria-label': 'Role' } }, ...roles.map((r) => h('option', { value: r, text: r, selected: parts.role === r })));
-          const content = h('textarea', { rows: 2, value: parts.content, attrs: { 'aria-label': 'Content' } });
+          const content = h('textarea', { rows: 2, value: parts.content, dir: 'auto', attrs: { 'aria-label': 'Content' } });
           // An edit changes what was edited, in the message's own form.
           role.addEventListener('change', () => this.update([...path, i], rewrite(getAt(this.current, [...path, i]), { role: role.value })));
           content.addEventListener('input', () => this.update([...path, i], rewrite(getAt(this.current, [...path, i]), { content: content.value })));

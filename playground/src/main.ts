@@ -92,7 +92,7 @@ function perFrame(render: () => void): { schedule(): void; flush(): void } {
 
 /** A chain's output rendered as `as` says (markdown, text, json): an object's fields each under its name. */
 function renderValue(value: unknown, as: string, outputSchema: Schema | undefined): Node[] {
-  if (typeof value === 'string') return [as === 'markdown' ? markdown(value) : as === 'text' ? h('pre', { class: 'text-output', text: value }) : h('pre', { class: 'json-output', text: JSON.stringify(value, null, 2) })];
+  if (typeof value === 'string') return [as === 'markdown' ? markdown(value) : as === 'text' ? h('pre', { class: 'text-output', dir: 'auto', text: value }) : h('pre', { class: 'json-output', text: JSON.stringify(value, null, 2) })];
   const shown = outputSchema === undefined ? value : inSchemaOrder(value, outputSchema, outputSchema);
   if (as === 'json' || shown === null || typeof shown !== 'object' || Array.isArray(shown)) return [h('pre', { class: 'json-output', text: JSON.stringify(shown, null, 2) })];
   // Text or Markdown for an object (`/rag`: answer and sources): each field under its name, its text as asked.
@@ -517,7 +517,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
   // The input's text field: the one string property (`message`, `input`, `question`, ...).
   const messageKey = Object.entries(inputSchema.properties ?? {}).find(([, s]) => s.type === 'string')?.[0] ?? 'input';
   const log = h('div', { class: 'chat-log', attrs: { 'aria-live': 'polite' } });
-  const text = h('textarea', { rows: 2, placeholder: 'Message', attrs: { 'aria-label': 'Message' } });
+  const text = h('textarea', { rows: 2, placeholder: 'Message', dir: 'auto', attrs: { 'aria-label': 'Message' } });
   const sendButton = h('button', { type: 'submit', class: 'primary', text: 'Send' });
   const stopButton = h('button', { type: 'button', text: 'Stop', disabled: true });
   const sessionLabel = h('code', { class: 'session-id', text: session });
@@ -547,7 +547,8 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
   if (sharedConfig !== undefined) settingsFit();
 
   const makeBubble = (role: string, content: string): HTMLElement => {
-    const el = h('div', { class: `bubble ${role === 'human' ? 'human' : 'ai'}`, attrs: { 'data-role': role } });
+    // dir=auto: a message in Hebrew or Arabic reads right to left (an answer's Markdown blocks each find their own).
+    const el = h('div', { class: `bubble ${role === 'human' ? 'human' : 'ai'}`, dir: 'auto', attrs: { 'data-role': role } });
     el.append(role === 'human' ? document.createTextNode(content) : markdown(content));
     return el;
   };

@@ -4,9 +4,13 @@
  * italic and links. Links keep only http(s) and relative targets and open
  * with rel="noopener noreferrer"; images render as their alt text (a
  * model's answer must not make the browser fetch anything); raw HTML stays
- * text.
+ * text. Each block takes its direction from its own text (`dir="auto"`), so
+ * a Hebrew or Arabic paragraph reads right to left beside an English one.
  */
 import { h, type Child } from './dom.js';
+
+/** A block's direction is its text's (its first strong character): an Arabic paragraph reads right to left. */
+const AUTO = { dir: 'auto' } as const;
 
 const SAFE_URL = /^(https?:\/\/|\/|\.\/|#)/i;
 
@@ -61,7 +65,7 @@ export function markdown(source: string, depth = 0): DocumentFragment {
     const heading = /^(#{1,6})\s+(.*)$/.exec(line);
     if (heading) {
       const level = Math.min(6, (heading[1] as string).length + 2) as 3 | 4 | 5 | 6;
-      fragment.append(h(`h${level}`, {}, ...inline(heading[2] as string)));
+      fragment.append(h(`h${level}`, AUTO, ...inline(heading[2] as string)));
       i++;
       continue;
     }
@@ -69,7 +73,7 @@ export function markdown(source: string, depth = 0): DocumentFragment {
       const ordered = /^\s*\d+[.)]/.test(line);
       const list = h(ordered ? 'ol' : 'ul');
       while (i < lines.length && /^\s*([-*+]|\d+[.)])\s+/.test(lines[i] as string)) {
-        list.append(h('li', {}, ...inline((lines[i] as string).replace(/^\s*([-*+]|\d+[.)])\s+/, ''))));
+        list.append(h('li', AUTO, ...inline((lines[i] as string).replace(/^\s*([-*+]|\d+[.)])\s+/, ''))));
         i++;
       }
       fragment.append(list);
@@ -79,7 +83,7 @@ export function markdown(source: string, depth = 0): DocumentFragment {
       const quoted: string[] = [];
       while (i < lines.length && /^\s*>/.test(lines[i] as string)) quoted.push((lines[i++] as string).replace(/^\s*>\s?/, ''));
       const block = h('blockquote');
-      block.append(depth < MAX_QUOTE_DEPTH ? markdown(quoted.join('\n'), depth + 1) : h('p', { text: quoted.join('\n') }));
+      block.append(depth < MAX_QUOTE_DEPTH ? markdown(quoted.join('\n'), depth + 1) : h('p', { ...AUTO, text: quoted.join('\n') }));
       fragment.append(block);
       continue;
     }
@@ -90,7 +94,7 @@ export function markdown(source: string, depth = 0): DocumentFragment {
     const paragraph: string[] = [];
     while (i < lines.length && (lines[i] as string).trim() !== '' && !/^(\s*(```|~~~|#{1,6}\s|>|[-*+]\s|\d+[.)]\s))/.test(lines[i] as string)) paragraph.push(lines[i++] as string);
     if (paragraph.length === 0) paragraph.push(lines[i++] as string);
-    fragment.append(h('p', {}, ...inline(paragraph.join('\n'))));
+    fragment.append(h('p', AUTO, ...inline(paragraph.join('\n'))));
   }
   return fragment;
 }
