@@ -615,9 +615,12 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
     answer.classList.add('streaming');
     let content: unknown;
     const show = (): void => {
+      // The log follows the answer down only from its bottom: a reader who scrolled up (an earlier turn, the
+      // answer's start) stays there. A probe: each frame set it to the end, pulling them back many times a second.
+      const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 8;
       clear(answer);
       answer.append(typeof content === 'string' ? markdown(content) : h('pre', { text: JSON.stringify(content, null, 2) }));
-      log.scrollTop = log.scrollHeight;
+      if (atBottom) log.scrollTop = log.scrollHeight;
     };
     const answerFrames = perFrame(show);
     const mine = (controller = new AbortController());
