@@ -17,7 +17,7 @@
  */
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
-import { redactUrlCredentials } from '../src/server/log-options.js';
+import { redactUrlCredentials } from '../src/observability/index.js';
 
 const LEGACY = 'runnel:history:';
 

@@ -8,8 +8,6 @@ import type { FastifyServerOptions } from 'fastify';
 import { stdSerializers } from 'pino';
 import { redactUrlCredentials } from '../observability/index.js';
 
-export { redactUrlCredentials };
-
 /** Query parameters whose values are not logged. */
 const SECRET_PARAM = /key|token|secret|pass|pwd|auth|bearer|signature|sig$|hmac|otp|private|credential|session|cookie|jwt|^code$/i;
 

@@ -10,7 +10,7 @@ import { setProviderLogger } from '../models/index.js';
 import { loadServerConfig } from './config.js';
 import { dataDirProblem } from './data-dir-lock.js';
 import { unknownSettings } from './startup-warnings.js';
-import { redactUrlCredentials } from './log-options.js';
+import { redactUrlCredentials } from '../observability/index.js';
 import { connectServices } from './services.js';
 import { shutdownDeadlineMs } from './signals.js';
 import { startRunWorkers, stopWorkersOnSignals } from './worker-process.js';

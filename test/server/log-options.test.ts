@@ -9,7 +9,8 @@ import { pino, type LoggerOptions } from 'pino';
 import { describe, expect, it } from 'vitest';
 // `serverLoggerOptions` as an embedder of buildApp takes it: from the package.
 import { buildApp, defineChain, lambda, serverLoggerOptions, type ChainSpec } from '../../src/index.js';
-import { loggedUrl, redactQuery, redactUrlCredentials } from '../../src/server/log-options.js';
+import { redactUrlCredentials } from '../../src/observability/index.js';
+import { loggedUrl, redactQuery } from '../../src/server/log-options.js';
 import { freePort } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
