@@ -28,7 +28,7 @@ import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, type ServerConfig } from './config.js';
 import { clientNetwork } from './client-network.js';
-import { answeredOnSocket, connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseExpectations } from './connection-limits.js';
+import { answeredOnSocket, connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseConnect, refuseExpectations } from './connection-limits.js';
 import { logDependencyFailure, sendErrorAnswer } from './error-reply.js';
 import { loggedUrl } from './log-options.js';
 import { errorBody, toHttpError } from './http-errors.js';
@@ -302,6 +302,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   tracing?.warnOnDroppedSpans((fields, message) => app.log.warn(fields, message));
   continueWhenRead(app.server);
   refuseExpectations(app.server, requestIdOf);
+  refuseConnect(app.server, requestIdOf);
   const stopCuttingStalled = cutStalledReaders(app.server, config.streamStallMs);
   app.addHook('onClose', async () => stopCuttingStalled());
 

@@ -9,6 +9,7 @@
 import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders, type ServerOptions, type ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { ConnectionError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorCodes, RunnelError, type ErrorCode } from '../core/index.js';
 import type { ServerConfig } from './config.js';
@@ -258,6 +259,22 @@ const deferred = new WeakSet<Socket>();
 function pendingAnswer(socket: Socket): ServerResponse | undefined {
   const answer = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
   return answer !== undefined && answer !== null && answer.req.complete && !answer.writableFinished ? answer : undefined;
+}
+
+/**
+ * Answers `CONNECT` (a request for a proxy's tunnel), which Node hands to a `connect` listener and, without one,
+ * drops unanswered: a 405 in the error shape, then the connection closes (no tunnel opens).
+ */
+export function refuseConnect(server: { on(event: 'connect', listener: (req: IncomingMessage, socket: Duplex) => void): unknown }, requestId: (req: IncomingMessage) => string): void {
+  server.on('connect', (req, socket) => {
+    // Handed over by Node's parser: its errors are this listener's (a reset unheard would end the process).
+    socket.on('error', () => socket.destroy());
+    const body = JSON.stringify(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'CONNECT is not served: this server is not a proxy'));
+    socket.end(
+      `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId(req)}\r\nconnection: close\r\n\r\n${body}`,
+      () => socket.destroy(),
+    );
+  });
 }
 
 /**

@@ -119,6 +119,14 @@ describe('odd requests', () => {
     expect(got).toMatch(/^HTTP\/1\.1 417 /);
   });
 
+  // A probe: CONNECT (a proxy's tunnel request) had its connection closed with no answer at all.
+  it('CONNECT is a 405 in the error shape, and its connection closes', async () => {
+    const answer = await raw('CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\nx-request-id: probe-connect\r\n\r\n');
+    expect(answer).toMatch(/^HTTP\/1\.1 405 /);
+    expect(answer).toMatch(/\r\nx-request-id: probe-connect\r\n/i);
+    expect(bodyOf(answer)).toMatchObject({ code: 'RUNNEL_ERR_METHOD_NOT_ALLOWED' });
+  });
+
   // Fastify closed the connection after a body that did not parse, though it had arrived whole: a request
   // pipelined behind it was dropped unanswered.
   it('a body that is not JSON is a 422, and a request pipelined after it is answered on the same connection', async () => {
