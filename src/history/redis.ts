@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { wrongTypeError } from '../cache/redis-client.js';
+import { despiteStall, wrongTypeError } from '../cache/redis-client.js';
 import { isRunnelError, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
 import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
@@ -167,7 +167,10 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
       // wakes, and the turn its caller was told had failed would be saved (twice, once the client retries).
       // Its removal goes on the same connection right behind it, so Redis runs the two in that order; the
       // token makes it match this write's records alone (an earlier identical turn stays).
-      for (const record of records) this.client.lrem(this.key, 0, record).catch(() => undefined);
+      // Sent even while the connection is stalled (it is, when this write timed out): see `refuseWhileStalled`.
+      despiteStall(() => {
+        for (const record of records) this.client.lrem(this.key, 0, record).catch(() => undefined);
+      });
       throw redisError(error);
     }
   }

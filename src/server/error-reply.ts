@@ -80,6 +80,7 @@ const SERVICE_FAILURES: [RegExp, string][] = [
   [/Command timed out/, 'command_timeout'],
   [/Connection is closed/, 'connection_closed'],
   [/Stream isn't writeable/, 'not_connected'],
+  [/Redis has not answered a command that timed out/, 'not_answering'],
 ];
 
 /**
