@@ -163,3 +163,18 @@ export function refuseWhileStalled(client: Redis): void {
     return sent;
   };
 }
+
+/**
+ * True when `error` (or its cause) is the client refusing a command it never sent: not connected (Redis down,
+ * reconnecting) or stalled ({@link refuseWhileStalled}). Such a write cannot land later, unlike one that timed
+ * out or whose connection closed under it.
+ *
+ * @example
+ * if (!neverSent(error)) undoLater(); // the write may still be carried out
+ */
+export function neverSent(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 3; cause = cause.cause, depth++) {
+    if (cause.message === STALLED_MESSAGE || cause.message.startsWith("Stream isn't writeable")) return true;
+  }
+  return false;
+}

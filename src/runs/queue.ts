@@ -12,7 +12,7 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { CancelToken, isRunnelError, RunnelError, type EventCallback, type Runnable } from '../core/index.js';
-import { coalesceWrites } from '../cache/redis-client.js';
+import { coalesceWrites, neverSent } from '../cache/redis-client.js';
 import { executeRun, RunNotStored, type RunReader } from './executor.js';
 import { publicRun, RunEnded, TERMINAL, type RunRecord, type RunStore } from './store.js';
 import { DEFAULT_DELIVERY_LIMITS, DeliveryLimiter, deliverWebhook, webhookBody, type DeliveryLimits, type WebhookPolicy } from './webhook.js';
@@ -543,8 +543,10 @@ export class BullRunQueue implements RunQueue {
     } catch (error) {
       // A write that timed out may still be carried out once Redis answers again (a frozen Redis): the run would
       // wait there, its caller told it was refused and holding one of the caller's open runs (a probe: 429 for a
-      // minute and more). It is ended as soon as Redis answers.
-      if (isRunnelError(error) && error.code === 'RUNNEL_ERR_REDIS_UNAVAILABLE') this.endRefused(record.run_id);
+      // minute and more). It is ended as soon as Redis answers. Not one the client never sent (Redis down): that
+      // cannot land, and each refusal had its own two minutes of retries, their timers and the record held (a
+      // probe: 8,000 submissions with Redis down, 7 MB of heap for two minutes, then as many writes at once).
+      if (isRunnelError(error) && error.code === 'RUNNEL_ERR_REDIS_UNAVAILABLE' && !neverSent(error)) this.endRefused(record.run_id);
       throw error;
     }
     this.adding.add(record.run_id);

@@ -10,6 +10,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, expect, it } from 'vitest';
+import type { RunnelError } from '../../src/index.js';
 import { buildApp, connectServices, type ChainSpec } from '../../src/index.js';
 import { RedisServer } from '../support/redis-server.js';
 import { runChains } from '../support/run-server.js';
@@ -176,3 +177,33 @@ it('calls no webhook for a durable stream whose start was refused', async () => 
   expect(listed.map((run) => [run.status, run.error?.code])).toEqual([['error', 'RUNNEL_ERR_REDIS_UNAVAILABLE'], ['success', undefined]]);
   expect(received).toEqual([]);
 }, 120_000);
+
+it('starts no retries to end a submission refused unsent (Redis down): it cannot land', async () => {
+  const down = await RedisServer.scratch();
+  const namespace = `runnel-test-refused-${randomUUID()}`;
+  const services = await connectServices({ redisUrl: down.url, namespace });
+  const downApp = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: namespace, workerConcurrency: 0, runLockMs: 60_000 } });
+  try {
+    // The queue's end of a waiting run, counted: each refused submission started two minutes of them, at once.
+    const core = (downApp as unknown as { runnel: { runQueue(): { core: { endWaiting(runId: string, error: RunnelError, status: string): Promise<void> } } } }).runnel.runQueue().core;
+    const endWaiting = core.endWaiting.bind(core);
+    let ends = 0;
+    core.endWaiting = (...args) => {
+      ends++;
+      return endWaiting(...args);
+    };
+    // Once the client has seen its socket close, a command is refused unsent.
+    const client = services.redis as NonNullable<typeof services.redis>;
+    const closed = new Promise((resolve) => client.once('close', resolve));
+    await down.kill();
+    await closed;
+    for (let i = 0; i < 20; i++) {
+      const res = await downApp.inject({ method: 'POST', url: '/noop/runs', payload: { input: { n: 1 } } });
+      expect([res.statusCode, res.json().code]).toEqual([503, 'RUNNEL_ERR_REDIS_UNAVAILABLE']);
+    }
+    expect(ends).toBe(0);
+  } finally {
+    await downApp.close();
+    await down.kill();
+  }
+}, 60_000);
