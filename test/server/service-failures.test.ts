@@ -1,11 +1,13 @@
 /**
  * Failures of real services: a Redis server of the test's own on a spare
- * port, killed and restarted; Redis frozen with CLIENT PAUSE; Postgres
+ * port, killed and restarted; Redis frozen with CLIENT PAUSE; Redis full
+ * (maxmemory, noeviction); Postgres
  * backends of the pool terminated. Bounds below guard against hangs; they
  * are not timing assertions.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectServices, createRedisClient, HumanMessage, RedisChatMessageHistory } from '../../src/index.js';
+import { serviceFailure } from '../../src/server/error-reply.js';
 import { settleWithin } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
@@ -74,5 +76,30 @@ describe('Postgres failures', () => {
     expect(await services.checks.get('postgres')?.()).toBe(true);
     await services.close();
     await killer.close();
+  });
+});
+
+describe('Redis full', () => {
+  it('a Redis full (maxmemory, noeviction): a turn is refused whole, Redis unavailable, its log saying out of memory; reads still answer', async () => {
+    const full = await RedisServer.scratch();
+    const client = createRedisClient(full.url, { commandTimeoutMs: 300 });
+    await client.connect();
+    const history = new RedisChatMessageHistory({ client, sessionId: 'full', namespace: 'runnel-failure' });
+    try {
+      await history.addMessages([new HumanMessage('before it filled up')]);
+      await client.config('SET', 'maxmemory-policy', 'noeviction');
+      await client.config('SET', 'maxmemory', '1');
+      const refused = await history.addMessages([new HumanMessage('a question'), new HumanMessage('and its answer')]).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(refused).toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+      // The log's line: what an operator needs to see it is not an outage (the message said nothing of it).
+      expect(serviceFailure(refused)).toEqual({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE', service_error: 'out_of_memory' });
+      expect((await history.getMessages()).map((m) => m.text)).toEqual(['before it filled up']);
+    } finally {
+      client.disconnect();
+      await full.kill();
+    }
   });
 });
