@@ -8,19 +8,19 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectServices, createRedisClient, HumanMessage, RedisChatMessageHistory } from '../../src/index.js';
 import { serviceFailure } from '../../src/server/error-reply.js';
-import { settleWithin } from '../helpers.js';
+import { freePort, settleWithin } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
-const PORT = 16_390 + (process.pid % 200);
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
-const redis = new RedisServer(PORT, ['--save', '', '--appendonly', 'no']);
+// A spare port of its own, kept across the restarts (a fixed range collided with other servers of the machine).
+const redis = new RedisServer(await freePort(), ['--save', '', '--appendonly', 'no']);
 
 afterAll(async () => redis.kill());
 
 describe('Redis failures', () => {
   it('answers 503-coded errors promptly while Redis is down, and recovers when it returns, losing no saved message', async () => {
     await redis.start();
-    const client = createRedisClient(`redis://127.0.0.1:${PORT}`, { commandTimeoutMs: 300 });
+    const client = createRedisClient(`redis://127.0.0.1:${redis.port}`, { commandTimeoutMs: 300 });
     await client.connect();
     const history = new RedisChatMessageHistory({ client, sessionId: 'failover', namespace: 'runnel-failure' });
     await history.addMessages([new HumanMessage('before the outage')]);
@@ -45,9 +45,9 @@ describe('Redis failures', () => {
 
   it('never lets a command wait past its timeout while Redis is frozen', async () => {
     if (!redis.running) await redis.start();
-    const admin = createRedisClient(`redis://127.0.0.1:${PORT}`);
+    const admin = createRedisClient(`redis://127.0.0.1:${redis.port}`);
     await admin.connect();
-    const client = createRedisClient(`redis://127.0.0.1:${PORT}`, { commandTimeoutMs: 200 });
+    const client = createRedisClient(`redis://127.0.0.1:${redis.port}`, { commandTimeoutMs: 200 });
     await client.connect();
     const history = new RedisChatMessageHistory({ client, sessionId: 'frozen', namespace: 'runnel-failure' });
     await admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
