@@ -2,12 +2,10 @@
  * An ioredis client with bounded behaviour. With ioredis's defaults a
  * command waits out a whole outage (10–70 s measured here): here a command
  * fails after `commandTimeoutMs`, is retried at most once, is never queued
- * while disconnected, is refused at once while an earlier one on the
- * connection has timed out unanswered (`refuseWhileStalled`), and reconnects
- * back off to at most 2 s.
+ * while disconnected, and reconnects back off to at most 2 s.
  */
 import type { Socket } from 'node:net';
-import { Redis, type Command } from 'ioredis';
+import { Redis } from 'ioredis';
 import { RunnelError } from '../core/index.js';
 
 /** Options of {@link createRedisClient}. */
@@ -53,7 +51,6 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
     client.disconnect();
   });
   coalesceWrites(client);
-  refuseWhileStalled(client);
   return client;
 }
 
@@ -117,56 +114,9 @@ export function coalesceWrites(client: Redis): void {
   patch();
 }
 
-/** What a command refused by {@link refuseWhileStalled} fails with (`service_error` `not_answering` in the log). */
-export const STALLED_MESSAGE = 'Redis has not answered a command that timed out on this connection';
-
-const timedOut = new WeakSet<object>();
-let sendingDespiteStall = false;
-
-/**
- * Runs `send`, whose commands go out even while the connection is stalled (see {@link refuseWhileStalled}):
- * the removal of a write that timed out, which must reach Redis right behind that write.
- *
- * @example
- * despiteStall(() => void client.lrem(key, 0, record).catch(() => undefined));
- */
-export function despiteStall(send: () => void): void {
-  sendingDespiteStall = true;
-  try {
-    send();
-  } finally {
-    sendingDespiteStall = false;
-  }
-}
-
-/**
- * Makes `client` refuse a command at once, unsent, while the oldest command awaiting its answer on the
- * connection has timed out: Redis is frozen, or the network to it dropped, and the command would only wait
- * behind that one. Without this, every command sent meanwhile stayed in ioredis's queue with its arguments (a
- * chat turn's messages, a cached answer) and in the socket's buffer until Redis answered or the connection
- * died, which a partition delays by TCP's retransmission timeout (15 minutes and more): a probe's 4,000 chat
- * turns against a frozen Redis held 8 MB more heap until it woke. Commands flow again as soon as Redis
- * answers the ones that timed out. Pipelines and transactions are sent whole, never refused in part.
- */
-export function refuseWhileStalled(client: Redis): void {
-  const send = client.sendCommand.bind(client);
-  client.sendCommand = (command: Command, stream?: Parameters<Redis['sendCommand']>[1]): unknown => {
-    const oldest = client.commandQueue.peekFront();
-    if (stream === undefined && !sendingDespiteStall && oldest !== undefined && timedOut.has(oldest.command)) {
-      command.reject(new Error(STALLED_MESSAGE));
-      return command.promise;
-    }
-    const sent = send(command, stream);
-    command.promise.catch((error: unknown) => {
-      if (error instanceof Error && error.message === 'Command timed out') timedOut.add(command);
-    });
-    return sent;
-  };
-}
-
 /**
  * True when `error` (or its cause) is the client refusing a command it never sent: not connected (Redis down,
- * reconnecting) or stalled ({@link refuseWhileStalled}). Such a write cannot land later, unlike one that timed
+ * reconnecting; no command is queued while disconnected). Such a write cannot land later, unlike one that timed
  * out or whose connection closed under it.
  *
  * @example
@@ -174,7 +124,7 @@ export function refuseWhileStalled(client: Redis): void {
  */
 export function neverSent(error: unknown): boolean {
   for (let cause = error, depth = 0; cause instanceof Error && depth < 3; cause = cause.cause, depth++) {
-    if (cause.message === STALLED_MESSAGE || cause.message.startsWith("Stream isn't writeable")) return true;
+    if (cause.message.startsWith("Stream isn't writeable")) return true;
   }
   return false;
 }

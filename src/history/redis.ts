@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { despiteStall, wrongTypeError } from '../cache/redis-client.js';
+import { neverSent, wrongTypeError } from '../cache/redis-client.js';
 import { isRunnelError, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
 import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
@@ -166,11 +166,9 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
       // A write that timed out may still be carried out: a frozen Redis runs what its socket holds when it
       // wakes, and the turn its caller was told had failed would be saved (twice, once the client retries).
       // Its removal goes on the same connection right behind it, so Redis runs the two in that order; the
-      // token makes it match this write's records alone (an earlier identical turn stays).
-      // Sent even while the connection is stalled (it is, when this write timed out): see `refuseWhileStalled`.
-      despiteStall(() => {
-        for (const record of records) this.client.lrem(this.key, 0, record).catch(() => undefined);
-      });
+      // token makes it match this write's records alone (an earlier identical turn stays). A write refused unsent
+      // (Redis down) cannot land: nothing to remove, and each removal would carry the turn's messages again.
+      if (!neverSent(error)) for (const record of records) this.client.lrem(this.key, 0, record).catch(() => undefined);
       throw redisError(error);
     }
   }

@@ -80,7 +80,6 @@ const SERVICE_FAILURES: [RegExp, string][] = [
   [/Command timed out/, 'command_timeout'],
   [/Connection is closed/, 'connection_closed'],
   [/Stream isn't writeable/, 'not_connected'],
-  [/Redis has not answered a command that timed out/, 'not_answering'],
   // A Redis at its maxmemory under noeviction: it answers, and refuses every write (its PING, so /readyz, is fine).
   [/^OOM command not allowed/, 'out_of_memory'],
 ];

@@ -5,7 +5,7 @@
  * backends of the pool terminated. Bounds below guard against hangs; they
  * are not timing assertions.
  */
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { connectServices, createRedisClient, HumanMessage, RedisChatMessageHistory } from '../../src/index.js';
 import { serviceFailure } from '../../src/server/error-reply.js';
 import { freePort, settleWithin } from '../helpers.js';
@@ -41,6 +41,24 @@ describe('Redis failures', () => {
     );
     expect(recovered.map((m) => m.text)).toEqual(['after']);
     client.disconnect();
+  });
+
+  // A review: a turn refused unsent (Redis down) sent a removal per message behind it, each carrying the message.
+  it('sends no removal after a history write refused unsent: it cannot land', async () => {
+    if (!redis.running) await redis.start();
+    const client = createRedisClient(`redis://127.0.0.1:${redis.port}`, { commandTimeoutMs: 300 });
+    await client.connect();
+    const history = new RedisChatMessageHistory({ client, sessionId: 'down', namespace: 'runnel-failure' });
+    const removals = vi.spyOn(client, 'lrem');
+    const closed = new Promise((resolve) => client.once('close', resolve));
+    await redis.kill();
+    await closed;
+    try {
+      await expect(history.addMessages([new HumanMessage('while down')])).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+      expect(removals).not.toHaveBeenCalled();
+    } finally {
+      client.disconnect();
+    }
   });
 
   it('never lets a command wait past its timeout while Redis is frozen', async () => {

@@ -4,7 +4,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRedisClient } from '../../src/index.js';
-import { despiteStall } from '../../src/cache/redis-client.js';
 import type { Redis } from 'ioredis';
 import { freePort, settleWithin } from '../helpers.js';
 
@@ -88,18 +87,4 @@ export class RedisServer {
   signal(name: NodeJS.Signals): void {
     this.child?.kill(name);
   }
-}
-
-/**
- * Resolves once `client` is answered again after its Redis was frozen: a PING sent behind the commands the
- * connection still holds (past their timeouts, they keep it refusing others until Redis answers them) has
- * its answer. Each PING is bounded by the client's command timeout; 100 of them are the guard against a hang.
- */
-export async function answering(client: Redis): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    let ping: Promise<string> = Promise.resolve('');
-    despiteStall(() => void (ping = client.ping()));
-    if ((await ping.catch(() => '')) === 'PONG') return;
-  }
-  throw new Error('Redis did not answer 100 PINGs in a row');
 }
