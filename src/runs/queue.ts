@@ -290,8 +290,9 @@ class RunWorkerCore {
       // probe: a signed record of a run its caller was told had not started). Its heartbeat is kept until then
       // (and for good if Redis stays away longer than the tries): stale, it has a sweep end the run as lost. (The
       // run id is the server's: a taken one can only be this write's own, resent by the client after a reconnect.)
+      // One refused unsent (Redis down) cannot land: nothing to end, and a minute of tries each would hold it.
       forgotten = true;
-      pending = this.endWhenPossible(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be stored in time: its client was told it was refused'), false);
+      if (!neverSent(error.cause)) pending = this.endWhenPossible(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be stored in time: its client was told it was refused'), false);
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be stored', { cause: error.cause });
     } finally {
       if (pending === undefined) this.local.delete(record.run_id);

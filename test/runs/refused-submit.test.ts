@@ -178,19 +178,26 @@ it('calls no webhook for a durable stream whose start was refused', async () => 
   expect(received).toEqual([]);
 }, 120_000);
 
-it('starts no retries to end a submission refused unsent (Redis down): it cannot land', async () => {
+it('starts no retries to end a submission or a durable stream refused unsent (Redis down): it cannot land', async () => {
   const down = await RedisServer.scratch();
   const namespace = `runnel-test-refused-${randomUUID()}`;
   const services = await connectServices({ redisUrl: down.url, namespace });
   const downApp = await buildApp({ chains: runChains as ChainSpec<never, unknown>[], services, config: { runNamespace: namespace, workerConcurrency: 0, runLockMs: 60_000 } });
   try {
     // The queue's end of a waiting run, counted: each refused submission started two minutes of them, at once.
-    const core = (downApp as unknown as { runnel: { runQueue(): { core: { endWaiting(runId: string, error: RunnelError, status: string): Promise<void> } } } }).runnel.runQueue().core;
+    type Ends = { endWaiting(runId: string, error: RunnelError, status: string): Promise<void>; endWhenPossible(runId: string, error: RunnelError, tell: boolean): Promise<boolean> };
+    const core = (downApp as unknown as { runnel: { runQueue(): { core: Ends } } }).runnel.runQueue().core;
     const endWaiting = core.endWaiting.bind(core);
+    const endWhenPossible = core.endWhenPossible.bind(core);
     let ends = 0;
     core.endWaiting = (...args) => {
       ends++;
       return endWaiting(...args);
+    };
+    // A durable stream's too: each refused one started a minute of tries (a review).
+    core.endWhenPossible = (...args) => {
+      ends++;
+      return endWhenPossible(...args);
     };
     // Once the client has seen its socket close, a command is refused unsent.
     const client = services.redis as NonNullable<typeof services.redis>;
@@ -200,6 +207,8 @@ it('starts no retries to end a submission refused unsent (Redis down): it cannot
     for (let i = 0; i < 20; i++) {
       const res = await downApp.inject({ method: 'POST', url: '/noop/runs', payload: { input: { n: 1 } } });
       expect([res.statusCode, res.json().code]).toEqual([503, 'RUNNEL_ERR_REDIS_UNAVAILABLE']);
+      const stream = await downApp.inject({ method: 'POST', url: '/story/stream', payload: { input: { topic: 'x' }, on_disconnect: 'continue' } });
+      expect([stream.statusCode, stream.json().code]).toEqual([503, 'RUNNEL_ERR_REDIS_UNAVAILABLE']);
     }
     expect(ends).toBe(0);
   } finally {
