@@ -269,6 +269,12 @@ export function refuseConnect(server: { on(event: 'connect', listener: (req: Inc
   server.on('connect', (req, socket) => {
     // Handed over by Node's parser: its errors are this listener's (a reset unheard would end the process).
     socket.on('error', () => socket.destroy());
+    // Behind a request whose answer is still to come, the 405 would go out in that answer's place, and a client
+    // would read it as that one's (a review): the connection just closes, as Node closed it before.
+    if (pendingAnswer(socket as Socket) !== undefined) {
+      socket.destroy();
+      return;
+    }
     const body = JSON.stringify(errorBody(405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'CONNECT is not served: this server is not a proxy'));
     socket.end(
       `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId(req)}\r\nconnection: close\r\n\r\n${body}`,
