@@ -9,6 +9,7 @@
  */
 import {
   isRunnelError,
+  publicMetadata,
   Runnable,
   RunnelError,
   scopeFor,
@@ -160,8 +161,8 @@ export class RemoteRunnable<I = unknown, O = unknown> extends Runnable<I, O, Rem
   private wireConfig(config: { tags?: readonly string[]; metadata?: Readonly<Record<string, unknown>>; configurable?: Readonly<Record<string, unknown>> } | undefined): Record<string, unknown> {
     const out: Record<string, unknown> = {};
     if (config?.tags !== undefined && config.tags.length > 0) out.tags = config.tags;
-    const metadata = config?.metadata === undefined ? [] : Object.entries(config.metadata).filter(([key]) => !key.startsWith('__'));
-    if (metadata.length > 0) out.metadata = Object.fromEntries(metadata);
+    const metadata = config?.metadata === undefined ? {} : publicMetadata(config.metadata);
+    if (Object.keys(metadata).length > 0) out.metadata = metadata;
     if (config?.configurable !== undefined && Object.keys(config.configurable).length > 0) out.configurable = config.configurable;
     return out;
   }

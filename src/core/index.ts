@@ -6,6 +6,7 @@ export { Runnable, batchItemOf, isRunnable, scopeFor } from './runnable.js';
 export { MAX_JSON_DEPTH, MAX_STORED_JSON_DEPTH, nestedDeeperThan } from './json-depth.js';
 export type { BatchOptions, GeneratorFunc, RunnableFunc, RunnableLike } from './runnable.js';
 export type { Run } from './run.js';
+export { publicMetadata } from './run.js';
 export { lambda, RunnableLambda, type LambdaOptions } from './lambda.js';
 export { generator, RunnableGenerator } from './generator.js';
 export { sequence, RunnableSequence } from './sequence.js';

@@ -14,7 +14,11 @@ import { callQuietly, type EventSink, type RunInfo, type RunListeners, type RunT
 const State = { Created: 0, Started: 1, Ended: 2 } as const;
 const EMPTY: Readonly<Record<string, unknown>> = Object.freeze({});
 
-function publicMetadata(metadata: Readonly<Record<string, unknown>>): Record<string, unknown> {
+/**
+ * Metadata without its internal keys (those starting with `__`: the server's caller identity, cache partition,
+ * trace context), which never leave the process: the object itself when it has none.
+ */
+export function publicMetadata(metadata: Readonly<Record<string, unknown>>): Record<string, unknown> {
   let hasInternal = false;
   for (const key in metadata) {
     if (key.startsWith('__')) {

@@ -9,6 +9,7 @@ import AjvModule, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import {
   mergeConfigs,
+  publicMetadata,
   RunnelError,
   specJsonSchema,
   toJsonSchema,
@@ -226,7 +227,7 @@ export class PreparedChain {
     if (!this.configurableDeclared) delete picked.configurable;
     if (picked.metadata !== null && typeof picked.metadata === 'object' && !Array.isArray(picked.metadata)) {
       // Internal metadata (keys starting with __) is the server's alone.
-      picked.metadata = Object.fromEntries(Object.entries(picked.metadata as Record<string, unknown>).filter(([key]) => !key.startsWith('__')));
+      picked.metadata = publicMetadata(picked.metadata as Record<string, unknown>);
     }
     if (!this.validateConfigFn(picked)) {
       const detail = detailOf(this.validateConfigFn.errors, loc).map((item) => {
