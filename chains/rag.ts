@@ -33,12 +33,13 @@ export function formatSources(sources: readonly Source[]): string {
 
 /**
  * A Markdown table flattened into one line (`| a | b | |---|---| | c | d |`) as sentences, `a, b. c, d`: a quote
- * that starts on a row starts on its first cell, not on the `| |` between rows. An empty cell reads as a row's end.
+ * that starts on a row starts on its first cell, not on the `| |` between rows. An empty cell reads as a row's end;
+ * a separator cell has three dashes or a colon, so a cell `-` (nothing to say) stays.
  */
 function tableAsSentences(text: string): string {
-  if (!/\|\s*:?-+:?\s*\|/.test(text)) return text;
+  if (!/\|\s*(?::-+:?|-+:|-{3,})\s*\|/.test(text)) return text;
   return text
-    .replace(/\|?(?:\s*:?-+:?\s*\|)+/g, '')
+    .replace(/\|?(?:\s*(?::-+:?|-+:|-{3,})\s*\|)+/g, '')
     .replace(/[\s.]*\|\s+\|[\s|]*/g, '. ')
     .replace(/:\s*\|\s*/g, ': ')
     .replace(/\s+\|\s+/g, ', ')

@@ -48,6 +48,7 @@ const ATX = /^ {0,3}(#{1,6})(?:[ \t]+(.*))?$/;
 const TABLE_ROW = /^\s*\|/;
 const SETEXT = /^ {0,3}(=+|-+)[ \t]*$/;
 const LIST_ITEM = /^\s*([-*+]|\d+[.)])\s/;
+const QUOTE_LINE = /^ {0,3}>/;
 // A line that is only tags or a comment (`<a id="opt-level"></a>`): an anchor for links, no words to find.
 // Each alternative consumes its own characters only, so a line of many comments cannot backtrack exponentially.
 const MARKUP_ONLY = /^\s*(?:<\/?[A-Za-z][^>]*>\s*|<!--(?:(?!-->)[^])*-->\s*)+$/;
@@ -114,9 +115,10 @@ function parseBlocks(text: string): Block[] {
     i++;
     while (i < lines.length && !isBlank(lines[i] as string) && !FENCE.test(lines[i] as string) && !ATX.test(lines[i] as string) && !TABLE_ROW.test(lines[i] as string) && !SETEXT.test(lines[i] as string)) i++;
     const body = lines.slice(start, i);
-    // A paragraph of one line or more over `===` or `---` is a heading, its lines one title; under a list, `---` is a rule.
+    // A paragraph of one line or more over `===` or `---` is a heading, its lines one title; under a list or a
+    // quote, or after a rule (a paragraph's first line that is itself `---`), `---` is a rule.
     const setext = i < lines.length ? SETEXT.exec(lines[i] as string) : null;
-    if (setext !== null && !body.some((l) => LIST_ITEM.test(l))) {
+    if (setext !== null && !SETEXT.test(body[0] as string) && !body.some((l) => LIST_ITEM.test(l) || QUOTE_LINE.test(l))) {
       blocks.push({ kind: 'heading', lines: [...body, lines[i] as string], from: start + 1, to: i + 1, level: (setext[1] as string)[0] === '=' ? 1 : 2, title: body.map((l) => l.trim()).join(' ') });
       i++;
       continue;

@@ -49,6 +49,11 @@ describe('MarkdownTextSplitter', () => {
       { headings: ['# Guide', '## A title that goes over two lines'], from: 5, to: 15 },
     ]);
     expect(chunks[1]?.text).toBe('A title that goes\nover two lines\n---\n\nUnder it.\n\n- one\n- two\n\n---\n\nAfter the list.');
+    // A review: after a rule, or under a quote, `---` is a rule too, never a heading titled `--- …` or `> …`.
+    for (const odd of [['---', 'A decorative intro line', '---'], ['> a quote', '> more', '---']]) {
+      const split = new MarkdownTextSplitter({ chunkSize: 100, chunkOverlap: 0 }).splitText(['# Guide', '', ...odd, '', 'Text.'].join('\n'));
+      expect(split.map((chunk) => chunk.headings)).toEqual([['# Guide']]);
+    }
   });
 
   it('keeps a section that fits whole, its subsections included, in one chunk under its own path', () => {
