@@ -59,7 +59,8 @@ export function markdown(source: string, depth = 0): DocumentFragment {
       i++;
       while (i < lines.length && !(lines[i] as string).trim().startsWith(fence[1] as string)) body.push(lines[i++] as string);
       i++;
-      fragment.append(h('pre', {}, h('code', { text: body.join('\n'), attrs: fence[2] ? { 'data-lang': fence[2] } : {} })));
+      // Code reads left to right, in a right-to-left answer too.
+      fragment.append(h('pre', { dir: 'ltr' }, h('code', { text: body.join('\n'), attrs: fence[2] ? { 'data-lang': fence[2] } : {} })));
       continue;
     }
     const heading = /^(#{1,6})\s+(.*)$/.exec(line);
