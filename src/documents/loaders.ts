@@ -161,8 +161,16 @@ export async function loadDirectory(dir: string, options: LoadOptions & { glob?:
 
 /** The files under `dir` that `loadDirectory` loads (default glob `**\/*.{md,txt}`), in path order. */
 export async function listFiles(dir: string, options: { glob?: string } = {}): Promise<string[]> {
-  const pattern = globToRegExp(options.glob ?? '**/*.{md,txt}');
-  return (await walk(dir, await realpath(dir))).filter((file) => pattern.test(relative(dir, file).split(sep).join('/'))).sort();
+  return (await partitionFiles(dir, options.glob ?? '**/*.{md,txt}')).matched;
+}
+
+/** The files under `dir` in path order, parted by `glob`: those it matches, and the others (what an ingest reports it left). */
+export async function partitionFiles(dir: string, glob: string): Promise<{ matched: string[]; others: string[] }> {
+  const pattern = globToRegExp(glob);
+  const matched: string[] = [];
+  const others: string[] = [];
+  for (const file of (await walk(dir, await realpath(dir))).sort()) (pattern.test(relative(dir, file).split(sep).join('/')) ? matched : others).push(file);
+  return { matched, others };
 }
 
 /** Loads one file by its extension: Markdown with `loadMarkdown`, `.jsonl` with `loadJsonLines`, others as text. */

@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { relative, resolve, sep } from 'node:path';
 import { canonicalJson, isRunnelError, RunnelError } from '../core/index.js';
-import { Document, globToRegExp, listFiles, loadFile, MarkdownTextSplitter, RecursiveCharacterTextSplitter, searchableText } from '../documents/index.js';
+import { Document, partitionFiles, loadFile, MarkdownTextSplitter, RecursiveCharacterTextSplitter, searchableText } from '../documents/index.js';
 import type { PgVectorStore } from './pgvector.js';
 
 /**
@@ -25,18 +25,14 @@ export function chunkId(doc: Document, repeat = 0): string {
     .slice(0, 32);
 }
 
-const INGESTED = globToRegExp('**/*.{md,markdown,txt,jsonl}');
-
 /**
  * The files a path names: itself, or a folder's Markdown, text and JSON Lines files; and the folder's other
  * files, which are not read (hidden files and `node_modules` are neither).
  */
 async function filesOf(path: string): Promise<{ folder: boolean; files: string[]; ignored: string[] }> {
   if (!(await stat(path)).isDirectory()) return { folder: false, files: [path], ignored: [] };
-  const files: string[] = [];
-  const ignored: string[] = [];
-  for (const file of await listFiles(path, { glob: '**/*' })) (INGESTED.test(relative(path, file).split(sep).join('/')) ? files : ignored).push(file);
-  return { folder: true, files, ignored };
+  const { matched, others } = await partitionFiles(path, '**/*.{md,markdown,txt,jsonl}');
+  return { folder: true, files: matched, ignored: others };
 }
 
 /**
