@@ -81,7 +81,8 @@ const SERVICE_FAILURES: [RegExp, string][] = [
   [/Connection is closed/, 'connection_closed'],
   [/Stream isn't writeable/, 'not_connected'],
   // A Redis at its maxmemory under noeviction: it answers, and refuses every write (its PING, so /readyz, is fine).
-  [/^OOM command not allowed/, 'out_of_memory'],
+  // Anywhere in the message: a script's error quotes it after its own words.
+  [/OOM command not allowed/, 'out_of_memory'],
 ];
 
 /**
