@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { connectServices, type Services } from '../../src/index.js';
+import { z } from 'zod';
+import { connectServices, defineChain, withMessageHistory, type MemoryHistoryStore, type Runnable, type Services } from '../../src/index.js';
 
 export const ARTIFACTS = new URL('../artifacts/', import.meta.url).pathname;
 
@@ -85,4 +86,24 @@ export async function network(page: Page): Promise<(offline: boolean) => Promise
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Network.enable');
   return async (offline) => void (await cdp.send('Network.emulateNetworkConditions', { offline, latency: 0, downloadThroughput: -1, uploadThroughput: -1 }));
+}
+
+/**
+ * A chain the playground shows as a chat: `answer` (a runnable taking `{message}`) answers each message, and
+ * the turns are kept in `histories`, which the page reads back on load.
+ */
+export function chatChain(options: { path: string; description: string; answer: Runnable<never, unknown>; histories: MemoryHistoryStore }) {
+  const { histories } = options;
+  return defineChain({
+    path: options.path,
+    description: options.description,
+    runnable: withMessageHistory<{ message: string }, string>(options.answer as never, {
+      getHistory: (sessionId: string) => histories.history(sessionId),
+      inputMessagesKey: 'message',
+      historyMessagesKey: 'history',
+    }),
+    inputSchema: z.object({ message: z.string().min(1) }),
+    playground: 'chat',
+    history: (sessionId: string) => histories.history(sessionId),
+  });
 }

@@ -8,9 +8,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { buildApp, defineChain, lambda, MemoryHistoryStore, withMessageHistory } from '../../src/index.js';
-import { openWatched, serveToBrowser } from './browser.js';
+import { buildApp, lambda, MemoryHistoryStore } from '../../src/index.js';
+import { chatChain, openWatched, serveToBrowser } from './browser.js';
 
 /** A promise the test resolves. */
 class Gate {
@@ -37,18 +36,7 @@ let base = '';
 beforeAll(async () => {
   app = await buildApp({
     chains: [
-      defineChain({
-        path: '/long-chat',
-        description: 'A chat whose answers are long and wait halfway',
-        runnable: withMessageHistory<{ message: string }, string>(lambda(() => longAnswer()) as never, {
-          getHistory: (sessionId: string) => histories.history(sessionId),
-          inputMessagesKey: 'message',
-          historyMessagesKey: 'history',
-        }),
-        inputSchema: z.object({ message: z.string().min(1) }),
-        playground: 'chat',
-        history: (sessionId: string) => histories.history(sessionId),
-      }),
+      chatChain({ path: '/long-chat', description: 'A chat whose answers are long and wait halfway', answer: lambda(() => longAnswer()), histories }),
     ] as never,
   });
   ({ base, browser } = await serveToBrowser(app));

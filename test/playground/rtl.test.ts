@@ -11,8 +11,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { buildApp, defineChain, lambda, MemoryHistoryStore, withMessageHistory } from '../../src/index.js';
-import { openWatched, serveToBrowser } from './browser.js';
+import { buildApp, defineChain, lambda, MemoryHistoryStore } from '../../src/index.js';
+import { chatChain, openWatched, serveToBrowser } from './browser.js';
 
 let app: FastifyInstance;
 let browser: Browser;
@@ -31,18 +31,7 @@ beforeAll(async () => {
         description: 'Answers its text as Markdown: a paragraph, a list item, a heading',
         runnable: lambda((input: { text: string }) => `${input.text}\n\n- ${ARABIC}\n\n## ${HEBREW}\n\n${ENGLISH}`, { input: z.object({ text: z.string() }) }),
       }),
-      defineChain({
-        path: '/talk',
-        description: 'Answers a message with the Arabic greeting and a line of code',
-        runnable: withMessageHistory<{ message: string }, string>(lambda(() => `${ARABIC}\n\n\`\`\`\n// ${ARABIC}\nconsole.log(1);\n\`\`\``) as never, {
-          getHistory: (sessionId: string) => histories.history(sessionId),
-          inputMessagesKey: 'message',
-          historyMessagesKey: 'history',
-        }),
-        inputSchema: z.object({ message: z.string().min(1) }),
-        playground: 'chat',
-        history: (sessionId: string) => histories.history(sessionId),
-      }),
+      chatChain({ path: '/talk', description: 'Answers a message with the Arabic greeting and a line of code', answer: lambda(() => `${ARABIC}\n\n\`\`\`\n// ${ARABIC}\nconsole.log(1);\n\`\`\``), histories }),
     ],
   });
   ({ base, browser } = await serveToBrowser(app));

@@ -16,8 +16,8 @@ import LZString from 'lz-string';
 import type { Browser, Page, Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { buildApp, defineChain, FakeListChatModel, lambda, MemoryHistoryStore, messagesSchema, withMessageHistory } from '../../src/index.js';
-import { ARTIFACTS, openWatched, serveToBrowser } from './browser.js';
+import { buildApp, defineChain, FakeListChatModel, lambda, MemoryHistoryStore, messagesSchema } from '../../src/index.js';
+import { ARTIFACTS, chatChain, openWatched, serveToBrowser } from './browser.js';
 
 /** A promise the test resolves. */
 class Gate {
@@ -45,18 +45,7 @@ const LONG = `${'unbroken'.repeat(40)} and a long line of an answer that goes on
 
 const chains = [
   defineChain({ path: '/held', description: 'Streams five words, then waits', runnable: lambda((_input: { topic: string }, config) => heldWords(config.signal), { input: z.object({ topic: z.string() }) }) }),
-  defineChain({
-    path: '/held-chat',
-    description: 'A chat whose answers wait',
-    runnable: withMessageHistory<{ message: string }, string>(lambda((_input: { message: string }, config) => heldWords(config.signal)) as never, {
-      getHistory: (sessionId: string) => histories.history(sessionId),
-      inputMessagesKey: 'message',
-      historyMessagesKey: 'history',
-    }),
-    inputSchema: z.object({ message: z.string().min(1) }),
-    playground: 'chat',
-    history: (sessionId: string) => histories.history(sessionId),
-  }),
+  chatChain({ path: '/held-chat', description: 'A chat whose answers wait', answer: lambda((_input: { message: string }, config) => heldWords(config.signal)), histories }),
   defineChain({
     path: '/echo',
     description: 'Echoes its input',

@@ -6,7 +6,7 @@
  * minute and more.) It is now ended as soon as Redis answers.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, expect, it } from 'vitest';
@@ -58,12 +58,8 @@ it('ends a run whose submission was refused for a write that landed late, freein
   await next.text();
 }, 120_000);
 
-/**
- * A probe: the refused run's webhook was called. Its caller was told 503 (retry), never learnt its id, and
- * submits again — its receiver then got a signed `error` record of a run nobody had (an alarm for a
- * failure that did not happen), beside the record of the run that was retried. A refused run calls none.
- */
-it('calls no webhook for a run whose submission was refused', async () => {
+/** A webhook receiver on a spare port: the run ids of the deliveries it got, in order. */
+async function webhookReceiver(): Promise<{ received: string[]; receiver: Server; hookPort: number }> {
   const received: string[] = [];
   const receiver = createServer((request, response) => {
     let body = '';
@@ -74,7 +70,16 @@ it('calls no webhook for a run whose submission was refused', async () => {
     });
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  const hookPort = (receiver.address() as AddressInfo).port;
+  return { received, receiver, hookPort: (receiver.address() as AddressInfo).port };
+}
+
+/**
+ * A probe: the refused run's webhook was called. Its caller was told 503 (retry), never learnt its id, and
+ * submits again — its receiver then got a signed `error` record of a run nobody had (an alarm for a
+ * failure that did not happen), beside the record of the run that was retried. A refused run calls none.
+ */
+it('calls no webhook for a run whose submission was refused', async () => {
+  const { received, receiver, hookPort } = await webhookReceiver();
   const frozen = await RedisServer.scratch();
   const namespace = `runnel-test-refused-hook-${randomUUID()}`;
   const services = await connectServices({ redisUrl: frozen.url, namespace, redisCommandTimeoutMs: 2_000 });
@@ -127,17 +132,7 @@ it('calls no webhook for a run whose submission was refused', async () => {
  * heartbeat nobody renews, and the sweep that ended it lost called its webhook.
  */
 it('calls no webhook for a durable stream whose start was refused', async () => {
-  const received: string[] = [];
-  const receiver = createServer((request, response) => {
-    let body = '';
-    request.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    request.on('end', () => {
-      received.push((JSON.parse(body) as { run_id: string }).run_id);
-      response.end();
-    });
-  });
-  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  const hookPort = (receiver.address() as AddressInfo).port;
+  const { received, receiver, hookPort } = await webhookReceiver();
   const frozen = await RedisServer.scratch();
   const namespace = `runnel-test-refused-stream-hook-${randomUUID()}`;
   const services = await connectServices({ redisUrl: frozen.url, namespace, redisCommandTimeoutMs: 2_000 });
