@@ -2,9 +2,7 @@
  * An ioredis client with bounded behaviour. With ioredis's defaults a
  * command waits out a whole outage (10–70 s measured here): here a command
  * fails after `commandTimeoutMs`, is retried at most once, is never queued
- * while disconnected, a connection that answers nothing for `stallTimeoutMs`
- * while commands wait is closed and opened again, and reconnects back off to
- * at most 2 s.
+ * while disconnected, and reconnects back off to at most 2 s.
  */
 import type { Socket } from 'node:net';
 import { Redis } from 'ioredis';
@@ -16,17 +14,7 @@ export interface RedisClientOptions {
   commandTimeoutMs?: number;
   /** Milliseconds to wait for the connection at start (default 2,000). */
   connectTimeoutMs?: number;
-  /**
-   * Milliseconds a connection may answer nothing while commands wait on it before it is closed and opened again
-   * (default 10,000). Each command sent to a frozen Redis, or over a network gone silent, stays in the client's
-   * queue with its arguments until Redis answers or the connection drops — for a partition, TCP's retransmission
-   * timeout, 15 minutes and more. Closed, the connection refuses new commands unsent while it reconnects.
-   */
-  stallTimeoutMs?: number;
 }
-
-/** The default of {@link RedisClientOptions.stallTimeoutMs}. */
-export const STALL_TIMEOUT_MS = 10_000;
 
 /**
  * Connects to `url` (`redis://host:port/db`).
@@ -38,7 +26,6 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
   const client = new Redis(url, {
     commandTimeout: options.commandTimeoutMs ?? 500,
     connectTimeout: options.connectTimeoutMs ?? 2_000,
-    socketTimeout: options.stallTimeoutMs ?? STALL_TIMEOUT_MS,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
     enableReadyCheck: true,

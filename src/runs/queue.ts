@@ -468,12 +468,11 @@ export class BullRunQueue implements RunQueue {
     this.redis = options.connection;
     this.core = new RunWorkerCore(options, options.lockMs ?? 30_000);
     const prefix = options.prefix ?? 'runnel-bull';
-    // BullMQ wants connections of its own (a worker blocks on one, so neither a command timeout nor a stall
-    // timeout: a blocking read answers nothing for seconds); they end with the queue. Each connects at
+    // BullMQ wants connections of its own (a worker blocks on one); they end with the queue. Each connects at
     // once and keeps trying (not lazily, as the server's own client does): BullMQ connects a lazy one once, and
     // when Redis was down at start that failure stood — no run was ever queued or taken (a probe).
     const connection = (): Redis => {
-      const client = options.connection.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true, commandTimeout: undefined, socketTimeout: undefined, lazyConnect: false });
+      const client = options.connection.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true, commandTimeout: undefined, lazyConnect: false });
       client.on('error', () => {});
       coalesceWrites(client);
       this.connections.push(client);
