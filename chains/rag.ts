@@ -31,15 +31,20 @@ export function formatSources(sources: readonly Source[]): string {
   return sources.map((source, i) => `[${i + 1}] (${place(source)}) ${source.content.replace(/\s+/g, ' ').trim()}`).join('\n\n');
 }
 
+// A table's separator cell: dashes written tight (`|--|`, `|:-|`), or three and more, or with a colon.
+const SEPARATOR_CELL = String.raw`(?::?-+:?|\s*(?::-+:?|-+:|-{3,})\s*)\|`;
+const HAS_SEPARATOR = new RegExp(String.raw`\|${SEPARATOR_CELL}`);
+const SEPARATOR_ROW = new RegExp(String.raw`\|?(?:${SEPARATOR_CELL})+`, 'g');
+
 /**
  * A Markdown table flattened into one line (`| a | b | |---|---| | c | d |`) as sentences, `a, b. c, d`: a quote
  * that starts on a row starts on its first cell, not on the `| |` between rows. An empty cell reads as a row's end;
- * a separator cell has three dashes or a colon, so a cell `-` (nothing to say) stays.
+ * a cell ` - ` (nothing to say) stays.
  */
 function tableAsSentences(text: string): string {
-  if (!/\|\s*(?::-+:?|-+:|-{3,})\s*\|/.test(text)) return text;
+  if (!HAS_SEPARATOR.test(text)) return text;
   return text
-    .replace(/\|?(?:\s*(?::-+:?|-+:|-{3,})\s*\|)+/g, '')
+    .replace(SEPARATOR_ROW, '')
     .replace(/[\s.]*\|\s+\|[\s|]*/g, '. ')
     .replace(/:\s*\|\s*/g, ': ')
     .replace(/\s+\|\s+/g, ', ')

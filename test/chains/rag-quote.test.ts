@@ -20,7 +20,10 @@ describe('/rag offline quote', () => {
 
   // A review: a cell `-` (nothing to say) was taken for a separator and dropped.
   it('keeps a cell that is a dash', () => {
-    expect(answeringPart(flat('| option | default |\n|---|:-:|\n| timeout | - |\n| retries | 2 |'), 'What is the timeout?')).toBe('timeout, -. retries, 2');
+    // A second review: and a separator of one or two dashes (`|--|--|`, GFM's least) is still one.
+    for (const separator of ['|---|:-:|', '|--|--|', '|-|-|', '| --- | --- |']) {
+      expect(answeringPart(flat(`| option | default |\n${separator}\n| timeout | - |\n| retries | 2 |`), 'What is the timeout?')).toBe('timeout, -. retries, 2');
+    }
   });
 
   it('leaves a bar that is not a table alone', () => {
