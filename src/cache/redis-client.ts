@@ -1,8 +1,11 @@
 /**
  * An ioredis client with bounded behaviour. With ioredis's defaults a
  * command waits out a whole outage (10–70 s measured here): here a command
- * fails after `commandTimeoutMs`, is retried at most once, is never queued
- * while disconnected, and reconnects back off to at most 2 s.
+ * fails after `commandTimeoutMs`, is never queued while disconnected, is
+ * never sent twice (one in flight when its connection closes is dropped, not
+ * resent on the next), a connection that answers nothing for
+ * `stallTimeoutMs` while commands wait is closed, and reconnects back off to
+ * at most 2 s.
  */
 import type { Socket } from 'node:net';
 import { Redis } from 'ioredis';
@@ -14,6 +17,11 @@ export interface RedisClientOptions {
   commandTimeoutMs?: number;
   /** Milliseconds to wait for the connection at start (default 2,000). */
   connectTimeoutMs?: number;
+  /**
+   * Milliseconds a connection may answer nothing while commands wait on it before it is closed, and what it
+   * held dropped (default 10,000; see {@link closeWhenStalled}).
+   */
+  stallTimeoutMs?: number;
 }
 
 /**
@@ -28,6 +36,9 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
     connectTimeout: options.connectTimeoutMs ?? 2_000,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
+    // A command whose connection closed under it may have run: sent again on the next one it could run twice
+    // (a chat turn saved twice). Its caller has had its error (the command timeout) or gets it from the timer.
+    autoResendUnfulfilledCommands: false,
     enableReadyCheck: true,
     retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 2_000),
     lazyConnect: true,
@@ -51,6 +62,7 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
     client.disconnect();
   });
   coalesceWrites(client);
+  closeWhenStalled(client, options.stallTimeoutMs ?? 10_000);
   return client;
 }
 
@@ -112,6 +124,58 @@ export function coalesceWrites(client: Redis): void {
   };
   client.on('connect', patch);
   patch();
+}
+
+/** What of ioredis's inside {@link closeWhenStalled} reads: its socket, and the queue it resends from. */
+interface ClientInternals {
+  stream?: Socket;
+  prevCommandQueue?: unknown;
+}
+
+/**
+ * Closes `client`'s connection once it has answered nothing for `stallMs` while commands wait on it (Redis
+ * frozen, a silent network), and drops what that connection held. Every command has timed out for its caller
+ * by then, but ioredis keeps each, with its arguments, until its answer comes: a frozen Redis or a partition
+ * held every command sent to it for as long as it lasted (a probe: 8 MB for 4,000 chat turns; TCP gives a
+ * silent peer up only after 15 minutes and more). Once the connection is closed, new commands are refused
+ * unsent until one answers again, so the hold is what `stallMs` of traffic sends.
+ *
+ * ioredis's own `socketTimeout` is not used: it resends what the closed connection held, and in 5.11 the
+ * timer of a connection that closed cuts the next one (ioredis #2147). This looks at the client's current
+ * socket each time. What the closed socket had passed to the kernel may still reach Redis and run when it
+ * wakes, once: a caller that wrote must undo in a way that holds in either order (the history's writes do).
+ */
+function closeWhenStalled(client: Redis, stallMs: number): void {
+  const internals = client as unknown as ClientInternals;
+  let watched: Socket | undefined;
+  let bytesRead = 0;
+  let since = 0;
+  const check = (): void => {
+    const socket = internals.stream;
+    if (socket === undefined || socket.destroyed || client.commandQueue.length === 0 || socket !== watched || socket.bytesRead !== bytesRead) {
+      watched = socket;
+      bytesRead = socket?.bytesRead ?? 0;
+      since = Date.now();
+      return;
+    }
+    if (Date.now() - since >= stallMs) socket.destroy();
+  };
+  // Watched while a connection is up: no timer for a client that is down, or ended.
+  let timer: NodeJS.Timeout | undefined;
+  client.on('connect', () => {
+    timer ??= setInterval(check, Math.max(10, Math.floor(stallMs / 4)));
+    timer.unref();
+  });
+  client.on('close', () => {
+    clearInterval(timer);
+    timer = undefined;
+    // The closed connection's commands are not resent (autoResendUnfulfilledCommands), but ioredis keeps them
+    // until a connection is made, or ready: for the whole outage while Redis stays frozen or out of reach.
+    // Those still waiting for their timeout fail now.
+    const error = new Error('The connection to Redis closed before it answered');
+    for (let item = client.commandQueue.shift(); item !== undefined; item = client.commandQueue.shift()) item.command.reject(error);
+    internals.prevCommandQueue = undefined;
+  });
 }
 
 /**

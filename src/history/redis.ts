@@ -74,6 +74,8 @@ return records`;
  */
 const APPEND_BOUNDED = `${NEWEST_WITHIN}
 local key = KEYS[1]
+-- Taken back before it ran (see UNDO_WRITE): nothing to write.
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local added = #ARGV - 3
 for i = 4, #ARGV, 64 do redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 63, #ARGV))) end
 local before = redis.call('LLEN', key)
@@ -91,6 +93,113 @@ if kept < before then
 end
 redis.call('EXPIRE', key, tonumber(ARGV[2]))
 return before - kept`;
+
+/**
+ * Lua: takes back the write whose records carry ARGV[1] (`"runnel_write":"<token>"`), ARGV[2] records, from
+ * the list KEYS[1], whichever of the two Redis runs first: the write's records are removed if it ran, and the
+ * mark KEYS[2] (for ARGV[3] seconds) stops it if it has not (a write held in a closed connection's socket
+ * reaches Redis after its removal sent on the next). The newest entries are looked at first, where a write
+ * puts its records.
+ */
+const UNDO_WRITE = `
+redis.call('SET', KEYS[2], '1', 'EX', tonumber(ARGV[3]))
+local key, needle, left = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local length, seen, found = redis.call('LLEN', key), 0, {}
+while left > 0 and seen < length do
+  local window = redis.call('LRANGE', key, -(seen + 16), -(seen + 1))
+  for i = #window, 1, -1 do
+    if left > 0 and string.find(window[i], needle, 1, true) then
+      found[#found + 1] = window[i]
+      left = left - 1
+    end
+  end
+  seen = seen + #window
+end
+for _, record in ipairs(found) do redis.call('LREM', key, 0, record) end
+return #found`;
+
+/**
+ * Seconds a taken-back write's mark stops it: far longer than a write can wait in a socket once Redis answers
+ * again (its removal is sent only then, and a woken Redis reads what every socket holds at once).
+ */
+const VOID_TTL_SECONDS = 3600;
+/** Removals waiting for Redis to confirm them, at most, per client (about 200 bytes each). */
+const MAX_PENDING_UNDOS = 10_000;
+/** Removals sent again in one round, at most: what a frozen Redis's socket may hold of one round. */
+const UNDO_ROUND = 100;
+
+interface Undo {
+  key: string;
+  mark: string;
+  needle: string;
+  records: number;
+}
+
+/**
+ * The removals of one client's history writes whose outcome is unknown (timed out, or their connection
+ * closed under them), sent until Redis confirms each: a write that did run (Redis killed after running it,
+ * or a removal lost with a stalled connection's socket) is then gone too. A round every second, backing off
+ * to 30 s while none succeeds; the oldest are given up past {@link MAX_PENDING_UNDOS}.
+ */
+class Undoer {
+  private readonly pending = new Map<string, Undo>();
+  private timer: NodeJS.Timeout | undefined;
+  private failures = 0;
+
+  constructor(private readonly client: Redis) {}
+
+  get size(): number {
+    return this.pending.size;
+  }
+
+  /** Sends `undo` at once (on the write's connection, right behind it, while it is up) and until confirmed. */
+  add(undo: Undo): void {
+    if (this.pending.size >= MAX_PENDING_UNDOS) this.pending.delete(this.pending.keys().next().value as string);
+    this.pending.set(undo.mark, undo);
+    void this.send(undo).then((done) => done || this.later());
+  }
+
+  private async send(undo: Undo): Promise<boolean> {
+    try {
+      await this.client.eval(UNDO_WRITE, 2, undo.key, undo.mark, undo.needle, undo.records, VOID_TTL_SECONDS);
+      this.pending.delete(undo.mark);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private later(): void {
+    if (this.timer !== undefined || this.pending.size === 0) return;
+    this.timer = setTimeout(() => void this.round(), Math.min(30_000, 1_000 * 2 ** this.failures));
+    this.timer.unref();
+  }
+
+  private async round(): Promise<void> {
+    if (this.client.status === 'end') {
+      this.pending.clear();
+      this.timer = undefined;
+      return;
+    }
+    const done = this.client.status === 'ready' ? await Promise.all([...this.pending.values()].slice(0, UNDO_ROUND).map((undo) => this.send(undo))) : [];
+    this.failures = done.includes(true) ? 0 : Math.min(this.failures + 1, 5);
+    this.timer = undefined;
+    this.later();
+  }
+}
+
+const undoers = new WeakMap<Redis, Undoer>();
+
+function undoerOf(client: Redis): Undoer {
+  let undoer = undoers.get(client);
+  if (undoer === undefined) undoers.set(client, (undoer = new Undoer(client)));
+  return undoer;
+}
+
+/** How many history writes of `client` wait for their removal to be confirmed (for tests and probes). */
+export function pendingHistoryUndos(client: Redis): number {
+  return undoers.get(client)?.size ?? 0;
+}
 
 /** A Redis failure as a Runnel error (other errors pass through). */
 export function redisError(error: unknown): RunnelError {
@@ -115,6 +224,7 @@ function withoutWriteToken(record: unknown): unknown {
  */
 export class RedisChatMessageHistory implements ChatMessageHistory {
   private readonly client: Redis;
+  private readonly namespace: string;
   private readonly key: string;
   private readonly ttlSeconds: number;
   private readonly maxMessages: number;
@@ -122,7 +232,8 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
 
   constructor(options: RedisHistoryOptions) {
     this.client = options.client;
-    this.key = `${options.namespace ?? 'runnel:history'}:${options.sessionId}`;
+    this.namespace = options.namespace ?? 'runnel:history';
+    this.key = `${this.namespace}:${options.sessionId}`;
     this.ttlSeconds = options.ttlSeconds ?? 7 * 24 * 3600;
     this.maxMessages = options.maxMessages ?? 200;
     this.maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
@@ -160,15 +271,16 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     }
     const bytes = records.reduce((sum, record) => sum + Buffer.byteLength(record), 0);
     if (bytes > this.maxBytes) throw turnTooLarge(bytes, this.maxBytes);
+    const mark = `${this.namespace}.void:${token}`;
     try {
-      await this.client.eval(APPEND_BOUNDED, 1, this.key, this.maxMessages, this.ttlSeconds, this.maxBytes, ...records);
+      await this.client.eval(APPEND_BOUNDED, 2, this.key, mark, this.maxMessages, this.ttlSeconds, this.maxBytes, ...records);
     } catch (error) {
       // A write that timed out may still be carried out: a frozen Redis runs what its socket holds when it
       // wakes, and the turn its caller was told had failed would be saved (twice, once the client retries).
-      // Its removal goes on the same connection right behind it, so Redis runs the two in that order; the
-      // token makes it match this write's records alone (an earlier identical turn stays). A write refused unsent
-      // (Redis down) cannot land: nothing to remove, and each removal would carry the turn's messages again.
-      if (!neverSent(error)) for (const record of records) this.client.lrem(this.key, 0, record).catch(() => undefined);
+      // So it is taken back, in whichever order Redis runs the two (UNDO_WRITE), until Redis confirms it; the
+      // token makes the removal match this write's records alone (an earlier identical turn stays). A write
+      // refused unsent (Redis down) cannot land: nothing to take back.
+      if (!neverSent(error)) undoerOf(this.client).add({ key: this.key, mark, needle: JSON.stringify({ [WRITE_TOKEN]: token }).slice(1, -1), records: records.length });
       throw redisError(error);
     }
   }

@@ -470,9 +470,10 @@ export class BullRunQueue implements RunQueue {
     const prefix = options.prefix ?? 'runnel-bull';
     // BullMQ wants connections of its own (a worker blocks on one); they end with the queue. Each connects at
     // once and keeps trying (not lazily, as the server's own client does): BullMQ connects a lazy one once, and
-    // when Redis was down at start that failure stood — no run was ever queued or taken (a probe).
+    // when Redis was down at start that failure stood — no run was ever queued or taken (a probe). What a
+    // closed connection held is sent again on the next, as BullMQ expects (its blocking waits have no timeout).
     const connection = (): Redis => {
-      const client = options.connection.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true, commandTimeout: undefined, lazyConnect: false });
+      const client = options.connection.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true, commandTimeout: undefined, lazyConnect: false, autoResendUnfulfilledCommands: true });
       client.on('error', () => {});
       coalesceWrites(client);
       this.connections.push(client);

@@ -1190,7 +1190,8 @@ export class RedisRunStore implements RunStore {
   /** One subscriber connection for this process, opened on first use. */
   private async subscribe(channel: string): Promise<void> {
     if (this.subscriber === undefined) {
-      this.subscriber = this.client.duplicate({ enableOfflineQueue: true, lazyConnect: false });
+      // A SUBSCRIBE in flight when its connection closes is sent again on the next, as ioredis does by default.
+      this.subscriber = this.client.duplicate({ enableOfflineQueue: true, lazyConnect: false, autoResendUnfulfilledCommands: true });
       this.subscriber.on('error', () => {});
       this.subscriber.on('message', (from: string, message: string) => this.events.emit(from, message));
     }

@@ -26,6 +26,8 @@ export interface ServicesConfig {
   dataDir?: string | undefined;
   /** Redis command timeout, ms (default 500). */
   redisCommandTimeoutMs?: number;
+  /** Ms a Redis connection may answer nothing while commands wait before it is closed (default 10,000). */
+  redisStallTimeoutMs?: number;
   /** Postgres statement timeout, ms (default 5,000). */
   statementTimeoutMs?: number;
   /**
@@ -86,7 +88,7 @@ export async function connectServices(config: ServicesConfig): Promise<Services>
   const namespace = config.namespace ?? 'runnel';
   let redis: Redis | undefined;
   if (config.redisUrl) {
-    redis = createRedisClient(config.redisUrl, { commandTimeoutMs: config.redisCommandTimeoutMs ?? 500 });
+    redis = createRedisClient(config.redisUrl, { commandTimeoutMs: config.redisCommandTimeoutMs ?? 500, stallTimeoutMs: config.redisStallTimeoutMs ?? 10_000 });
     // Start even when Redis is down: features that need it answer 503 until it is back.
     await redis.connect().catch(() => undefined);
     // A database this Redis does not have (SELECT refused): ioredis would go on in database 0, mixing this

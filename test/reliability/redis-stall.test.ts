@@ -1,0 +1,146 @@
+/**
+ * A Redis connection that answers nothing: Redis frozen (SIGSTOP), or one
+ * connection cut off (a proxy of the test's own that stops passing its
+ * bytes on). The client closes such a connection once `stallTimeoutMs`
+ * passes with commands waiting and keeps nothing of what it held, resends
+ * nothing, and a chat turn whose write's outcome was unknown is taken back
+ * in whichever order Redis runs the write and its removal.
+ */
+import { once } from 'node:events';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import type { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { pendingHistoryUndos } from '../../src/history/redis.js';
+import { AIMessage, createRedisClient, HumanMessage, RedisChatMessageHistory } from '../../src/index.js';
+import { delay, settleWithin } from '../helpers.js';
+import { RedisServer } from '../support/redis-server.js';
+
+let server: RedisServer | undefined;
+let client: Redis | undefined;
+let proxy: HoldingProxy | undefined;
+
+afterEach(async () => {
+  client?.disconnect();
+  await proxy?.close();
+  server?.signal('SIGCONT');
+  await server?.kill();
+  client = proxy = server = undefined;
+});
+
+const texts = async (history: RedisChatMessageHistory): Promise<string[]> => (await history.getMessages()).map((message) => message.text);
+
+/** Polls `condition` every 50 ms; the bound is a guard against a hang. */
+async function until(condition: () => boolean | Promise<boolean>, ms = 40_000): Promise<void> {
+  await settleWithin(
+    (async () => {
+      while (!(await condition())) await delay(50);
+    })(),
+    ms,
+  );
+}
+
+describe('a Redis connection that answers nothing', () => {
+  it('is closed once it stalls, keeps none of what it held, and none of the turns refused meanwhile is saved when Redis wakes', async () => {
+    server = await RedisServer.scratch();
+    client = createRedisClient(server.url, { commandTimeoutMs: 200, stallTimeoutMs: 1_000 });
+    await client.connect();
+    const history = new RedisChatMessageHistory({ client, sessionId: 'frozen' });
+    await history.addMessages([new HumanMessage('before'), new AIMessage('kept')]);
+    server.signal('SIGSTOP');
+    const closed = once(client, 'close');
+    const words = 'x'.repeat(20_000);
+    const turns = await Promise.allSettled(Array.from({ length: 50 }, (_, i) => history.addMessages([new HumanMessage(`${i} ${words}`), new AIMessage('refused')])));
+    expect(turns.map((turn) => turn.status)).toEqual(Array(50).fill('rejected'));
+    // Each write, with its 20 KB, waits for an answer that does not come.
+    expect(client.commandQueue.length).toBeGreaterThanOrEqual(50);
+    await settleWithin(closed, 15_000);
+    expect(client.commandQueue.length).toBe(0);
+    expect((client as unknown as { prevCommandQueue?: { length: number } }).prevCommandQueue?.length ?? 0).toBe(0);
+    // Until a connection answers again, a command is refused unsent: nothing more is held.
+    await expect(client.get('anything')).rejects.toThrow(/Stream isn't writeable/);
+    server.signal('SIGCONT');
+    // Redis runs what the closed connection's socket held, once (nothing was resent), and the removals,
+    // confirmed one by one, leave the conversation as it was.
+    await until(() => pendingHistoryUndos(client!) === 0);
+    expect(await texts(history)).toEqual(['before', 'kept']);
+    expect(await client.keys('runnel:history:*')).toEqual(['runnel:history:frozen']);
+  }, 90_000);
+
+  it('takes back a write that reaches Redis after its removal did', async () => {
+    server = await RedisServer.scratch();
+    proxy = await HoldingProxy.to(server.port);
+    client = createRedisClient(`redis://127.0.0.1:${proxy.port}`, { commandTimeoutMs: 200, stallTimeoutMs: 600 });
+    await client.connect();
+    const history = new RedisChatMessageHistory({ client, sessionId: 'cut' });
+    await history.addMessages([new HumanMessage('before'), new AIMessage('kept')]);
+    proxy.hold();
+    const closed = once(client, 'close');
+    await expect(history.addMessages([new HumanMessage('lost'), new AIMessage('lost too')])).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    await settleWithin(closed, 15_000);
+    // The next connection passes: the removal is sent again there and confirmed, with nothing yet to remove.
+    await until(() => pendingHistoryUndos(client!) === 0);
+    expect(await texts(history)).toEqual(['before', 'kept']);
+    // Now the write reaches Redis, and the removal sent right behind it on its connection never does (it was
+    // still in the client's buffer when the connection closed).
+    await proxy.release(1);
+    expect(await texts(history)).toEqual(['before', 'kept']);
+  }, 90_000);
+});
+
+/**
+ * A TCP proxy to Redis that can stop passing on what its open connections send (`hold`) and later deliver
+ * the first chunks of it (`release`): a connection cut off mid-write, whose bytes reach Redis after the
+ * client gave the connection up. Connections opened after `hold` pass.
+ */
+class HoldingProxy {
+  private readonly links: { upstream: Socket; held: Buffer[] | undefined }[] = [];
+
+  private constructor(private readonly server: Server) {}
+
+  static async to(port: number): Promise<HoldingProxy> {
+    const server = createServer();
+    const proxy = new HoldingProxy(server);
+    server.on('connection', (downstream) => {
+      const upstream = connect(port, '127.0.0.1');
+      const link: HoldingProxy['links'][number] = { upstream, held: undefined };
+      proxy.links.push(link);
+      downstream.on('data', (chunk: Buffer) => (link.held === undefined ? upstream.write(chunk) : link.held.push(chunk)));
+      upstream.on('data', (chunk: Buffer) => link.held === undefined && downstream.write(chunk));
+      // A held connection stays open to Redis after the client's side closes, as a kernel's socket does.
+      downstream.on('close', () => link.held === undefined && upstream.destroy());
+      upstream.on('close', () => downstream.destroy());
+      downstream.on('error', () => {});
+      upstream.on('error', () => {});
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return proxy;
+  }
+
+  get port(): number {
+    return (this.server.address() as { port: number }).port;
+  }
+
+  hold(): void {
+    for (const link of this.links) if (!link.upstream.destroyed) link.held = [];
+  }
+
+  /** Delivers the first `chunks` chunks each held connection got, ends it, and resolves once Redis closed it. */
+  async release(chunks: number): Promise<void> {
+    await Promise.all(
+      this.links
+        .filter((link) => link.held !== undefined && !link.upstream.destroyed)
+        .map(async (link) => {
+          const closed = once(link.upstream, 'close');
+          link.upstream.end(Buffer.concat(link.held!.slice(0, chunks)));
+          // Redis runs what it read before it sees the end, and closes the connection after.
+          await settleWithin(closed, 15_000);
+        }),
+    );
+  }
+
+  async close(): Promise<void> {
+    for (const link of this.links) link.upstream.destroy();
+    this.server.close();
+  }
+}
