@@ -90,7 +90,8 @@ export interface IngestResult {
   skipped: number;
   /** Stale chunks deleted (with `sync`). */
   removed: number;
-  failed: { source: string; error: string }[];
+  /** Files not stored, each with why; `stopped` when what stopped the run left it unstored (see `stopped`). */
+  failed: { source: string; error: string; stopped?: true }[];
   /**
    * Files in the folders named that were not read, being neither Markdown, text nor JSON Lines by their
    * extension (`.md`, `.markdown`, `.txt`, `.jsonl`): an `.html` or `.rst` file, say. Named itself, such a file
@@ -175,10 +176,12 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   }
   // A file is named as its passages' source is: relative to sourceRoot when given.
   const sourceName = (file: string): string => (root === undefined ? file : relative(root, file).split(sep).join('/'));
-  const failures = new Map<string, string>();
+  const failures = new Map<string, unknown>();
   const fail = (source: string, error: unknown): void => {
-    if (!failures.has(source)) failures.set(source, message(error));
+    if (!failures.has(source)) failures.set(source, error);
   };
+  const failedAs = (stopped?: RunnelError): IngestResult['failed'] =>
+    [...failures].map(([source, error]) => ({ source, error: message(error), ...(error === stopped ? { stopped: true as const } : {}) }));
   const docs: Document[] = [];
   // The source-name prefixes of the folders given: with sync, a file gone from one takes its passages along.
   const folders: string[] = [];
@@ -243,7 +246,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     updated,
     skipped: unique.length - fresh.length - moved.length + (chunks.length - unique.length),
     removed,
-    failed: [...failures].map(([source, error]) => ({ source, error })),
+    failed: failedAs(stopped),
     ignored: [...ignored].filter((source) => !read.has(resolve(root ?? '', source))),
     ...(stopped === undefined ? {} : { stopped }),
   });
@@ -330,7 +333,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
     for (const source of groupBy(moved, sourceOf).keys()) fail(source, error);
     return result(0, error);
   }
-  const failed = [...failures].map(([source, error]) => ({ source, error }));
+  const failed = failedAs();
   let removed = 0;
   // Nothing is deleted for a source whose new chunks failed to store: it keeps its old ones until a run succeeds.
   const unstored = new Set(failed.map((failure) => failure.source));

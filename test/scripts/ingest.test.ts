@@ -32,9 +32,10 @@ const unembedded = `${collection}_unembedded`;
 const refusedKey = `${collection}_refused`;
 const moving = `${collection}_moving`;
 const words = `${collection}_words`;
+const stopping = `${collection}_stopping`;
 afterAll(async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL });
-  for (const name of [collection, sections, mixed, unembedded, refusedKey, moving, `${moving}_seed`, words]) await dropCollections(pgExecutor(pool), name);
+  for (const name of [collection, sections, mixed, unembedded, refusedKey, moving, `${moving}_seed`, words, stopping]) await dropCollections(pgExecutor(pool), name);
   await pool.end();
 });
 
@@ -71,6 +72,22 @@ describe('npm run ingest', () => {
       }
     } finally {
       await pool.end();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // A probe: a run stopped by the database printed a line for each of its 1,397 files, all with one reason.
+  it('prints the files a stop left unstored on one line, beside the reason', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runnel-ingest-'));
+    for (let i = 0; i < 8; i++) writeFileSync(join(dir, `note-${i}.md`), `# Note ${i}\n\nSome words about ${i}.\n`);
+    const closed = await freePort();
+    try {
+      const run = await cli([dir, '--collection', stopping, '--embeddings', 'openai'], { OPENAI_API_KEY: 'sk-x', OPENAI_BASE_URL: `http://127.0.0.1:${closed}/v1` });
+      expect(run.code).toBe(1);
+      expect(run.stdout).not.toContain('failed: ');
+      expect(run.stdout).toMatch(/^ {2}not stored: 8 files \(\S+\/note-0\.md, .*, and 3 more\), the run having stopped$/m);
+      expect(run.stderr).toContain('ingest: stopped early, ');
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
