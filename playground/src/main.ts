@@ -675,16 +675,19 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
         if (!stopped && error instanceof ApiError && error.status === 401) errors.append(keyPanel(() => clear(errors)));
         status.textContent = stopped ? (error instanceof RunStopped && error.unreachable ? 'Stopped here; the cancel could not reach the server' : STOPPED) : '';
         answer.classList.add('failed');
+        // An answer with nothing in it is not shown: the note says what became of the turn.
+        const shown = content === undefined ? asked : answer;
+        if (content === undefined) answer.remove();
         // Only answered turns are kept. Said when the server said so — the run failed, or its cancel was
         // answered — not when the page lost sight of it (offline, a cancel that never got through).
         const notKept = stopped ? run?.status === 'cancelled' || run?.status === 'error' : error instanceof ApiError || unsent;
         if (notKept) {
           asked.classList.add('not-kept');
           answer.classList.add('not-kept');
-          answer.after(h('div', { class: 'turn-note', text: `${stopped ? 'Stopped' : unsent ? 'Not sent' : 'Failed'}: this turn is not kept in the conversation.` }));
+          shown.after(h('div', { class: 'turn-note', text: `${stopped ? 'Stopped' : unsent ? 'Not sent' : 'Failed'}: this turn is not kept in the conversation.` }));
           if (text.value === '') text.value = message;
         } else {
-          answer.after(h('div', { class: 'turn-note', text: 'This turn may still be answered on the server: reload to see the conversation as the server keeps it.' }));
+          shown.after(h('div', { class: 'turn-note', text: 'This turn may still be answered on the server: reload to see the conversation as the server keeps it.' }));
         }
       }
     } finally {

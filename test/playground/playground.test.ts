@@ -399,6 +399,8 @@ describe('the playground', () => {
     await page.locator('.error', { hasText: 'Not sent: this browser is offline' }).waitFor();
     expect(await page.getByLabel('Message').inputValue()).toBe('Hello from a tunnel');
     expect(await page.locator('.turn-note').innerText()).toBe('Not sent: this turn is not kept in the conversation.');
+    // No empty answer above the note: the question, then what became of it.
+    expect(await page.locator('.chat-log > *').evaluateAll((els) => els.map((el) => el.className))).toEqual(['bubble human not-kept', 'turn-note']);
     await page.close();
   });
 
