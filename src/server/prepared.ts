@@ -111,6 +111,14 @@ export function componentName(path: string): string {
 }
 
 const CAMEL: Record<string, ClientConfigKey> = { recursionLimit: 'recursion_limit', maxConcurrency: 'max_concurrency', runId: 'run_id' };
+/**
+ * What a client's `tags` and `metadata` may hold (each of a request's two configs, its body's and its
+ * `/c/{hash}`'s): every event of `/stream_events` carries them, so a request with 1 MB of metadata was
+ * answered 1 MB an event, up to the body limit.
+ */
+const MAX_TAGS = 64;
+const MAX_TAG_LENGTH = 256;
+const MAX_METADATA_BYTES = 8192;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** True when `runnable` or anything inside it is a chat model (its token usage is then counted). */
@@ -158,8 +166,8 @@ export class PreparedChain {
         properties: Object.fromEntries(specs.map((s) => [s.id, specJsonSchema(s)])),
       };
     }
-    if (allowed.has('tags')) properties.tags = { type: 'array', items: { type: 'string' } };
-    if (allowed.has('metadata')) properties.metadata = { type: 'object' };
+    if (allowed.has('tags')) properties.tags = { type: 'array', maxItems: MAX_TAGS, items: { type: 'string', maxLength: MAX_TAG_LENGTH } };
+    if (allowed.has('metadata')) properties.metadata = { type: 'object', description: `At most ${MAX_METADATA_BYTES} bytes of JSON` };
     if (allowed.has('run_id')) properties.run_id = { type: 'string', format: 'uuid' };
     if (allowed.has('recursion_limit')) properties.recursion_limit = { type: 'integer', minimum: 1, maximum: 1000 };
     if (allowed.has('max_concurrency')) properties.max_concurrency = { type: 'integer', minimum: 1, maximum: 1000 };
@@ -235,6 +243,11 @@ export class PreparedChain {
         return sent === undefined ? item : { ...item, loc: [...loc, sent, ...item.loc.slice(loc.length + 1)] };
       });
       throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `Invalid config${detail[0] ? ` at ${JSON.stringify(detail[0].loc)}: ${detail[0].msg}` : ''}`, { detail });
+    }
+    if (picked.metadata !== undefined && Buffer.byteLength(JSON.stringify(picked.metadata)) > MAX_METADATA_BYTES) {
+      const at = [...loc, spelled?.get('metadata') ?? 'metadata'];
+      const msg = `metadata must be at most ${MAX_METADATA_BYTES} bytes of JSON`;
+      throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `Invalid config at ${JSON.stringify(at)}: ${msg}`, { detail: [{ type: 'too_long', loc: at, msg }] });
     }
     return picked;
   }

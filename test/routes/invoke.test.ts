@@ -68,6 +68,28 @@ describe('POST /invoke', () => {
     expect(config.configurable).toEqual({});
   });
 
+  // Every /stream_events event repeats them: 1 MB of metadata was sent again with each.
+  it('refuses tags and metadata past their bounds, located where the client put them', async () => {
+    // This file's server takes bodies of 4 KB; the default, 1 MB.
+    const roomy = await buildApp({ chains: allChains });
+    const invoke = (payload: unknown, url = '/echo/invoke') => roomy.inject({ method: 'POST', url, payload: payload as Record<string, unknown> });
+    const refused = async (config: unknown, loc: (string | number)[]) => {
+      const res = await invoke({ input: { name: 'a' }, config });
+      expect(res.statusCode, JSON.stringify(loc)).toBe(422);
+      expect(res.json()).toMatchObject({ code: 'RUNNEL_ERR_CONFIG_INVALID', detail: [expect.objectContaining({ loc })] });
+    };
+    await refused({ metadata: { note: 'x'.repeat(8200) } }, ['config', 'metadata']);
+    await refused({ tags: Array.from({ length: 65 }, (_, i) => `t${i}`) }, ['config', 'tags']);
+    await refused({ tags: ['x'.repeat(257)] }, ['config', 'tags', 0]);
+    const hash = LZString.compressToEncodedURIComponent(JSON.stringify({ metadata: { note: 'x'.repeat(8200) } }));
+    const fromHash = await invoke({ input: { name: 'a' } }, `/echo/c/${hash}/invoke`);
+    expect([fromHash.statusCode, fromHash.json().detail?.[0]?.loc]).toEqual([422, ['config_hash', 'metadata']]);
+    // At the bounds, taken.
+    const taken = await invoke({ input: { name: 'a' }, config: { tags: Array.from({ length: 64 }, () => 'x'.repeat(256)), metadata: { note: 'x'.repeat(8000) } } });
+    expect(taken.statusCode).toBe(200);
+    await roomy.close();
+  });
+
   // The published config schema leaves `configurable` open (a client that checks against it sends what the
   // server takes); the server still drops what the chain does not have.
   it('drops a configurable field the chain does not have, and keeps the ones it does', async () => {
