@@ -108,7 +108,7 @@ export interface ConnectionOptions {
  * @example
  * const app = Fastify({ bodyLimit: config.bodyLimit, ...connectionOptions(config) });
  */
-export function connectionOptions(config: Pick<ServerConfig, 'bodyTimeoutMs'>): ConnectionOptions {
+export function connectionOptions(config: Pick<ServerConfig, 'bodyTimeoutMs' | 'corsOrigins'>): ConnectionOptions {
   const timeout = config.bodyTimeoutMs;
   return {
     requestTimeout: timeout,
@@ -122,7 +122,9 @@ export function connectionOptions(config: Pick<ServerConfig, 'bodyTimeoutMs'>): 
       requireHostHeader: false,
     },
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
-    clientErrorHandler: answerClientError,
+    clientErrorHandler(error, socket) {
+      answerClientError.call(this, error, socket, config.corsOrigins);
+    },
   };
 }
 
@@ -188,7 +190,7 @@ const CLIENT_ERROR_MESSAGES: Partial<Record<ErrorCode, string>> = {
  * answered in Runnel's error shape where no answer has started, then closed — the request is abandoned, so
  * nothing more of it may reach a route.
  */
-function answerClientError(this: FastifyInstance, error: ConnectionError, socket: Socket): void {
+function answerClientError(this: FastifyInstance, error: ConnectionError, socket: Socket, corsOrigins: readonly string[]): void {
   if (error.code === 'ECONNRESET' || socket.destroyed || deferred.has(socket)) return;
   if (lingering.has(socket)) {
     socket.destroy();
@@ -207,8 +209,10 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
   const answer = (): void => {
     if (socket.writable) {
       const body = JSON.stringify(openai ? toOpenAIError(new RunnelError(code, message)).body : errorBody(status, code, message));
+      const origin = incoming != null ? incoming.headers.origin : originIn((error as { rawPacket?: unknown }).rawPacket);
+      const grant = origin !== undefined && (corsOrigins.includes(origin) || corsOrigins.includes('*')) ? `access-control-allow-origin: ${origin}\r\nvary: Origin\r\naccess-control-expose-headers: x-request-id\r\n` : '';
       socket.write(
-        `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+        `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\n${grant}connection: close\r\n\r\n${body}`,
       );
       // The routed request whose body timed out was answered here, past its response: its span and its log
       // line say 408, not a client gone (499). Fastify writes no completion line for it.
@@ -247,6 +251,17 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
     return;
   }
   answer();
+}
+
+/**
+ * The `Origin` of a request Node's parser refused (headers too large, malformed), read from the bytes it
+ * stopped at, so a page on a listed origin reads the refusal (a 431: a page's large `authorization`) instead
+ * of a failed fetch, as it reads a route's. Undefined where they hold none, or one not well formed.
+ */
+function originIn(packet: unknown): string | undefined {
+  if (!Buffer.isBuffer(packet)) return undefined;
+  const value = /\r\norigin:[ \t]*([^\r\n]*?)[ \t]*\r\n/i.exec(packet.toString('latin1', 0, 64 * 1024))?.[1];
+  return value !== undefined && /^https?:\/\/[a-z0-9.:[\]-]+$/i.test(value) ? value : undefined;
 }
 
 /** Connections whose client error waits for the answers pipelined before it. */

@@ -137,4 +137,16 @@ describe('a page on another site posts to a server without keys', () => {
       expect(JSON.parse(await text(res))).toMatchObject({ output: 'hello curl' });
     }
   });
+
+  // Node's parser refuses headers over 16 KB before any route or CORS hook: the refusal carried no grant, so a
+  // page whose token had grown that large saw a failed fetch, not why.
+  it('an allowed site’s page reads the 431 its too large headers got; another site’s page does not', async () => {
+    const send = async (url: string) => {
+      // The preflight names the header, small; the request carries it, 20 KB.
+      const res = await fetch(`${url}/echo/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${'k'.repeat(20_000)}` }, body: '{"input": {"name": "ada"}}' }).catch(() => undefined);
+      return res === undefined ? 'refused by CORS' : [res.status, ((await res.json()) as { code: string }).code];
+    };
+    expect(await inPage(allowedSite.origin, send)).toEqual([431, 'RUNNEL_ERR_HEADERS_TOO_LARGE']);
+    expect(await inPage(site.origin, send)).toBe('refused by CORS');
+  });
 });
