@@ -149,16 +149,26 @@ function closeWhenStalled(client: Redis, stallMs: number): void {
   const internals = client as unknown as ClientInternals;
   let watched: Socket | undefined;
   let bytesRead = 0;
-  let since = 0;
+  /** When a check first found commands waiting on `watched` with nothing read since; undefined when none wait. */
+  let since: number | undefined;
   const check = (): void => {
     const socket = internals.stream;
-    if (socket === undefined || socket.destroyed || client.commandQueue.length === 0 || socket !== watched || socket.bytesRead !== bytesRead) {
+    if (socket === undefined || socket.destroyed || client.commandQueue.length === 0) {
+      since = undefined;
+      return;
+    }
+    if (since === undefined || socket !== watched || socket.bytesRead !== bytesRead) {
       watched = socket;
-      bytesRead = socket?.bytesRead ?? 0;
+      bytesRead = socket.bytesRead;
       since = Date.now();
       return;
     }
-    if (Date.now() - since >= stallMs) socket.destroy();
+    if (Date.now() - since < stallMs) return;
+    // Looked again once the loop has read the sockets: after this process itself was held up past stallMs
+    // (timers run before sockets are read), Redis's answer may be waiting in the kernel.
+    setImmediate(() => {
+      if (internals.stream === socket && socket.bytesRead === bytesRead && client.commandQueue.length > 0) socket.destroy();
+    });
   };
   // Watched while a connection is up: no timer for a client that is down, or ended.
   let timer: NodeJS.Timeout | undefined;
@@ -172,7 +182,7 @@ function closeWhenStalled(client: Redis, stallMs: number): void {
     // The closed connection's commands are not resent (autoResendUnfulfilledCommands), but ioredis keeps them
     // until a connection is made, or ready: for the whole outage while Redis stays frozen or out of reach.
     // Those still waiting for their timeout fail now.
-    const error = new Error('The connection to Redis closed before it answered');
+    const error = new Error('Connection is closed before Redis answered');
     for (let item = client.commandQueue.shift(); item !== undefined; item = client.commandQueue.shift()) item.command.reject(error);
     internals.prevCommandQueue = undefined;
   });

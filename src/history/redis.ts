@@ -8,7 +8,7 @@
  * `RUNNEL_ERR_REDIS_UNAVAILABLE`.
  */
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import { ReplyError, type Redis } from 'ioredis';
 import { neverSent, wrongTypeError } from '../cache/redis-client.js';
 import { isRunnelError, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
@@ -139,14 +139,23 @@ interface Undo {
  * The removals of one client's history writes whose outcome is unknown (timed out, or their connection
  * closed under them), sent until Redis confirms each: a write that did run (Redis killed after running it,
  * or a removal lost with a stalled connection's socket) is then gone too. A round every second, backing off
- * to 30 s while none succeeds; the oldest are given up past {@link MAX_PENDING_UNDOS}.
+ * to 30 s while none succeeds, and one as soon as a connection is ready again; each round takes the longest
+ * waiting, and one that fails again goes to the back. The oldest are given up past {@link MAX_PENDING_UNDOS}.
  */
 class Undoer {
   private readonly pending = new Map<string, Undo>();
   private timer: NodeJS.Timeout | undefined;
   private failures = 0;
 
-  constructor(private readonly client: Redis) {}
+  constructor(private readonly client: Redis) {
+    client.on('ready', () => {
+      if (this.pending.size === 0) return;
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.failures = 0;
+      this.later(0);
+    });
+  }
 
   get size(): number {
     return this.pending.size;
@@ -164,14 +173,18 @@ class Undoer {
       await this.client.eval(UNDO_WRITE, 2, undo.key, undo.mark, undo.needle, undo.records, VOID_TTL_SECONDS);
       this.pending.delete(undo.mark);
       return true;
-    } catch {
+    } catch (error) {
+      this.pending.delete(undo.mark);
+      // The key holds another type than a list (changed by something else): the write was refused too, and
+      // this would be refused for good. Any other failure is tried again, behind the others.
+      if (wrongTypeError(error, 'A stored chat history') === undefined) this.pending.set(undo.mark, undo);
       return false;
     }
   }
 
-  private later(): void {
+  private later(ms = Math.min(30_000, 1_000 * 2 ** this.failures)): void {
     if (this.timer !== undefined || this.pending.size === 0) return;
-    this.timer = setTimeout(() => void this.round(), Math.min(30_000, 1_000 * 2 ** this.failures));
+    this.timer = setTimeout(() => void this.round(), ms);
     this.timer.unref();
   }
 
@@ -280,7 +293,8 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
       // So it is taken back, in whichever order Redis runs the two (UNDO_WRITE), until Redis confirms it; the
       // token makes the removal match this write's records alone (an earlier identical turn stays). A write
       // refused unsent (Redis down) cannot land: nothing to take back.
-      if (!neverSent(error)) undoerOf(this.client).add({ key: this.key, mark, needle: JSON.stringify({ [WRITE_TOKEN]: token }).slice(1, -1), records: records.length });
+      // Nor one Redis answered with a refusal (its key not a list, Redis out of memory): nothing of it was written.
+      if (!neverSent(error) && !(error instanceof ReplyError)) undoerOf(this.client).add({ key: this.key, mark, needle: JSON.stringify({ [WRITE_TOKEN]: token }).slice(1, -1), records: records.length });
       throw redisError(error);
     }
   }

@@ -85,6 +85,42 @@ describe('a Redis connection that answers nothing', () => {
     await proxy.release(1);
     expect(await texts(history)).toEqual(['before', 'kept']);
   }, 90_000);
+
+  // A review: this process held up past the stall (timers run before sockets are read) cut a connection whose
+  // answer was waiting in the kernel.
+  it('is not closed when this process, not Redis, was held up', async () => {
+    server = await RedisServer.scratch();
+    client = createRedisClient(server.url, { commandTimeoutMs: 30_000, stallTimeoutMs: 400 });
+    await client.connect();
+    let closed = false;
+    client.on('close', () => (closed = true));
+    // Redis busy for 300 ms: the checks see the command waiting.
+    const slow = client.eval("local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - s > 300000 return 'done'", 0);
+    await delay(150);
+    // Then this process is held up for a second, while Redis answers: in a phase of the event loop after its
+    // sockets were read, so the next one runs its timers before it reads them again.
+    await new Promise<void>((resolve) =>
+      setImmediate(() => {
+        for (const until = Date.now() + 1_000; Date.now() < until; );
+        resolve();
+      }),
+    );
+    expect(await slow).toBe('done');
+    await delay(200);
+    expect(closed).toBe(false);
+  }, 30_000);
+
+  // A review: a write Redis refused (its key made a string by something else) was given a removal that Redis
+  // refuses for good; a hundred of them filled every round, and removals behind them were never sent again.
+  it('takes back no write Redis refused', async () => {
+    server = await RedisServer.scratch();
+    client = createRedisClient(server.url);
+    await client.connect();
+    await client.set('runnel:history:not-a-list', 'x');
+    const history = new RedisChatMessageHistory({ client, sessionId: 'not-a-list' });
+    for (let i = 0; i < 3; i++) await expect(history.addMessages([new HumanMessage('hi')])).rejects.toMatchObject({ code: 'RUNNEL_ERR_STORED_RECORD_INVALID' });
+    expect(pendingHistoryUndos(client)).toBe(0);
+  }, 30_000);
 });
 
 /**
