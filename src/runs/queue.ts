@@ -292,7 +292,7 @@ class RunWorkerCore {
       // run id is the server's: a taken one can only be this write's own, resent by the client after a reconnect.)
       // One refused unsent (Redis down) cannot land: nothing to end, and a minute of tries each would hold it.
       forgotten = true;
-      if (!neverSent(error.cause)) pending = this.endWhenPossible(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be stored in time: its client was told it was refused'), false);
+      if (!neverSent(error.cause)) pending = this.endWhenPossible(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be stored in time: its client was told it was refused'), { tell: false });
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be stored', { cause: error.cause });
     } finally {
       if (pending === undefined) this.local.delete(record.run_id);
@@ -382,7 +382,7 @@ class RunWorkerCore {
    * when it gave up (the sweep ends it then). `tell`: call its webhook (not for a run its client was told
    * was refused).
    */
-  private async endWhenPossible(runId: string, error: RunnelError, tell = true): Promise<boolean> {
+  private async endWhenPossible(runId: string, error: RunnelError, { tell = true }: { tell?: boolean } = {}): Promise<boolean> {
     for (let attempt = 0; attempt < 60 && !this.stopped; attempt++) {
       try {
         const ended = await endRun(this.options.store, runId, 'error', error);
@@ -422,7 +422,7 @@ class RunWorkerCore {
    * (a 503), so its caller never learnt of it — its webhook is not called (a probe: the receiver got a signed
    * `error` record of a run nobody had, beside the one its caller submitted again).
    */
-  async endWaiting(runId: string, error: RunnelError, status: 'cancelled' | 'error', refused = false): Promise<void> {
+  async endWaiting(runId: string, error: RunnelError, status: 'cancelled' | 'error', { refused = false }: { refused?: boolean } = {}): Promise<void> {
     const ended = await endRun(this.options.store, runId, status, error);
     if (!refused) notify(ended, this.options);
   }
@@ -555,7 +555,7 @@ export class BullRunQueue implements RunQueue {
     try {
       await this.queue.add('run', { run_id: record.run_id }, { jobId: record.run_id });
     } catch (error) {
-      await this.core.endWaiting(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be queued'), 'error', true).catch(() => undefined);
+      await this.core.endWaiting(record.run_id, new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'The run could not be queued'), 'error', { refused: true }).catch(() => undefined);
       throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the run could not be queued', { cause: error });
     } finally {
       this.adding.delete(record.run_id);
@@ -572,7 +572,7 @@ export class BullRunQueue implements RunQueue {
     void (async () => {
       for (let waited = 0, delay = 250; waited < 120_000 && this.closing === undefined; waited += delay, delay = Math.min(delay * 2, 8_000)) {
         try {
-          await this.core.endWaiting(runId, failure, 'error', true);
+          await this.core.endWaiting(runId, failure, 'error', { refused: true });
           return;
         } catch {
           await new Promise((resolve) => setTimeout(resolve, delay).unref());
