@@ -17,7 +17,7 @@ export interface OpenAIErrorBody {
 }
 
 /** OpenAI's codes that body errors carry in their detail item's `type`. */
-const OPENAI_BODY_CODES = new Set(['missing_required_parameter', 'invalid_type', 'invalid_value', 'tools_not_supported']);
+const OPENAI_BODY_CODES = new Set(['missing_required_parameter', 'invalid_type', 'invalid_value', 'unsupported_value', 'tools_not_supported']);
 
 /** OpenAI's `type`: what kind of failure, by status. */
 function typeFor(status: number): string {

@@ -102,7 +102,31 @@ export const chatCompletionRequestSchema = z.object({
   seed: ignored(int64),
   user: ignored(z.string()),
   parallel_tool_calls: ignored(z.boolean()),
+  // What no chain gives is refused, not ignored: a client that asked for JSON, log probabilities or audio would
+  // take the plain text answer for what it asked for.
+  response_format: z
+    .object({ type: z.string() })
+    .loose()
+    .nullish()
+    .describe('Only `{"type": "text"}`: the chain decides the form of its answer; `json_object` and `json_schema` are refused (400 `unsupported_value`)'),
+  logprobs: z.boolean().nullish().describe('Only `false`: answers carry no log probabilities (`logprobs` is `null`)'),
+  top_logprobs: z.number().int().min(0).max(20).nullish().describe('Only 0'),
+  modalities: z.array(z.string()).nullish().describe('Only `["text"]`'),
+  audio: z.object({}).loose().nullish().describe('Refused: answers are text'),
 });
+
+/** The parameter of `request` that asks for what a chain's answer cannot be (JSON mode, log probabilities, audio), and why. */
+function unsupportedAsk(request: z.infer<typeof chatCompletionRequestSchema>): { param: string; message: string } | undefined {
+  const format = request.response_format?.type;
+  if (format !== undefined && format !== 'text') {
+    return { param: 'response_format', message: `response_format ${JSON.stringify(format)} is not supported: the chain decides the form of its answer (only "text" is taken)` };
+  }
+  if (request.logprobs === true) return { param: 'logprobs', message: 'logprobs is not supported: answers carry no log probabilities' };
+  if ((request.top_logprobs ?? 0) > 0) return { param: 'top_logprobs', message: 'top_logprobs is not supported: answers carry no log probabilities' };
+  if (request.modalities?.some((modality) => modality !== 'text') === true) return { param: 'modalities', message: 'Only text answers are supported (modalities ["text"])' };
+  if (request.audio != null) return { param: 'audio', message: 'audio is not supported: answers are text' };
+  return undefined;
+}
 
 /** What a chat-completions request asks for, read from its body. */
 export interface ChatCompletionRequest {
@@ -251,6 +275,8 @@ export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest
   if (choice === 'required' || (typeof choice === 'object' && choice !== null)) {
     throw bodyError("tool_choice must be 'auto' or 'none': the chain decides whether it calls a tool, so it cannot be made to", { code: 'invalid_value', loc: ['tool_choice'] });
   }
+  const asked = unsupportedAsk(request);
+  if (asked !== undefined) throw bodyError(asked.message, { code: 'unsupported_value', loc: [asked.param] });
   // As OpenAI answers it: a client that asks for usage in a stream it did not ask for would wait for a chunk.
   if (request.stream_options != null && request.stream !== true) {
     throw bodyError("The 'stream_options' parameter is only allowed when 'stream' is enabled.", { code: 'invalid_value', loc: ['stream_options'] });

@@ -86,6 +86,27 @@ describe('POST /v1/chat/completions on /joke', () => {
     }
   });
 
+  // A probe: JSON mode, log probabilities and audio were accepted and ignored, so a client that asked for JSON
+  // parsed the chain's plain text and failed there, far from the cause.
+  it('refuses what no chain gives (JSON mode, log probabilities, audio), naming the parameter; takes their neutral values', async () => {
+    const messages = [{ role: 'user' as const, content: `formats ${randomUUID()}` }];
+    const asks = [
+      [{ response_format: { type: 'json_object' as const } }, 'response_format'],
+      [{ response_format: { type: 'json_schema' as const, json_schema: { name: 'x', schema: { type: 'object' } } } }, 'response_format'],
+      [{ logprobs: true }, 'logprobs'],
+      [{ logprobs: true, top_logprobs: 3 }, 'logprobs'],
+      [{ modalities: ['text', 'audio'] as ('text' | 'audio')[], audio: { voice: 'alloy' as const, format: 'mp3' as const } }, 'modalities'],
+    ] as const;
+    for (const [ask, param] of asks) {
+      const failed = await app.client.chat.completions.create({ model: 'joke', messages, ...ask }).catch((error: unknown) => error);
+      expect(failed, JSON.stringify(ask)).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(failed, JSON.stringify(ask)).toMatchObject({ status: 400, param, code: 'unsupported_value' });
+    }
+    const neutral = await app.client.chat.completions.create({ model: 'joke', messages, response_format: { type: 'text' }, logprobs: false, top_logprobs: 0, modalities: ['text'] });
+    expect(neutral.choices[0]?.finish_reason).toBe('stop');
+    expect(neutral.choices[0]?.logprobs).toBeNull();
+  });
+
   it('reports no usage for an answer from the cache: no model call spent any', async () => {
     const topic = `dogs ${randomUUID()}`;
     await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: topic }] });
