@@ -208,9 +208,36 @@ class RunWorkerCore {
   /** Run ids this worker is processing: a job handed to it again meanwhile (its lock lapsed) is left to the first. */
   private readonly claimed = new Set<string>();
   /** Writes the heartbeat of every run executing here. */
-  beat(): Promise<void> {
+  async beat(): Promise<void> {
     const runIds = [...this.local, ...this.queued];
-    return runIds.length === 0 ? Promise.resolve() : this.options.store.heartbeat(runIds);
+    if (runIds.length > 0) await this.heard(this.options.store.heartbeat(runIds));
+  }
+
+  /** Whether Redis failed this process's last beat or sweep; when one succeeded after such a failure. */
+  private troubled = false;
+  private backAt = Number.NEGATIVE_INFINITY;
+
+  /** `call`, noting whether Redis answered it: see {@link judging}. */
+  private async heard<T>(call: Promise<T>): Promise<T> {
+    try {
+      const result = await call;
+      if (this.troubled) this.backAt = Date.now();
+      this.troubled = false;
+      return result;
+    } catch (error) {
+      this.troubled = true;
+      throw error;
+    }
+  }
+
+  /**
+   * Whether this process may take a run for lost by its heartbeat's age: not while Redis fails it, nor for a
+   * lock after Redis answered it again. After an outage every process's heartbeats are old, and a live one
+   * writes its next within a third of a lock of answering again: judged at once, runs still executing were
+   * ended `RUNNEL_ERR_RUN_LOST` after Redis came back (a probe: a 3.5 s restart with a 3 s lock).
+   */
+  private judging(staleMs: number): boolean {
+    return !this.troubled && Date.now() - this.backAt >= staleMs;
   }
 
   get active(): number {
@@ -237,7 +264,15 @@ class RunWorkerCore {
     // Running already: its job stalled and came back. Never run twice: while a process beats for it (one that
     // lost the job's lock to a Redis outage or a slow turn), it goes on there; else its worker is gone.
     if (record.status === 'running') {
-      if (this.staleMs !== undefined && (await store.beating(runId, this.staleMs))) return;
+      const staleMs = this.staleMs;
+      if (staleMs !== undefined) {
+        // Handed back by BullMQ after an outage: judged once its process has had the time to beat again (at
+        // most a few locks while Redis keeps failing this one).
+        for (let waited = 0; !this.judging(staleMs) && waited < 3 * staleMs && !this.stopped; waited += staleMs / 4) {
+          await new Promise((resolve) => setTimeout(resolve, staleMs / 4).unref());
+        }
+        if (await store.beating(runId, staleMs)) return;
+      }
       notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The worker running this run stopped before it ended')), this.options);
       return;
     }
@@ -362,7 +397,9 @@ class RunWorkerCore {
 
   /** Ends the runs executed outside the queue whose process stopped beating (it died mid-run). */
   async sweep(staleMs: number): Promise<void> {
-    for (const runId of await this.options.store.stale(staleMs)) {
+    const stale = await this.heard(this.options.store.stale(staleMs));
+    if (!this.judging(staleMs)) return;
+    for (const runId of stale) {
       if (this.local.has(runId) || this.queued.has(runId)) continue;
       try {
         notify(await endRun(this.options.store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The process running this run stopped before it ended')), this.options);
