@@ -119,6 +119,16 @@ const CAMEL: Record<string, ClientConfigKey> = { recursionLimit: 'recursion_limi
 const MAX_TAGS = 64;
 const MAX_TAG_LENGTH = 256;
 const MAX_METADATA_BYTES = 8192;
+/** Refuses `tags` or `metadata` past their bounds, located at `loc`; `merged` says what with, when merged. */
+function checkBounds(tags: unknown, metadata: unknown, loc: (string | number)[], merged = ''): void {
+  const refuse = (field: string, msg: string): never => {
+    const at = [...loc, field];
+    throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `Invalid config at ${JSON.stringify(at)}: ${msg}${merged}`, { detail: [{ type: 'too_long', loc: at, msg: msg + merged }] });
+  };
+  if (Array.isArray(tags) && tags.length > MAX_TAGS) refuse('tags', `tags must be at most ${MAX_TAGS}`);
+  if (metadata !== undefined && Buffer.byteLength(JSON.stringify(metadata)) > MAX_METADATA_BYTES) refuse('metadata', `metadata must be at most ${MAX_METADATA_BYTES} bytes of JSON`);
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** True when `runnable` or anything inside it is a chat model (its token usage is then counted). */
@@ -244,11 +254,7 @@ export class PreparedChain {
       });
       throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `Invalid config${detail[0] ? ` at ${JSON.stringify(detail[0].loc)}: ${detail[0].msg}` : ''}`, { detail });
     }
-    if (picked.metadata !== undefined && Buffer.byteLength(JSON.stringify(picked.metadata)) > MAX_METADATA_BYTES) {
-      const at = [...loc, spelled?.get('metadata') ?? 'metadata'];
-      const msg = `metadata must be at most ${MAX_METADATA_BYTES} bytes of JSON`;
-      throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', `Invalid config at ${JSON.stringify(at)}: ${msg}`, { detail: [{ type: 'too_long', loc: at, msg }] });
-    }
+    checkBounds(picked.tags, picked.metadata, loc);
     return picked;
   }
 
@@ -290,7 +296,11 @@ export class PreparedChain {
     // The caller's identity rides in internal metadata (clients cannot set `__` keys): histories scope by it, and
     // so do model caches, unless the chain shares its entries between callers (`cacheScope: 'shared'`).
     const internal = this.spec.cacheScope !== 'shared' ? { __identity: context.identity, __cache_partition: context.identity } : { __identity: context.identity };
-    let config = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody), sources.server, { metadata: internal });
+    const client = mergeConfigs(toRunnable(fromHash), toRunnable(fromBody));
+    // Each within the bounds, the URL's config and the body's can merge past them; the merged config is what
+    // every event carries (and what a RemoteRunnable sends on to a server that bounds it too).
+    if (sources.hash !== undefined && sources.body !== undefined) checkBounds(client.tags, client.metadata, sources.bodyLoc ?? [], ' with the config of the URL');
+    let config = mergeConfigs(client, sources.server, { metadata: internal });
     // `cache-control: no-cache` asks for a fresh answer: the model caches bypass themselves.
     const cacheControl = context.headers['cache-control'];
     if (typeof cacheControl === 'string' && /\bno-(cache|store)\b/i.test(cacheControl)) config = mergeConfigs(config, { configurable: { cache: false } });

@@ -84,6 +84,10 @@ describe('POST /invoke', () => {
     const hash = LZString.compressToEncodedURIComponent(JSON.stringify({ metadata: { note: 'x'.repeat(8200) } }));
     const fromHash = await invoke({ input: { name: 'a' } }, `/echo/c/${hash}/invoke`);
     expect([fromHash.statusCode, fromHash.json().detail?.[0]?.loc]).toEqual([422, ['config_hash', 'metadata']]);
+    // Each within the bounds, merged past them: refused where the body put its part.
+    const half = LZString.compressToEncodedURIComponent(JSON.stringify({ metadata: { a: 'x'.repeat(6000) } }));
+    const merged = await invoke({ input: { name: 'a' }, config: { metadata: { b: 'x'.repeat(6000) } } }, `/echo/c/${half}/invoke`);
+    expect([merged.statusCode, merged.json().detail?.[0]?.loc]).toEqual([422, ['config', 'metadata']]);
     // At the bounds, taken.
     const taken = await invoke({ input: { name: 'a' }, config: { tags: Array.from({ length: 64 }, () => 'x'.repeat(256)), metadata: { note: 'x'.repeat(8000) } } });
     expect(taken.statusCode).toBe(200);
