@@ -209,7 +209,7 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
   const answer = (): void => {
     if (socket.writable) {
       const body = JSON.stringify(openai ? toOpenAIError(new RunnelError(code, message)).body : errorBody(status, code, message));
-      const origin = incoming != null ? incoming.headers.origin : originIn((error as { rawPacket?: unknown }).rawPacket);
+      const origin = incoming != null ? incoming.headers.origin : originIn(error as { rawPacket?: unknown; bytesParsed?: unknown });
       const grant = origin !== undefined && (corsOrigins.includes(origin) || corsOrigins.includes('*')) ? `access-control-allow-origin: ${origin}\r\nvary: Origin\r\naccess-control-expose-headers: x-request-id\r\n` : '';
       socket.write(
         `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\n${grant}connection: close\r\n\r\n${body}`,
@@ -256,12 +256,28 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
 /**
  * The `Origin` of a request Node's parser refused (headers too large, malformed), read from the bytes it
  * stopped at, so a page on a listed origin reads the refusal (a 431: a page's large `authorization`) instead
- * of a failed fetch, as it reads a route's. Undefined where they hold none, or one not well formed.
+ * of a failed fetch, as it reads a route's. Only from the refused request's own head: the packet may hold a
+ * request pipelined before it. Best effort: Node keeps only the packet it failed in, so headers that came in
+ * more than one read (across a network, more often than on one machine) may leave the origin out. Undefined
+ * where there is none, or one not well formed.
  */
-function originIn(packet: unknown): string | undefined {
+function originIn(error: { rawPacket?: unknown; bytesParsed?: unknown }): string | undefined {
+  const packet = error.rawPacket;
   if (!Buffer.isBuffer(packet)) return undefined;
-  const value = /\r\norigin:[ \t]*([^\r\n]*?)[ \t]*\r\n/i.exec(packet.toString('latin1', 0, 64 * 1024))?.[1];
-  return value !== undefined && /^https?:\/\/[a-z0-9.:[\]-]+$/i.test(value) ? value : undefined;
+  const text = packet.toString('latin1', 0, Math.min(packet.length, 128 * 1024));
+  const stopped = typeof error.bytesParsed === 'number' ? Math.min(error.bytesParsed, text.length) : text.length;
+  // The refused request's head starts at its request line, the last one before the point the parser stopped,
+  // and had not ended before it: one that had is an earlier request's (the refused one's own line was
+  // malformed). Node finds headers too large at their blank line, or before it; the head goes on past that
+  // point (a browser sends Origin after a large authorization) to its blank line.
+  let head: number | undefined;
+  for (const line of text.slice(0, stopped).matchAll(/(?:^|\r\n)[A-Z]+ [^\s]+ HTTP\/1\.[01]\r\n/g)) head = line.index;
+  if (head === undefined) return undefined;
+  const end = text.indexOf('\r\n\r\n', head);
+  if (end !== -1 && end + 4 <= stopped) return undefined;
+  const value = /\r\norigin:[ \t]*([^\r\n]*?)[ \t]*\r\n/i.exec(text.slice(head, end === -1 ? undefined : end + 2))?.[1];
+  // A scheme and an authority only (RFC 6454's serialisation), whatever the scheme: a listed extension's too.
+  return value !== undefined && /^[a-z][a-z0-9+.-]*:\/\/[\w.~:@!$&'()*+,;=%[\]-]+$/i.test(value) ? value : undefined;
 }
 
 /** Connections whose client error waits for the answers pipelined before it. */

@@ -5,6 +5,7 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rawExchange } from '../helpers.js';
 import { startServer, type TestServer } from '../support/server.js';
 
 const ORIGIN = 'http://app.example';
@@ -79,5 +80,28 @@ describe('CORS for browser clients', () => {
     const res = await preflight('/joke/runs/r/stream', 'GET', ['last-event-id', 'cache-control', 'authorization']);
     const allowed = (res.headers.get('access-control-allow-headers') ?? '').toLowerCase();
     for (const name of ['last-event-id', 'cache-control', 'authorization']) expect(allowed).toContain(name);
+  });
+
+  // A review: the grant of what Node's parser refuses was read from anywhere in the bytes it failed in, so a
+  // refused request had the origin of one pipelined before it; and only http(s) origins were read.
+  it("grants a parser's refusal its own request's listed origin, of any scheme, and no earlier request's", async () => {
+    const extension = 'chrome-extension://abcdefghijklmnop';
+    const listed = await startServer({ corsOrigins: [ORIGIN, extension] });
+    try {
+      const port = new URL(listed.url).port;
+      const heads = (received: string): string[] => received.split(/(?=HTTP\/1\.1 \d{3} )/).map((answer) => answer.split('\r\n\r\n')[0] ?? '');
+      const overflow = heads(await rawExchange(port, `GET /joke/input_schema HTTP/1.1\r\nhost: 127.0.0.1\r\norigin: ${extension}\r\nx-filler: ${'x'.repeat(20_000)}\r\n\r\n`));
+      expect(overflow[0]).toMatch(/^HTTP\/1\.1 431 /);
+      expect(overflow[0]).toContain(`access-control-allow-origin: ${extension}\r\n`);
+      const first = `GET /joke/input_schema HTTP/1.1\r\nhost: 127.0.0.1\r\norigin: ${ORIGIN}\r\n\r\n`;
+      for (const refused of [`GET /joke/input_schema HTTP/1.1\r\nhost: 127.0.0.1\r\norigin: http://elsewhere.example\r\nbad header\r\n\r\n`, `GET /joke/input schema HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n`]) {
+        const answers = heads(await rawExchange(port, first + refused));
+        expect(answers.map((head) => head.slice(0, 12)), refused).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400']);
+        expect(answers[0]).toContain(`access-control-allow-origin: ${ORIGIN}`);
+        expect(answers[1], refused).not.toContain('access-control-allow-origin');
+      }
+    } finally {
+      await listed.close();
+    }
   });
 });
