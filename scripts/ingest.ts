@@ -91,7 +91,7 @@ export async function ingest(options: {
         // The paths after it would meet the same: named as not stored, not tried.
         total.stopped = result.stopped;
         const rest = options.paths.slice(options.paths.indexOf(given) + 1);
-        for (const path of rest) total.failed.push({ source: path, error: 'not tried: the run stopped', stopped: true });
+        for (const path of rest) total.failed.push({ source: path, error: NOT_TRIED, stopped: true });
         break;
       }
     }
@@ -152,16 +152,19 @@ if (process.argv[1]?.endsWith('ingest.ts') && process.argv.slice(2).some((arg) =
   process.exit(0);
 }
 
-/**
- * What went wrong, for the terminal: the error's message with its cause (the
- * database's refusal, the address it could not reach) and, for a database
- * out of reach, the DATABASE_URL tried, without its credentials.
- */
+/** Why a path given after the one a run stopped in is in `failed`. */
+const NOT_TRIED = 'not tried: the run stopped';
+
 /** `a.md, b.md, c.md, d.md, e.md, and 3 more`: the first five names of a list. */
 function firstFive(names: readonly string[]): string {
   return names.slice(0, 5).join(', ') + (names.length > 5 ? `, and ${names.length - 5} more` : '');
 }
 
+/**
+ * What went wrong, for the terminal: the error's message with its cause (the
+ * database's refusal, the address it could not reach) and, for a database
+ * out of reach, the DATABASE_URL tried, without its credentials.
+ */
 function explain(error: RunnelError): string {
   const cause = error.cause instanceof Error && error.cause.message !== '' ? `: ${error.cause.message}` : '';
   let target = '';
@@ -280,8 +283,12 @@ async function main(): Promise<void> {
   console.log(`added ${result.added}, ${result.updated > 0 ? `updated ${result.updated} (moved or retitled), ` : ''}skipped ${result.skipped} (already there), ${values.sync ? `removed ${result.removed} (stale), ` : ''}failed ${result.failed.length}`);
   for (const failure of result.failed) if (failure.stopped !== true) console.log(`  failed: ${failure.source}: ${failure.error}`);
   // What the stop left unstored shares its reason, said below: one line, not one a file (a probe: 1,397 lines).
-  const unstored = result.failed.filter((failure) => failure.stopped === true).map((failure) => failure.source);
+  // The paths given after the one it stopped in were not read: each may be a folder.
+  const stopped = result.failed.filter((failure) => failure.stopped === true);
+  const unstored = stopped.filter((failure) => failure.error !== NOT_TRIED).map((failure) => failure.source);
+  const untried = stopped.filter((failure) => failure.error === NOT_TRIED).map((failure) => failure.source);
   if (unstored.length > 0) console.log(`  not stored: ${unstored.length} file${unstored.length === 1 ? '' : 's'} (${firstFive(unstored)}), the run having stopped`);
+  if (untried.length > 0) console.log(`  not tried: ${untried.length} path${untried.length === 1 ? '' : 's'} given after (${firstFive(untried)})`);
   // A folder's other files are not read: said, so a folder of .html or .rst files does not answer "added 0" alone.
   const ignored = result.ignored ?? [];
   if (ignored.length > 0) {

@@ -80,15 +80,20 @@ describe('npm run ingest', () => {
   it('prints the files a stop left unstored on one line, beside the reason', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'runnel-ingest-'));
     for (let i = 0; i < 8; i++) writeFileSync(join(dir, `note-${i}.md`), `# Note ${i}\n\nSome words about ${i}.\n`);
+    // A second folder, given after: not read, so named as a path, not counted as a file.
+    const after = mkdtempSync(join(tmpdir(), 'runnel-ingest-'));
+    writeFileSync(join(after, 'later.md'), '# Later\n\nWords.\n');
     const closed = await freePort();
     try {
-      const run = await cli([dir, '--collection', stopping, '--embeddings', 'openai'], { OPENAI_API_KEY: 'sk-x', OPENAI_BASE_URL: `http://127.0.0.1:${closed}/v1` });
+      const run = await cli([dir, after, '--collection', stopping, '--embeddings', 'openai'], { OPENAI_API_KEY: 'sk-x', OPENAI_BASE_URL: `http://127.0.0.1:${closed}/v1` });
       expect(run.code).toBe(1);
       expect(run.stdout).not.toContain('failed: ');
       expect(run.stdout).toMatch(/^ {2}not stored: 8 files \(\S+\/note-0\.md, .*, and 3 more\), the run having stopped$/m);
+      expect(run.stdout).toContain(`  not tried: 1 path given after (${after})\n`);
       expect(run.stderr).toContain('ingest: stopped early, ');
     } finally {
       rmSync(dir, { recursive: true, force: true });
+      rmSync(after, { recursive: true, force: true });
     }
   });
 
