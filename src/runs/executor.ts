@@ -220,6 +220,11 @@ export async function executeRun(options: {
   local?: boolean;
   /** Tracing: a run-event callback for the trace the run was submitted in (its `__traceparent` and `__tracestate`). */
   trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
+  /**
+   * The end about to be written, stamped (`updated_at`) by the caller, who can then tell this execution's end
+   * from another's when the write's outcome was unknown (the queue's `OwnEnds`).
+   */
+  ending?: (patch: Partial<RunRecord>) => Partial<RunRecord>;
 }): Promise<RunRecord | undefined> {
   const { record, runnable, store } = options;
   const local = options.local === true;
@@ -301,8 +306,9 @@ export async function executeRun(options: {
     signal.throwIfAborted();
     const last = writer.push('end', finishReason === undefined ? undefined : { finish_reason: finishReason });
     // The output as JSON gives it back (a string is that already: a chain's text is not copied twice over).
+    const ending = options.ending ?? ((patch: Partial<RunRecord>) => patch);
     const ended = await writer.end(
-      { status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage, ...(finishReason === undefined ? {} : { finish_reason: finishReason }) },
+      ending({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage, ...(finishReason === undefined ? {} : { finish_reason: finishReason }) }),
       base,
       true,
     );
@@ -320,7 +326,8 @@ export async function executeRun(options: {
       if (provider !== undefined) options.warn?.({ ...provider, runId }, 'model provider failed');
     }
     const frame = writer.push('error', failure);
-    const ended = await writer.end({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }, base, true);
+    const ending = options.ending ?? ((patch: Partial<RunRecord>) => patch);
+    const ended = await writer.end(ending({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }), base, true);
     await writer.deliver(frame);
     return ended;
   } finally {

@@ -158,15 +158,53 @@ export function repeatsHeldBack(log: (error: unknown, message: string) => void, 
 /** BullMQ's words for a job lock its worker lost (lock-manager.js, finished-errors.js), and no other error. */
 const BULLMQ_LOCK_LOST = /^(could not renew lock for job |Missing lock for job |Lock mismatch for job )/;
 
-/** Marks a run that will never run again as ended, unless it already has. */
-async function endRun(store: RunStore, runId: string, status: 'cancelled' | 'error', error: RunnelError): Promise<RunRecord | undefined> {
+/**
+ * The ends one process wrote for a run whose outcome it did not learn: a write that timed out (Redis frozen,
+ * slow, or its connection closed under it) may still be run when Redis answers again, and its run is then
+ * ended by this process — which must call its webhook — though every later attempt finds the run ended "by
+ * another". Each end is stamped (`updated_at`, with its status and code); a run found ended with one of these
+ * stamps was ended by one of this process's writes. (A probe: Redis frozen 4 s under runs, 13 of 16 that
+ * ended `error` never had their webhook called.)
+ */
+class OwnEnds {
+  private readonly stamps = new Set<string>();
+
+  /** `patch`, stamped, and remembered as this process's. */
+  readonly stamp = (patch: Partial<RunRecord>): Partial<RunRecord> => {
+    const stamped = { ...patch, updated_at: new Date().toISOString() };
+    this.stamps.add(OwnEnds.key(stamped));
+    return stamped;
+  };
+
+  get attempted(): boolean {
+    return this.stamps.size > 0;
+  }
+
+  /** `record` when one of this process's ends ended it. */
+  own(record: RunRecord | undefined): RunRecord | undefined {
+    return record !== undefined && TERMINAL.has(record.status) && this.stamps.has(OwnEnds.key(record)) ? record : undefined;
+  }
+
+  private static key(record: Partial<RunRecord>): string {
+    return `${record.updated_at ?? ''}\u0000${record.status ?? ''}\u0000${record.error?.code ?? ''}`;
+  }
+}
+
+/**
+ * Marks a run that will never run again as ended, unless it already has. With `own`: a run found ended by one
+ * of `own`'s writes (an earlier attempt whose outcome was unknown) is given back too, for its webhook.
+ */
+async function endRun(store: RunStore, runId: string, status: 'cancelled' | 'error', error: RunnelError, own?: OwnEnds): Promise<RunRecord | undefined> {
   const record = await store.get(runId);
-  if (record === undefined || TERMINAL.has(record.status)) return undefined;
+  if (record === undefined) return undefined;
+  if (TERMINAL.has(record.status)) return own?.own(record);
+  const patch = { status, error: { code: error.code, message: error.message } };
   try {
-    return await store.end(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }], { status, error: { code: error.code, message: error.message } }, record);
+    return await store.end(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }], own === undefined ? patch : own.stamp(patch), record);
   } catch (failure) {
-    // Ended meanwhile by another process, which told its webhook: nothing to say twice.
-    if (failure instanceof RunEnded) return undefined;
+    // Ended meanwhile by another process, which told its webhook: nothing to say twice — unless by a write of
+    // this process's that had timed out.
+    if (failure instanceof RunEnded) return own === undefined ? undefined : own.own(await store.get(runId));
     throw failure;
   }
 }
@@ -373,16 +411,20 @@ class RunWorkerCore {
         await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_NOT_FOUND', `No chain ${record.chain} in this worker`));
         return false;
       }
+      const own = new OwnEnds();
       try {
         const { trace, warn } = this.options;
-        notify(await executeRun({ record, runnable, store, signal: controller, reader, local, trace, warn, log: (error) => this.options.log?.(error, 'run failed') }), this.options);
+        const ended = await executeRun({ record, runnable, store, signal: controller, reader, local, trace, warn, ending: own.stamp, log: (error) => this.options.log?.(error, 'run failed') });
+        // Found ended "elsewhere": by an end of its own that had timed out, Redis running it late, it is this
+        // process's to tell.
+        notify(ended ?? (own.attempted ? own.own(await store.get(runId).catch(() => undefined)) : undefined), this.options);
         return true;
       } catch (error) {
         if (error instanceof RunNotStored) throw error;
         // The store failed under the run (Redis down): end it once Redis answers again, so it is not left running.
         this.options.log?.(error, `run ${runId}: its record could not be written; retrying`);
         const failure = new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way');
-        const ending = this.endWhenPossible(runId, failure);
+        const ending = this.endWhenPossible(runId, failure, { own });
         // A reader here (a durable stream's own client) hears it now, not once Redis is back: it gets this
         // error as its last frame, and the record is ended meanwhile (its heartbeat kept until then).
         if (reader !== undefined) throw new EndPending(failure, ending);
@@ -417,12 +459,13 @@ class RunWorkerCore {
    * Ends a run as failed, retrying every second for about a minute while the store is unavailable (so within
    * a second of Redis answering again); true once it is ended (or found ended, or not stored at all), false
    * when it gave up (the sweep ends it then). `tell`: call its webhook (not for a run its client was told
-   * was refused).
+   * was refused). `own`: the ends the run's execution here wrote without learning their outcome.
    */
-  private async endWhenPossible(runId: string, error: RunnelError, { tell = true }: { tell?: boolean } = {}): Promise<boolean> {
+  private async endWhenPossible(runId: string, error: RunnelError, { tell = true, own = new OwnEnds() }: { tell?: boolean; own?: OwnEnds } = {}): Promise<boolean> {
     for (let attempt = 0; attempt < 60 && !this.stopped; attempt++) {
       try {
-        const ended = await endRun(this.options.store, runId, 'error', error);
+        // An attempt that timed out may be run by Redis later: the next finds the run ended, by `own`.
+        const ended = await endRun(this.options.store, runId, 'error', error, own);
         if (tell) notify(ended, this.options);
         return true;
       } catch {

@@ -445,7 +445,7 @@ export class MemoryRunStore implements RunStore {
     const run = this.held(runId);
     if (run === undefined) return undefined;
     if (TERMINAL.has(run.record.status)) return { ...run.record };
-    run.record = { ...run.record, ...patch, updated_at: new Date().toISOString() };
+    run.record = { ...run.record, ...patch, updated_at: patch.updated_at ?? new Date().toISOString() };
     if (LARGE_FIELDS.some((field) => field in patch)) {
       const bytes = recordBytes(run.record);
       run.bytes += bytes - run.recordBytes;
@@ -1297,7 +1297,9 @@ export class RedisRunStore implements RunStore {
   async end(runId: string, frames: (Omit<RunFrame, 'id'> & { id?: string })[], patch: Partial<RunRecord>, base?: RunRecord, options: WriteOptions & { local?: boolean } = {}): Promise<RunRecord | undefined> {
     const current = base ?? options.create ?? (await this.get(runId));
     const entries = entriesOf(frames);
-    const next = current === undefined || TERMINAL.has(current.status) ? undefined : { ...current, ...patch, updated_at: new Date().toISOString() };
+    // A caller's own `updated_at` is kept: it tells the end its write made from another's, once the outcome of
+    // that write was unknown (it timed out, and Redis ran it later).
+    const next = current === undefined || TERMINAL.has(current.status) ? undefined : { ...current, ...patch, updated_at: patch.updated_at ?? new Date().toISOString() };
     const replies = await this.writeFrames(runId, entries, next, options.local === true, options.create);
     if (replies[entries.length] === '-1') throw new RunEnded(runId);
     checkEntries(entries, replies);
