@@ -209,7 +209,7 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
   const answer = (): void => {
     if (socket.writable) {
       const body = JSON.stringify(openai ? toOpenAIError(new RunnelError(code, message)).body : errorBody(status, code, message));
-      const origin = incoming != null ? incoming.headers.origin : originIn(error as { rawPacket?: unknown; bytesParsed?: unknown });
+      const origin = corsOrigins.length === 0 ? undefined : incoming != null ? incoming.headers.origin : originIn(error as { rawPacket?: unknown; bytesParsed?: unknown });
       const grant = origin !== undefined && (corsOrigins.includes(origin) || corsOrigins.includes('*')) ? `access-control-allow-origin: ${origin}\r\nvary: Origin\r\naccess-control-expose-headers: x-request-id\r\n` : '';
       socket.write(
         `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\n${grant}connection: close\r\n\r\n${body}`,
@@ -275,9 +275,16 @@ function originIn(error: { rawPacket?: unknown; bytesParsed?: unknown }): string
   if (head === undefined) return undefined;
   const end = text.indexOf('\r\n\r\n', head);
   if (end !== -1 && end + 4 <= stopped) return undefined;
-  const value = /\r\norigin:[ \t]*([^\r\n]*?)[ \t]*\r\n/i.exec(text.slice(head, end === -1 ? undefined : end + 2))?.[1];
+  const own = text.slice(head, end === -1 ? undefined : end + 2);
+  // Found, then cut and trimmed by hand: a pattern that trims blanks around the value backtracks over a long
+  // run of them (a review: one request of 60,000 spaces held the server 5 s).
+  const at = /\r\norigin:/i.exec(own);
+  if (at === null) return undefined;
+  const start = at.index + at[0].length;
+  const lineEnd = own.indexOf('\r\n', start);
+  const value = own.slice(start, lineEnd === -1 ? undefined : lineEnd).trim();
   // A scheme and an authority only (RFC 6454's serialisation), whatever the scheme: a listed extension's too.
-  return value !== undefined && /^[a-z][a-z0-9+.-]*:\/\/[\w.~:@!$&'()*+,;=%[\]-]+$/i.test(value) ? value : undefined;
+  return value.length <= 2048 && /^[a-z][a-z0-9+.-]*:\/\/[\w.~:@!$&'()*+,;=%[\]-]+$/i.test(value) ? value : undefined;
 }
 
 /** Connections whose client error waits for the answers pipelined before it. */
