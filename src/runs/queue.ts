@@ -272,9 +272,10 @@ class RunWorkerCore {
    * Whether this process may take a run for lost by its heartbeat's age: not while Redis fails it, nor for a
    * lock after Redis answered it again. After an outage every process's heartbeats are old, and a live one
    * writes its next within a third of a lock of answering again: judged at once, runs still executing were
-   * ended `RUNNEL_ERR_RUN_LOST` after Redis came back (a probe: a 3.5 s restart with a 3 s lock).
+   * ended `RUNNEL_ERR_RUN_LOST` after Redis came back (a probe: a 3.5 s restart with a 3 s lock). The sweeps
+   * and a job BullMQ hands back ask it.
    */
-  private judging(staleMs: number): boolean {
+  judging(staleMs: number): boolean {
     return !this.troubled && Date.now() - this.backAt >= staleMs;
   }
 
@@ -303,14 +304,9 @@ class RunWorkerCore {
     // lost the job's lock to a Redis outage or a slow turn), it goes on there; else its worker is gone.
     if (record.status === 'running') {
       const staleMs = this.staleMs;
-      if (staleMs !== undefined) {
-        // Handed back by BullMQ after an outage: judged once its process has had the time to beat again (at
-        // most a few locks while Redis keeps failing this one).
-        for (let waited = 0; !this.judging(staleMs) && waited < 3 * staleMs && !this.stopped; waited += staleMs / 4) {
-          await new Promise((resolve) => setTimeout(resolve, staleMs / 4).unref());
-        }
-        if (await store.beating(runId, staleMs)) return;
-      }
+      // Handed back by BullMQ after an outage, before its process has had the time to beat again: left to the
+      // sweep, which ends it once it may judge, if nobody beats for it by then.
+      if (staleMs !== undefined && (!this.judging(staleMs) || (await store.beating(runId, staleMs)))) return;
       notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The worker running this run stopped before it ended')), this.options);
       return;
     }
@@ -671,6 +667,8 @@ export class BullRunQueue implements RunQueue {
   private async sweepUnqueued(graceMs: number): Promise<void> {
     const { store } = this;
     if (store.unqueued === undefined || store.settleQueued === undefined) return;
+    // Nor right after an outage: a submission's job may still wait in its process's queue connection for Redis.
+    if (!this.core.judging(graceMs / 2)) return;
     // Runs left where they are (waiting their turn, or unread) stay at the front: each pass reads past them.
     // A sweep that stopped before the end (a backlog longer than its passes) leaves the next one its place, so
     // a lost run behind a long backlog is reached within a few sweeps; one that reached the end starts over.
