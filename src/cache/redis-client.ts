@@ -63,7 +63,26 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
   });
   coalesceWrites(client);
   closeWhenStalled(client, options.stallTimeoutMs ?? 10_000);
+  client.on('ready', () => {
+    const sent = Date.now();
+    client.time().then(
+      ([seconds, micros]) => clockOffsets.set(client, Number(seconds) * 1000 + Number(micros) / 1000 - (sent + Date.now()) / 2),
+      () => undefined,
+    );
+  });
   return client;
+}
+
+const clockOffsets = new WeakMap<Redis, number>();
+
+/**
+ * How far Redis's clock is ahead of this process's, in milliseconds (within half a round trip), measured each
+ * time a connection of `client` is ready; undefined until then, and for clients not made by
+ * {@link createRedisClient}. A write can then carry its caller's deadline in Redis's time, and a script refuse
+ * it when Redis runs it later than that: its caller was told it failed.
+ */
+export function redisClockOffset(client: Redis): number | undefined {
+  return clockOffsets.get(client);
 }
 
 const refusals = new WeakMap<Redis, string>();

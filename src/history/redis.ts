@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ReplyError, type Redis } from 'ioredis';
-import { neverSent, wrongTypeError } from '../cache/redis-client.js';
+import { neverSent, redisClockOffset, wrongTypeError } from '../cache/redis-client.js';
 import { isRunnelError, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
 import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
@@ -65,10 +65,12 @@ for i = #newest, 1, -1 do records[#records + 1] = newest[i] end
 return records`;
 
 /**
- * Lua: appends ARGV[4…] to the list KEYS[1], keeps its newest ARGV[1] entries and, of those, the newest
+ * Lua: appends ARGV[5…] to the list KEYS[1], keeps its newest ARGV[1] entries and, of those, the newest
  * whose bytes add up to at most ARGV[3], then sets its TTL to ARGV[2] seconds; a trim that cuts a turn drops
  * the rest of it (the answer and tool results before the next question). One script, so no reader sees the
- * list between the append and the trims. Returns the number of entries dropped. The count reads the list
+ * list between the append and the trims. Returns the number of entries dropped; writes nothing when the
+ * write was taken back (its mark KEYS[2] is there: 0) or Redis runs it after ARGV[4], its caller's deadline
+ * in Redis's time (-1; 0 for none). The count reads the list
  * once, as the read that starts each turn does: measured, an append took 0.4 ms more on 200 messages of
  * 1 KB, 9 ms more on 6 MB.
  */
@@ -76,8 +78,14 @@ const APPEND_BOUNDED = `${NEWEST_WITHIN}
 local key = KEYS[1]
 -- Taken back before it ran (see UNDO_WRITE): nothing to write.
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-local added = #ARGV - 3
-for i = 4, #ARGV, 64 do redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 63, #ARGV))) end
+-- Run past its caller's deadline (Redis's time, ms; 0: none): the caller was told it failed.
+local deadline = tonumber(ARGV[4])
+if deadline > 0 then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > deadline then return -1 end
+end
+local added = #ARGV - 4
+for i = 5, #ARGV, 64 do redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 63, #ARGV))) end
 local before = redis.call('LLEN', key)
 redis.call('LTRIM', key, -tonumber(ARGV[1]), -1)
 local kept = newestWithin(key, tonumber(ARGV[3]), false)
@@ -285,8 +293,14 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     const bytes = records.reduce((sum, record) => sum + Buffer.byteLength(record), 0);
     if (bytes > this.maxBytes) throw turnTooLarge(bytes, this.maxBytes);
     const mark = `${this.namespace}.void:${token}`;
+    // Its caller's deadline in Redis's time: a write Redis runs later (held in a socket while Redis was frozen,
+    // its removal lost — the process that sent it stopped) saves nothing its caller was told had failed.
+    const offset = redisClockOffset(this.client);
+    const timeout = this.client.options.commandTimeout;
+    const deadline = offset === undefined || timeout === undefined ? 0 : Math.ceil(Date.now() + offset + timeout);
+    let dropped: unknown;
     try {
-      await this.client.eval(APPEND_BOUNDED, 2, this.key, mark, this.maxMessages, this.ttlSeconds, this.maxBytes, ...records);
+      dropped = await this.client.eval(APPEND_BOUNDED, 2, this.key, mark, this.maxMessages, this.ttlSeconds, this.maxBytes, deadline, ...records);
     } catch (error) {
       // A write that timed out may still be carried out: a frozen Redis runs what its socket holds when it
       // wakes, and the turn its caller was told had failed would be saved (twice, once the client retries).
@@ -297,6 +311,7 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
       if (!neverSent(error) && !(error instanceof ReplyError)) undoerOf(this.client).add({ key: this.key, mark, needle: JSON.stringify({ [WRITE_TOKEN]: token }).slice(1, -1), records: records.length });
       throw redisError(error);
     }
+    if (dropped === -1) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis ran the history write after its deadline: nothing of it was saved');
   }
 
   async clear(): Promise<void> {

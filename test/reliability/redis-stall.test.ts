@@ -10,6 +10,7 @@ import { once } from 'node:events';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
+import { redisClockOffset } from '../../src/cache/redis-client.js';
 import { pendingHistoryUndos } from '../../src/history/redis.js';
 import { AIMessage, createRedisClient, HumanMessage, RedisChatMessageHistory } from '../../src/index.js';
 import { delay, settleWithin } from '../helpers.js';
@@ -85,6 +86,32 @@ describe('a Redis connection that answers nothing', () => {
     await proxy.release(1);
     expect(await texts(history)).toEqual(['before', 'kept']);
   }, 90_000);
+
+  // A probe: a server stopped while Redis was frozen left its writes in the socket and their removals in its
+  // memory; Redis ran the writes when it woke, and turns whose clients had been told 503 were saved.
+  it('saves nothing of a write Redis runs after its deadline, when its removal never comes', async () => {
+    server = await RedisServer.scratch();
+    proxy = await HoldingProxy.to(server.port);
+    client = createRedisClient(`redis://127.0.0.1:${proxy.port}`, { commandTimeoutMs: 200 });
+    await client.connect();
+    await until(() => redisClockOffset(client!) !== undefined);
+    const history = new RedisChatMessageHistory({ client, sessionId: 'stopped' });
+    await history.addMessages([new HumanMessage('before'), new AIMessage('kept')]);
+    proxy.hold();
+    await expect(history.addMessages([new HumanMessage('refused'), new AIMessage('refused too')])).rejects.toMatchObject({ code: 'RUNNEL_ERR_REDIS_UNAVAILABLE' });
+    // The process stops: what it would have sent again is gone with it.
+    client.disconnect();
+    // The write reaches Redis later than its deadline (by a second here; a frozen Redis holds it for as long as
+    // it stays frozen), its removal (behind it) never.
+    await delay(1_000);
+    await proxy.release(1);
+    const reader = await server.client();
+    try {
+      expect(await reader.lrange('runnel:history:stopped', 0, -1)).toHaveLength(2);
+    } finally {
+      reader.disconnect();
+    }
+  }, 60_000);
 
   // A review: this process held up past the stall (timers run before sockets are read) cut a connection whose
   // answer was waiting in the kernel.
