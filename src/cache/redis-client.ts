@@ -63,26 +63,42 @@ export function createRedisClient(url: string, options: RedisClientOptions = {})
   });
   coalesceWrites(client);
   closeWhenStalled(client, options.stallTimeoutMs ?? 10_000);
-  client.on('ready', () => {
-    const sent = Date.now();
-    client.time().then(
-      ([seconds, micros]) => clockOffsets.set(client, Number(seconds) * 1000 + Number(micros) / 1000 - (sent + Date.now()) / 2),
-      () => undefined,
-    );
-  });
+  client.on('ready', () => void measureClockOffset(client));
   return client;
 }
 
-const clockOffsets = new WeakMap<Redis, number>();
+const clockOffsets = new WeakMap<Redis, { offset: number; at: number }>();
+/** How often a client's clock offset is measured again while in use: clocks drift, and are stepped. */
+const CLOCK_REMEASURE_MS = 60_000;
+
+/** Measures (again) how far Redis's clock is ahead of this process's; false when TIME failed. */
+export async function measureClockOffset(client: Redis): Promise<boolean> {
+  const sent = Date.now();
+  try {
+    const [seconds, micros] = await client.time();
+    const at = Date.now();
+    clockOffsets.set(client, { offset: Number(seconds) * 1000 + Number(micros) / 1000 - (sent + at) / 2, at });
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * How far Redis's clock is ahead of this process's, in milliseconds (within half a round trip), measured each
- * time a connection of `client` is ready; undefined until then, and for clients not made by
- * {@link createRedisClient}. A write can then carry its caller's deadline in Redis's time, and a script refuse
- * it when Redis runs it later than that: its caller was told it failed.
+ * time a connection of `client` is ready and again, in the background, when asked a minute after; undefined
+ * until first measured, and for clients not made by {@link createRedisClient}. A write can then carry its
+ * caller's deadline in Redis's time, and a script refuse it when Redis runs it later than that: its caller
+ * was told it failed.
  */
 export function redisClockOffset(client: Redis): number | undefined {
-  return clockOffsets.get(client);
+  const measured = clockOffsets.get(client);
+  if (measured !== undefined && Date.now() - measured.at > CLOCK_REMEASURE_MS) {
+    // Once until it answers: the next ask within the minute finds it measured.
+    measured.at = Date.now();
+    void measureClockOffset(client);
+  }
+  return measured?.offset;
 }
 
 const refusals = new WeakMap<Redis, string>();

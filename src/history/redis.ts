@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ReplyError, type Redis } from 'ioredis';
-import { neverSent, redisClockOffset, wrongTypeError } from '../cache/redis-client.js';
+import { measureClockOffset, neverSent, redisClockOffset, wrongTypeError } from '../cache/redis-client.js';
 import { isRunnelError, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
 import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
@@ -295,12 +295,18 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     const mark = `${this.namespace}.void:${token}`;
     // Its caller's deadline in Redis's time: a write Redis runs later (held in a socket while Redis was frozen,
     // its removal lost — the process that sent it stopped) saves nothing its caller was told had failed.
-    const offset = redisClockOffset(this.client);
     const timeout = this.client.options.commandTimeout;
-    const deadline = offset === undefined || timeout === undefined ? 0 : Math.ceil(Date.now() + offset + timeout);
     let dropped: unknown;
     try {
-      dropped = await this.client.eval(APPEND_BOUNDED, 2, this.key, mark, this.maxMessages, this.ttlSeconds, this.maxBytes, deadline, ...records);
+      for (let attempt = 0; ; attempt++) {
+        const offset = redisClockOffset(this.client);
+        const deadline = offset === undefined || timeout === undefined ? 0 : Math.ceil(Date.now() + offset + timeout);
+        dropped = await this.client.eval(APPEND_BOUNDED, 2, this.key, mark, this.maxMessages, this.ttlSeconds, this.maxBytes, deadline, ...records);
+        // Refused as late, yet answered before the timeout: the offset is stale (a clock stepped, or drifted).
+        // Measured again, and tried once more: the refused attempt wrote nothing (a review: a step of 600 ms
+        // had every append refused, on a healthy Redis).
+        if (dropped !== -1 || attempt > 0 || !(await measureClockOffset(this.client))) break;
+      }
     } catch (error) {
       // A write that timed out may still be carried out: a frozen Redis runs what its socket holds when it
       // wakes, and the turn its caller was told had failed would be saved (twice, once the client retries).
