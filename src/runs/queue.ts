@@ -169,26 +169,32 @@ const BULLMQ_LOCK_LOST = /^(could not renew lock for job |Missing lock for job |
 class OwnEnds {
   private readonly stamps = new Set<string>();
 
-  /** `patch`, stamped, and remembered as this process's. */
-  readonly stamp = (patch: Partial<RunRecord>): Partial<RunRecord> => {
+  /** `patch` for run `runId`, stamped, and remembered as this process's (the newest {@link MAX_OWN_ENDS}). */
+  stamp(runId: string, patch: Partial<RunRecord>): Partial<RunRecord> {
     const stamped = { ...patch, updated_at: new Date().toISOString() };
-    this.stamps.add(OwnEnds.key(stamped));
+    this.stamps.add(OwnEnds.key(runId, stamped));
+    if (this.stamps.size > MAX_OWN_ENDS) this.stamps.delete(this.stamps.values().next().value as string);
     return stamped;
-  };
-
-  get attempted(): boolean {
-    return this.stamps.size > 0;
   }
 
-  /** `record` when one of this process's ends ended it. */
+  /** Forgets the stamp of `record`, an end whose write answered: its outcome is known. */
+  settled(record: RunRecord | undefined): RunRecord | undefined {
+    if (record !== undefined) this.stamps.delete(OwnEnds.key(record.run_id, record));
+    return record;
+  }
+
+  /** `record` when one of this process's ends ended it (once: its stamp is forgotten then). */
   own(record: RunRecord | undefined): RunRecord | undefined {
-    return record !== undefined && TERMINAL.has(record.status) && this.stamps.has(OwnEnds.key(record)) ? record : undefined;
+    return record !== undefined && TERMINAL.has(record.status) && this.stamps.delete(OwnEnds.key(record.run_id, record)) ? record : undefined;
   }
 
-  private static key(record: Partial<RunRecord>): string {
-    return `${record.updated_at ?? ''}\u0000${record.status ?? ''}\u0000${record.error?.code ?? ''}`;
+  private static key(runId: string, record: Partial<RunRecord>): string {
+    return `${runId}\u0000${record.updated_at ?? ''}\u0000${record.status ?? ''}\u0000${record.error?.code ?? ''}`;
   }
 }
+
+/** Ends one process remembers writing (about 100 bytes each): far more than end while Redis is away. */
+const MAX_OWN_ENDS = 10_000;
 
 /**
  * Marks a run that will never run again as ended, unless it already has. With `own`: a run found ended by one
@@ -200,7 +206,8 @@ async function endRun(store: RunStore, runId: string, status: 'cancelled' | 'err
   if (TERMINAL.has(record.status)) return own?.own(record);
   const patch = { status, error: { code: error.code, message: error.message } };
   try {
-    return await store.end(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }], own === undefined ? patch : own.stamp(patch), record);
+    const ended = await store.end(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }], own === undefined ? patch : own.stamp(runId, patch), record);
+    return own === undefined ? ended : own.settled(ended);
   } catch (failure) {
     // Ended meanwhile by another process, which told its webhook: nothing to say twice — unless by a write of
     // this process's that had timed out.
@@ -224,6 +231,8 @@ class EndPending extends Error {
 /** The work every worker does for one queued run id. */
 class RunWorkerCore {
   private readonly running = new Map<string, CancelToken>();
+  /** The ends this process wrote, to know them when their outcome was unknown (see {@link OwnEnds}). */
+  private readonly ends = new OwnEnds();
   private readonly stopListening: () => void;
 
   /**
@@ -307,7 +316,7 @@ class RunWorkerCore {
       // Handed back by BullMQ after an outage, before its process has had the time to beat again: left to the
       // sweep, which ends it once it may judge, if nobody beats for it by then.
       if (staleMs !== undefined && (!this.judging(staleMs) || (await store.beating(runId, staleMs)))) return;
-      notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The worker running this run stopped before it ended')), this.options);
+      notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The worker running this run stopped before it ended'), this.ends), this.options);
       return;
     }
     // Its first heartbeat goes with its start, and its last write forgets it; a run that did not end by its own
@@ -404,23 +413,28 @@ class RunWorkerCore {
     try {
       const runnable = chains.get(record.chain);
       if (runnable === undefined) {
-        await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_NOT_FOUND', `No chain ${record.chain} in this worker`));
+        await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_NOT_FOUND', `No chain ${record.chain} in this worker`), this.ends);
         return false;
       }
-      const own = new OwnEnds();
+      const own = this.ends;
+      let attempted = false;
+      const ending = (patch: Partial<RunRecord>): Partial<RunRecord> => {
+        attempted = true;
+        return own.stamp(runId, patch);
+      };
       try {
         const { trace, warn } = this.options;
-        const ended = await executeRun({ record, runnable, store, signal: controller, reader, local, trace, warn, ending: own.stamp, log: (error) => this.options.log?.(error, 'run failed') });
+        const ended = await executeRun({ record, runnable, store, signal: controller, reader, local, trace, warn, ending, log: (error) => this.options.log?.(error, 'run failed') });
         // Found ended "elsewhere": by an end of its own that had timed out, Redis running it late, it is this
         // process's to tell.
-        notify(ended ?? (own.attempted ? own.own(await store.get(runId).catch(() => undefined)) : undefined), this.options);
+        notify(own.settled(ended) ?? (attempted ? own.own(await store.get(runId).catch(() => undefined)) : undefined), this.options);
         return true;
       } catch (error) {
         if (error instanceof RunNotStored) throw error;
         // The store failed under the run (Redis down): end it once Redis answers again, so it is not left running.
         this.options.log?.(error, `run ${runId}: its record could not be written; retrying`);
         const failure = new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis was unavailable while the run was under way');
-        const ending = this.endWhenPossible(runId, failure, { own });
+        const ending = this.endWhenPossible(runId, failure);
         // A reader here (a durable stream's own client) hears it now, not once Redis is back: it gets this
         // error as its last frame, and the record is ended meanwhile (its heartbeat kept until then).
         if (reader !== undefined) throw new EndPending(failure, ending);
@@ -440,7 +454,7 @@ class RunWorkerCore {
     for (const runId of stale) {
       if (this.local.has(runId) || this.queued.has(runId)) continue;
       try {
-        notify(await endRun(this.options.store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The process running this run stopped before it ended')), this.options);
+        notify(await endRun(this.options.store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The process running this run stopped before it ended'), this.ends), this.options);
       } catch (error) {
         // A record that is not valid (changed by hand) cannot be ended: forgotten, so that it does not stop
         // every later sweep at the oldest heartbeat and keep the other lost runs from ending.
@@ -455,13 +469,13 @@ class RunWorkerCore {
    * Ends a run as failed, retrying every second for about a minute while the store is unavailable (so within
    * a second of Redis answering again); true once it is ended (or found ended, or not stored at all), false
    * when it gave up (the sweep ends it then). `tell`: call its webhook (not for a run its client was told
-   * was refused). `own`: the ends the run's execution here wrote without learning their outcome.
+   * was refused).
    */
-  private async endWhenPossible(runId: string, error: RunnelError, { tell = true, own = new OwnEnds() }: { tell?: boolean; own?: OwnEnds } = {}): Promise<boolean> {
+  private async endWhenPossible(runId: string, error: RunnelError, { tell = true }: { tell?: boolean } = {}): Promise<boolean> {
     for (let attempt = 0; attempt < 60 && !this.stopped; attempt++) {
       try {
         // An attempt that timed out may be run by Redis later: the next finds the run ended, by `own`.
-        const ended = await endRun(this.options.store, runId, 'error', error, own);
+        const ended = await endRun(this.options.store, runId, 'error', error, this.ends);
         if (tell) notify(ended, this.options);
         return true;
       } catch {
@@ -499,7 +513,7 @@ class RunWorkerCore {
    * `error` record of a run nobody had, beside the one its caller submitted again).
    */
   async endWaiting(runId: string, error: RunnelError, status: 'cancelled' | 'error', { refused = false }: { refused?: boolean } = {}): Promise<void> {
-    const ended = await endRun(this.options.store, runId, status, error);
+    const ended = await endRun(this.options.store, runId, status, error, this.ends);
     if (!refused) notify(ended, this.options);
   }
 }
@@ -725,7 +739,7 @@ export class BullRunQueue implements RunQueue {
     const taken = await store.start(runId, record);
     if (taken.cancelled) await this.core.endWaiting(runId, cancelled(), 'cancelled');
     if (!taken.started) return true;
-    notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_RUN_LOST', 'The run never started: its server stopped before queuing it, or its queued job failed')), this.options);
+    await this.core.endWaiting(runId, new RunnelError('RUNNEL_ERR_RUN_LOST', 'The run never started: its server stopped before queuing it, or its queued job failed'), 'error');
     // Its heartbeat (the start's) goes only once it has ended: if the end failed, the heartbeat's own sweep
     // ends it as lost a lock later.
     await store.forget(runId).catch(() => undefined);

@@ -12,7 +12,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, expect, it } from 'vitest';
-import { buildApp, connectServices, defineChain, lambda, type ChainSpec } from '../../src/index.js';
+import { buildApp, connectServices, createRedisClient, defineChain, lambda, type ChainSpec } from '../../src/index.js';
+import { BullRunQueue, RedisRunStore, type RunRecord, type RunStore } from '../../src/runs/index.js';
+import { settleWithin } from '../helpers.js';
 import { RedisServer } from '../support/redis-server.js';
 
 let redis: RedisServer | undefined;
@@ -87,4 +89,74 @@ it('calls the webhook of a run ended by its own write that Redis ran late, once'
   // Later attempts (a second apart) find the run ended: none may call it again.
   await new Promise((resolve) => setTimeout(resolve, 2_500));
   expect(received.map((hook) => [hook.run_id, hook.status])).toEqual([[runId, 'success']]);
+}, 60_000);
+
+// A review: the sweeps' ends were tried once each, so one that timed out and that Redis ran later left the next
+// sweep finding the run ended "by another" — and no webhook.
+it('calls the webhook of a lost run whose sweep end timed out and was run anyway, once', async () => {
+  const received: string[] = [];
+  const hooks = createServer((request, response) => {
+    request.resume();
+    request.on('end', () => {
+      received.push(request.url ?? '');
+      response.end();
+    });
+  });
+  await new Promise<void>((resolve) => hooks.listen(0, '127.0.0.1', resolve));
+  const hookPort = (hooks.address() as AddressInfo).port;
+  const own = await RedisServer.scratch();
+  const client = createRedisClient(own.url);
+  await client.connect();
+  const ns = `runnel-test-late-sweep-${randomUUID()}`;
+  const inner = new RedisRunStore({ client, namespace: `${ns}:runs` });
+  const runId = randomUUID();
+  let timedOut = false;
+  // Its first end is written, and then reported as timed out, as a write Redis ran after its caller gave up.
+  const store = new Proxy(inner, {
+    get(target, property, receiver) {
+      if (property === 'end') {
+        return async (id: string, ...rest: unknown[]) => {
+          const ended: unknown = await (target.end as (...args: unknown[]) => Promise<unknown>).call(target, id, ...rest);
+          if (id === runId && !timedOut) {
+            timedOut = true;
+            throw new Error('Command timed out');
+          }
+          return ended;
+        };
+      }
+      const value: unknown = Reflect.get(target, property, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  }) as RunStore;
+  const queue = new BullRunQueue({
+    connection: client,
+    prefix: `${ns}:bull`,
+    store,
+    chains: new Map(),
+    concurrency: 0,
+    lockMs: 1_000,
+    webhooks: { hosts: [`127.0.0.1:${hookPort}`], secret: 's3cret-0123456789abcdef', allowHttp: true },
+  });
+  try {
+    // A run whose process died: its heartbeat goes stale, and a sweep ends it.
+    const now = new Date().toISOString();
+    const record: RunRecord = { run_id: runId, kind: 'stream', chain: '/gone', identity: 'ada', status: 'running', input: 1, config: {}, webhook: `http://127.0.0.1:${hookPort}/${runId}`, created_at: now, updated_at: now };
+    await inner.create(record, { local: true });
+    await settleWithin(
+      (async () => {
+        while (received.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+      })(),
+      30_000,
+    );
+    expect(timedOut).toBe(true);
+    expect((await inner.get(runId))?.error).toMatchObject({ code: 'RUNNEL_ERR_RUN_LOST' });
+    // The sweeps after it find the run ended by their own end: told once.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(received).toEqual([`/${runId}`]);
+  } finally {
+    await queue.close(50);
+    client.disconnect();
+    await own.kill();
+    hooks.close();
+  }
 }, 60_000);
