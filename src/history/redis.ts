@@ -5,7 +5,11 @@
  * the TTL refreshed on every write. Read back, each record is parsed and
  * validated; a corrupt one is `RUNNEL_ERR_STORED_RECORD_INVALID`; of a list
  * past `maxBytes`, the newest messages that fit are read. Redis failures are
- * `RUNNEL_ERR_REDIS_UNAVAILABLE`.
+ * `RUNNEL_ERR_REDIS_UNAVAILABLE`. An append whose outcome is unknown (timed
+ * out, its connection closed) is taken back until Redis confirms it, in
+ * either order (a removal by its token, and a mark `{namespace}.void:{token}`
+ * that stops it); an append Redis runs after its caller's deadline writes
+ * nothing.
  */
 import { randomUUID } from 'node:crypto';
 import { ReplyError, type Redis } from 'ioredis';

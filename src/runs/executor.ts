@@ -228,6 +228,7 @@ export async function executeRun(options: {
 }): Promise<RunRecord | undefined> {
   const { record, runnable, store } = options;
   const local = options.local === true;
+  const ending = options.ending ?? ((patch: Partial<RunRecord>) => patch);
   const runId = record.run_id;
   // The run stops when it is cancelled or shut down (the caller's signal), or when its log cannot be written.
   // A CancelToken: the chain's steps listen to it without an AbortSignal's EventTarget (one is made only for an SDK).
@@ -306,7 +307,6 @@ export async function executeRun(options: {
     signal.throwIfAborted();
     const last = writer.push('end', finishReason === undefined ? undefined : { finish_reason: finishReason });
     // The output as JSON gives it back (a string is that already: a chain's text is not copied twice over).
-    const ending = options.ending ?? ((patch: Partial<RunRecord>) => patch);
     const ended = await writer.end(
       ending({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage, ...(finishReason === undefined ? {} : { finish_reason: finishReason }) }),
       base,
@@ -326,7 +326,6 @@ export async function executeRun(options: {
       if (provider !== undefined) options.warn?.({ ...provider, runId }, 'model provider failed');
     }
     const frame = writer.push('error', failure);
-    const ending = options.ending ?? ((patch: Partial<RunRecord>) => patch);
     const ended = await writer.end(ending({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }), base, true);
     await writer.deliver(frame);
     return ended;

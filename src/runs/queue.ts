@@ -177,7 +177,7 @@ class OwnEnds {
     return stamped;
   }
 
-  /** Forgets the stamp of `record`, an end whose write answered: its outcome is known. */
+  /** Forgets the stamp of `record`, an end whose write answered (done, or refused): its outcome is known. */
   settled(record: RunRecord | undefined): RunRecord | undefined {
     if (record !== undefined) this.stamps.delete(OwnEnds.key(record.run_id, record));
     return record;
@@ -205,14 +205,18 @@ async function endRun(store: RunStore, runId: string, status: 'cancelled' | 'err
   if (record === undefined) return undefined;
   if (TERMINAL.has(record.status)) return own?.own(record);
   const patch = { status, error: { code: error.code, message: error.message } };
+  const stamped = own === undefined ? patch : own.stamp(runId, patch);
   try {
-    const ended = await store.end(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }], own === undefined ? patch : own.stamp(runId, patch), record);
+    const ended = await store.end(runId, [{ event: 'error', data: { status_code: error.statusCode, code: error.code, message: error.message } }], stamped, record);
     return own === undefined ? ended : own.settled(ended);
   } catch (failure) {
-    // Ended meanwhile by another process, which told its webhook: nothing to say twice — unless by a write of
-    // this process's that had timed out.
-    if (failure instanceof RunEnded) return own === undefined ? undefined : own.own(await store.get(runId));
-    throw failure;
+    if (!(failure instanceof RunEnded)) throw failure;
+    // Ended meanwhile by another process, which told its webhook: nothing to say twice — unless by an earlier
+    // write of this process's that had timed out. Not by this one, which Redis refused: its stamp goes first,
+    // so another process's end of the same millisecond is not taken for it (a review).
+    if (own === undefined) return undefined;
+    own.settled({ ...record, ...stamped } as RunRecord);
+    return own.own(await store.get(runId));
   }
 }
 
@@ -447,7 +451,10 @@ class RunWorkerCore {
     }
   }
 
-  /** Ends the runs executed outside the queue whose process stopped beating (it died mid-run). */
+  /**
+   * Ends the runs whose process stopped beating (it died mid-run): durable streams, and queued runs, which beat
+   * too (a job BullMQ hands back for one is left to this).
+   */
   async sweep(staleMs: number): Promise<void> {
     const stale = await this.heard(this.options.store.stale(staleMs));
     if (!this.judging(staleMs)) return;
@@ -474,7 +481,7 @@ class RunWorkerCore {
   private async endWhenPossible(runId: string, error: RunnelError, { tell = true }: { tell?: boolean } = {}): Promise<boolean> {
     for (let attempt = 0; attempt < 60 && !this.stopped; attempt++) {
       try {
-        // An attempt that timed out may be run by Redis later: the next finds the run ended, by `own`.
+        // An attempt that timed out may be run by Redis later: the next finds the run ended, by its stamp.
         const ended = await endRun(this.options.store, runId, 'error', error, this.ends);
         if (tell) notify(ended, this.options);
         return true;

@@ -26,7 +26,7 @@ import { openAIRoutes } from '../../routes/openai.js';
 import { runRoutes } from '../../routes/runs.js';
 import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
-import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, type ServerConfig } from './config.js';
+import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, originListed, type ServerConfig } from './config.js';
 import { clientNetwork } from './client-network.js';
 import { answeredOnSocket, connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseConnect, refuseExpectations } from './connection-limits.js';
 import { logDependencyFailure, sendErrorAnswer } from './error-reply.js';
@@ -500,7 +500,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // client reads the 401 or 429 instead of failing its fetch.
   const grant = (request: FastifyRequest, reply: FastifyReply): void => {
     const origin = request.headers.origin;
-    if (typeof origin !== 'string' || !(config.corsOrigins.includes(origin) || config.corsOrigins.includes('*'))) return;
+    if (!originListed(config.corsOrigins, origin)) return;
     void reply.header('access-control-allow-origin', origin).header('vary', 'Origin').header('access-control-expose-headers', CORS_EXPOSED.join(', '));
   };
   app.addHook('onRequest', (request, reply, done) => {

@@ -388,6 +388,11 @@ function keyProblems(keys: readonly (ApiKey & { bare: boolean })[]): string[] {
   return problems;
 }
 
+/** Whether `origin` (a request's `Origin`) is one `RUNNEL_CORS_ORIGINS` lists, or any when it lists `*`. */
+export function originListed(corsOrigins: readonly string[], origin: unknown): origin is string {
+  return typeof origin === 'string' && (corsOrigins.includes(origin) || corsOrigins.includes('*'));
+}
+
 /**
  * What is wrong with the names of the keys that may read `/metrics`: each must be a configured key's name
  * (a typo would lock the scraper out, or name a key added later by someone who did not mean it), or `*`.

@@ -12,7 +12,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ConnectionError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorCodes, RunnelError, type ErrorCode } from '../core/index.js';
-import type { ServerConfig } from './config.js';
+import { originListed, type ServerConfig } from './config.js';
 import { errorBody } from './http-errors.js';
 import { toOpenAIError } from './openai-errors.js';
 import { takenMark } from './socket-progress.js';
@@ -210,7 +210,7 @@ function answerClientError(this: FastifyInstance, error: ConnectionError, socket
     if (socket.writable) {
       const body = JSON.stringify(openai ? toOpenAIError(new RunnelError(code, message)).body : errorBody(status, code, message));
       const origin = corsOrigins.length === 0 ? undefined : incoming != null ? incoming.headers.origin : originIn(error as { rawPacket?: unknown; bytesParsed?: unknown });
-      const grant = origin !== undefined && (corsOrigins.includes(origin) || corsOrigins.includes('*')) ? `access-control-allow-origin: ${origin}\r\nvary: Origin\r\naccess-control-expose-headers: x-request-id\r\n` : '';
+      const grant = originListed(corsOrigins, origin) ? `access-control-allow-origin: ${origin}\r\nvary: Origin\r\naccess-control-expose-headers: x-request-id\r\n` : '';
       socket.write(
         `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\n${grant}connection: close\r\n\r\n${body}`,
       );

@@ -6,6 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CancelToken, MAX_JSON_DEPTH, nestedDeeperThan, RunnelError, type EventFilters } from '../core/index.js';
+import { originListed } from './config.js';
 
 export { MAX_JSON_DEPTH, nestedDeeperThan };
 import type { RequestSpan, Span } from '../observability/index.js';
@@ -34,8 +35,7 @@ export function refuseCrossSitePost(request: FastifyRequest): void {
   if (origin === undefined || isJsonType(request.headers['content-type'])) return;
   // The browser's own word that the page is this server's (a header no page can set).
   if (request.headers['sec-fetch-site'] === 'same-origin') return;
-  const listed = request.server.runnel.config.corsOrigins;
-  if (listed.includes(origin) || listed.includes('*')) return;
+  if (originListed(request.server.runnel.config.corsOrigins, origin)) return;
   if (URL.canParse(origin) && new URL(origin).host === request.headers.host?.toLowerCase()) return;
   throw new RunnelError('RUNNEL_ERR_UNSUPPORTED_MEDIA_TYPE', 'A page on another site must send this request as content-type: application/json (after CORS allows it)');
 }
