@@ -12,9 +12,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, expect, it } from 'vitest';
-import { buildApp, connectServices, createRedisClient, defineChain, lambda, type ChainSpec } from '../../src/index.js';
+import { buildApp, connectServices, createRedisClient, type ChainSpec } from '../../src/index.js';
 import { BullRunQueue, RedisRunStore, type RunRecord, type RunStore } from '../../src/runs/index.js';
 import { settleWithin } from '../helpers.js';
+import { gatedChain } from '../support/gated-essay.js';
 import { RedisServer } from '../support/redis-server.js';
 
 let redis: RedisServer | undefined;
@@ -27,16 +28,8 @@ afterAll(async () => {
   receiver?.close();
 });
 
-/** Opened by the test: `/gated` yields `before`, waits for it, then yields `after`. */
-let openGate: () => void = () => undefined;
-const gated = defineChain({
-  path: '/gated',
-  runnable: lambda(async function* () {
-    yield 'before ';
-    await new Promise<void>((resolve) => (openGate = resolve));
-    yield 'after';
-  }),
-});
+/** `/gated`, held under way until the test opens it. */
+const { chain: gated, open: openGate } = gatedChain();
 
 it('calls the webhook of a run ended by its own write that Redis ran late, once', async () => {
   const received: { run_id: string; status: string }[] = [];

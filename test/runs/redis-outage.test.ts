@@ -7,7 +7,8 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, connectServices, defineChain, lambda, type ChainSpec } from '../../src/index.js';
+import { buildApp, connectServices, type ChainSpec } from '../../src/index.js';
+import { gatedChain } from '../support/gated-essay.js';
 import { RedisServer } from '../support/redis-server.js';
 import { runChains } from '../support/run-server.js';
 import { settleWithin } from '../helpers.js';
@@ -18,16 +19,8 @@ let url: string;
 const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
 
-/** Opened by a test: `/gated` yields `before`, waits for it, then yields `after`. */
-let openGate: () => void = () => undefined;
-const gated = defineChain({
-  path: '/gated',
-  runnable: lambda(async function* () {
-    yield 'before ';
-    await new Promise<void>((resolve) => (openGate = resolve));
-    yield 'after';
-  }),
-});
+/** `/gated`, held under way until the test opens it. */
+const { chain: gated, open: openGate } = gatedChain();
 
 beforeAll(async () => {
   process.on('unhandledRejection', onUnhandled);

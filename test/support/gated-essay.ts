@@ -1,7 +1,7 @@
 /** A long run held under way: a chain for the tests of logs longer than a run's log keeps. */
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { z } from 'zod';
-import { defineChain, generator } from '../../src/index.js';
+import { defineChain, generator, lambda } from '../../src/index.js';
 import { deferred } from '../helpers.js';
 
 /**
@@ -30,4 +30,24 @@ export function gatedEssay(words: number, options: { turns?: boolean } = {}) {
     messages: { toInput: ({ turns }) => ({ input: { topic: turns.at(-1)?.text ?? '' } }) },
   });
   return { chain, made, gate };
+}
+
+/**
+ * `/gated`: yields `before `, then waits for `open()` (called before or after it gets there), then yields
+ * `after`. A run held under way for as long as a test needs.
+ *
+ * @example
+ * const { chain, open } = gatedChain();
+ */
+export function gatedChain() {
+  const gate = deferred();
+  const chain = defineChain({
+    path: '/gated',
+    runnable: lambda(async function* () {
+      yield 'before ';
+      await gate.promise;
+      yield 'after';
+    }),
+  });
+  return { chain, open: () => gate.resolve() };
 }
