@@ -3,9 +3,10 @@
  * input order with one run id each. At most `RUNNEL_MAX_BATCH` inputs; a
  * bad item, a non-list `inputs` or `config: null` is a 422 (LangServe: 500).
  * A single config's `run_id` names the first item's run; a list naming one run twice is a 422.
+ * A batch that fails keeps none of its items' chat history turns.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { batchItemOf, RunnelError } from '../src/core/index.js';
+import { batchItemOf, RunnelError, type SaveHandler } from '../src/core/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, refuseWebhook, required, requestContext } from '../src/server/request.js';
 import { usageMeter } from '../src/server/usage.js';
@@ -68,14 +69,17 @@ export function batchHandler(chain: PreparedChain) {
     }
     checkAcceptingRuns(request);
     const connection = disconnectSignal(request, reply, 'batch', chain.spec.path);
+    const saves = batchSaves();
     try {
       const output = await chain.spec.runnable.batch(
         inputs as never[],
-        resolved.map(({ config }) => ({ ...config, signal: connection.signal, ...usageMeter(request.server.runnel, chain) })),
+        resolved.map(({ config }) => ({ ...config, signal: connection.signal, onSave: saves.onSave, ...usageMeter(request.server.runnel, chain) })),
       );
       const runIds = resolved.map(({ runId }) => runId);
       return { output, metadata: { run_ids: runIds, responses: runIds.map((run_id) => ({ run_id, feedback_tokens: [] })) } };
     } catch (error) {
+      // Its client is told the batch failed, and may send it again: the turns its succeeded items saved go.
+      await saves.takeBack();
       // One item's failure fails the batch, as LangServe's does: the answer says which item (an internal
       // error's message stays in the log).
       const index = batchItemOf(error);
@@ -92,4 +96,25 @@ function withoutRunId<T>(config: T): T {
   if (config === null || typeof config !== 'object' || Array.isArray(config)) return config;
   const { run_id: _snake, runId: _camel, ...rest } = config as Record<string, unknown>;
   return rest as T;
+}
+
+/**
+ * The saves a batch's items make (chat history turns), to be taken back when the batch fails. One reported
+ * after that — an item whose write was under way when another item failed — is taken back as it comes.
+ */
+function batchSaves(): { onSave: SaveHandler; takeBack(): Promise<void> } {
+  type TakeBack = Parameters<SaveHandler>[0];
+  let saves: TakeBack[] | undefined = [];
+  const quietly = (takeBack: TakeBack) => takeBack().catch(() => undefined);
+  return {
+    onSave: (takeBack) => {
+      if (saves === undefined) void quietly(takeBack);
+      else saves.push(takeBack);
+    },
+    takeBack: async () => {
+      const all = saves ?? [];
+      saves = undefined;
+      await Promise.all(all.map(quietly));
+    },
+  };
 }

@@ -52,6 +52,15 @@ export interface RunnableConfig {
    * model latency and errors.
    */
   onModelCall?: ModelCallHandler;
+  /**
+   * Called when a step saves something that outlives the run — a chat
+   * history's turn — with the function that takes the save back. Whoever
+   * runs several runs as one request collects them: the server's `/batch`
+   * takes back what its succeeded items saved when another item fails, so a
+   * batch its client is told failed keeps nothing. Like `onUsage`, it leaves
+   * runs unobserved.
+   */
+  onSave?: SaveHandler;
 }
 
 /**
@@ -96,6 +105,9 @@ export interface ModelCall {
 /** Receives each chat model call (`RunnableConfig.onModelCall`). */
 export type ModelCallHandler = (call: ModelCall) => void;
 
+/** Receives each save a run makes, as the function that takes it back (`RunnableConfig.onSave`). */
+export type SaveHandler = (takeBack: () => Promise<void>) => void;
+
 /**
  * Both handlers, each called once per report (a nested config adds its own to
  * the enclosing one's); one that throws does not keep the other from its report.
@@ -109,13 +121,13 @@ function addUsageHandler(base: UsageHandler | undefined, added: UsageHandler | u
   };
 }
 
-/** Both handlers, as {@link addUsageHandler} makes them. */
-function addModelCallHandler(base: ModelCallHandler | undefined, added: ModelCallHandler | undefined): ModelCallHandler | undefined {
+/** Both handlers of one argument (`onModelCall`, `onSave`), as {@link addUsageHandler} makes them. */
+function addHandler<T>(base: ((value: T) => void) | undefined, added: ((value: T) => void) | undefined): ((value: T) => void) | undefined {
   if (added === undefined || added === base) return base;
   if (base === undefined) return added;
-  return (call) => {
-    callQuietly(base, call);
-    callQuietly(added, call);
+  return (value) => {
+    callQuietly(base, value);
+    callQuietly(added, value);
   };
 }
 
@@ -148,6 +160,8 @@ export interface Scope {
   readonly onUsage: UsageHandler | undefined;
   /** Where model calls report themselves (provider, model, duration, error). */
   readonly onModelCall: ModelCallHandler | undefined;
+  /** Where steps report what they saved, to be taken back. */
+  readonly onSave: SaveHandler | undefined;
 }
 
 /**
@@ -173,6 +187,7 @@ export function scopeWith(base: Scope, changes: Partial<Scope>): Scope {
     listeners: 'listeners' in changes ? changes.listeners : base.listeners,
     onUsage: 'onUsage' in changes ? changes.onUsage : base.onUsage,
     onModelCall: 'onModelCall' in changes ? changes.onModelCall : base.onModelCall,
+    onSave: 'onSave' in changes ? changes.onSave : base.onSave,
   };
 }
 
@@ -194,6 +209,7 @@ export function childScope(base: Scope, parent: Run, localTags: readonly string[
     listeners: undefined,
     onUsage: base.onUsage,
     onModelCall: base.onModelCall,
+    onSave: base.onSave,
   };
 }
 
@@ -214,6 +230,7 @@ export const ROOT_SCOPE: Scope = {
   listeners: undefined,
   onUsage: undefined,
   onModelCall: undefined,
+  onSave: undefined,
 };
 
 /** Where a lambda's scope lives while its user function runs. @internal */
@@ -262,7 +279,10 @@ export function mergeConfigs(...configs: (RunnableConfig | undefined)[]): Runnab
           out.onUsage = addUsageHandler(out.onUsage, value as UsageHandler);
           break;
         case 'onModelCall':
-          out.onModelCall = addModelCallHandler(out.onModelCall, value as ModelCallHandler);
+          out.onModelCall = addHandler(out.onModelCall, value as ModelCallHandler);
+          break;
+        case 'onSave':
+          out.onSave = addHandler(out.onSave, value as SaveHandler);
           break;
         case 'recursionLimit':
           if (value !== DEFAULT_RECURSION_LIMIT || out.recursionLimit === undefined) out.recursionLimit = value as number;
@@ -316,7 +336,8 @@ export function resolveScope(config: RunnableConfig | undefined, inherited?: Sco
     options: undefined,
     listeners: undefined,
     onUsage: addUsageHandler(base.onUsage, config.onUsage),
-    onModelCall: addModelCallHandler(base.onModelCall, config.onModelCall),
+    onModelCall: addHandler(base.onModelCall, config.onModelCall),
+    onSave: addHandler(base.onSave, config.onSave),
   });
 }
 
@@ -340,7 +361,8 @@ export function bindScope(scope: Scope, bound: RunnableConfig): Scope {
     runName: scope.runName ?? bound.runName,
     runId: scope.runId ?? bound.runId,
     onUsage: addUsageHandler(scope.onUsage, bound.onUsage),
-    onModelCall: addModelCallHandler(scope.onModelCall, bound.onModelCall),
+    onModelCall: addHandler(scope.onModelCall, bound.onModelCall),
+    onSave: addHandler(scope.onSave, bound.onSave),
   });
 }
 
@@ -406,6 +428,10 @@ class ScopedConfig implements RunConfig {
 
   get onModelCall(): ModelCallHandler | undefined {
     return this[SCOPE].onModelCall;
+  }
+
+  get onSave(): SaveHandler | undefined {
+    return this[SCOPE].onSave;
   }
 
   get callbacks(): EventCallback[] | undefined {

@@ -25,7 +25,7 @@ export {
 export { RunnableEach } from './each.js';
 export { toRunnable } from './coerce.js';
 export { dispatchCustomEvent } from './custom-event.js';
-export { mergeConfigs, DEFAULT_RECURSION_LIMIT, type ModelCall, type ModelCallHandler, type RunConfig, type RunnableConfig, type TokenUsage, type UsageHandler } from './config.js';
+export { mergeConfigs, DEFAULT_RECURSION_LIMIT, type ModelCall, type ModelCallHandler, type RunConfig, type RunnableConfig, type SaveHandler, type TokenUsage, type UsageHandler } from './config.js';
 export type { EventCallback, EventFilters, RunInfo, RunListeners, RunType, StreamEvent } from './events.js';
 export { lifecycleCallback } from './events.js';
 export type { PatchOp, RunLogPatch } from './stream-log.js';

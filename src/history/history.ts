@@ -11,11 +11,18 @@ import { AIMessageChunk, type BaseMessage } from '../messages/index.js';
 export interface ChatMessageHistory {
   /** The messages, oldest first. */
   getMessages(): Promise<BaseMessage[]>;
-  /** Appends messages at once (all or none). */
-  addMessages(messages: BaseMessage[]): Promise<void>;
+  /**
+   * Appends messages at once (all or none). May resolve to the function that takes this write back (its
+   * messages removed, whatever was written after them kept): a failed `/batch` takes back the turns its
+   * succeeded items saved. A history without one keeps them.
+   */
+  addMessages(messages: BaseMessage[]): Promise<TakeBack | void>;
   /** Forgets the conversation. */
   clear(): Promise<void>;
 }
+
+/** Takes a write back; settles once it is done, or handed to retries that go on after it. */
+export type TakeBack = () => Promise<void>;
 
 /** Session ids: letters, digits and `_ . : -`, 1–128 characters (they become parts of storage keys). */
 export const SESSION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;

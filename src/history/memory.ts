@@ -1,7 +1,7 @@
 /** `MemoryChatMessageHistory`: conversations in process memory — the default without Redis. */
 import { heldBytes } from '../core/index.js';
 import type { BaseMessage } from '../messages/index.js';
-import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
+import { storable, turnTooLarge, type ChatMessageHistory, type TakeBack } from './history.js';
 
 /** The bytes a message holds, about: its JSON's, measured once per message. */
 const sizes = new WeakMap<BaseMessage, number>();
@@ -94,6 +94,31 @@ export class MemoryHistoryStore {
     }
   }
 
+  /**
+   * Takes `messages` (these very objects, the newest place of each: one object written twice is there twice) out
+   * of a session, keeping the rest and its place among the others.
+   */
+  takeOut(sessionId: string, messages: readonly BaseMessage[]): void {
+    const session = this.sessions.get(sessionId);
+    if (session === undefined) return;
+    const out = new Map<BaseMessage, number>();
+    for (const message of messages) out.set(message, (out.get(message) ?? 0) + 1);
+    const kept: BaseMessage[] = [];
+    for (let i = session.messages.length - 1; i >= 0; i--) {
+      const message = session.messages[i] as BaseMessage;
+      const left = out.get(message) ?? 0;
+      if (left > 0) out.set(message, left - 1);
+      else kept.push(message);
+    }
+    if (kept.length === session.messages.length) return;
+    if (kept.length === 0) return this.remove(sessionId);
+    kept.reverse();
+    const bytes = kept.reduce((sum, message) => sum + messageBytes(message), 0);
+    this.bytes += bytes - session.bytes;
+    session.messages = kept;
+    session.bytes = bytes;
+  }
+
   /** Forgets a session. */
   remove(sessionId: string): void {
     const session = this.sessions.get(sessionId);
@@ -120,11 +145,12 @@ export class MemoryChatMessageHistory implements ChatMessageHistory {
     return this.store.read(this.sessionId);
   }
 
-  async addMessages(messages: BaseMessage[]): Promise<void> {
+  async addMessages(messages: BaseMessage[]): Promise<TakeBack> {
     const added = messages.map(storable);
     const bytes = added.reduce((sum, message) => sum + messageBytes(message), 0);
     if (bytes > this.store.maxSessionBytes) throw turnTooLarge(bytes, this.store.maxSessionBytes);
     this.store.write(this.sessionId, [...this.store.read(this.sessionId), ...added], added.length);
+    return async () => this.store.takeOut(this.sessionId, added);
   }
 
   async clear(): Promise<void> {

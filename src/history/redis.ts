@@ -16,7 +16,7 @@ import { ReplyError, type Redis } from 'ioredis';
 import { measureClockOffset, neverSent, redisClockOffset, wrongTypeError } from '../cache/redis-client.js';
 import { isRunnelError, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
-import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
+import { storable, turnTooLarge, type ChatMessageHistory, type TakeBack } from './history.js';
 
 /** Options of {@link RedisChatMessageHistory}. */
 export interface RedisHistoryOptions {
@@ -173,11 +173,14 @@ class Undoer {
     return this.pending.size;
   }
 
-  /** Sends `undo` at once (on the write's connection, right behind it, while it is up) and until confirmed. */
-  add(undo: Undo): void {
+  /**
+   * Sends `undo` at once (on the write's connection, right behind it, while it is up) and until confirmed;
+   * settles with the first try.
+   */
+  async add(undo: Undo): Promise<void> {
     if (this.pending.size >= MAX_PENDING_UNDOS) this.pending.delete(this.pending.keys().next().value as string);
     this.pending.set(undo.mark, undo);
-    void this.send(undo).then((done) => done || this.later());
+    if (!(await this.send(undo))) this.later();
   }
 
   private async send(undo: Undo): Promise<boolean> {
@@ -285,8 +288,8 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     });
   }
 
-  async addMessages(messages: BaseMessage[]): Promise<void> {
-    if (messages.length === 0) return;
+  async addMessages(messages: BaseMessage[]): Promise<TakeBack | undefined> {
+    if (messages.length === 0) return undefined;
     // Each write's records carry a token of their own, so a write whose outcome is unknown can be taken back.
     const token = randomUUID();
     const records = messages.map((message) => JSON.stringify({ ...storable(message).toJSON(), [WRITE_TOKEN]: token }));
@@ -297,6 +300,7 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     const bytes = records.reduce((sum, record) => sum + Buffer.byteLength(record), 0);
     if (bytes > this.maxBytes) throw turnTooLarge(bytes, this.maxBytes);
     const mark = `${this.namespace}.void:${token}`;
+    const undo: Undo = { key: this.key, mark, needle: JSON.stringify({ [WRITE_TOKEN]: token }).slice(1, -1), records: records.length };
     // Its caller's deadline in Redis's time: a write Redis runs later (held in a socket while Redis was frozen,
     // its removal lost — the process that sent it stopped) saves nothing its caller was told had failed.
     const timeout = this.client.options.commandTimeout;
@@ -318,10 +322,12 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
       // token makes the removal match this write's records alone (an earlier identical turn stays). A write
       // refused unsent (Redis down) cannot land: nothing to take back.
       // Nor one Redis answered with a refusal (its key not a list, Redis out of memory): nothing of it was written.
-      if (!neverSent(error) && !(error instanceof ReplyError)) undoerOf(this.client).add({ key: this.key, mark, needle: JSON.stringify({ [WRITE_TOKEN]: token }).slice(1, -1), records: records.length });
+      if (!neverSent(error) && !(error instanceof ReplyError)) void undoerOf(this.client).add(undo);
       throw redisError(error);
     }
     if (dropped === -1) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis ran the history write after its deadline: nothing of it was saved');
+    // Taken back on request (a failed batch) as an unknown outcome is: removed, and sent until Redis confirms it.
+    return () => undoerOf(this.client).add(undo);
   }
 
   async clear(): Promise<void> {

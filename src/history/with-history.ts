@@ -5,7 +5,9 @@
  * identity is part of its key, so one key never reads another's history).
  *
  * Rules: history is saved only after a run succeeds — a streamed answer
- * whole, when the stream ends; an aborted or failed run saves nothing.
+ * whole, when the stream ends; an aborted or failed run saves nothing. Each
+ * save is reported to the config's `onSave` with the means to take it back
+ * (a batch that fails takes back what its succeeded items saved).
  * Requests on one session run one after another in a process (the second
  * waits for the first to save), and each request's messages are appended in
  * one atomic write, so across replicas nothing interleaves or is lost.
@@ -14,7 +16,7 @@ import { z, type ZodType } from 'zod';
 import { abortError, ChunkSum, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run } from '../core/index.js';
 import { AIMessage, BaseMessage, coerceMessages, HumanMessage } from '../messages/index.js';
 import type { ConfigSpec } from '../core/index.js';
-import { checkSessionId, SESSION_ID, type ChatMessageHistory } from './history.js';
+import { checkSessionId, SESSION_ID, type ChatMessageHistory, type TakeBack } from './history.js';
 
 /** Options of {@link withMessageHistory}. */
 export interface WithHistoryOptions {
@@ -49,6 +51,11 @@ function answerOf(value: unknown, key: string | undefined): BaseMessage[] {
 function checkNotAborted(run: Run): void {
   const signal = run.signal;
   if (signal?.aborted === true) throw abortError(signal);
+}
+
+/** Hands a saved turn's take-back to whoever collects them (`RunnableConfig.onSave`: a batch that may fail). */
+function saved(run: Run, takeBack: TakeBack | void): void {
+  if (takeBack !== undefined) run.scope.onSave?.(takeBack);
 }
 
 /** A runnable with chat history; see {@link withMessageHistory}. */
@@ -138,7 +145,7 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
       const prepared = this.prepare(input, await history.getMessages());
       const output = await this.bound._invokeIn(prepared.input, run.scope);
       checkNotAborted(run);
-      await history.addMessages([...prepared.added, ...answerOf(output, this.options.outputMessagesKey)]);
+      saved(run, await history.addMessages([...prepared.added, ...answerOf(output, this.options.outputMessagesKey)]));
       return output;
     } finally {
       release();
@@ -159,7 +166,7 @@ export class RunnableWithMessageHistory<I, O> extends Runnable<I, O> {
         yield chunk;
       }
       checkNotAborted(run);
-      await history.addMessages([...prepared.added, ...answerOf(chunks.value(), this.options.outputMessagesKey)]);
+      saved(run, await history.addMessages([...prepared.added, ...answerOf(chunks.value(), this.options.outputMessagesKey)]));
     } finally {
       release();
     }

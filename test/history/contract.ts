@@ -32,6 +32,18 @@ export function historyContract(name: string, make: (sessionId: string) => ChatM
       );
     });
 
+    it('takes a write back: its messages go, those before and after it stay, an identical earlier turn too', async () => {
+      await history.addMessages([new HumanMessage('same'), new AIMessage('answer')]);
+      const takeBack = await history.addMessages([new HumanMessage('same'), new AIMessage('answer')]);
+      await history.addMessages([new HumanMessage('later')]);
+      expect(takeBack).toBeTypeOf('function');
+      await (takeBack as () => Promise<void>)();
+      expect((await history.getMessages()).map((m) => m.text)).toEqual(['same', 'answer', 'later']);
+      // Taken back twice, it removes nothing more.
+      await (takeBack as () => Promise<void>)();
+      expect((await history.getMessages()).map((m) => m.text)).toEqual(['same', 'answer', 'later']);
+    });
+
     it('keeps only the newest maxMessages', async () => {
       for (let i = 0; i < options.maxMessages + 3; i++) await history.addMessages([new HumanMessage(`m${i}`)]);
       const messages = await history.getMessages();

@@ -1,0 +1,153 @@
+/**
+ * A `/batch` its client is told failed keeps none of its items' chat history turns: the client may send it
+ * again, and the turns of the items that had succeeded would then be saved twice. Through each real SDK against
+ * the local provider server, with the history in real Redis; and, in memory, the turn of an item whose write was
+ * under way when another item failed.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  buildApp,
+  ChatAnthropic,
+  ChatOpenAI,
+  ChatPromptTemplate,
+  connectServices,
+  defineChain,
+  FakeListChatModel,
+  lambda,
+  MemoryHistoryStore,
+  MessagesPlaceholder,
+  RunnelError,
+  StringOutputParser,
+  withMessageHistory,
+  type BaseMessage,
+  type ChatMessageHistory,
+  type Runnable,
+  type Services,
+} from '../../src/index.js';
+import { settleWithin } from '../helpers.js';
+import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+
+const prompt = ChatPromptTemplate.fromMessages([new MessagesPlaceholder('history'), ['human', '{message}']]);
+
+/**
+ * The chat chain, whose answer to `fail` fails once `ready` settles (after the other item's turn is saved), as
+ * a step after the model can.
+ */
+function chatWith(model: Runnable<never, unknown>, getHistory: (sessionId: string, caller: { identity: string }) => ChatMessageHistory, ready: () => Promise<void>) {
+  const check = lambda(async (text: string, config) => {
+    if (!(config.configurable as Record<string, unknown>).session_id?.toString().startsWith('fail')) return text;
+    await ready();
+    throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'The answer did not parse');
+  });
+  const inner = prompt.pipe(model as never).pipe(new StringOutputParser()).pipe(check);
+  return defineChain({
+    path: '/chat',
+    runnable: withMessageHistory<{ message: string }, string>(inner as never, { getHistory, inputMessagesKey: 'message', historyMessagesKey: 'history' }),
+  });
+}
+
+const texts = (messages: BaseMessage[]) => messages.map((m) => `${m.type}:${m.text}`);
+
+for (const sdk of ['openai', 'anthropic'] as const) {
+  describe(`a failed /batch through the real ${sdk} SDK, history in Redis`, () => {
+    let provider: ProviderServer;
+    let services: Services;
+    beforeAll(async () => {
+      provider = await startProviderServer(sdk);
+      services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: `runnel-test-batch-${randomUUID()}` });
+    });
+    afterAll(async () => {
+      await services.close();
+      await provider.close();
+    });
+
+    it('takes back the turns its succeeded items saved, and keeps the sessions it did not touch', async () => {
+      const model =
+        sdk === 'openai'
+          ? new ChatOpenAI({ apiKey: 'sk-test-0000', baseURL: provider.url, model: 'text', maxRetries: 0 })
+          : new ChatAnthropic({ apiKey: 'sk-ant-test-0000', baseURL: provider.url, model: 'text', maxRetries: 0 });
+      const getHistory = (sessionId: string, caller: { identity: string }) => services.history(caller.identity, sessionId);
+      const saved = (sessionId: string) => getHistory(sessionId, { identity: 'anonymous' }).getMessages();
+      const ok = `ok-${randomUUID()}`;
+      // The failing item waits until the other has saved its turn: the batch fails after a turn is kept.
+      const ready = async () => {
+        while ((await saved(ok)).length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      };
+      const app = await buildApp({ chains: [chatWith(model as never, getHistory, ready)] });
+      try {
+        // A turn of an earlier request stays: only what the batch saved goes.
+        const earlier = await app.inject({ method: 'POST', url: '/chat/invoke', payload: { input: { message: 'earlier' }, config: { configurable: { session_id: ok } } } });
+        expect(earlier.statusCode).toBe(200);
+        const before = texts(await saved(ok));
+        expect(before).toHaveLength(2);
+        const res = await app.inject({
+          method: 'POST',
+          url: '/chat/batch',
+          payload: {
+            inputs: [{ message: 'kept?' }, { message: 'fails' }],
+            config: [{ configurable: { session_id: ok } }, { configurable: { session_id: `fail-${randomUUID()}` } }],
+          },
+        });
+        expect(res.statusCode).toBe(502);
+        expect(res.json().message).toMatch(/^inputs\[1\]: /);
+        expect(texts(await saved(ok))).toEqual(before);
+        // The same batch with both items succeeding keeps both turns, once.
+        const again = await app.inject({ method: 'POST', url: '/chat/batch', payload: { inputs: [{ message: 'kept?' }], config: [{ configurable: { session_id: ok } }] } });
+        expect(again.statusCode).toBe(200);
+        expect(texts(await saved(ok))).toEqual([...before, 'human:kept?', `ai:${again.json().output[0]}`]);
+      } finally {
+        await app.close();
+      }
+    });
+  });
+}
+
+describe('a failed /batch, history in memory', () => {
+  it("takes back a turn whose write was under way when another item failed, once that write lands", async () => {
+    const store = new MemoryHistoryStore();
+    let writing!: () => void;
+    const writeStarted = new Promise<void>((resolve) => (writing = resolve));
+    let letWrite!: () => void;
+    const writeMay = new Promise<void>((resolve) => (letWrite = resolve));
+    let landed = false;
+    // Item 0's write waits, under way, until the batch has answered its failure.
+    const getHistory = (sessionId: string, caller: { identity: string }): ChatMessageHistory => {
+      const history = store.history(`${caller.identity}:${sessionId}`);
+      return {
+        getMessages: () => history.getMessages(),
+        clear: () => history.clear(),
+        addMessages: async (messages) => {
+          writing();
+          await writeMay;
+          const takeBack = await history.addMessages(messages);
+          landed = true;
+          return takeBack;
+        },
+      };
+    };
+    const model = new FakeListChatModel({ responses: ['an answer'] });
+    const app = await buildApp({ chains: [chatWith(model as never, getHistory, () => writeStarted)] });
+    try {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/chat/batch',
+        payload: { inputs: [{ message: 'slow save' }, { message: 'fails' }], config: [{ configurable: { session_id: 'late' } }, { configurable: { session_id: 'fail-1' } }] },
+      });
+      expect(res.statusCode).toBe(502);
+      letWrite();
+      // The write lands after the answer, and is taken back as soon as it reports itself.
+      await settleWithin(
+        (async () => {
+          while (!landed || store.read('anonymous:late').length > 0) await new Promise((resolve) => setImmediate(resolve));
+        })(),
+        10_000,
+      );
+      expect(store.read('anonymous:late')).toEqual([]);
+      // Emptied, the session is not held.
+      expect(store.size).toBe(0);
+    } finally {
+      await app.close();
+    }
+  });
+});
