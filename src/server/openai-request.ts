@@ -18,7 +18,8 @@ const refusalPart = z.object({ type: z.literal('refusal'), refusal: z.string() }
 const assistantContent = z.union([z.string(), z.array(z.union([textPart, refusalPart]))], {
   error: 'expected a string or an array of {"type": "text", "text"} or {"type": "refusal", "refusal"} parts',
 });
-const name = z.string().optional().describe('Accepted and ignored.');
+// `null` is "not given", as OpenAI reads it: the Python SDK's `message.model_dump()` writes every unset field so.
+const name = z.string().nullish().describe('Accepted and ignored.');
 
 const toolCall = z.object({
   id: z.string(),
@@ -32,7 +33,7 @@ const message = z.discriminatedUnion(
     z.object({ role: z.literal('system'), content, name }),
     z.object({ role: z.literal('developer'), content, name }).describe('Read as a system message.'),
     z.object({ role: z.literal('user'), content, name }),
-    z.object({ role: z.literal('assistant'), content: assistantContent.nullish(), name, tool_calls: z.array(toolCall).optional(), refusal: z.string().nullish() }),
+    z.object({ role: z.literal('assistant'), content: assistantContent.nullish(), name, tool_calls: z.array(toolCall).nullish(), refusal: z.string().nullish() }),
     z.object({ role: z.literal('tool'), content, tool_call_id: z.string() }),
   ],
   { error: "expected one of 'system', 'developer', 'user', 'assistant', 'tool'" },

@@ -226,6 +226,20 @@ describe('POST /v1/chat/completions on /agent', () => {
     expect(textOf(streamed)).toBe('The calculator says 42.');
     expect(streamed.at(-1)?.choices[0]?.finish_reason).toBe('stop');
   });
+
+  it("takes its own answer sent back as the Python SDK's model_dump() writes it: every unset field null", async () => {
+    // A probe: `messages.append(completion.choices[0].message.model_dump())` (the Python SDK) sends the
+    // answer back with `tool_calls`, `function_call`, `audio` and `annotations` null, as OpenAI takes them; it was
+    // a 400 on `messages[1].tool_calls`. `name: null` (a pydantic model of a user turn) was refused too.
+    const question = `What is 6 * 7? ${randomUUID()}`;
+    const first = await app.client.chat.completions.create({ model: 'agent', messages: [{ role: 'user', content: question }] });
+    const dumped = { content: first.choices[0]?.message.content, refusal: null, role: 'assistant', annotations: null, audio: null, function_call: null, tool_calls: null };
+    const messages = [{ role: 'user', content: question, name: null }, dumped, { role: 'user', content: 'And 6 * 8?', name: null }] as unknown as OpenAI.ChatCompletionMessageParam[];
+    const completion = await app.client.chat.completions.create({ model: 'agent', messages });
+    expect(completion.choices[0]?.message.content).toBe('The calculator says 42.');
+    const streamed = await chunks({ model: 'agent', stream: true, messages });
+    expect(textOf(streamed)).toBe('The calculator says 42.');
+  });
 });
 
 describe('errors, as the SDK raises them', () => {
