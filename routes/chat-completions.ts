@@ -39,6 +39,11 @@ export const servedChain = new WeakMap<FastifyRequest, string>();
 
 export function chatCompletionsHandler() {
   return async (request: FastifyRequest, reply: FastifyReply) => {
+    // A body that names a model counts under its chain whatever else is wrong with it, as a bad body on
+    // `/invoke` counts under its chain (a probe: `n: 2` sent to a model was counted nowhere).
+    const named = (request.body as { model?: unknown } | null | undefined)?.model;
+    const known = typeof named === 'string' ? request.server.runnel.chains.find((c) => c.spec.path === `/${named}` && isModel(c)) : undefined;
+    if (known !== undefined) servedChain.set(request, known.spec.path);
     const asked = parseChatCompletionRequest(request.body);
     const chain = findModel(request.server.runnel.chains, asked.model);
     servedChain.set(request, chain.spec.path);

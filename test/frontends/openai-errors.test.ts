@@ -188,6 +188,17 @@ describe('which chains are models, and their answers', () => {
     expect(metrics).toContain('runnel_requests_total{chain="/echo",endpoint="chat_completions",status="200"} 2');
     expect(metrics).toContain('runnel_requests_total{chain="/echo",endpoint="chat_completions",status="503"} 1');
   });
+
+  it('counts a bad body that names a model under its chain, as a bad body on /invoke counts under its chain', async () => {
+    // A probe: `n: 2` or `temperature: 3` sent to a model was counted nowhere, the chain's error rate blind to it.
+    const a = await start();
+    expect((await complete(a, ask('x', { n: 2 }))).status).toBe(400);
+    expect((await complete(a, ask('x', { temperature: 3, stream: true }))).status).toBe(400);
+    expect((await complete(a, { model: 'nobody', messages: 'x' })).status).toBe(400);
+    const metrics = (await a.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toContain('runnel_requests_total{chain="/echo",endpoint="chat_completions",status="400"} 2');
+    expect(metrics).not.toContain('nobody');
+  });
 });
 
 describe('/openapi.json', () => {
