@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z, type ZodType } from 'zod';
-import { cutText, once, Runnable, RunnelError, type Run } from '../core/index.js';
+import { cutText, once, Runnable, RunnelError, type Run, type RunType } from '../core/index.js';
 import { AIMessage, AIMessageChunk, coerceMessages, HumanMessage, messagesSchema, SystemMessage, ToolMessage, type BaseMessage } from '../messages/index.js';
 import type { ChatModel, ChatModelInput } from '../models/index.js';
 import type { ChatPromptTemplate } from '../prompts/index.js';
@@ -58,6 +58,27 @@ function nextTurn(answer: AIMessage): { message: AIMessage; unreadable: ToolMess
     usage_metadata: answer.usage_metadata,
   });
   return { message, unreadable };
+}
+
+/**
+ * A call no tool runs — no tool has its name, or its arguments do not parse — as a tool run of that name
+ * that answers the call's error: its events show the call and its failure, as a tool's own failure shows
+ * (the AI SDK's UI stream makes a failed tool part of them; without them, the page showed an empty step and
+ * then the model's reply to an error it never saw: a probe).
+ */
+class RefusedCall extends Runnable<unknown, ToolMessage> {
+  override readonly runType: RunType = 'tool';
+
+  constructor(
+    readonly name: string,
+    private readonly answer: ToolMessage,
+  ) {
+    super();
+  }
+
+  protected override async _call(): Promise<ToolMessage> {
+    return this.answer;
+  }
 }
 
 /** Options of {@link createToolCallingAgent}. */
@@ -125,12 +146,14 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
     const readable = message.tool_calls.length - unreadable.length;
     return Promise.all(
       message.tool_calls.map(async (call, index) => {
-        if (index >= readable) return unreadable[index - readable] as ToolMessage;
+        const asCall = { ...call, type: 'tool_call' };
+        if (index >= readable) return new RefusedCall(call.name, unreadable[index - readable] as ToolMessage)._invokeIn(asCall, run.scope);
         const found = this.tools.get(call.name);
         if (found === undefined) {
-          return new ToolMessage({ content: `Error: there is no tool named ${call.name}. Use one of: ${[...this.tools.keys()].join(', ')}.`, tool_call_id: call.id ?? '', status: 'error' });
+          const answer = new ToolMessage({ content: `Error: there is no tool named ${call.name}. Use one of: ${[...this.tools.keys()].join(', ')}.`, tool_call_id: call.id ?? '', status: 'error' });
+          return new RefusedCall(call.name, answer)._invokeIn(asCall, run.scope);
         }
-        return (await found._invokeIn({ ...call, type: 'tool_call' } as never, run.scope)) as ToolMessage;
+        return (await found._invokeIn(asCall as never, run.scope)) as ToolMessage;
       }),
     );
   }
