@@ -19,9 +19,12 @@ import { sendLiveStream } from './streams.js';
 /** True for a chain served as a model: it has a messages adapter and the endpoint is enabled. */
 export const isModel = (chain: PreparedChain): boolean => chain.spec.messages !== undefined && chain.spec.enabledEndpoints.includes('chat_completions');
 
+/** The chain at the path a model id names, model or not. */
+const chainNamed = (chains: readonly PreparedChain[], model: string): PreparedChain | undefined => chains.find((c) => c.spec.path === `/${model}`);
+
 /** The chain a model id names, or 404 `model_not_found`. */
 export function findModel(chains: readonly PreparedChain[], model: string): PreparedChain {
-  const chain = chains.find((c) => c.spec.path === `/${model}`);
+  const chain = chainNamed(chains, model);
   if (chain !== undefined && isModel(chain)) return chain;
   // A chain that is there but not a model says why: its author's first try of /v1 is on a chain without an adapter.
   const why =
@@ -42,8 +45,8 @@ export function chatCompletionsHandler() {
     // A body that names a model counts under its chain whatever else is wrong with it, as a bad body on
     // `/invoke` counts under its chain (a probe: `n: 2` sent to a model was counted nowhere).
     const named = (request.body as { model?: unknown } | null | undefined)?.model;
-    const known = typeof named === 'string' ? request.server.runnel.chains.find((c) => c.spec.path === `/${named}` && isModel(c)) : undefined;
-    if (known !== undefined) servedChain.set(request, known.spec.path);
+    const known = typeof named === 'string' ? chainNamed(request.server.runnel.chains, named) : undefined;
+    if (known !== undefined && isModel(known)) servedChain.set(request, known.spec.path);
     const asked = parseChatCompletionRequest(request.body);
     const chain = findModel(request.server.runnel.chains, asked.model);
     servedChain.set(request, chain.spec.path);
