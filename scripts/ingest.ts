@@ -253,8 +253,13 @@ async function main(): Promise<void> {
     if (!/^\d{1,7}$/.test(value) || Number(value) < least) usage(`--${name} must be a whole number of characters, at least ${least} (got ${JSON.stringify(value)})`);
     return Number(value);
   };
-  const chunkSize = size('chunk-size', values['chunk-size'], 1);
+  // The splitters' own limits, said by flag: past this point they would be refused after the collection was made.
+  const chunkSize = size('chunk-size', values['chunk-size'], 50);
   const overlap = size('overlap', values.overlap, 0);
+  // Plain text is split at the chunk size with the overlap as given (Markdown's overlap is cut to fit).
+  if (overlap !== undefined && overlap >= (chunkSize ?? 1000)) {
+    usage(`--overlap (${overlap}) must be smaller than --chunk-size (${chunkSize ?? '1000, the default for text files'})`);
+  }
   const maxFileMb = values['max-file-mb'];
   if (maxFileMb !== undefined && !(/^\d{1,5}$/.test(maxFileMb) && Number(maxFileMb) >= 1)) usage(`--max-file-mb must be a whole number of MiB, at least 1 (got ${JSON.stringify(maxFileMb)})`);
   let result: IngestResult;
