@@ -187,7 +187,15 @@ export function streamHandler(chain: PreparedChain, kind: Kind) {
   return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
     const body = bodyObject(request.body, request.url);
     if (body.on_disconnect !== undefined && body.on_disconnect !== 'cancel') {
-      if (body.on_disconnect !== 'continue' || kind === 'stream_log') {
+      // "continue" on /stream_log is a right value on the wrong route: told so, not that it is no value at all.
+      if (body.on_disconnect === 'continue' && kind === 'stream_log') {
+        throw new RunnelError(
+          'RUNNEL_ERR_BODY_INVALID',
+          'on_disconnect "continue" is not available on /stream_log, which has no durable form: use /stream or /stream_events to continue a run, or "cancel" here',
+          { detail: [{ type: 'enum', loc: ['on_disconnect'], msg: "Only 'cancel' is available on /stream_log" }] },
+        );
+      }
+      if (body.on_disconnect !== 'continue') {
         throw new RunnelError('RUNNEL_ERR_BODY_INVALID', 'on_disconnect must be "cancel" or "continue" ("continue": /stream and /stream_events)', {
           detail: [{ type: 'enum', loc: ['on_disconnect'], msg: kind === 'stream_log' ? "Only 'cancel' is available on /stream_log" : "Input should be 'cancel' or 'continue'" }],
         });

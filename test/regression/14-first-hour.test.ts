@@ -81,6 +81,20 @@ describe('a cached answer streams in pieces', () => {
   });
 });
 
+describe('on_disconnect says what is wrong with it', () => {
+  // A probe: "continue" on /stream_log was told 'on_disconnect must be "cancel" or "continue"' — what it had sent.
+  it('"continue" on /stream_log is refused as unavailable there, a misspelling as not a value', async () => {
+    const log = await post(`${server.url}/joke/stream_log`, { input: { topic: 'cats' }, on_disconnect: 'continue' });
+    expect(log.status).toBe(422);
+    expect(((await log.json()) as { message: string }).message).toBe(
+      'on_disconnect "continue" is not available on /stream_log, which has no durable form: use /stream or /stream_events to continue a run, or "cancel" here',
+    );
+    const typo = await post(`${server.url}/joke/stream`, { input: { topic: 'cats' }, on_disconnect: 'contiune' });
+    expect(typo.status).toBe(422);
+    expect(((await typo.json()) as { message: string }).message).toBe('on_disconnect must be "cancel" or "continue" ("continue": /stream and /stream_events)');
+  });
+});
+
 describe('what LangChain clients filter on', () => {
   it("stream_log names a chat model's run `llm`, so include_types: ['llm'] finds it", async () => {
     const body = await text(await post(`${server.url}/joke/stream_log`, { input: { topic: `logs ${randomUUID()}` }, include_types: ['llm'] }));
