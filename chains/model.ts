@@ -15,8 +15,11 @@ export interface ChainContext {
   offlineDelayMs?: number;
 }
 
-/** The offline model's preamble: no one should mistake its answers for a real model's. */
-export const OFFLINE = 'Offline model (no OPENAI_API_KEY or ANTHROPIC_API_KEY is set, so a scripted model answers):';
+/**
+ * The offline model's preamble: no one should mistake its answers for a real model's. It names both ways the
+ * offline model is chosen, since a key beside `RUNNEL_MODEL=fake` is read as "no key is set" otherwise.
+ */
+export const OFFLINE = 'Offline model (no OPENAI_API_KEY or ANTHROPIC_API_KEY, or RUNNEL_MODEL=fake: a scripted model answers):';
 
 /** The model of one chain: the configured provider, or the offline model answering with `respond`. */
 export function chatModel(context: ChainContext, respond: (request: ChatRequest) => string | FakeResponse): ChatModel {
