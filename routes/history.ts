@@ -8,6 +8,9 @@ import { checkSessionId } from '../src/history/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { countRequests } from './chain.js';
 
+/** Where a bad session id is: the URL's path, not a config the request never sent. */
+const PATH_LOC = ['path', 'session_id'];
+
 export const historyRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (app, { chain }) => {
   const access = chain.spec.history;
   if (access === undefined) return;
@@ -19,7 +22,7 @@ export const historyRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async
     '/history/:sessionId',
     { schema: { tags, summary: `The caller's conversation in ${chain.spec.path}`, params, response: { 200: { type: 'object', properties: { session_id: { type: 'string' }, messages: { type: 'array', items: { type: 'object' } } } }, ...errors } } },
     async (request) => {
-      const sessionId = checkSessionId(request.params.sessionId);
+      const sessionId = checkSessionId(request.params.sessionId, PATH_LOC);
       const messages = await access(sessionId, { identity: request.identity }).getMessages();
       return { session_id: sessionId, messages };
     },
@@ -28,7 +31,7 @@ export const historyRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async
     '/history/:sessionId',
     { schema: { tags, summary: `Forget the caller's conversation in ${chain.spec.path}`, params, response: { 204: { type: 'null', description: 'Forgotten' }, ...errors } } },
     async (request, reply) => {
-      const sessionId = checkSessionId(request.params.sessionId);
+      const sessionId = checkSessionId(request.params.sessionId, PATH_LOC);
       await access(sessionId, { identity: request.identity }).clear();
       return reply.code(204).send();
     },

@@ -27,11 +27,17 @@ export type TakeBack = () => Promise<void>;
 /** Session ids: letters, digits and `_ . : -`, 1–128 characters (they become parts of storage keys). */
 export const SESSION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 
-/** Checks a session id, or throws `RUNNEL_ERR_CONFIG_INVALID`. */
-export function checkSessionId(sessionId: unknown): string {
+/**
+ * Checks a session id, or throws `RUNNEL_ERR_CONFIG_INVALID` located at `loc` (where the request carried it:
+ * `["path", "session_id"]` for a history route; the config's by default).
+ *
+ * @example
+ * const sessionId = checkSessionId(request.params.sessionId, ['path', 'session_id']);
+ */
+export function checkSessionId(sessionId: unknown, loc: readonly (string | number)[] = ['configurable', 'session_id']): string {
   if (typeof sessionId !== 'string' || !SESSION_ID.test(sessionId)) {
     throw new RunnelError('RUNNEL_ERR_CONFIG_INVALID', 'session_id must be 1-128 letters, digits or _ . : -', {
-      detail: [{ type: 'session_id', loc: ['configurable', 'session_id'], msg: 'Invalid session id' }],
+      detail: [{ type: 'session_id', loc: [...loc], msg: 'Invalid session id' }],
     });
   }
   return sessionId;

@@ -59,7 +59,10 @@ describe('history over HTTP', () => {
     const missing = await app.inject({ method: 'POST', url: '/chat/invoke', headers: { 'x-api-key': KEY_A }, payload: { input: { question: 'x' } } });
     expect(missing.statusCode).toBe(422);
     expect(missing.json().detail[0].loc).toEqual(['config', 'configurable', 'session_id']);
-    expect((await app.inject({ url: '/chat/history/bad%20id', headers: { 'x-api-key': KEY_A } })).statusCode).toBe(422);
+    const bad = await app.inject({ url: '/chat/history/bad%20id', headers: { 'x-api-key': KEY_A } });
+    expect(bad.statusCode).toBe(422);
+    // A probe: the path's session id was located in a config the request never sent (["configurable", "session_id"]).
+    expect(bad.json().detail).toEqual([{ type: 'session_id', loc: ['path', 'session_id'], msg: 'Invalid session id' }]);
     expect((await app.inject({ url: '/chat/history/s1' })).statusCode).toBe(401);
     expect((await app.inject({ url: '/chat/config_schema', headers: { 'x-api-key': KEY_A } })).json().properties.configurable.properties.session_id).toMatchObject({ type: 'string', pattern: '^[A-Za-z0-9_.:-]{1,128}$' });
   });
