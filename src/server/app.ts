@@ -28,7 +28,7 @@ import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, originListed, type ServerConfig } from './config.js';
 import { clientNetwork } from './client-network.js';
-import { answeredOnSocket, connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseConnect, refuseExpectations } from './connection-limits.js';
+import { answeredOnSocket, connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseConnect, refuseExpectations, unreadBodyLimit } from './connection-limits.js';
 import { logDependencyFailure, sendErrorAnswer } from './error-reply.js';
 import { loggedUrl } from './log-options.js';
 import { errorBody, toHttpError } from './http-errors.js';
@@ -472,6 +472,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // §3.2); Node's own refusal is an empty 400, this one says what is missing. Without keys, a request is
   // answered only under a name that cannot be rebound to this machine, or a listed one (allowed-hosts.ts);
   // health probes, which hold nothing, under any.
+  // A GET's or a HEAD's body is read by no route: bounded as any other (connection-limits.ts).
+  app.addHook('onRequest', unreadBodyLimit(config.bodyLimit));
+
   const allowedHost = config.apiKeys.length === 0 && !config.allowedHosts.includes('*') ? hostCheck(config.allowedHosts) : undefined;
   app.addHook('onRequest', (request, _reply, done) => {
     const host = request.headers.host;
