@@ -28,7 +28,7 @@ import { KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, originListed, type ServerConfig } from './config.js';
 import { clientNetwork } from './client-network.js';
-import { answeredOnSocket, connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseConnect, refuseExpectations, unreadBodyLimit } from './connection-limits.js';
+import { answeredOnSocket, connectionOptions, continueWhenRead, cutStalledReaders, MAX_PARAM_LENGTH, refuseConnect, refuseExpectations, unreadBodyRefusal } from './connection-limits.js';
 import { logDependencyFailure, sendErrorAnswer } from './error-reply.js';
 import { loggedUrl } from './log-options.js';
 import { errorBody, toHttpError } from './http-errors.js';
@@ -468,15 +468,18 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     void reply.code(404).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found: GET / lists the chains and their routes'));
   });
 
-  // One hook for both rules on Host (a hook costs every request something). HTTP/1.1 requires Host (RFC 9112
-  // §3.2); Node's own refusal is an empty 400, this one says what is missing. Without keys, a request is
-  // answered only under a name that cannot be rebound to this machine, or a listed one (allowed-hosts.ts);
-  // health probes, which hold nothing, under any.
-  // A GET's or a HEAD's body is read by no route: bounded as any other (connection-limits.ts).
-  app.addHook('onRequest', unreadBodyLimit(config.bodyLimit));
-
+  // One hook for both rules on Host and the bound on a body no route reads (a hook costs every request
+  // something). HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal is an empty 400, this one says what
+  // is missing. Without keys, a request is answered only under a name that cannot be rebound to this machine, or
+  // a listed one (allowed-hosts.ts); health probes, which hold nothing, under any. A GET's or a HEAD's body is
+  // bounded as any other (connection-limits.ts).
   const allowedHost = config.apiKeys.length === 0 && !config.allowedHosts.includes('*') ? hostCheck(config.allowedHosts) : undefined;
-  app.addHook('onRequest', (request, _reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
+    const unread = unreadBodyRefusal(request, reply, config.bodyLimit);
+    if (unread !== undefined) {
+      done(unread);
+      return;
+    }
     const host = request.headers.host;
     if (host === undefined && request.raw.httpVersion === '1.1') {
       done(new RunnelError('RUNNEL_ERR_BAD_REQUEST', 'An HTTP/1.1 request needs a Host header'));

@@ -362,36 +362,32 @@ export function refuseExpectations(server: { on(event: 'checkExpectation', liste
  * Bounds the body of a request no route reads: Fastify parses no body for GET or HEAD, and Node reads and drops
  * one after the answer without a bound (a probe: 200 MB sent with a `GET /healthz` in under a second, the
  * connection kept open for the next request). One declared past `bodyLimit` is refused as any body over the
- * limit (413, the rest read up to {@link LINGER_MAX_BYTES}, then the connection closes); one of unknown length
- * (chunked) has its connection closed once more than {@link LINGER_MAX_BYTES} of it have been dropped.
+ * limit (the error returned: 413, the rest read up to {@link LINGER_MAX_BYTES}, then the connection closes); one
+ * of unknown length (chunked) has its connection closed once more than {@link LINGER_MAX_BYTES} of it have been
+ * dropped. Called from the server's one `onRequest` hook (a hook costs every request something).
  *
  * @example
- * app.addHook('onRequest', unreadBodyLimit(config.bodyLimit));
+ * const refused = unreadBodyRefusal(request, reply, config.bodyLimit);
+ * if (refused !== undefined) return done(refused);
  */
-export function unreadBodyLimit(bodyLimit: number): (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void {
-  return (request, reply, done) => {
-    const req = request.raw;
-    if ((req.method !== 'GET' && req.method !== 'HEAD') || req.complete) {
-      done();
-      return;
-    }
-    const length = req.headers['content-length'];
-    if (length !== undefined && Number(length) > bodyLimit) {
-      void reply.header('connection', 'close');
-      done(new RunnelError('RUNNEL_ERR_BODY_TOO_LARGE', 'Request body is too large'));
-      return;
-    }
-    if (req.headers['transfer-encoding'] !== undefined) {
-      let read = 0;
-      const onData = (chunk: Buffer): void => {
-        read += chunk.length;
-        if (read > LINGER_MAX_BYTES) req.socket.destroy();
-      };
-      req.on('data', onData);
-      req.once('close', () => req.off('data', onData));
-    }
-    done();
-  };
+export function unreadBodyRefusal(request: FastifyRequest, reply: FastifyReply, bodyLimit: number): RunnelError | undefined {
+  const req = request.raw;
+  if ((req.method !== 'GET' && req.method !== 'HEAD') || req.complete) return undefined;
+  const length = req.headers['content-length'];
+  if (length !== undefined && Number(length) > bodyLimit) {
+    void reply.header('connection', 'close');
+    return new RunnelError('RUNNEL_ERR_BODY_TOO_LARGE', 'Request body is too large');
+  }
+  if (req.headers['transfer-encoding'] !== undefined) {
+    let read = 0;
+    const onData = (chunk: Buffer): void => {
+      read += chunk.length;
+      if (read > LINGER_MAX_BYTES) req.socket.destroy();
+    };
+    req.on('data', onData);
+    req.once('close', () => req.off('data', onData));
+  }
+  return undefined;
 }
 
 /**
