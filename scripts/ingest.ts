@@ -206,13 +206,13 @@ async function main(): Promise<void> {
         collection: { type: 'string' },
         'chunk-size': { type: 'string' },
         overlap: { type: 'string' },
-        sync: { type: 'boolean', default: false },
+        sync: { type: 'boolean' },
         'max-file-mb': { type: 'string' },
         embeddings: { type: 'string', default: 'hashing' },
         query: { type: 'string' },
-        search: { type: 'string', default: 'hybrid' },
-        k: { type: 'string', short: 'k', default: '4' },
-        json: { type: 'boolean', default: false },
+        search: { type: 'string' },
+        k: { type: 'string', short: 'k' },
+        json: { type: 'boolean' },
       },
     });
   } catch (error) {
@@ -221,21 +221,25 @@ async function main(): Promise<void> {
   const { values, positionals } = parsed;
   if (values.collection === undefined || !/^[A-Za-z0-9_-]{1,64}$/.test(values.collection)) usage('--collection NAME is required (letters, digits, _ and -)');
   const embeddings = embeddingsNamed(values.embeddings);
+  // A flag of the other mode would be ignored: said instead (a new user's probe: `-k 8` beside paths did nothing).
+  const given = (names: readonly (keyof typeof values)[]) => names.filter((name) => values[name] !== undefined).map((name) => (name === 'k' ? '-k' : `--${name}`));
   if (values.query !== undefined) {
     if (positionals.length > 0) usage('--query searches; it takes no paths');
+    const ingesting = given(['chunk-size', 'overlap', 'sync', 'max-file-mb']);
+    if (ingesting.length > 0) usage(`${ingesting.join(', ')}: for ingesting files; --query takes none of them`);
     // A probe: an empty question answered four passages, scored.
     if (values.query.trim() === '') usage('--query needs a question');
     let search: SearchMode;
     let k: number;
     try {
-      search = checkSearchMode(values.search);
-      k = checkK(Number(values.k));
+      search = checkSearchMode(values.search ?? 'hybrid');
+      k = checkK(Number(values.k ?? '4'));
     } catch (error) {
       return usage(error instanceof Error ? error.message : String(error));
     }
     try {
       const matches = await query({ query: values.query, collection: values.collection, search, k, embeddings, databaseUrl: process.env.DATABASE_URL, dataDir: process.env.RUNNEL_DATA_DIR });
-      if (values.json) console.log(JSON.stringify(matches.map((match) => ({ ...match.document.toJSON(), score: match.score, ranks: match.ranks })), null, 2));
+      if (values.json === true) console.log(JSON.stringify(matches.map((match) => ({ ...match.document.toJSON(), score: match.score, ranks: match.ranks })), null, 2));
       else printMatches(matches);
     } catch (error) {
       if (isRunnelError(error)) {
@@ -247,6 +251,8 @@ async function main(): Promise<void> {
     return;
   }
   if (positionals.length === 0) usage('name the files or folders to ingest, or --query');
+  const querying = given(['search', 'k', 'json']);
+  if (querying.length > 0) usage(`${querying.join(', ')}: for --query; ingesting files takes none of them`);
   // Sizes are checked before anything is opened: a mistyped one creates no collection.
   const size = (name: string, value: string | undefined, least: number): number | undefined => {
     if (value === undefined) return undefined;
@@ -265,7 +271,7 @@ async function main(): Promise<void> {
   let result: IngestResult;
   try {
     result = await ingest({
-      sync: values.sync,
+      sync: values.sync === true,
       paths: positionals,
       collection: values.collection,
       chunkSize,
@@ -285,7 +291,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  console.log(`added ${result.added}, ${result.updated > 0 ? `updated ${result.updated} (moved or retitled), ` : ''}skipped ${result.skipped} (already there), ${values.sync ? `removed ${result.removed} (stale), ` : ''}failed ${result.failed.length}`);
+  console.log(`added ${result.added}, ${result.updated > 0 ? `updated ${result.updated} (moved or retitled), ` : ''}skipped ${result.skipped} (already there), ${values.sync === true ? `removed ${result.removed} (stale), ` : ''}failed ${result.failed.length}`);
   for (const failure of result.failed) if (failure.stopped !== true) console.log(`  failed: ${failure.source}: ${failure.error}`);
   // What the stop left unstored shares its reason, said below: one line, not one a file (a probe: 1,397 lines).
   // The paths given after the one it stopped in were not read: each may be a folder.

@@ -56,4 +56,17 @@ describe('npm run ingest: chunk sizes', () => {
     expect(fine.stderr).toBe('');
     expect(fine.stdout).toContain('added 1,');
   }, 120_000);
+
+  // The same probe: `-k 8`, `--search` or `--json` beside paths, or `--chunk-size` beside --query, did nothing and
+  // said nothing.
+  it('refuses a flag of the other mode by name, instead of ignoring it', async () => {
+    const ingesting = await cli([docs, '--collection', 'modes', '-k', '8', '--json']);
+    expect(ingesting.code).toBe(2);
+    expect(ingesting.stderr).toContain('ingest: -k, --json: for --query; ingesting files takes none of them');
+    const querying = await cli(['--query', 'snapshots', '--collection', 'modes', '--chunk-size', '500', '--sync']);
+    expect(querying.code).toBe(2);
+    expect(querying.stderr).toContain('ingest: --chunk-size, --sync: for ingesting files; --query takes none of them');
+    const search = await cli(['--query', 'snapshots', '--collection', 'modes']);
+    expect(search.stderr).toContain('No collection named modes');
+  }, 120_000);
 });
