@@ -63,6 +63,39 @@ describe('npm start', () => {
     }
   }, 60_000);
 
+  // A new user's probe: with RUNNEL_WORKER_CONCURRENCY=0 on Redis the start said "0 at a time in this process",
+  // not that separate workers must run the runs.
+  it('with RUNNEL_WORKER_CONCURRENCY=0 on Redis: the start says npm run worker processes run the runs', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        PORT: '0',
+        HOST: '127.0.0.1',
+        DATABASE_URL,
+        REDIS_URL: 'redis://127.0.0.1:6379',
+        RUNNEL_RUN_NAMESPACE: `runnel-test-start-${process.pid}`,
+        RUNNEL_WORKER_CONCURRENCY: '0',
+        LOG_LEVEL: 'info',
+      },
+    });
+    try {
+      let stdout = '';
+      const line = await new Promise<string>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          stdout += chunk.toString();
+          const found = stdout.split('\n').find((text) => text.includes('background runs:'));
+          if (found !== undefined) resolve(found);
+        });
+        child.once('close', () => reject(new Error(`exited before its line on runs:\n${stdout}`)));
+      });
+      expect(line).toContain('background runs: BullMQ on Redis, none in this process (npm run worker processes run them);');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+
   // A probe: with HOST=:: the log gave http://:::8000/ for the index, the docs and every chain — no client reads it.
   it.each([['::1'], ['::']])('with HOST=%s: the URLs the start logs are ones a client can open', async (host) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
