@@ -447,15 +447,6 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
         'the processes share chat histories, runs and the cache through Redis and vectors through Postgres (PGlite is one process\'s database)',
     );
   }
-  // Without Redis the run queue is this process's own, which no `npm run worker` can reach: 0 would accept
-  // every run (202) and leave it pending for ever.
-  if (e.RUNNEL_WORKER_CONCURRENCY === 0 && e.REDIS_URL === undefined) {
-    throw new RunnelError(
-      'RUNNEL_ERR_INVALID_ARGUMENT',
-      'Invalid configuration:\n- RUNNEL_WORKER_CONCURRENCY: 0 needs REDIS_URL: without it background runs are queued in this process, ' +
-        'which would run none of them (npm run worker processes take runs from Redis)',
-    );
-  }
   return {
     port: e.PORT,
     host: e.HOST,

@@ -159,10 +159,6 @@ describe('loadServerConfig', () => {
     expect(() => loadServerConfig({ RUNNEL_BODY_LIMIT: '99999999999999' })).toThrow(/RUNNEL_BODY_LIMIT must be a whole number from 1024 to 1073741824/);
     expect(() => loadServerConfig({ RUNNEL_MAX_BATCH: '99999999999' })).toThrow(/RUNNEL_MAX_BATCH must be a whole number from 1 to 10000/);
     expect(() => loadServerConfig({ RUNNEL_WORKER_CONCURRENCY: '100000' })).toThrow(/RUNNEL_WORKER_CONCURRENCY must be a whole number from 0 to 1000/);
-    // A new user's probe: 0 without Redis queued every run in a process that runs none (a worker needs Redis),
-    // each accepted 202 and pending for ever.
-    expect(() => loadServerConfig({ RUNNEL_WORKER_CONCURRENCY: '0' })).toThrow(/- RUNNEL_WORKER_CONCURRENCY: 0 needs REDIS_URL/);
-    expect(loadServerConfig({ RUNNEL_WORKER_CONCURRENCY: '0', REDIS_URL: 'redis://127.0.0.1:6379' }).workerConcurrency).toBe(0);
   });
 
   it('serves only the enabled endpoints', async () => {
