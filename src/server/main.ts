@@ -85,7 +85,7 @@ async function serve(config: ServerConfig): Promise<void> {
   app.log.info(`docs: ${base}/docs  openapi: ${base}/openapi.json`);
   app.log.info(
     `history: ${config.redisUrl ? 'Redis' : 'in memory (set REDIS_URL for Redis)'}; ` +
-      `background runs: ${config.redisUrl ? `BullMQ on Redis, ${config.workerConcurrency === 0 ? 'none in this process (npm run worker processes run them)' : `${config.workerConcurrency} at a time in this process`}` : `in this process, ${config.workerConcurrency} at a time (set REDIS_URL for a queue every replica and worker shares)`}; ` +
+      `background runs: ${config.redisUrl ? `BullMQ on Redis, ${config.workerConcurrency === 0 ? 'none in this process (npm run worker processes run them)' : `${config.workerConcurrency} at a time in this process`}` : `in this process, ${Math.max(1, config.workerConcurrency)} at a time (set REDIS_URL for a queue every replica and worker shares)`}; ` +
       `vectors: ${config.databaseUrl ? 'Postgres' : `PGlite in ${config.dataDir} (set DATABASE_URL for Postgres)`}`,
   );
   app.log.info(`index: ${base}/`);
