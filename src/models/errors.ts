@@ -4,7 +4,8 @@
  * `RUNNEL_ERR_PROVIDER_TIMEOUT` (504), a 5xx or broken connection
  * `RUNNEL_ERR_PROVIDER_UNAVAILABLE` (502), a refusal (bad key, unknown model)
  * `RUNNEL_ERR_PROVIDER_REJECTED` (502). Messages name the provider and the
- * status, never the request's credentials; the SDK's error stays as `cause`.
+ * status (and a refusal the provider's code for it), never the provider's
+ * message or the request's credentials; the SDK's error stays as `cause`.
  */
 import { abortError, isRunnelError, RunnelError } from '../core/index.js';
 
@@ -18,7 +19,10 @@ export function providerError(provider: string, error: unknown, signal?: { reado
     if (status === 429) return new RunnelError('RUNNEL_ERR_PROVIDER_RATE_LIMITED', `${provider} rate-limited the request (429)`, { cause: error });
     if (status === 408 || status === 504) return new RunnelError('RUNNEL_ERR_PROVIDER_TIMEOUT', `${provider} timed out (${status})`, { cause: error });
     if (status >= 500) return new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${provider} failed (${status})`, { cause: error });
-    return new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', `${provider} refused the request (${status})`, { cause: error });
+    // The provider's own name for the refusal says why (`tools_not_supported`, `invalid_api_key`): its message
+    // is left out, which can quote the key.
+    const why = [providerKind(error), providerParam(error)].filter((part) => part !== undefined).join(' ');
+    return new RunnelError('RUNNEL_ERR_PROVIDER_REJECTED', `${provider} refused the request (${status}${why === '' ? '' : `, ${why}`})`, { cause: error });
   }
   // An error the provider sent within a streamed answer has no HTTP status (that was 200): its type says what it is.
   const { type, code } = error as { type?: unknown; code?: unknown };
@@ -29,6 +33,19 @@ export function providerError(provider: string, error: unknown, signal?: { reado
   if (/Timeout/i.test(name)) return new RunnelError('RUNNEL_ERR_PROVIDER_TIMEOUT', `${provider} did not answer in time`, { cause: error });
   if (/Abort/i.test(name)) return new RunnelError('RUNNEL_ERR_ABORTED', 'The run was aborted', { cause: error });
   return new RunnelError('RUNNEL_ERR_PROVIDER_UNAVAILABLE', `${provider} could not be reached or broke off the answer`, { cause: error });
+}
+
+/** The provider's own name for a failure — its SDK error's `code`, else its `type` — when it is a plain token. */
+function providerKind(error: unknown): string | undefined {
+  const { code, type } = error as { code?: unknown; type?: unknown };
+  const kind = typeof code === 'string' ? code : typeof type === 'string' ? type : undefined;
+  return kind !== undefined && /^[\w.-]{1,64}$/.test(kind) ? kind : undefined;
+}
+
+/** The request parameter an OpenAI refusal names (`param`: `tools`, `messages[1].content`), when it is a plain path. */
+function providerParam(error: unknown): string | undefined {
+  const { param } = error as { param?: unknown };
+  return typeof param === 'string' && /^[\w.[\]-]{1,64}$/.test(param) ? `(${param})` : undefined;
 }
 
 /** A plain decimal number of seconds or milliseconds (not `''`, `0x10` or `1e3`, which `Number` would take). */
@@ -84,8 +101,8 @@ export function providerFailure(error: unknown): Record<string, string | number>
   if (cause === null || typeof cause !== 'object') return out;
   if (typeof cause.constructor?.name === 'string') out.provider_error = cause.constructor.name;
   if (typeof cause.status === 'number') out.provider_status = cause.status;
-  const kind = typeof cause.code === 'string' ? cause.code : typeof cause.type === 'string' ? cause.type : undefined;
-  if (kind !== undefined && /^[\w.-]{1,64}$/.test(kind)) out.provider_code = kind;
+  const kind = providerKind(cause);
+  if (kind !== undefined) out.provider_code = kind;
   // The network error under a connection failure (fetch's TypeError, its cause Node's system error).
   for (let under = cause.cause, depth = 0; under !== null && typeof under === 'object' && depth < 3; under = (under as { cause?: unknown }).cause, depth++) {
     const code = (under as { code?: unknown }).code;

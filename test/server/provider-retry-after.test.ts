@@ -201,6 +201,8 @@ describe('a provider failure in the log', () => {
       expect((await invoke('/nowhere')).statusCode).toBe(502);
       const refused = await invoke('/refused');
       expect(refused.statusCode).toBe(502);
+      // A new user's probe: the answer said only "refused the request (401)"; the provider's own code says why.
+      expect(refused.json().message).toMatch(/ refused the request \(401, invalid_api_key\)$/);
       const failures = lines.filter((line) => line.msg === 'model provider failed');
       expect(failures).toEqual([
         expect.objectContaining({ level: 40, code: 'RUNNEL_ERR_PROVIDER_UNAVAILABLE', provider_error: 'InternalServerError', provider_status: 500 }),
