@@ -359,7 +359,15 @@ export function refuseExpectations(server: { on(event: 'checkExpectation', liste
 }
 
 /**
- * Bounds the body of a request no route reads: Fastify parses no body for GET or HEAD, and Node reads and drops
+ * The methods whose body Fastify reads (through the content-type parsers, which bound it): every other one's —
+ * GET, HEAD, TRACE, and any method Node parses that no route has (PROPFIND, PURGE, …: answered 404 or 405) —
+ * goes unread.
+ */
+const BODY_READ = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'QUERY']);
+
+/**
+ * Bounds the body of a request no route reads: Fastify parses no body for GET, HEAD, TRACE or a method it does
+ * not know (a review: 64 MiB sent with `TRACE /healthz` was read and dropped, the connection kept), and Node reads and drops
  * one after the answer without a bound (a probe: 200 MB sent with a `GET /healthz` in under a second, the
  * connection kept open for the next request). One declared past `bodyLimit` is refused as any body over the
  * limit (the error returned: 413, the rest read up to {@link LINGER_MAX_BYTES}, then the connection closes); one
@@ -372,7 +380,7 @@ export function refuseExpectations(server: { on(event: 'checkExpectation', liste
  */
 export function unreadBodyRefusal(request: FastifyRequest, reply: FastifyReply, bodyLimit: number): RunnelError | undefined {
   const req = request.raw;
-  if ((req.method !== 'GET' && req.method !== 'HEAD') || req.complete) return undefined;
+  if (BODY_READ.has(req.method as string) || req.complete) return undefined;
   const length = req.headers['content-length'];
   if (length !== undefined && Number(length) > bodyLimit) {
     void reply.header('connection', 'close');
