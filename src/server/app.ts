@@ -471,8 +471,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // One hook for both rules on Host and the bound on a body no route reads (a hook costs every request
   // something). HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal is an empty 400, this one says what
   // is missing. Without keys, a request is answered only under a name that cannot be rebound to this machine, or
-  // a listed one (allowed-hosts.ts); health probes, which hold nothing, under any. A body of a method no route reads (GET, HEAD, TRACE, …) is
-  // bounded as any other (connection-limits.ts).
+  // a listed one (allowed-hosts.ts); health probes, which hold nothing, under any. The body of a method no
+  // route reads (GET, HEAD, TRACE, …) is bounded as any other (connection-limits.ts).
   const allowedHost = config.apiKeys.length === 0 && !config.allowedHosts.includes('*') ? hostCheck(config.allowedHosts) : undefined;
   app.addHook('onRequest', (request, reply, done) => {
     const unread = unreadBodyRefusal(request, reply, config.bodyLimit);
