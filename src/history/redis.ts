@@ -110,11 +110,12 @@ return before - kept`;
  * Lua: takes back the write whose records carry ARGV[1] (`"runnel_write":"<token>"`), ARGV[2] records, from
  * the list KEYS[1], whichever of the two Redis runs first: the write's records are removed if it ran, and the
  * mark KEYS[2] (for ARGV[3] seconds) stops it if it has not (a write held in a closed connection's socket
- * reaches Redis after its removal sent on the next). The newest entries are looked at first, where a write
- * puts its records.
+ * reaches Redis after its removal sent on the next). ARGV[3] 0: the write is known to have run (a failed
+ * batch's take-back), and no mark is set. The newest entries are looked at first, where a write puts its
+ * records.
  */
 const UNDO_WRITE = `
-redis.call('SET', KEYS[2], '1', 'EX', tonumber(ARGV[3]))
+if tonumber(ARGV[3]) > 0 then redis.call('SET', KEYS[2], '1', 'EX', tonumber(ARGV[3])) end
 local key, needle, left = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local length, seen, found = redis.call('LLEN', key), 0, {}
 while left > 0 and seen < length do
@@ -145,6 +146,8 @@ interface Undo {
   mark: string;
   needle: string;
   records: number;
+  /** Seconds the mark stops the write: 0 for a write known to have run, which nothing can stop. */
+  markSeconds: number;
 }
 
 /**
@@ -185,7 +188,7 @@ class Undoer {
 
   private async send(undo: Undo): Promise<boolean> {
     try {
-      await this.client.eval(UNDO_WRITE, 2, undo.key, undo.mark, undo.needle, undo.records, VOID_TTL_SECONDS);
+      await this.client.eval(UNDO_WRITE, 2, undo.key, undo.mark, undo.needle, undo.records, undo.markSeconds);
       this.pending.delete(undo.mark);
       return true;
     } catch (error) {
@@ -300,7 +303,7 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     const bytes = records.reduce((sum, record) => sum + Buffer.byteLength(record), 0);
     if (bytes > this.maxBytes) throw turnTooLarge(bytes, this.maxBytes);
     const mark = `${this.namespace}.void:${token}`;
-    const undo: Undo = { key: this.key, mark, needle: JSON.stringify({ [WRITE_TOKEN]: token }).slice(1, -1), records: records.length };
+    const undo: Undo = { key: this.key, mark, needle: JSON.stringify({ [WRITE_TOKEN]: token }).slice(1, -1), records: records.length, markSeconds: VOID_TTL_SECONDS };
     // Its caller's deadline in Redis's time: a write Redis runs later (held in a socket while Redis was frozen,
     // its removal lost — the process that sent it stopped) saves nothing its caller was told had failed.
     const timeout = this.client.options.commandTimeout;
@@ -327,7 +330,9 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
     }
     if (dropped === -1) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis ran the history write after its deadline: nothing of it was saved');
     // Taken back on request (a failed batch) as an unknown outcome is: removed, and sent until Redis confirms it.
-    return () => undoerOf(this.client).add(undo);
+    // It has run, so no mark is left to stop it (one was set for an hour at every take-back: a review).
+    const ran: Undo = { ...undo, markSeconds: 0 };
+    return () => undoerOf(this.client).add(ran);
   }
 
   async clear(): Promise<void> {
