@@ -6,7 +6,7 @@
  * A batch that fails keeps none of its items' chat history turns.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { batchItemOf, RunnelError, type SaveHandler } from '../src/core/index.js';
+import { batchItemOf, RunnelError, Saves } from '../src/core/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, refuseWebhook, required, requestContext } from '../src/server/request.js';
 import { usageMeter } from '../src/server/usage.js';
@@ -69,7 +69,7 @@ export function batchHandler(chain: PreparedChain) {
     }
     checkAcceptingRuns(request);
     const connection = disconnectSignal(request, reply, 'batch', chain.spec.path);
-    const saves = batchSaves();
+    const saves = new Saves();
     try {
       const output = await chain.spec.runnable.batch(
         inputs as never[],
@@ -98,23 +98,3 @@ function withoutRunId<T>(config: T): T {
   return rest as T;
 }
 
-/**
- * The saves a batch's items make (chat history turns), to be taken back when the batch fails. One reported
- * after that — an item whose write was under way when another item failed — is taken back as it comes.
- */
-function batchSaves(): { onSave: SaveHandler; takeBack(): Promise<void> } {
-  type TakeBack = Parameters<SaveHandler>[0];
-  let saves: TakeBack[] | undefined = [];
-  const quietly = (takeBack: TakeBack) => takeBack().catch(() => undefined);
-  return {
-    onSave: (takeBack) => {
-      if (saves === undefined) void quietly(takeBack);
-      else saves.push(takeBack);
-    },
-    takeBack: async () => {
-      const all = saves ?? [];
-      saves = undefined;
-      await Promise.all(all.map(quietly));
-    },
-  };
-}

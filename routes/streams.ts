@@ -6,7 +6,7 @@
  * that disconnects aborts the run, down to the model's HTTP request.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CancelToken, RunnelError, type ErrorCode, type Runnable, type RunnableConfig } from '../src/core/index.js';
+import { CancelToken, RunnelError, Saves, type ErrorCode, type Runnable, type RunnableConfig } from '../src/core/index.js';
 import type { OpenStream } from '../src/server/app.js';
 import { errorAnswerHeaders, logDependencyFailure } from '../src/server/error-reply.js';
 import { errorFrame, toHttpError } from '../src/server/http-errors.js';
@@ -131,8 +131,10 @@ export async function sendLiveStream(
     openLater = setTimeout(openNow, Math.min(LAZY_OPEN_MS, state.config.pingMs));
     openLater.unref();
   }
+  // A run that fails, or whose client goes, keeps no chat turn a step of it saved.
+  const saves = new Saves();
   try {
-    const runConfig = { ...options.config, signal: controller, ...usageMeter(state, chain) };
+    const runConfig = { ...options.config, signal: controller, onSave: saves.onSave, ...usageMeter(state, chain) };
     let open = true;
     for await (const item of options.items(runConfig)) {
       firstToken(item);
@@ -147,8 +149,9 @@ export async function sendLiveStream(
     if (open && !sse.closed) {
       if (!opened) openNow();
       await format.end(sse);
-    }
+    } else await saves.takeBack();
   } catch (error) {
+    await saves.takeBack();
     if (!clientGone && !sse.closed) {
       const { status: errorStatus, body, internal } = toHttpError(error);
       status = errorStatus;

@@ -55,10 +55,10 @@ export interface RunnableConfig {
   /**
    * Called when a step saves something that outlives the run — a chat
    * history's turn — with the function that takes the save back. Whoever
-   * runs several runs as one request collects them: the server's `/batch`
-   * takes back what its succeeded items saved when another item fails, so a
-   * batch its client is told failed keeps nothing. Like `onUsage`, it leaves
-   * runs unobserved.
+   * answers for the run collects them (`Saves`): the server takes them back
+   * when a request or a background run fails (a `/batch` item, a step after
+   * the history), so an answer its client is told failed keeps nothing.
+   * Like `onUsage`, it leaves runs unobserved.
    */
   onSave?: SaveHandler;
 }
@@ -105,8 +105,11 @@ export interface ModelCall {
 /** Receives each chat model call (`RunnableConfig.onModelCall`). */
 export type ModelCallHandler = (call: ModelCall) => void;
 
+/** Takes a save back; settles once it is done, or handed to retries that go on after it. */
+export type TakeBack = () => Promise<void>;
+
 /** Receives each save a run makes, as the function that takes it back (`RunnableConfig.onSave`). */
-export type SaveHandler = (takeBack: () => Promise<void>) => void;
+export type SaveHandler = (takeBack: TakeBack) => void;
 
 /**
  * Both handlers, each called once per report (a nested config adds its own to

@@ -25,7 +25,7 @@ export {
 export { RunnableEach } from './each.js';
 export { toRunnable } from './coerce.js';
 export { dispatchCustomEvent } from './custom-event.js';
-export { mergeConfigs, DEFAULT_RECURSION_LIMIT, type ModelCall, type ModelCallHandler, type RunConfig, type RunnableConfig, type SaveHandler, type TokenUsage, type UsageHandler } from './config.js';
+export { mergeConfigs, DEFAULT_RECURSION_LIMIT, type ModelCall, type ModelCallHandler, type RunConfig, type RunnableConfig, type SaveHandler, type TakeBack, type TokenUsage, type UsageHandler } from './config.js';
 export type { EventCallback, EventFilters, RunInfo, RunListeners, RunType, StreamEvent } from './events.js';
 export { lifecycleCallback } from './events.js';
 export type { PatchOp, RunLogPatch } from './stream-log.js';
@@ -38,3 +38,4 @@ export { callInScope } from './in-scope.js';
 export { heldBytes } from './held-bytes.js';
 export { canonicalJson } from './canonical.js';
 export { cutText } from './text.js';
+export { Saves } from './saves.js';

@@ -4,7 +4,7 @@
  * without Redis) and `RedisChatMessageHistory`; one contract test suite runs
  * against both.
  */
-import { RunnelError } from '../core/index.js';
+import { RunnelError, type TakeBack } from '../core/index.js';
 import { AIMessageChunk, type BaseMessage } from '../messages/index.js';
 
 /** One conversation's messages. */
@@ -20,9 +20,6 @@ export interface ChatMessageHistory {
   /** Forgets the conversation. */
   clear(): Promise<void>;
 }
-
-/** Takes a write back; settles once it is done, or handed to retries that go on after it. */
-export type TakeBack = () => Promise<void>;
 
 /** Session ids: letters, digits and `_ . : -`, 1–128 characters (they become parts of storage keys). */
 export const SESSION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;

@@ -1,7 +1,7 @@
 /** `MemoryChatMessageHistory`: conversations in process memory — the default without Redis. */
-import { heldBytes } from '../core/index.js';
+import { heldBytes, type TakeBack } from '../core/index.js';
 import type { BaseMessage } from '../messages/index.js';
-import { storable, turnTooLarge, type ChatMessageHistory, type TakeBack } from './history.js';
+import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
 
 /** The bytes a message holds, about: its JSON's, measured once per message. */
 const sizes = new WeakMap<BaseMessage, number>();

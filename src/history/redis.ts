@@ -14,9 +14,9 @@
 import { randomUUID } from 'node:crypto';
 import { ReplyError, type Redis } from 'ioredis';
 import { measureClockOffset, neverSent, redisClockOffset, wrongTypeError } from '../cache/redis-client.js';
-import { isRunnelError, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
+import { isRunnelError, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError, type TakeBack } from '../core/index.js';
 import { coerceMessage, type BaseMessage } from '../messages/index.js';
-import { storable, turnTooLarge, type ChatMessageHistory, type TakeBack } from './history.js';
+import { storable, turnTooLarge, type ChatMessageHistory } from './history.js';
 
 /** Options of {@link RedisChatMessageHistory}. */
 export interface RedisHistoryOptions {

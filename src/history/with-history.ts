@@ -13,10 +13,10 @@
  * one atomic write, so across replicas nothing interleaves or is lost.
  */
 import { z, type ZodType } from 'zod';
-import { abortError, ChunkSum, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run } from '../core/index.js';
+import { abortError, ChunkSum, once, raceAbort, Runnable, RunnelError, type Cancellation, type Run, type TakeBack } from '../core/index.js';
 import { AIMessage, BaseMessage, coerceMessages, HumanMessage } from '../messages/index.js';
 import type { ConfigSpec } from '../core/index.js';
-import { checkSessionId, SESSION_ID, type ChatMessageHistory, type TakeBack } from './history.js';
+import { checkSessionId, SESSION_ID, type ChatMessageHistory } from './history.js';
 
 /** Options of {@link withMessageHistory}. */
 export interface WithHistoryOptions {

@@ -7,7 +7,7 @@
  */
 import { addUsage, type UsageMetadata } from '../messages/index.js';
 import { providerFailure } from '../models/errors.js';
-import { CancelToken, ChunkSum, isRunnelError, onAbort, RunnelError, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
+import { CancelToken, ChunkSum, isRunnelError, onAbort, RunnelError, Saves, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
 import { eventFilter, runTypeOf } from '../core/events.js';
 import { publicErrors } from './public-errors.js';
 import { isLastFrame, RunEnded, runConfig, type RunFrame, type RunRecord, type RunStore } from './store.js';
@@ -263,10 +263,13 @@ export async function executeRun(options: {
   // The last model call's finish reason goes in the log's `end` (the AI SDK's `finish` says `length` from it)
   // and in the record (a background run's caller learns its answer was cut).
   let finishReason: string | undefined;
+  // A run that ends other than in success (failed, cancelled, its end unwritten) keeps no chat turn a step saved.
+  const saves = new Saves();
   const config: RunnableConfig = {
     ...stored,
     ...callbacks,
     signal,
+    onSave: saves.onSave,
     onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)),
     onModelCall: (call) => {
       if (call.finishReason !== undefined) finishReason = call.finishReason;
@@ -312,9 +315,13 @@ export async function executeRun(options: {
       base,
       true,
     );
+    // Ended elsewhere first (a cancel, a sweep: no record, or theirs): the run's end is not this success, and its
+    // turn goes too.
+    if (ended?.status !== 'success') await saves.takeBack();
     await writer.deliver(last);
     return ended;
   } catch (error) {
+    await saves.takeBack();
     // Never stored: there is no record to end, and nobody who could have seen a frame.
     if (error instanceof RunNotStored) throw error;
     const reason = signal.aborted ? (signal.reason as unknown) : error;

@@ -1,8 +1,9 @@
 /**
- * A `/batch` its client is told failed keeps none of its items' chat history turns: the client may send it
- * again, and the turns of the items that had succeeded would then be saved twice. Through each real SDK against
- * the local provider server, with the history in real Redis; and, in memory, the turn of an item whose write was
- * under way when another item failed.
+ * An answer its client is told failed keeps no chat history turn a run of it saved: the client sends it again,
+ * and the turn would be saved twice. A `/batch` whose item fails takes back the turns its succeeded items
+ * saved; an `/invoke`, a `/stream` or a background run whose chain fails after a history inside it saved takes
+ * that turn back. Through each real SDK against the local provider server, with the history in real Redis;
+ * and, in memory, the turn of an item whose write was under way when another item failed.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -50,7 +51,7 @@ function chatWith(model: Runnable<never, unknown>, getHistory: (sessionId: strin
 const texts = (messages: BaseMessage[]) => messages.map((m) => `${m.type}:${m.text}`);
 
 for (const sdk of ['openai', 'anthropic'] as const) {
-  describe(`a failed /batch through the real ${sdk} SDK, history in Redis`, () => {
+  describe(`a failed answer through the real ${sdk} SDK, history in Redis`, () => {
     let provider: ProviderServer;
     let services: Services;
     beforeAll(async () => {
@@ -96,6 +97,45 @@ for (const sdk of ['openai', 'anthropic'] as const) {
         const again = await app.inject({ method: 'POST', url: '/chat/batch', payload: { inputs: [{ message: 'kept?' }], config: [{ configurable: { session_id: ok } }] } });
         expect(again.statusCode).toBe(200);
         expect(texts(await saved(ok))).toEqual([...before, 'human:kept?', `ai:${again.json().output[0]}`]);
+      } finally {
+        await app.close();
+      }
+    });
+
+    // A history inside the chain saves its turn, and a step after it fails: the answer is an error, the turn goes.
+    it('an /invoke, a /stream and a background run whose step after the history fails keep no turn', async () => {
+      const model =
+        sdk === 'openai'
+          ? new ChatOpenAI({ apiKey: 'sk-test-0000', baseURL: provider.url, model: 'text', maxRetries: 0 })
+          : new ChatAnthropic({ apiKey: 'sk-ant-test-0000', baseURL: provider.url, model: 'text', maxRetries: 0 });
+      const getHistory = (sessionId: string, caller: { identity: string }) => services.history(caller.identity, sessionId);
+      const chat = withMessageHistory<{ message: string }, string>(prompt.pipe(model as never).pipe(new StringOutputParser()) as never, {
+        getHistory,
+        inputMessagesKey: 'message',
+        historyMessagesKey: 'history',
+      });
+      const check = lambda((text: string) => {
+        if (text.length > 0) throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'The answer did not parse');
+        return text;
+      });
+      const app = await buildApp({ chains: [defineChain({ path: '/nested', runnable: chat.pipe(check) as never })] });
+      try {
+        const saved = (sessionId: string) => getHistory(sessionId, { identity: 'anonymous' }).getMessages();
+        const body = (sessionId: string) => ({ input: { message: 'hello' }, config: { configurable: { session_id: sessionId } } });
+        const invoked = `inv-${randomUUID()}`;
+        const res = await app.inject({ method: 'POST', url: '/nested/invoke', payload: body(invoked) });
+        expect(res.statusCode).toBe(502);
+        expect(await saved(invoked)).toEqual([]);
+        const streamed = `str-${randomUUID()}`;
+        const stream = await app.inject({ method: 'POST', url: '/nested/stream', payload: body(streamed) });
+        expect(stream.body).toMatch(/event: error\r?\ndata: .*RUNNEL_ERR_OUTPUT_PARSE/);
+        expect(await saved(streamed)).toEqual([]);
+        const background = `run-${randomUUID()}`;
+        const submitted = await app.inject({ method: 'POST', url: '/nested/runs', payload: body(background) });
+        expect(submitted.statusCode).toBe(202);
+        const ended = await app.inject({ method: 'GET', url: `/nested/runs/${submitted.json().run_id}/wait?timeout_s=30` });
+        expect(ended.json()).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_OUTPUT_PARSE' } });
+        expect(await saved(background)).toEqual([]);
       } finally {
         await app.close();
       }

@@ -1,0 +1,41 @@
+/**
+ * `Saves`: the saves of runs that answer as one — a request, a batch, a
+ * background run — collected through `RunnableConfig.onSave`, and taken back
+ * when that answer is a failure: a chat turn its client was told failed is not
+ * kept (the client sends it again, and it would be kept twice).
+ */
+import type { SaveHandler, TakeBack } from './config.js';
+
+const quietly = (takeBack: TakeBack): Promise<void> => takeBack().catch(() => undefined);
+
+/**
+ * The take-backs of the saves reported to {@link Saves.onSave}; {@link Saves.takeBack} runs them, and any
+ * reported after it (a save under way when the answer failed) as it comes.
+ *
+ * @example
+ * const saves = new Saves();
+ * try {
+ *   return await chain.invoke(input, { ...config, onSave: saves.onSave });
+ * } catch (error) {
+ *   await saves.takeBack();
+ *   throw error;
+ * }
+ */
+export class Saves {
+  private list: TakeBack[] | undefined;
+  private failed = false;
+
+  /** The config's `onSave`. */
+  readonly onSave: SaveHandler = (takeBack) => {
+    if (this.failed) void quietly(takeBack);
+    else (this.list ??= []).push(takeBack);
+  };
+
+  /** Takes back every save reported so far (settles once each has been tried), and each one reported later. */
+  async takeBack(): Promise<void> {
+    this.failed = true;
+    const list = this.list;
+    this.list = undefined;
+    if (list !== undefined) await Promise.all(list.map(quietly));
+  }
+}
