@@ -118,7 +118,16 @@ for (const sdk of ['openai', 'anthropic'] as const) {
         if (text.length > 0) throw new RunnelError('RUNNEL_ERR_OUTPUT_PARSE', 'The answer did not parse');
         return text;
       });
-      const app = await buildApp({ chains: [defineChain({ path: '/nested', runnable: chat.pipe(check) as never })] });
+      const app = await buildApp({
+        chains: [
+          defineChain({
+            path: '/nested',
+            runnable: chat.pipe(check) as never,
+            // Served as a model too (/v1/chat/completions): the conversation's id is the session.
+            messages: { toInput: ({ id, turns }) => ({ input: { message: turns.at(-1)?.text ?? '' } as never, configurable: { session_id: id } }) },
+          }),
+        ],
+      });
       try {
         const saved = (sessionId: string) => getHistory(sessionId, { identity: 'anonymous' }).getMessages();
         const body = (sessionId: string) => ({ input: { message: 'hello' }, config: { configurable: { session_id: sessionId } } });
@@ -136,6 +145,10 @@ for (const sdk of ['openai', 'anthropic'] as const) {
         const ended = await app.inject({ method: 'GET', url: `/nested/runs/${submitted.json().run_id}/wait?timeout_s=30` });
         expect(ended.json()).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_OUTPUT_PARSE' } });
         expect(await saved(background)).toEqual([]);
+        const completed = `v1-${randomUUID()}`;
+        const completion = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: { model: 'nested', metadata: { session_id: completed }, messages: [{ role: 'user', content: 'hello' }] } });
+        expect(completion.statusCode).toBe(502);
+        expect(await saved(completed)).toEqual([]);
       } finally {
         await app.close();
       }
