@@ -145,7 +145,8 @@ export class MemoryChatMessageHistory implements ChatMessageHistory {
     return this.store.read(this.sessionId);
   }
 
-  async addMessages(messages: BaseMessage[]): Promise<TakeBack> {
+  async addMessages(messages: BaseMessage[]): Promise<TakeBack | undefined> {
+    if (messages.length === 0) return undefined;
     const added = messages.map(storable);
     const bytes = added.reduce((sum, message) => sum + messageBytes(message), 0);
     if (bytes > this.store.maxSessionBytes) throw turnTooLarge(bytes, this.store.maxSessionBytes);

@@ -45,7 +45,7 @@ function nextTurn(answer: AIMessage): { message: AIMessage; unreadable: ToolMess
   const unreadable = bad.map((call, i) => {
     const quoted = cutText(call.args ?? '', QUOTED_ARGS);
     const content = `Error: the arguments of this call of ${call.name as string} could not be read (${call.error ?? 'malformed JSON'}), so it did not run. You wrote: ${quoted}`;
-    return new ToolMessage({ content, tool_call_id: refused[i]?.id ?? '', status: 'error' });
+    return new ToolMessage({ content, tool_call_id: refused[i]?.id ?? '', name: call.name as string, status: 'error' });
   });
   const message = new AIMessage({
     content: answer.content,
@@ -150,7 +150,7 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
         if (index >= readable) return new RefusedCall(call.name, unreadable[index - readable] as ToolMessage)._invokeIn(asCall, run.scope);
         const found = this.tools.get(call.name);
         if (found === undefined) {
-          const answer = new ToolMessage({ content: `Error: there is no tool named ${call.name}. Use one of: ${[...this.tools.keys()].join(', ')}.`, tool_call_id: call.id ?? '', status: 'error' });
+          const answer = new ToolMessage({ content: `Error: there is no tool named ${call.name}. Use one of: ${[...this.tools.keys()].join(', ')}.`, tool_call_id: call.id ?? '', name: call.name, status: 'error' });
           return new RefusedCall(call.name, answer)._invokeIn(asCall, run.scope);
         }
         return (await found._invokeIn(asCall as never, run.scope)) as ToolMessage;
