@@ -16,22 +16,22 @@ export const historyRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async
   if (access === undefined) return;
   countRequests(app, chain.spec.path);
   const tags = [chain.spec.path];
-  const params = { type: 'object', required: ['sessionId'], properties: { sessionId: { type: 'string' } } };
+  const params = { type: 'object', required: ['session_id'], properties: { session_id: { type: 'string' } } };
   const errors = { '4xx': { $ref: 'RunnelError#' }, '5xx': { $ref: 'RunnelError#' } };
-  app.get<{ Params: { sessionId: string } }>(
-    '/history/:sessionId',
+  app.get<{ Params: { session_id: string } }>(
+    '/history/:session_id',
     { schema: { tags, summary: `The caller's conversation in ${chain.spec.path}`, params, response: { 200: { type: 'object', properties: { session_id: { type: 'string' }, messages: { type: 'array', items: { type: 'object' } } } }, ...errors } } },
     async (request) => {
-      const sessionId = checkSessionId(request.params.sessionId, PATH_LOC);
+      const sessionId = checkSessionId(request.params.session_id, PATH_LOC);
       const messages = await access(sessionId, { identity: request.identity }).getMessages();
       return { session_id: sessionId, messages };
     },
   );
-  app.delete<{ Params: { sessionId: string } }>(
-    '/history/:sessionId',
+  app.delete<{ Params: { session_id: string } }>(
+    '/history/:session_id',
     { schema: { tags, summary: `Forget the caller's conversation in ${chain.spec.path}`, params, response: { 204: { type: 'null', description: 'Forgotten' }, ...errors } } },
     async (request, reply) => {
-      const sessionId = checkSessionId(request.params.sessionId, PATH_LOC);
+      const sessionId = checkSessionId(request.params.session_id, PATH_LOC);
       await access(sessionId, { identity: request.identity }).clear();
       return reply.code(204).send();
     },

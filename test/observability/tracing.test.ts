@@ -351,7 +351,7 @@ describe('a request naming a conversation in its path', () => {
       expect(((await hashed.json()) as { output: string }).output).toContain('hello');
       await collect(served.app, receiver, (spans) => Object.values(traces).every((trace) => spans.some((span) => span.traceId === trace.traceId && span.kind === 2)));
       const http = (trace: { traceId: string }) => ofTrace(receiver, trace.traceId).find((span) => span.kind === 2) as ReceivedSpan;
-      expect(http(traces.history).attributes).toMatchObject({ 'http.route': '/chat/history/:sessionId', 'url.path': '/chat/history/[redacted]' });
+      expect(http(traces.history).attributes).toMatchObject({ 'http.route': '/chat/history/:session_id', 'url.path': '/chat/history/[redacted]' });
       expect(http(traces.resume).attributes).toMatchObject({ 'url.path': '/chat/ui_stream/[redacted]/stream' });
       expect(http(traces.hashed).attributes).toMatchObject({ 'url.path': '/chat/c/[redacted]/invoke' });
       const sent = JSON.stringify(receiver.spans);
