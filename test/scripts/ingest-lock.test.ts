@@ -11,23 +11,10 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { connectServices, HashingEmbeddings, PgVectorStore } from '../../src/index.js';
 import { lockDataDir } from '../../src/server/data-dir-lock.js';
-
-const root = new URL('../..', import.meta.url).pathname;
+import { ingestCli } from '../support/ingest-cli.js';
 
 /** Runs the ingest CLI as a user would, in its own process. */
-function runIngest(dataDir: string, paths: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/ingest.ts', ...paths, '--collection', 'docs'], {
-      cwd: root,
-      env: { ...process.env, RUNNEL_DATA_DIR: dataDir, DATABASE_URL: '' },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const runIngest = (dataDir: string, paths: string[]) => ingestCli([...paths, '--collection', 'docs'], { RUNNEL_DATA_DIR: dataDir, DATABASE_URL: '' });
 
 function corpus(): string {
   const dir = mkdtempSync(join(tmpdir(), 'runnel-kb-'));

@@ -5,13 +5,12 @@
  * collection had been made: exit 1, and a later `--query` answered "no passage found" instead of "No
  * collection named kb". Sizes the splitters refuse are now a usage error naming the flag, before anything opens.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ingestCli } from '../support/ingest-cli.js';
 
-const root = new URL('../..', import.meta.url).pathname;
 const dataDir = mkdtempSync(join(tmpdir(), 'runnel-ingest-sizes-'));
 const docs = mkdtempSync(join(tmpdir(), 'runnel-ingest-sizes-docs-'));
 writeFileSync(join(docs, 'snap.md'), '# Snapshots\n\nSnapshots are kept for 14 days.\n');
@@ -21,19 +20,7 @@ afterAll(() => {
 });
 
 /** The ingest CLI as a user runs it, on the embedded database of `dataDir`. */
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/ingest.ts', ...args], {
-      cwd: root,
-      env: { ...process.env, RUNNEL_DATA_DIR: dataDir, DATABASE_URL: '' },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const cli = (args: string[]) => ingestCli(args, { RUNNEL_DATA_DIR: dataDir, DATABASE_URL: '' });
 
 describe('npm run ingest: chunk sizes', () => {
   it('refuses a chunk size or an overlap the splitters would refuse, by its flag, and makes no collection', async () => {

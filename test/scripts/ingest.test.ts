@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -6,23 +5,13 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HashingEmbeddings, ingestPaths, OpenAIEmbeddings, PgVectorStore, pgExecutor } from '../../src/index.js';
 import { freePort } from '../helpers.js';
+import { ingestCli } from '../support/ingest-cli.js';
 import { startProviderServer } from '../support/provider-server.js';
 import { ingest, query } from '../../scripts/ingest.js';
 import { dropCollections } from '../vectorstores/databases.js';
 
-const root = new URL('../..', import.meta.url).pathname;
-
 /** The ingest CLI as a user runs it, in its own process (`env` adds to the environment; npm sets INIT_CWD to the folder it was run in). */
-function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/ingest.ts', ...args], { cwd: root, env: { ...process.env, DATABASE_URL, ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const cli = (args: string[], env: Record<string, string> = {}) => ingestCli(args, { DATABASE_URL, ...env });
 
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 const collection = `ingest_${process.pid}_${Date.now()}`;
