@@ -97,4 +97,3 @@ function withoutRunId<T>(config: T): T {
   const { run_id: _snake, runId: _camel, ...rest } = config as Record<string, unknown>;
   return rest as T;
 }
-

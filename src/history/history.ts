@@ -13,8 +13,8 @@ export interface ChatMessageHistory {
   getMessages(): Promise<BaseMessage[]>;
   /**
    * Appends messages at once (all or none). May resolve to the function that takes this write back (its
-   * messages removed, whatever was written after them kept): a failed `/batch` takes back the turns its
-   * succeeded items saved. A history without one keeps them.
+   * messages removed, whatever was written after them kept): an answer that fails takes back the turns its
+   * runs saved (`RunnableConfig.onSave`). A history without one keeps them.
    */
   addMessages(messages: BaseMessage[]): Promise<TakeBack | void>;
   /** Forgets the conversation. */
@@ -29,7 +29,7 @@ export const SESSION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
  * `["path", "session_id"]` for a history route; the config's by default).
  *
  * @example
- * const sessionId = checkSessionId(request.params.sessionId, ['path', 'session_id']);
+ * const sessionId = checkSessionId(request.params.session_id, ['path', 'session_id']);
  */
 export function checkSessionId(sessionId: unknown, loc: readonly (string | number)[] = ['configurable', 'session_id']): string {
   if (typeof sessionId !== 'string' || !SESSION_ID.test(sessionId)) {

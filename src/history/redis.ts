@@ -110,8 +110,8 @@ return before - kept`;
  * Lua: takes back the write whose records carry ARGV[1] (`"runnel_write":"<token>"`), ARGV[2] records, from
  * the list KEYS[1], whichever of the two Redis runs first: the write's records are removed if it ran, and the
  * mark KEYS[2] (for ARGV[3] seconds) stops it if it has not (a write held in a closed connection's socket
- * reaches Redis after its removal sent on the next). ARGV[3] 0: the write is known to have run (a failed
- * batch's take-back), and no mark is set. The newest entries are looked at first, where a write puts its
+ * reaches Redis after its removal sent on the next). ARGV[3] 0: the write is known to have run (the take-back of
+ * an answer that failed), and no mark is set. The newest entries are looked at first, where a write puts its
  * records.
  */
 const UNDO_WRITE = `
@@ -329,7 +329,8 @@ export class RedisChatMessageHistory implements ChatMessageHistory {
       throw redisError(error);
     }
     if (dropped === -1) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis ran the history write after its deadline: nothing of it was saved');
-    // Taken back on request (a failed batch) as an unknown outcome is: removed, and sent until Redis confirms it.
+    // Taken back on request (an answer that failed, `onSave`) as an unknown outcome is: removed, and sent until
+    // Redis confirms it.
     // It has run, so no mark is left to stop it (one was set for an hour at every take-back: a review).
     const ran: Undo = { ...undo, markSeconds: 0 };
     return () => undoerOf(this.client).add(ran);

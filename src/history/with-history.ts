@@ -7,7 +7,7 @@
  * Rules: history is saved only after a run succeeds — a streamed answer
  * whole, when the stream ends; an aborted or failed run saves nothing. Each
  * save is reported to the config's `onSave` with the means to take it back
- * (a batch that fails takes back what its succeeded items saved).
+ * (an answer that fails takes back what its runs saved).
  * Requests on one session run one after another in a process (the second
  * waits for the first to save), and each request's messages are appended in
  * one atomic write, so across replicas nothing interleaves or is lost.
