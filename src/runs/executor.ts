@@ -10,7 +10,7 @@ import { providerFailure } from '../models/errors.js';
 import { CancelToken, ChunkSum, isRunnelError, onAbort, RunnelError, Saves, type Cancellation, type EventCallback, type EventFilters, type Runnable, type RunnableConfig } from '../core/index.js';
 import { eventFilter, runTypeOf } from '../core/events.js';
 import { publicErrors } from './public-errors.js';
-import { isLastFrame, RunEnded, runConfig, type RunFrame, type RunRecord, type RunStore } from './store.js';
+import { isLastFrame, RunEnded, runConfig, TERMINAL, type RunFrame, type RunRecord, type RunStore } from './store.js';
 
 /** What a chain failure looks like in a run's record and its `error` frame. */
 export function runError(error: unknown): { status_code: number; code: string; message: string } {
@@ -277,6 +277,9 @@ export async function executeRun(options: {
   };
   let output: unknown;
   let base: RunRecord | undefined = record;
+  // The success end is being written: a write of it that fails here (timed out) may still have run, and then the
+  // run succeeded and keeps its turn (see `takeBackUnlessSucceeded`).
+  let endingSuccess = false;
   try {
     // A run stored as running (executed where it was submitted) needs no second write to say so.
     // A queued run: marked running unless its cancel came first (one step in the store).
@@ -309,6 +312,7 @@ export async function executeRun(options: {
     // A step that ends "normally" when aborted (a model SDK) must not turn a cancelled run into a success.
     signal.throwIfAborted();
     const last = writer.push('end', finishReason === undefined ? undefined : { finish_reason: finishReason });
+    endingSuccess = true;
     // The output as JSON gives it back (a string is that already: a chain's text is not copied twice over).
     const ended = await writer.end(
       ending({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage, ...(finishReason === undefined ? {} : { finish_reason: finishReason }) }),
@@ -321,7 +325,8 @@ export async function executeRun(options: {
     await writer.deliver(last);
     return ended;
   } catch (error) {
-    await saves.takeBack();
+    // (A run never stored was refused to its client, whatever its write did: its turn goes.)
+    if (!endingSuccess || error instanceof RunNotStored) await saves.takeBack();
     // Never stored: there is no record to end, and nobody who could have seen a frame.
     if (error instanceof RunNotStored) throw error;
     const reason = signal.aborted ? (signal.reason as unknown) : error;
@@ -333,10 +338,49 @@ export async function executeRun(options: {
       if (provider !== undefined) options.warn?.({ ...provider, runId }, 'model provider failed');
     }
     const frame = writer.push('error', failure);
-    const ended = await writer.end(ending({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }), base, true);
+    let ended: RunRecord | undefined;
+    try {
+      ended = await writer.end(ending({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }), base, true);
+    } catch (endError) {
+      // Neither end known: the turn stays until the record says how the run ended (the store answering again).
+      if (endingSuccess) void takeBackUnlessSucceeded(store, runId, saves);
+      throw endError;
+    }
+    // This error ended the run: its turn goes. Found ended elsewhere: perhaps by the success whose write failed here.
+    if (endingSuccess) await (ended === undefined ? takeBackUnlessSucceeded(store, runId, saves) : saves.takeBack());
     await writer.deliver(frame);
     return ended;
   } finally {
     stopForwarding();
   }
+}
+
+/**
+ * Takes back a run's saves unless its record says it succeeded — ended by its own success write, which failed on
+ * this side but ran (only an execution's own end is a success: a cancel or a sweep ends a run otherwise). Settles
+ * once the store answered the first time; while it does not answer it is asked again, every second for about a
+ * minute, and then the saves are taken back.
+ */
+async function takeBackUnlessSucceeded(store: RunStore, runId: string, saves: Saves): Promise<void> {
+  /** True once decided (kept, or taken back). */
+  const decide = async (): Promise<boolean> => {
+    let record: RunRecord | undefined;
+    try {
+      record = await store.get(runId);
+    } catch {
+      return false;
+    }
+    if (record?.status === 'success') return true;
+    if (record !== undefined && !TERMINAL.has(record.status)) return false;
+    await saves.takeBack();
+    return true;
+  };
+  if (await decide()) return;
+  void (async () => {
+    for (let attempt = 1; attempt < 60; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 1_000).unref());
+      if (await decide()) return;
+    }
+    await saves.takeBack();
+  })();
 }
