@@ -7,6 +7,8 @@
 import type { ZodType } from 'zod';
 import { once } from './async.js';
 import { isAbortError, RunnelError } from './errors.js';
+import { scopeWith } from './config.js';
+import { Saves } from './saves.js';
 import type { Graph, GraphSpan } from './graph.js';
 import type { Run } from './run.js';
 import { Runnable } from './runnable.js';
@@ -66,9 +68,14 @@ export class RunnableWithFallbacks<I, O> extends Runnable<I, O> {
     let first: { error: unknown } | undefined;
     let current = input;
     for (const runnable of this.runnables) {
+      // A runnable that failed keeps no chat turn it saved (the fallback answers instead): a succeeded one's go up.
+      const saves = new Saves();
       try {
-        return await runnable._invokeIn(current, run.scope);
+        const output = await runnable._invokeIn(current, scopeWith(run.scope, { onSave: saves.onSave }));
+        saves.passTo(run.scope.onSave);
+        return output;
       } catch (error) {
+        await saves.takeBack();
         if (!this.mayFallBack(error)) throw error;
         first ??= { error };
         current = this.nextInput(input, error);
@@ -82,16 +89,22 @@ export class RunnableWithFallbacks<I, O> extends Runnable<I, O> {
     let current = input;
     for (const runnable of this.runnables) {
       let yielded = false;
+      const saves = new Saves();
       try {
-        for await (const chunk of runnable._streamIn(once(current), run.scope, { value: current })) {
+        for await (const chunk of runnable._streamIn(once(current), scopeWith(run.scope, { onSave: saves.onSave }), { value: current })) {
           yielded = true;
           yield chunk;
         }
+        saves.passTo(run.scope.onSave);
         return;
       } catch (error) {
+        await saves.takeBack();
         if (yielded || !this.mayFallBack(error)) throw error;
         first ??= { error };
         current = this.nextInput(input, error);
+      } finally {
+        // Stopped by its reader (no error, no end): whoever answers for the run decides.
+        saves.passTo(run.scope.onSave);
       }
     }
     throw (first as { error: unknown }).error;

@@ -6,6 +6,8 @@
  */
 import { once, sleep } from './async.js';
 import { isAbortError, isRunnelError } from './errors.js';
+import { scopeWith } from './config.js';
+import { Saves } from './saves.js';
 import type { Graph, GraphSpan } from './graph.js';
 import type { Run } from './run.js';
 import { Runnable } from './runnable.js';
@@ -74,9 +76,14 @@ export class RunnableRetry<I, O> extends Runnable<I, O> {
 
   protected override async _call(input: I, run: Run): Promise<O> {
     for (let attempt = 1; ; attempt++) {
+      // A failed attempt keeps no chat turn it saved (the next one saves its own): a succeeded one's go up.
+      const saves = new Saves();
       try {
-        return await this.bound._invokeIn(input, run.child([`retry:attempt:${attempt}`]));
+        const output = await this.bound._invokeIn(input, scopeWith(run.child([`retry:attempt:${attempt}`]), { onSave: saves.onSave }));
+        saves.passTo(run.scope.onSave);
+        return output;
       } catch (error) {
+        await saves.takeBack();
         if (!this.shouldRetry(error, attempt)) throw error;
         await sleep(this.delay(attempt), run.signal);
       }
@@ -86,15 +93,21 @@ export class RunnableRetry<I, O> extends Runnable<I, O> {
   protected override async *_stream(input: I, run: Run): AsyncGenerator<O> {
     for (let attempt = 1; ; attempt++) {
       let yielded = false;
+      const saves = new Saves();
       try {
-        for await (const chunk of this.bound._streamIn(once(input), run.child([`retry:attempt:${attempt}`]), { value: input })) {
+        for await (const chunk of this.bound._streamIn(once(input), scopeWith(run.child([`retry:attempt:${attempt}`]), { onSave: saves.onSave }), { value: input })) {
           yielded = true;
           yield chunk;
         }
+        saves.passTo(run.scope.onSave);
         return;
       } catch (error) {
+        await saves.takeBack();
         if (yielded || !this.shouldRetry(error, attempt)) throw error;
         await sleep(this.delay(attempt), run.signal);
+      } finally {
+        // Stopped by its reader (no error, no end): whoever answers for the run decides.
+        saves.passTo(run.scope.onSave);
       }
     }
   }

@@ -24,15 +24,32 @@ const quietly = (takeBack: TakeBack): Promise<void> => takeBack().catch(() => un
 export class Saves {
   private list: TakeBack[] | undefined;
   private failed = false;
+  /** Set by {@link Saves.passTo}: the collector the saves went to. */
+  private passed: SaveHandler | undefined | null = null;
 
   /** The config's `onSave`. */
   readonly onSave: SaveHandler = (takeBack) => {
     if (this.failed) void quietly(takeBack);
+    else if (this.passed !== null) this.passed?.(takeBack);
     else (this.list ??= []).push(takeBack);
   };
 
+  /**
+   * Hands every save reported so far to `onSave`, and each one reported later: the part these saves belong to
+   * (a retry's attempt, a fallback) succeeded, and whoever answers for the whole decides. Without a collector
+   * they are kept.
+   */
+  passTo(onSave: SaveHandler | undefined): void {
+    if (this.failed || this.passed !== null) return;
+    this.passed = onSave;
+    const list = this.list;
+    this.list = undefined;
+    if (list !== undefined && onSave !== undefined) for (const takeBack of list) onSave(takeBack);
+  }
+
   /** Takes back every save reported so far (settles once each has been tried), and each one reported later. */
   async takeBack(): Promise<void> {
+    if (this.passed !== null) return;
     this.failed = true;
     const list = this.list;
     this.list = undefined;
