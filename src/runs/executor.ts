@@ -279,7 +279,7 @@ export async function executeRun(options: {
   let base: RunRecord | undefined = record;
   // The success end is being written: a write of it that fails here (timed out) may still have run, and then the
   // run succeeded and keeps its turn (see `takeBackUnlessSucceeded`).
-  let endingSuccess = false;
+  let endingSuccess: Partial<RunRecord> | undefined;
   try {
     // A run stored as running (executed where it was submitted) needs no second write to say so.
     // A queued run: marked running unless its cancel came first (one step in the store).
@@ -312,13 +312,9 @@ export async function executeRun(options: {
     // A step that ends "normally" when aborted (a model SDK) must not turn a cancelled run into a success.
     signal.throwIfAborted();
     const last = writer.push('end', finishReason === undefined ? undefined : { finish_reason: finishReason });
-    endingSuccess = true;
     // The output as JSON gives it back (a string is that already: a chain's text is not copied twice over).
-    const ended = await writer.end(
-      ending({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage, ...(finishReason === undefined ? {} : { finish_reason: finishReason }) }),
-      base,
-      true,
-    );
+    endingSuccess = ending({ status: 'success', output: typeof output === 'string' ? output : (JSON.parse(JSON.stringify(output ?? null)) as unknown), error: undefined, usage, ...(finishReason === undefined ? {} : { finish_reason: finishReason }) });
+    const ended = await writer.end(endingSuccess, base, true);
     // Ended elsewhere first (a cancel, a sweep: no record, or theirs): the run's end is not this success, and its
     // turn goes too.
     if (ended?.status !== 'success') await saves.takeBack();
@@ -326,7 +322,7 @@ export async function executeRun(options: {
     return ended;
   } catch (error) {
     // (A run never stored was refused to its client, whatever its write did: its turn goes.)
-    if (!endingSuccess || error instanceof RunNotStored) await saves.takeBack();
+    if (endingSuccess === undefined || error instanceof RunNotStored) await saves.takeBack();
     // Never stored: there is no record to end, and nobody who could have seen a frame.
     if (error instanceof RunNotStored) throw error;
     const reason = signal.aborted ? (signal.reason as unknown) : error;
@@ -343,11 +339,11 @@ export async function executeRun(options: {
       ended = await writer.end(ending({ status: cancelled ? 'cancelled' : 'error', error: { code: failure.code, message: failure.message }, usage }), base, true);
     } catch (endError) {
       // Neither end known: the turn stays until the record says how the run ended (the store answering again).
-      if (endingSuccess) void takeBackUnlessSucceeded(store, runId, saves);
+      if (endingSuccess !== undefined) void takeBackUnlessSucceeded(store, runId, endingSuccess, saves);
       throw endError;
     }
     // This error ended the run: its turn goes. Found ended elsewhere: perhaps by the success whose write failed here.
-    if (endingSuccess) await (ended === undefined ? takeBackUnlessSucceeded(store, runId, saves) : saves.takeBack());
+    if (endingSuccess !== undefined) await (ended === undefined ? takeBackUnlessSucceeded(store, runId, endingSuccess, saves) : saves.takeBack());
     await writer.deliver(frame);
     return ended;
   } finally {
@@ -357,11 +353,11 @@ export async function executeRun(options: {
 
 /**
  * Takes back a run's saves unless its record says it succeeded — ended by its own success write, which failed on
- * this side but ran (only an execution's own end is a success: a cancel or a sweep ends a run otherwise). Settles
+ * this side but ran (a cancel or a sweep ends a run otherwise; another execution's success has another stamp). Settles
  * once the store answered the first time; while it does not answer it is asked again, every second for about a
  * minute, and then the saves are taken back.
  */
-async function takeBackUnlessSucceeded(store: RunStore, runId: string, saves: Saves): Promise<void> {
+async function takeBackUnlessSucceeded(store: RunStore, runId: string, success: Partial<RunRecord>, saves: Saves): Promise<void> {
   /** True once decided (kept, or taken back). */
   const decide = async (): Promise<boolean> => {
     let record: RunRecord | undefined;
@@ -370,7 +366,9 @@ async function takeBackUnlessSucceeded(store: RunStore, runId: string, saves: Sa
     } catch {
       return false;
     }
-    if (record?.status === 'success') return true;
+    // Its own success: stamped as its write was, when the caller stamps ends (another execution of a redelivered
+    // job saved a turn of its own).
+    if (record?.status === 'success' && (success.updated_at === undefined || record.updated_at === success.updated_at)) return true;
     if (record !== undefined && !TERMINAL.has(record.status)) return false;
     await saves.takeBack();
     return true;
