@@ -53,7 +53,7 @@ function checkNotAborted(run: Run): void {
   if (signal?.aborted === true) throw abortError(signal);
 }
 
-/** Hands a saved turn's take-back to whoever collects them (`RunnableConfig.onSave`: a batch that may fail). */
+/** Hands a saved turn's take-back to whoever answers for the run (`RunnableConfig.onSave`), to run if the answer fails. */
 function saved(run: Run, takeBack: TakeBack | void): void {
   if (takeBack !== undefined) run.scope.onSave?.(takeBack);
 }
