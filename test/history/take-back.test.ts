@@ -62,13 +62,15 @@ for (const sdk of ['openai', 'anthropic'] as const) {
       await services.close();
       await provider.close();
     });
+    /** The real SDK's chat model, on the local provider server. */
+    const sdkModel = () =>
+      sdk === 'openai'
+        ? new ChatOpenAI({ apiKey: 'sk-test-0000', baseURL: provider.url, model: 'text', maxRetries: 0 })
+        : new ChatAnthropic({ apiKey: 'sk-ant-test-0000', baseURL: provider.url, model: 'text', maxRetries: 0 });
+    const getHistory = (sessionId: string, caller: { identity: string }) => services.history(caller.identity, sessionId);
 
     it('takes back the turns its succeeded items saved, and keeps the sessions it did not touch', async () => {
-      const model =
-        sdk === 'openai'
-          ? new ChatOpenAI({ apiKey: 'sk-test-0000', baseURL: provider.url, model: 'text', maxRetries: 0 })
-          : new ChatAnthropic({ apiKey: 'sk-ant-test-0000', baseURL: provider.url, model: 'text', maxRetries: 0 });
-      const getHistory = (sessionId: string, caller: { identity: string }) => services.history(caller.identity, sessionId);
+      const model = sdkModel();
       const saved = (sessionId: string) => getHistory(sessionId, { identity: 'anonymous' }).getMessages();
       const ok = `ok-${randomUUID()}`;
       // The failing item waits until the other has saved its turn: the batch fails after a turn is kept.
@@ -104,11 +106,7 @@ for (const sdk of ['openai', 'anthropic'] as const) {
 
     // A history inside the chain saves its turn, and a step after it fails: the answer is an error, the turn goes.
     it('an /invoke, a /stream and a background run whose step after the history fails keep no turn', async () => {
-      const model =
-        sdk === 'openai'
-          ? new ChatOpenAI({ apiKey: 'sk-test-0000', baseURL: provider.url, model: 'text', maxRetries: 0 })
-          : new ChatAnthropic({ apiKey: 'sk-ant-test-0000', baseURL: provider.url, model: 'text', maxRetries: 0 });
-      const getHistory = (sessionId: string, caller: { identity: string }) => services.history(caller.identity, sessionId);
+      const model = sdkModel();
       const chat = withMessageHistory<{ message: string }, string>(prompt.pipe(model as never).pipe(new StringOutputParser()) as never, {
         getHistory,
         inputMessagesKey: 'message',
