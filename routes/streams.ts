@@ -114,6 +114,7 @@ export async function sendLiveStream(
   whenClientGone(reply, () => {
     if (sse.closed && reply.raw.writableEnded) return;
     clientGone = true;
+    entry.clientGone = true;
     controller.abort(new RunnelError(sse.stalled ? 'RUNNEL_ERR_STREAM_STALLED' : 'RUNNEL_ERR_ABORTED', sse.stalled ? 'The client read nothing; stream cut' : 'The client disconnected'));
   });
   let opened = false;

@@ -278,9 +278,11 @@ export function replyHeaders(reply: FastifyReply): Record<string, string> {
 
 /**
  * 503 `RUNNEL_ERR_OVERLOADED` when every stream slot is taken; 429 `RUNNEL_ERR_TOO_MANY_STREAMS` when the caller
- * holds its share already (`RUNNEL_MAX_STREAMS_PER_KEY`), so one key cannot take every slot.
+ * holds its share already (`RUNNEL_MAX_STREAMS_PER_KEY`), so one key cannot take every slot. The key's share
+ * counts its live streams whose client is there and its runs (a durable run holds its place until it ends, with
+ * or without a client; its rejoins share it): `runId`, the run a join reads.
  */
-export function checkStreamSlot(request: FastifyRequest): void {
+export function checkStreamSlot(request: FastifyRequest, runId?: string): void {
   const state = request.server.runnel;
   const { maxStreams, maxStreamsPerKey } = state.config;
   if (state.streams.size >= maxStreams) {
@@ -288,7 +290,17 @@ export function checkStreamSlot(request: FastifyRequest): void {
   }
   if (maxStreamsPerKey > 0 && maxStreamsPerKey < maxStreams) {
     let own = 0;
-    for (const stream of state.streams) if (stream.identity === request.identity) own++;
+    const runs = new Set<string>();
+    for (const stream of state.streams) {
+      if (stream.identity !== request.identity || stream.clientGone === true) continue;
+      if (stream.runId === undefined) own++;
+      else if (!runs.has(stream.runId)) {
+        runs.add(stream.runId);
+        own++;
+      }
+    }
+    // A rejoin of a run that holds its place here already takes no other.
+    if (runId !== undefined && runs.has(runId)) return;
     if (own >= maxStreamsPerKey) {
       throw new RunnelError('RUNNEL_ERR_TOO_MANY_STREAMS', `This caller has ${own} streams open, its most (RUNNEL_MAX_STREAMS_PER_KEY); close one first`);
     }

@@ -10,6 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isRunnelError, RunnelError, type RunnableConfig } from '../core/index.js';
 import { checkWebhookUrl, isLastFrame, TERMINAL, type RunFrame, type RunKind, type RunQueue, type RunRecord } from '../runs/index.js';
 import type { PreparedChain } from './prepared.js';
+import type { OpenStream } from './app.js';
 import { SSE_HEADERS, type SseWriter } from './sse.js';
 import { errorAnswerHeaders, logDependencyFailure } from './error-reply.js';
 import { toHttpError } from './http-errors.js';
@@ -155,7 +156,7 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
   };
   whenClientGone(reply, stop);
   let finish!: () => void;
-  const entry = {
+  const entry: OpenStream = {
     // A stopping server, its grace spent: the run ends with `reason` (its record, its log's error frame) and
     // this client hears that frame last, as a plain stream's client would — not a connection cut mid-answer,
     // which the AI SDK takes for the whole answer. A run not executing here any more has nothing to wait for.
@@ -164,6 +165,7 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
     },
     done: new Promise<void>((resolve) => (finish = resolve)),
     identity: request.identity,
+    runId: record.run_id,
   };
   state.streams.add(entry);
   // Opened with the first frame, once the run is stored: the headers, the `metadata` frame and whatever the
@@ -295,7 +297,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     reply.raw.end();
     return;
   }
-  checkStreamSlot(request);
+  checkStreamSlot(request, record.run_id);
   const started = performance.now();
   const sse = takeOverForEvents(request, reply, format.headers);
   const gone = new AbortController();
@@ -307,7 +309,7 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
     closedByServer = true;
     gone.abort();
   };
-  const entry = { stop, done: new Promise<void>((resolve) => (finish = resolve)), reader: format.rejoins === true, identity: request.identity };
+  const entry: OpenStream = { stop, done: new Promise<void>((resolve) => (finish = resolve)), reader: format.rejoins === true, identity: request.identity, runId: record.run_id };
   state.streams.add(entry);
   sse.open();
   let after = afterId;

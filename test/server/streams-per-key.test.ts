@@ -4,10 +4,15 @@
  * RUNNEL_MAX_STREAMS_PER_KEY, a key past its share is refused 429 while
  * the others still stream.
  */
+import http from 'node:http';
+import { once } from 'node:events';
+import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineChain, generator, type ChainSpec } from '../../src/index.js';
 import { loadServerConfig } from '../../src/server/config.js';
 import { settleWithin } from '../helpers.js';
-import { startServer, type TestServer } from '../support/server.js';
+import { allChains, startServer, type TestServer } from '../support/server.js';
 
 const keys = { ada: 'ada-key-0123456789abcdef', bob: 'bob-key-0123456789abcdef' };
 
@@ -57,5 +62,90 @@ describe('RUNNEL_MAX_STREAMS_PER_KEY', () => {
     expect(loadServerConfig({ RUNNEL_MAX_RUNS_PER_KEY: '0' }).maxRunsPerKey).toBe(0);
     expect(loadServerConfig({ RUNNEL_MAX_STREAMS_PER_KEY: '50' }).maxStreamsPerKey).toBe(50);
     expect(() => loadServerConfig({ RUNNEL_MAX_STREAMS_PER_KEY: '-1' })).toThrow(/RUNNEL_MAX_STREAMS_PER_KEY must be a whole number ≥ 0/);
+  });
+});
+
+/**
+ * A probe cut a stream and opened another at once, and met the 429: a stream whose client had gone still counted
+ * as its key's until its run had unwound (taking back what it saved is a Redis round trip). And a client that lost
+ * its durable stream was refused its rejoin at a limit of one: the run it rejoins held the key's one place.
+ */
+describe('RUNNEL_MAX_STREAMS_PER_KEY, when a client goes', () => {
+  let server: TestServer;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  // A step that saved something, as a chat history does, whose take-back takes its time.
+  const saving = defineChain({
+    path: '/saving',
+    runnable: generator(async function* (inputs: AsyncIterable<unknown>, config) {
+      for await (const _ of inputs);
+      config.onSave?.(() => released);
+      yield 'first ';
+      await new Promise(() => undefined);
+    }).withTypes({ input: z.object({}), output: z.string() }),
+  });
+  beforeAll(async () => {
+    server = await startServer({ apiKeys: [{ name: 'ada', key: keys.ada }], maxStreams: 10, maxStreamsPerKey: 1 }, [...allChains, saving] as ChainSpec<never, unknown>[]);
+  });
+  afterAll(async () => {
+    release();
+    await server?.close();
+  });
+
+  const authorization = `Bearer ${keys.ada}`;
+  const post = (path: string, body: unknown): Promise<Response> =>
+    fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body: JSON.stringify(body) });
+
+  /**
+   * Opens a stream on a connection of its own (node:http, no agent) and reads it until its body holds `text`;
+   * `cut()` closes the connection and settles once the server has seen it close.
+   */
+  async function streamUntil(path: string, body: unknown, text: string, headers: Record<string, string> = {}): Promise<{ status: number; seen: string; cut: () => Promise<void> }> {
+    const serverSide = once(server.app.server, 'connection') as Promise<[Socket]>;
+    const request = http.request(`${server.url}${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { 'content-type': 'application/json', authorization, ...headers },
+      agent: false,
+    });
+    request.end(body === undefined ? undefined : JSON.stringify(body));
+    const [response] = (await once(request, 'response')) as [http.IncomingMessage];
+    const [socket] = await serverSide;
+    let seen = '';
+    response.setEncoding('utf8');
+    for await (const chunk of response) {
+      seen += chunk as string;
+      if (seen.includes(text)) break;
+    }
+    const cut = async (): Promise<void> => {
+      const closed = socket.destroyed ? Promise.resolve() : once(socket, 'close').then(() => undefined);
+      request.destroy();
+      await settleWithin(closed, 10_000);
+    };
+    return { status: response.statusCode ?? 0, seen, cut };
+  }
+
+  it('frees a live stream\'s place when its client goes, before its run has unwound', async () => {
+    const first = await streamUntil('/saving/stream', { input: {} }, 'first');
+    expect(first.status).toBe(200);
+    await first.cut();
+    // Its run is still taking back its save.
+    expect(server.app.runnel.streams.size).toBe(1);
+    const next = await post('/slow/stream', { input: { count: 1 } });
+    expect([next.status, await next.text()]).toEqual([200, expect.stringContaining('event: end')]);
+  });
+
+  it('lets a client rejoin the durable run it lost, in the place the run holds', async () => {
+    const stream = await streamUntil('/slow/stream', { input: {}, on_disconnect: 'continue' }, 't1 ');
+    expect(stream.status).toBe(200);
+    const runId = /"run_id":"([^"]+)"/.exec(stream.seen)?.[1];
+    const lastId = [...stream.seen.matchAll(/^id: (.+)$/gm)].at(-1)?.[1] ?? '';
+    await stream.cut();
+    // The run goes on without its client and keeps the key's place: another stream is refused.
+    const other = await post('/slow/stream', { input: { count: 1 } });
+    expect([other.status, (await other.json()) as unknown]).toEqual([429, expect.objectContaining({ code: 'RUNNEL_ERR_TOO_MANY_STREAMS' })]);
+    const rejoined = await streamUntil(`/slow/runs/${runId}/stream`, undefined, 't2 ', { 'last-event-id': lastId });
+    expect([rejoined.status, rejoined.seen]).toEqual([200, expect.stringContaining('t2 ')]);
+    await rejoined.cut();
+    expect((await post(`/slow/runs/${runId}/cancel`, {})).status).toBe(200);
   });
 });
