@@ -81,7 +81,7 @@ export const chatCompletionRequestSchema = z.object({
   model: z.string().min(1).describe("The chain's path without the leading slash (`joke`, `team/summarise`); `GET /v1/models` lists them"),
   messages: z.array(message).min(1).max(1_000).describe('The conversation, oldest first (at most 1,000 messages, as on /ui_stream); the chain reads it through its messages adapter'),
   stream: z.boolean().nullish().describe('Answer with Server-Sent Events of `chat.completion.chunk`'),
-  stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
   metadata: z
     .record(z.string(), z.string())
     .nullish()
