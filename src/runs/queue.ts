@@ -417,7 +417,7 @@ class RunWorkerCore {
     try {
       const runnable = chains.get(record.chain);
       if (runnable === undefined) {
-        await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_NOT_FOUND', `No chain ${record.chain} in this worker`), this.ends);
+        notify(await endRun(store, runId, 'error', new RunnelError('RUNNEL_ERR_NOT_FOUND', `No chain ${record.chain} in this worker`), this.ends), this.options);
         return false;
       }
       const own = this.ends;
