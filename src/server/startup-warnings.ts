@@ -5,6 +5,24 @@
 import { RUNNEL_SETTINGS, type ServerConfig } from './config.js';
 
 /**
+ * The warning for a provider chosen without its key, or undefined: every model call would be refused (502)
+ * while the process looks healthy. The server says it among {@link startupWarnings}, a worker on its own (its
+ * background runs would all end in that error).
+ *
+ * @example
+ * const line = providerKeyWarning(process.env);
+ */
+export function providerKeyWarning(env: Readonly<Record<string, string | undefined>>): string | undefined {
+  const provider = /^(openai|anthropic)(:|$)/.exec((env.RUNNEL_MODEL ?? '').trim())?.[1];
+  const prefix = provider === 'openai' ? 'OPENAI' : 'ANTHROPIC';
+  if (provider === undefined || env[`${prefix}_API_KEY`]) return undefined;
+  return (
+    `RUNNEL_MODEL=${env.RUNNEL_MODEL} but ${prefix}_API_KEY is not set: the provider will refuse every model call ` +
+    `(502 RUNNEL_ERR_PROVIDER_REJECTED); for a server that needs no key (${prefix}_BASE_URL), set any placeholder key.`
+  );
+}
+
+/**
  * The warnings `config` deserves at start, one line each; none when it is safe to expose.
  *
  * @example
@@ -21,15 +39,8 @@ export function startupWarnings(
   if (hosts !== secret) {
     warnings.push(`${hosts ? 'RUNNEL_WEBHOOK_HOSTS is set but RUNNEL_WEBHOOK_SECRET is not' : 'RUNNEL_WEBHOOK_SECRET is set but RUNNEL_WEBHOOK_HOSTS is not'}: webhooks are off, and a run that asks for one is refused (422 RUNNEL_ERR_WEBHOOK_NOT_ALLOWED). Set both.`);
   }
-  // A provider chosen without its key: every model call would be refused (502) while the server looks healthy.
-  const provider = /^(openai|anthropic)(:|$)/.exec((env.RUNNEL_MODEL ?? '').trim())?.[1];
-  const prefix = provider === 'openai' ? 'OPENAI' : 'ANTHROPIC';
-  if (provider !== undefined && !env[`${prefix}_API_KEY`]) {
-    warnings.push(
-      `RUNNEL_MODEL=${env.RUNNEL_MODEL} but ${prefix}_API_KEY is not set: the provider will refuse every model call ` +
-        `(502 RUNNEL_ERR_PROVIDER_REJECTED); for a server that needs no key (${prefix}_BASE_URL), set any placeholder key.`,
-    );
-  }
+  const keyless = providerKeyWarning(env);
+  if (keyless !== undefined) warnings.push(keyless);
   if (config.apiKeys.length === 0) {
     warnings.push(
       'RUNNEL_API_KEYS is not set: authentication is off and every caller is "anonymous" — anyone who can reach this ' +

@@ -9,7 +9,7 @@ import { isRunnelError } from '../core/index.js';
 import { setProviderLogger } from '../models/index.js';
 import { loadServerConfig } from './config.js';
 import { dataDirProblem } from './data-dir-lock.js';
-import { unknownSettings } from './startup-warnings.js';
+import { providerKeyWarning, unknownSettings } from './startup-warnings.js';
 import { redactUrlCredentials } from '../observability/index.js';
 import { connectServices } from './services.js';
 import { shutdownDeadlineMs } from './signals.js';
@@ -37,6 +37,9 @@ try {
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, namespace: config.runNamespace, role: 'worker' });
   if (services.redis?.status !== 'ready') logger.warn('runnel worker: Redis is not reachable (REDIS_URL); runs are taken once it is');
   for (const line of unknownSettings(process.env)) logger.warn(`runnel worker: ${line}`);
+  // A provider chosen without its key: every run this worker takes would end in the provider's refusal.
+  const keyless = providerKeyWarning(env);
+  if (keyless !== undefined) logger.warn(`runnel worker: ${keyless}`);
   if (processes !== undefined && processes.trim() !== '' && processes.trim() !== '1') logger.warn('runnel worker: RUNNEL_PROCESSES is for the HTTP server; a worker runs RUNNEL_WORKER_CONCURRENCY runs at once in one process (start more workers for more)');
   services.onStoreWarning = log.warn;
   const { chains } = createChains({ services });

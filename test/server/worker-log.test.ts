@@ -60,4 +60,12 @@ describe('npm run worker', () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  it('warns at start of RUNNEL_MODEL naming a provider whose API key is not set, as the server does (a probe: every run it took ended in a 502, and nothing said why at start)', async () => {
+    const { code, lines } = await runWorker({ DATABASE_URL, RUNNEL_MODEL: 'openai:gpt-4o-mini' });
+    expect(code).toBe(0);
+    expect(lines.filter((line) => line.level === 40).map((line) => line.msg)).toEqual([
+      expect.stringMatching(/^runnel worker: RUNNEL_MODEL=openai:gpt-4o-mini but OPENAI_API_KEY is not set: the provider will refuse every model call/),
+    ]);
+  }, 60_000);
 });
