@@ -35,7 +35,7 @@ export interface RunQueue {
   stopHere(runId: string, reason: RunnelError): boolean;
   /** Cancels a run: taken out of the queue if it waits, aborted wherever it runs. */
   cancel(runId: string): Promise<void>;
-  /** Runs waiting and running (for /metrics). */
+  /** Runs waiting, and running (queued runs and durable streams, wherever they execute), for /metrics. */
   counts(): Promise<{ waiting: number; active: number }>;
   /** Stops taking runs; running ones get `graceMs`, then are cancelled as shutting down. */
   close(graceMs: number): Promise<void>;
@@ -771,8 +771,10 @@ export class BullRunQueue implements RunQueue {
     // The queue's connection waits out an outage with its commands queued: a scrape while Redis is known
     // down would wait for it (and every scrape add one more command). It is refused at once instead.
     if (this.redisLost) throw new RunnelError('RUNNEL_ERR_REDIS_UNAVAILABLE', 'Redis is unavailable: the queue cannot be counted');
-    const counts = await this.queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
-    return { waiting: (counts.waiting ?? 0) + (counts.delayed ?? 0) + (counts.prioritized ?? 0), active: counts.active ?? 0 };
+    // Running: the runs that beat, not BullMQ's active jobs. A dead worker's job stays active until another
+    // worker's stall check takes it back — for good, with none left — though the sweep has ended its run.
+    const [counts, executing] = await Promise.all([this.queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized'), this.store.executing?.()]);
+    return { waiting: (counts.waiting ?? 0) + (counts.delayed ?? 0) + (counts.prioritized ?? 0), active: executing ?? counts.active ?? 0 };
   }
 
   async close(graceMs: number): Promise<void> {

@@ -170,6 +170,11 @@ export interface RunStore {
   heartbeat(runIds: readonly string[]): Promise<void>;
   /** Runs whose process stopped beating for them for `staleMs`: the sweep ends them. */
   stale(staleMs: number): Promise<string[]>;
+  /**
+   * How many runs execute in any process, by their heartbeats (queued runs and durable streams), those of a
+   * process that died until the sweep ends them. Stores without heartbeats leave it out.
+   */
+  executing?(): Promise<number>;
   /** A run executing outside the queue has ended. */
   forget(runId: string): Promise<void>;
   /**
@@ -1357,6 +1362,10 @@ export class RedisRunStore implements RunStore {
 
   async forget(runId: string): Promise<void> {
     await redisCall(this.client.zrem(`${this.ns}:local`, runId));
+  }
+
+  async executing(): Promise<number> {
+    return redisCall(this.client.zcard(`${this.ns}:local`));
   }
 
   async unqueued(olderThanMs: number, count: number, offset = 0): Promise<{ runId: string; status: string | undefined }[]> {

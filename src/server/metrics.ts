@@ -229,7 +229,7 @@ export class Metrics {
     }
     this.runs = new Gauge({
       name: 'runnel_runs',
-      help: 'Background runs by status, as the run queue counts them: pending (the queue depth) and running.',
+      help: 'Runs by status: pending (the queue depth) and running (background runs and durable streams executing).',
       labelNames: ['status'],
       registers,
       // Every process of one deployment counts the same queue: across processes, the count is one of theirs.

@@ -188,6 +188,27 @@ describe('a worker killed mid-run', () => {
   }, 60_000);
 });
 
+describe('a worker killed mid-run, no worker left', () => {
+  // A probe: after `kill -9` of the only worker, the replicas ended its runs RUNNEL_ERR_RUN_LOST, and their
+  // `/metrics` said `runnel_runs{status="running"}` of them for good: BullMQ keeps a dead worker's job active
+  // until another worker's stall check, and the gauge read BullMQ's count.
+  it('counts the lost run running no more once it is ended', async () => {
+    const namespace = `runnel-test-none-left-${randomUUID()}`;
+    const env = { RUNNEL_RUN_NAMESPACE: namespace, RUNNEL_RUN_LOCK_MS: '1000', RUNNEL_METRICS_KEYS: 'ada' };
+    const api = await start({ ...env, RUNNEL_WORKER_CONCURRENCY: '0' });
+    const url = api.url as string;
+    const running = async (): Promise<string | undefined> => /^runnel_runs\{status="running"\} (\d+)$/m.exec(await (await fetch(`${url}/metrics`, { headers })).text())?.[1];
+    const doomed = await start({ ...env, RUNNEL_ROLE: 'worker' });
+    const run = await submit(url, '/long', { input: { topic: 'none left' } });
+    while (((await (await fetch(`${url}/long/runs/${run.run_id}`, { headers })).json()) as { status: string }).status !== 'running') await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await running()).toBe('1');
+    doomed.child.kill('SIGKILL');
+    await new Promise((resolve) => doomed.child.once('exit', resolve));
+    expect(await wait(url, '/long', run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    expect(await running()).toBe('0');
+  }, 60_000);
+});
+
 describe('a worker killed mid-run while the other worker is busy', () => {
   // A probe: the lost run stayed running until the surviving worker had a free slot to take its job again
   // (the run ended as lost only when that worker's own run ended), far past a lock and a half.
