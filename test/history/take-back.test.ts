@@ -3,9 +3,12 @@
  * and the turn would be saved twice. A `/batch` whose item fails takes back the turns its succeeded items
  * saved; an `/invoke`, a `/stream` or a background run whose chain fails after a history inside it saved takes
  * that turn back. Through each real SDK against the local provider server, with the history in real Redis;
- * and, in memory, the turn of an item whose write was under way when another item failed.
+ * and, in memory, the turn of an item whose write was under way when another item failed. A client that goes
+ * mid-stream, after the history saved, is a real `node:http` client.
  */
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   buildApp,
@@ -15,6 +18,7 @@ import {
   connectServices,
   defineChain,
   FakeListChatModel,
+  generator,
   lambda,
   MemoryHistoryStore,
   MessagesPlaceholder,
@@ -28,6 +32,7 @@ import {
 } from '../../src/index.js';
 import { settleWithin } from '../helpers.js';
 import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+import { startServer } from '../support/server.js';
 
 const prompt = ChatPromptTemplate.fromMessages([new MessagesPlaceholder('history'), ['human', '{message}']]);
 
@@ -149,6 +154,50 @@ for (const sdk of ['openai', 'anthropic'] as const) {
         expect(await saved(completed)).toEqual([]);
       } finally {
         await app.close();
+      }
+    });
+
+    // The same from a real client's side: a client that goes mid-stream, after the history inside the chain saved
+    // its turn, is told nothing more — its answer failed, and the turn goes.
+    it('a /stream whose node:http client goes after the history saved keeps no turn', async () => {
+      const chat = withMessageHistory<{ message: string }, string>(prompt.pipe(sdkModel() as never).pipe(new StringOutputParser()) as never, {
+        getHistory,
+        inputMessagesKey: 'message',
+        historyMessagesKey: 'history',
+      });
+      // After the history: the answer, then a step that takes its time.
+      const after = generator(async function* (inputs: AsyncIterable<string>) {
+        let text = '';
+        for await (const chunk of inputs) text += chunk;
+        yield `${text} `;
+        await new Promise((resolve) => setTimeout(resolve, 60_000).unref());
+        yield 'and more';
+      });
+      const server = await startServer({}, [defineChain({ path: '/nested', runnable: chat.pipe(after) as never })]);
+      try {
+        const sessionId = `gone-${randomUUID()}`;
+        const saved = () => getHistory(sessionId, { identity: 'anonymous' }).getMessages();
+        const request = httpRequest(`${server.url}/nested/stream`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json' } });
+        request.on('error', () => {});
+        request.end(JSON.stringify({ input: { message: 'hello' }, config: { configurable: { session_id: sessionId } } }));
+        const [response] = (await once(request, 'response')) as [IncomingMessage];
+        let seen = '';
+        response.setEncoding('utf8');
+        for await (const chunk of response) {
+          seen += chunk as string;
+          if (seen.includes('event: data')) break;
+        }
+        // The history saved its turn before the step after it sent anything.
+        expect(texts(await saved())).toEqual(['human:hello', expect.stringMatching(/^ai:/)]);
+        request.destroy();
+        await settleWithin(
+          (async () => {
+            while ((await saved()).length > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+          })(),
+          10_000,
+        );
+      } finally {
+        await server.close();
       }
     });
   });
