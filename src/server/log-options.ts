@@ -4,6 +4,7 @@
  * values of query parameters named like secrets (`?api_key=…`, which the
  * server refuses, but a client may still send).
  */
+import { format } from 'node:util';
 import type { FastifyServerOptions } from 'fastify';
 import { stdSerializers } from 'pino';
 import { redactUrlCredentials } from '../observability/index.js';
@@ -111,4 +112,16 @@ export function serverLoggerOptions(level: string): NonNullable<Exclude<FastifyS
       err: loggedError,
     },
   };
+}
+
+/**
+ * Sends what libraries print with `console.warn` into the process's JSON log, as warnings: ioredis prints
+ * `[WARN] … does not require a password, but a password was supplied` once a connection, which was the one line
+ * of a server's output a log collector could not read (a probe).
+ *
+ * @example
+ * logConsoleWarnings(pino(serverLoggerOptions('info')));
+ */
+export function logConsoleWarnings(logger: { warn(message: string): void }): void {
+  console.warn = (...args: unknown[]) => logger.warn(format(...args));
 }

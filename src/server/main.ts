@@ -12,7 +12,7 @@ import { chatModelFromEnv, setProviderLogger } from '../models/index.js';
 import { buildApp } from './app.js';
 import { loadServerConfig, type ServerConfig } from './config.js';
 import { serviceFailure } from './error-reply.js';
-import { serverLoggerOptions } from './log-options.js';
+import { logConsoleWarnings, serverLoggerOptions } from './log-options.js';
 import { connectServices } from './services.js';
 import { dataDirProblem } from './data-dir-lock.js';
 import { offerClusterMetrics, serveOnProcesses } from './cluster.js';
@@ -43,6 +43,7 @@ async function serve(config: ServerConfig): Promise<void> {
     console.error(`runnel: ${dataDir}`);
     process.exit(1);
   }
+  logConsoleWarnings(pino(serverLoggerOptions(config.logLevel)));
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, namespace: config.runNamespace });
   const { chains, docs } = createChains({ services });
   services.checks.set('docs', async () => docs.ready);

@@ -8,6 +8,7 @@ import { createChains } from '../../chains/index.js';
 import { isRunnelError } from '../core/index.js';
 import { setProviderLogger } from '../models/index.js';
 import { loadServerConfig } from './config.js';
+import { logConsoleWarnings } from './log-options.js';
 import { dataDirProblem } from './data-dir-lock.js';
 import { providerKeyWarning, unknownSettings } from './startup-warnings.js';
 import { redactUrlCredentials } from '../observability/index.js';
@@ -23,6 +24,7 @@ try {
   // The server's log lines (pino's JSON, LOG_LEVEL honoured); of an error, its message only.
   const logger = pino({ level: config.logLevel });
   setProviderLogger(logger);
+  logConsoleWarnings(logger);
   const log = {
     info: (message: string) => logger.info(message),
     error: (message: string, error?: unknown) => logger.error({ err: error instanceof Error ? redactUrlCredentials(error.message) : undefined }, message),

@@ -96,6 +96,43 @@ describe('npm start', () => {
     }
   }, 60_000);
 
+  // A probe: with a password in REDIS_URL that Redis does not need, ioredis printed `[WARN] …` lines of its own
+  // beside the JSON log, once a connection: the lines a log collector could not read.
+  it('with a password Redis does not need: its client\'s warning is a JSON line of the log', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        PORT: '0',
+        HOST: '127.0.0.1',
+        DATABASE_URL,
+        REDIS_URL: 'redis://:not-needed@127.0.0.1:6379',
+        RUNNEL_RUN_NAMESPACE: `runnel-test-start-${process.pid}`,
+        LOG_LEVEL: 'info',
+      },
+    });
+    try {
+      let stdout = '';
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          stdout += chunk.toString();
+          if (stdout.includes('does not require a password') && stdout.includes('"msg":"index: ')) resolve();
+        });
+        child.once('close', () => reject(new Error(`exited before its lines:\n${stdout}\n${stderr}`)));
+      });
+      const lines = stdout.split('\n').filter((line) => line !== '');
+      for (const line of lines) expect(() => JSON.parse(line) as unknown, line).not.toThrow();
+      expect(lines.map((line) => JSON.parse(line) as { level: number; msg: string }).find((line) => line.msg.includes('does not require a password'))).toMatchObject({ level: 40 });
+      expect(stderr).not.toContain('[WARN]');
+      expect(stdout).not.toContain('not-needed');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+
   // A probe: with HOST=:: the log gave http://:::8000/ for the index, the docs and every chain — no client reads it.
   it.each([['::1'], ['::']])('with HOST=%s: the URLs the start logs are ones a client can open', async (host) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {

@@ -68,4 +68,11 @@ describe('npm run worker', () => {
       expect.stringMatching(/^runnel worker: RUNNEL_MODEL=openai:gpt-4o-mini but OPENAI_API_KEY is not set: the provider will refuse every model call/),
     ]);
   }, 60_000);
+
+  // A probe: ioredis's own `[WARN]` lines (a password Redis does not need) went beside the JSON log.
+  it("logs its Redis client's warning as a JSON line", async () => {
+    const { code, lines } = await runWorker({ DATABASE_URL, REDIS_URL: 'redis://:not-needed@127.0.0.1:6379' });
+    expect(code).toBe(0);
+    expect(lines.find((line) => String(line.msg).includes('does not require a password'))).toMatchObject({ level: 40 });
+  }, 60_000);
 });
