@@ -6,7 +6,7 @@
  * aborting it down to the model's request, leaving nothing cached or saved.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { RunnelError, Saves } from '../src/core/index.js';
+import { invokeAnswering, RunnelError } from '../src/core/index.js';
 import { prepareConversationRun } from '../src/server/conversation-run.js';
 import { toOpenAIError } from '../src/server/openai-errors.js';
 import { bodyError, parseChatCompletionRequest } from '../src/server/openai-request.js';
@@ -60,14 +60,10 @@ export function chatCompletionsHandler() {
 
     if (!asked.stream) {
       const connection = disconnectSignal(request, reply, 'chat_completions', chain.spec.path);
-      // A run that fails keeps no chat turn a step of it saved, as on /invoke.
-      const saves = new Saves();
       try {
-        const output = await chain.spec.runnable.invoke(run.input, { ...run.config, signal: connection.signal, onSave: saves.onSave, onUsage: tally.onUsage, onModelCall: tally.onModelCall });
+        // A run that fails keeps no chat turn a step of it saved, as on /invoke.
+        const output = await invokeAnswering(chain.spec.runnable, run.input, { ...run.config, signal: connection.signal, onUsage: tally.onUsage, onModelCall: tally.onModelCall });
         return chatCompletion(head, output, { tools, usage: completionUsage(tally.total()), finishReason: tally.finishReason() });
-      } catch (error) {
-        await saves.takeBack();
-        throw error;
       } finally {
         connection.dispose();
       }

@@ -1,6 +1,6 @@
 /** `POST /{path}/invoke`: `{input, config?, kwargs?}` → `{output, metadata: {run_id, feedback_tokens}}`. */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Saves } from '../src/core/index.js';
+import { invokeAnswering } from '../src/core/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, refuseWebhook, required, requestContext } from '../src/server/request.js';
 import { usageMeter } from '../src/server/usage.js';
@@ -17,20 +17,11 @@ export function invokeHandler(chain: PreparedChain) {
     chain.checkInput(input);
     checkAcceptingRuns(request);
     const connection = disconnectSignal(request, reply, 'invoke', chain.spec.path);
-    // A run that fails keeps no chat turn a step of it saved (a history inside the chain, a step after it failing).
-    const saves = new Saves();
     try {
-      const output = await chain.spec.runnable.invoke(input as never, {
-        ...config,
-        signal: connection.signal,
-        onSave: saves.onSave,
-        ...usageMeter(request.server.runnel, chain),
-      });
+      // A run that fails keeps no chat turn a step of it saved (a history inside the chain, a step after it failing).
+      const output = await invokeAnswering(chain.spec.runnable, input as never, { ...config, signal: connection.signal, ...usageMeter(request.server.runnel, chain) });
       // undefined is JSON's null (the key would be left out of the answer, whose contract is {output, metadata}).
       return { output: output ?? null, metadata: { run_id: runId, feedback_tokens: [] } };
-    } catch (error) {
-      await saves.takeBack();
-      throw error;
     } finally {
       connection.dispose();
     }

@@ -38,4 +38,4 @@ export { callInScope } from './in-scope.js';
 export { heldBytes } from './held-bytes.js';
 export { canonicalJson } from './canonical.js';
 export { cutText } from './text.js';
-export { Saves } from './saves.js';
+export { invokeAnswering, Saves } from './saves.js';

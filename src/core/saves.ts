@@ -4,7 +4,8 @@
  * when that answer is a failure: a chat turn its client was told failed is not
  * kept (the client sends it again, and it would be kept twice).
  */
-import type { SaveHandler, TakeBack } from './config.js';
+import type { RunnableConfig, SaveHandler, TakeBack } from './config.js';
+import type { Runnable } from './runnable.js';
 
 const quietly = (takeBack: TakeBack): Promise<void> => takeBack().catch(() => undefined);
 
@@ -54,5 +55,22 @@ export class Saves {
     const list = this.list;
     this.list = undefined;
     if (list !== undefined) await Promise.all(list.map(quietly));
+  }
+}
+
+/**
+ * `runnable.invoke(input, config)` for an answer of its own: when it fails, what its runs saved is taken back
+ * before the error is thrown on.
+ *
+ * @example
+ * const output = await invokeAnswering(chain, input, { signal }); // a failed run keeps no chat turn
+ */
+export async function invokeAnswering<I, O>(runnable: Runnable<I, O>, input: I, config: RunnableConfig): Promise<O> {
+  const saves = new Saves();
+  try {
+    return await runnable.invoke(input, { ...config, onSave: saves.onSave });
+  } catch (error) {
+    await saves.takeBack();
+    throw error;
   }
 }
