@@ -420,7 +420,8 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     const runId = pending?.runId;
     if (typeof runId !== 'string' || controller !== undefined) return;
     const record = await getJson<RunView>(url(`runs/${encodeURIComponent(runId)}`)).catch(() => undefined);
-    if (record === undefined) return;
+    // A run the person started meanwhile is the one the page follows (its input is in the form).
+    if (record === undefined || controller !== undefined) return;
     if (pending?.input !== undefined) {
       form.setValue(pending.input);
       jsonArea.value = JSON.stringify(form.value, null, 2);

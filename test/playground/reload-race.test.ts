@@ -1,0 +1,78 @@
+/**
+ * A reload mid-run follows the run again (resumeRun), after it has asked the server how the run stands. A
+ * Run clicked while that question is out starts a run of its own, and the page follows that one: a probe
+ * found the answer, arriving later, made the page follow the old run as well — two runs writing into one
+ * output and one steps tree, Stop reaching only the old one. (Chat mode's resumeTurn checked for this.)
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Browser, Route } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { buildApp, defineChain, lambda } from '../../src/index.js';
+import { openWatched, serveToBrowser } from './browser.js';
+
+/** Says `w0`, then waits until the run is cancelled. */
+async function* oneWordThenWait(signal: AbortSignal | undefined): AsyncGenerator<string> {
+  yield 'w0';
+  await new Promise<void>((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true }));
+}
+
+const chains = [
+  defineChain({ path: '/waits', description: 'Says one word, then waits to be cancelled', runnable: lambda((_input: { topic: string }, config) => oneWordThenWait(config.signal), { input: z.object({ topic: z.string() }) }) }),
+];
+
+let app: FastifyInstance;
+let browser: Browser;
+let base = '';
+
+beforeAll(async () => {
+  app = await buildApp({ chains: chains as never });
+  ({ base, browser } = await serveToBrowser(app));
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await app?.close();
+});
+
+describe('a reload mid-run, and Run clicked before the page has rejoined', () => {
+  it('follows the run the person started, not the one the reload left', async () => {
+    const { page } = await openWatched(browser, `${base}/waits/playground/`);
+    await page.locator('#f-topic').fill('reloads');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.output').getByText('w0').waitFor();
+    const first = (JSON.parse((await page.evaluate(() => sessionStorage.getItem('runnel:run:/waits'))) ?? '{}') as { runId?: string }).runId;
+    expect(first).toMatch(/\S/);
+
+    // The reloaded page's question about the old run is held until the new run has started.
+    let held: Route | undefined;
+    const asked = new Promise<void>((resolve) => {
+      void page.route(`**/waits/runs/${first}`, (route) => {
+        held = route;
+        resolve();
+      });
+    });
+    const joins: string[] = [];
+    page.on('request', (request) => {
+      if (new URL(request.url()).pathname === `/waits/runs/${first}/stream`) joins.push(request.url());
+    });
+    await page.reload();
+    await asked;
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: 'Running…' }).waitFor();
+    const answered = page.waitForResponse((response) => new URL(response.url()).pathname === `/waits/runs/${first}`);
+    await held?.continue();
+    await answered;
+    // What the page does with the answer, it does at once: a rejoin would be asked for within this wait.
+    await page.waitForTimeout(500);
+    expect(joins).toEqual([]);
+
+    // Stop reaches the run the person started.
+    const cancel = page.waitForRequest((r) => r.method() === 'POST' && /\/waits\/runs\/[^/]+\/cancel$/.test(r.url()));
+    await page.getByRole('button', { name: 'Stop' }).click();
+    expect((await cancel).url()).not.toContain(first);
+    await page.locator('.status', { hasText: 'Stopped' }).waitFor();
+    await app.inject({ method: 'POST', url: `/waits/runs/${first}/cancel`, headers: { 'content-type': 'application/json' } });
+    await page.close();
+  });
+});
