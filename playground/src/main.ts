@@ -728,7 +728,8 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
       sessionStorage.removeItem(TURN_KEY);
       return;
     }
-    if (controller !== undefined) return;
+    // A turn sent meanwhile is the one under way; a session started meanwhile is not this turn's.
+    if (controller !== undefined || pending.session !== session) return;
     if (await turn(message, (signal, on) => joinRun(CHAIN, runId, signal, on))) await loadHistory();
   };
 

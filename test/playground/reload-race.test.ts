@@ -2,14 +2,15 @@
  * A reload mid-run follows the run again (resumeRun), after it has asked the server how the run stands. A
  * Run clicked while that question is out starts a run of its own, and the page follows that one: a probe
  * found the answer, arriving later, made the page follow the old run as well — two runs writing into one
- * output and one steps tree, Stop reaching only the old one. (Chat mode's resumeTurn checked for this.)
+ * output and one steps tree, Stop reaching only the old one. Chat mode's resumeTurn checked for a turn sent
+ * meanwhile, but not for New session clicked meanwhile: the old session's turn was followed into the new one.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { buildApp, defineChain, lambda } from '../../src/index.js';
-import { openWatched, serveToBrowser } from './browser.js';
+import { buildApp, defineChain, lambda, MemoryHistoryStore } from '../../src/index.js';
+import { chatChain, openWatched, serveToBrowser } from './browser.js';
 
 /** Says `w0`, then waits until the run is cancelled. */
 async function* oneWordThenWait(signal: AbortSignal | undefined): AsyncGenerator<string> {
@@ -18,6 +19,7 @@ async function* oneWordThenWait(signal: AbortSignal | undefined): AsyncGenerator
 }
 
 const chains = [
+  chatChain({ path: '/waits-chat', description: 'A chat whose answers wait', answer: lambda((_input: { message: string }, config) => oneWordThenWait(config.signal)), histories: new MemoryHistoryStore() }),
   defineChain({ path: '/waits', description: 'Says one word, then waits to be cancelled', runnable: lambda((_input: { topic: string }, config) => oneWordThenWait(config.signal), { input: z.object({ topic: z.string() }) }) }),
 ];
 
@@ -35,7 +37,7 @@ afterAll(async () => {
   await app?.close();
 });
 
-describe('a reload mid-run, and Run clicked before the page has rejoined', () => {
+describe('a reload mid-run, and the person acting before the page has rejoined', () => {
   it('follows the run the person started, not the one the reload left', async () => {
     const { page } = await openWatched(browser, `${base}/waits/playground/`);
     await page.locator('#f-topic').fill('reloads');
@@ -73,6 +75,38 @@ describe('a reload mid-run, and Run clicked before the page has rejoined', () =>
     expect((await cancel).url()).not.toContain(first);
     await page.locator('.status', { hasText: 'Stopped' }).waitFor();
     await app.inject({ method: 'POST', url: `/waits/runs/${first}/cancel`, headers: { 'content-type': 'application/json' } });
+    await page.close();
+  });
+
+  it('chat: New session clicked before the page has rejoined the turn leaves that turn to its own session', async () => {
+    const { page } = await openWatched(browser, `${base}/waits-chat/playground/`);
+    await page.getByLabel('Message').fill('hello');
+    await page.getByLabel('Message').press('Enter');
+    await page.locator('.chat-log').getByText('w0').waitFor();
+    const turn = (JSON.parse((await page.evaluate(() => sessionStorage.getItem('runnel:turn:/waits-chat'))) ?? '{}') as { runId?: string }).runId;
+    expect(turn).toMatch(/\S/);
+
+    let held: Route | undefined;
+    const asked = new Promise<void>((resolve) => {
+      void page.route(`**/waits-chat/runs/${turn}`, (route) => {
+        held = route;
+        resolve();
+      });
+    });
+    const joins: string[] = [];
+    page.on('request', (request) => {
+      if (new URL(request.url()).pathname === `/waits-chat/runs/${turn}/stream`) joins.push(request.url());
+    });
+    await page.reload();
+    await asked;
+    await page.getByRole('button', { name: 'New session' }).click();
+    const answered = page.waitForResponse((response) => new URL(response.url()).pathname === `/waits-chat/runs/${turn}`);
+    await held?.continue();
+    await answered;
+    await page.waitForTimeout(500);
+    expect(joins).toEqual([]);
+    expect(await page.locator('.chat-log').innerText()).toBe('');
+    await app.inject({ method: 'POST', url: `/waits-chat/runs/${turn}/cancel`, headers: { 'content-type': 'application/json' } });
     await page.close();
   });
 });
