@@ -77,7 +77,8 @@ async function readFrames(res: Response, onFrame: (frame: SseFrame) => void): Pr
       return 'cut';
     }
     if (chunk.done) return 'cut';
-    buffer += chunk.value.replace(/\r\n/g, '\n');
+    // Joined first: a piece of the stream may end between the \r and the \n of a line's end.
+    buffer = (buffer + chunk.value).replace(/\r\n/g, '\n');
     let end: number;
     while ((end = buffer.indexOf('\n\n')) >= 0) {
       const raw = buffer.slice(0, end);
