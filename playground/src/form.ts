@@ -13,6 +13,9 @@ const ROLE_NAMES: Record<string, string> = { user: 'human', assistant: 'ai', dev
 /** Most issues shown on one field: the server can report one problem in many words (every alternative that failed). */
 const MOST_ISSUES_PER_FIELD = 3;
 
+/** What the keyboard can be put on to type a value. */
+const CONTROLS = 'input, select, textarea';
+
 /**
  * `message` with its role or text changed, in the form it came in: a tuple stays a tuple, `{role}` keeps
  * `role`, every other field (`tool_calls`, `name`, `id`…) stays, and an untouched text stays as it was (list
@@ -159,11 +162,17 @@ export class SchemaForm {
     }
   }
 
-  private update(path: (string | number)[], value: unknown, rerender = false): void {
+  private update(path: (string | number)[], value: unknown, rerender = false, focus?: () => Element | null | undefined): void {
     this.current = setAt(this.current, path, value);
     this.onChange(this.current);
-    if (rerender) this.render();
-    else {
+    if (rerender) {
+      // The button that drew the form anew is gone with the old elements, and the keyboard's place with it:
+      // `focus` names where it goes in the new ones.
+      const hadFocus = this.element.contains(document.activeElement);
+      this.render();
+      const next = hadFocus ? focus?.() : undefined;
+      if (next instanceof HTMLElement) next.focus();
+    } else {
       this.clearIssuesAt(path);
       // An optional object the edit brought into the input can be left out again.
       for (let n = 1; n < path.length; n++) {
@@ -185,6 +194,25 @@ export class SchemaForm {
       field.classList.remove('invalid');
       return;
     }
+  }
+
+  /** The rows of the list at `path` and its add button, as drawn now. */
+  private listDrawn(path: (string | number)[]): { rows: Element[]; add: Element | null } {
+    const list = this.element.querySelector(`[data-path="${CSS.escape(pathKey(path))}"] > .array`);
+    return { rows: list === null ? [] : [...list.querySelectorAll(':scope > .array-row')], add: list?.querySelector(':scope > .add') ?? null };
+  }
+
+  /** Added: the new row's first control. */
+  private focusAdded(path: (string | number)[]): () => Element | null | undefined {
+    return () => this.listDrawn(path).rows.at(-1)?.querySelector(CONTROLS);
+  }
+
+  /** Removed row `i`: the Remove of the row now in its place, else of the row before, else the add button. */
+  private focusRemoved(path: (string | number)[], i: number): () => Element | null | undefined {
+    return () => {
+      const { rows, add } = this.listDrawn(path);
+      return (rows[i] ?? rows[i - 1])?.querySelector(':scope > .remove') ?? add;
+    };
   }
 
   private render(): void {
@@ -252,7 +280,7 @@ export class SchemaForm {
         // while it is in the input (see `update`).
         if (path.length > 0 && (nullable || !required)) {
           const label = wrap.querySelector(':scope > label');
-          const clearButton = h('button', { type: 'button', class: 'clear', text: 'Leave out', hidden: value === undefined || value === null, attrs: { 'aria-label': `Leave out ${title || pathKey(path)}` }, on: { click: () => this.update(path, nullable ? null : undefined, true) } });
+          const clearButton = h('button', { type: 'button', class: 'clear', text: 'Leave out', hidden: value === undefined || value === null, attrs: { 'aria-label': `Leave out ${title || pathKey(path)}` }, on: { click: () => this.update(path, nullable ? null : undefined, true, () => this.element.querySelector(`[data-path="${CSS.escape(pathKey(path))}"]`)?.querySelector(CONTROLS)) } });
           this.leaveOut.set(pathKey(path), clearButton);
           if (label === null) wrap.prepend(clearButton);
           else label.after(clearButton);
@@ -266,10 +294,10 @@ export class SchemaForm {
         const list = h('div', { class: 'array' });
         items.forEach((_, i) => {
           const row = h('div', { class: 'array-row' }, this.field(itemSchema, [...path, i], `#${i + 1}`, true));
-          row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, this.listAt(path).filter((__, j) => j !== i), true) } }));
+          row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, this.listAt(path).filter((__, j) => j !== i), true, this.focusRemoved(path, i)) } }));
           list.append(row);
         });
-        list.append(h('button', { type: 'button', class: 'add', text: 'Add item', on: { click: () => this.update(path, [...this.listAt(path), defaultValue(itemSchema, root)], true) } }));
+        list.append(h('button', { type: 'button', class: 'add', text: 'Add item', on: { click: () => this.update(path, [...this.listAt(path), defaultValue(itemSchema, root)], true, this.focusAdded(path)) } }));
         wrap.append(list);
         break;
       }
@@ -286,10 +314,10 @@ export class SchemaForm {
           role.addEventListener('change', () => this.update([...path, i], rewrite(getAt(this.current, [...path, i]), { role: role.value })));
           content.addEventListener('input', () => this.update([...path, i], rewrite(getAt(this.current, [...path, i]), { content: content.value })));
           const row = h('div', { class: 'array-row message-row', attrs: { 'data-path': pathKey([...path, i]) } }, role, content);
-          row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, this.listAt(path).filter((__, j) => j !== i), true) } }));
+          row.append(h('button', { type: 'button', class: 'remove', text: 'Remove', on: { click: () => this.update(path, this.listAt(path).filter((__, j) => j !== i), true, this.focusRemoved(path, i)) } }));
           list.append(row);
         });
-        list.append(h('button', { type: 'button', class: 'add', text: 'Add message', on: { click: () => this.update(path, [...this.listAt(path), { type: 'human', content: '' }], true) } }));
+        list.append(h('button', { type: 'button', class: 'add', text: 'Add message', on: { click: () => this.update(path, [...this.listAt(path), { type: 'human', content: '' }], true, this.focusAdded(path)) } }));
         wrap.append(list);
         break;
       }
