@@ -252,7 +252,9 @@ function durableRun(chain: string, start: { endpoint: 'stream' | 'stream_events'
   const stop = (): void => {
     halt.abort();
     if (runId !== undefined && !plain) stopped ??= cancelRun(chain, runId, on.onCancelWaiting);
-    cutConnection();
+    // Before the run's id, the connection reads on to its first frame, which names the run: this is called
+    // again then, and cancels it. (Cut, the run went on without it: a durable run outlives its connection.)
+    if (runId !== undefined || plain) cutConnection();
   };
 
   const onFrame = (frame: SseFrame): void => {
@@ -326,6 +328,8 @@ function durableRun(chain: string, start: { endpoint: 'stream' | 'stream_events'
       if (res.status === 503) {
         const refused = await failure(res);
         if (refused.code !== 'RUNNEL_ERR_REDIS_UNAVAILABLE') throw refused;
+        // Stopped meanwhile: nothing runs yet, and nothing is asked for.
+        if (halt.signal.aborted) return;
         plain = true;
         on.onNotDurable?.(refused.message);
         res = await post(start.body);
