@@ -60,14 +60,11 @@ export interface OpenStream {
   /** Whose stream it is (`RUNNEL_MAX_STREAMS_PER_KEY` counts them). */
   identity: string;
   /**
-   * Its client has gone and its run is being stopped (a live stream's): it no longer counts as its key's, so the
-   * client can open another at once.
+   * Its client has gone, its run stopping (a live stream's) or going on (a durable one's): it no longer counts
+   * as its key's as a stream (see `checkStreamSlot`), so the client can open another, or rejoin, at once.
    */
   clientGone?: boolean;
-  /**
-   * The run it executes or reads (a durable stream, a join). A run counts once as its key's however many of its
-   * streams are open: a client that lost its durable stream rejoins it in the place the run holds.
-   */
+  /** The run it executes or reads (a durable stream, a join): a run whose clients have all gone holds one place. */
   runId?: string;
 }
 

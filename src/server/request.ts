@@ -279,8 +279,8 @@ export function replyHeaders(reply: FastifyReply): Record<string, string> {
 /**
  * 503 `RUNNEL_ERR_OVERLOADED` when every stream slot is taken; 429 `RUNNEL_ERR_TOO_MANY_STREAMS` when the caller
  * holds its share already (`RUNNEL_MAX_STREAMS_PER_KEY`), so one key cannot take every slot. The key's share
- * counts its live streams whose client is there and its runs (a durable run holds its place until it ends, with
- * or without a client; its rejoins share it): `runId`, the run a join reads.
+ * counts its streams whose client is there, and a durable run whose clients have all gone as one (it holds its
+ * place until it ends): `runId`, the run a join reads, which takes that place.
  */
 export function checkStreamSlot(request: FastifyRequest, runId?: string): void {
   const state = request.server.runnel;
@@ -290,17 +290,22 @@ export function checkStreamSlot(request: FastifyRequest, runId?: string): void {
   }
   if (maxStreamsPerKey > 0 && maxStreamsPerKey < maxStreams) {
     let own = 0;
-    const runs = new Set<string>();
+    // Live streams whose client has gone, their runs still stopping (a take-back under way): as many as the
+    // share are let go, so a client may cut and reopen at once, but no more, or cutting in a loop would pile
+    // them up past the share.
+    let spared = maxStreamsPerKey;
+    // Each run's streams whose client is there; a run holds one place while none is.
+    const runs = new Map<string, number>();
     for (const stream of state.streams) {
-      if (stream.identity !== request.identity || stream.clientGone === true) continue;
-      if (stream.runId === undefined) own++;
-      else if (!runs.has(stream.runId)) {
-        runs.add(stream.runId);
-        own++;
-      }
+      if (stream.identity !== request.identity) continue;
+      if (stream.runId !== undefined) runs.set(stream.runId, (runs.get(stream.runId) ?? 0) + (stream.clientGone === true ? 0 : 1));
+      else if (stream.clientGone !== true) own++;
+      else if (spared > 0) spared--;
+      else own++;
     }
-    // A rejoin of a run that holds its place here already takes no other.
-    if (runId !== undefined && runs.has(runId)) return;
+    for (const present of runs.values()) own += Math.max(present, 1);
+    // A rejoin of a run whose clients have all gone takes the place the run holds.
+    if (runId !== undefined && runs.get(runId) === 0) return;
     if (own >= maxStreamsPerKey) {
       throw new RunnelError('RUNNEL_ERR_TOO_MANY_STREAMS', `This caller has ${own} streams open, its most (RUNNEL_MAX_STREAMS_PER_KEY); close one first`);
     }

@@ -154,7 +154,6 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
     pending.length = 0;
     settle();
   };
-  whenClientGone(reply, stop);
   let finish!: () => void;
   const entry: OpenStream = {
     // A stopping server, its grace spent: the run ends with `reason` (its record, its log's error frame) and
@@ -168,6 +167,10 @@ export async function streamRunHere(request: FastifyRequest, reply: FastifyReply
     runId: record.run_id,
   };
   state.streams.add(entry);
+  whenClientGone(reply, () => {
+    entry.clientGone = true;
+    stop();
+  });
   // Opened with the first frame, once the run is stored: the headers, the `metadata` frame and whatever the
   // chain made in the same tick go out as one write, not the headers alone while the record is written.
   let opened = false;
@@ -301,7 +304,6 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   const started = performance.now();
   const sse = takeOverForEvents(request, reply, format.headers);
   const gone = new AbortController();
-  whenClientGone(reply, () => gone.abort());
   // Shutdown ends this reader (the run goes on; the client rejoins on another replica with Last-Event-ID).
   let finish!: () => void;
   let closedByServer = false;
@@ -311,6 +313,10 @@ export async function sendRunStream(request: FastifyRequest, reply: FastifyReply
   };
   const entry: OpenStream = { stop, done: new Promise<void>((resolve) => (finish = resolve)), reader: format.rejoins === true, identity: request.identity, runId: record.run_id };
   state.streams.add(entry);
+  whenClientGone(reply, () => {
+    entry.clientGone = true;
+    gone.abort();
+  });
   sse.open();
   let after = afterId;
   const watch = await queue.store.watch(record.run_id);

@@ -112,7 +112,8 @@ describe('RUNNEL_MAX_STREAMS_PER_KEY, when a client goes', () => {
     const [socket] = await serverSide;
     let seen = '';
     response.setEncoding('utf8');
-    for await (const chunk of response) {
+    // Read on its own: leaving the loop leaves the connection open, until `cut()`.
+    for await (const chunk of response.iterator({ destroyOnReturn: false })) {
       seen += chunk as string;
       if (seen.includes(text)) break;
     }
@@ -132,6 +133,20 @@ describe('RUNNEL_MAX_STREAMS_PER_KEY, when a client goes', () => {
     expect(server.app.runnel.streams.size).toBe(1);
     const next = await post('/slow/stream', { input: { count: 1 } });
     expect([next.status, await next.text()]).toEqual([200, expect.stringContaining('event: end')]);
+    // Let go up to the key's share, no more: cut in a loop, streams still stopping would pile up past it (a review).
+    const second = await streamUntil('/saving/stream', { input: {} }, 'first');
+    expect(second.status).toBe(200);
+    await second.cut();
+    expect(server.app.runnel.streams.size).toBe(2);
+    const third = await post('/slow/stream', { input: { count: 1 } });
+    expect([third.status, (await third.json()) as unknown]).toEqual([429, expect.objectContaining({ code: 'RUNNEL_ERR_TOO_MANY_STREAMS' })]);
+    release();
+    await settleWithin(
+      (async () => {
+        while (server.app.runnel.streams.size > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      })(),
+      10_000,
+    );
   });
 
   it('lets a client rejoin the durable run it lost, in the place the run holds', async () => {
@@ -145,7 +160,15 @@ describe('RUNNEL_MAX_STREAMS_PER_KEY, when a client goes', () => {
     expect([other.status, (await other.json()) as unknown]).toEqual([429, expect.objectContaining({ code: 'RUNNEL_ERR_TOO_MANY_STREAMS' })]);
     const rejoined = await streamUntil(`/slow/runs/${runId}/stream`, undefined, 't2 ', { 'last-event-id': lastId });
     expect([rejoined.status, rejoined.seen]).toEqual([200, expect.stringContaining('t2 ')]);
+    // A second reader of the run while the first is there is a stream of its own (a review: every rejoin was let
+    // in, and one key took every slot of the server through one run).
+    const second = await fetch(`${server.url}/slow/runs/${runId}/stream`, { headers: { authorization } });
+    expect([second.status, (await second.json()) as unknown]).toEqual([429, expect.objectContaining({ code: 'RUNNEL_ERR_TOO_MANY_STREAMS' })]);
+    // The reader gone in turn (a page reloaded again), the next one takes the run's place.
     await rejoined.cut();
+    const again = await streamUntil(`/slow/runs/${runId}/stream`, undefined, 't3 ', { 'last-event-id': lastId });
+    expect([again.status, again.seen]).toEqual([200, expect.stringContaining('t3 ')]);
+    await again.cut();
     expect((await post(`/slow/runs/${runId}/cancel`, {})).status).toBe(200);
   });
 });
