@@ -123,5 +123,6 @@ export function serverLoggerOptions(level: string): NonNullable<Exclude<FastifyS
  * logConsoleWarnings(pino(serverLoggerOptions('info')));
  */
 export function logConsoleWarnings(logger: { warn(message: string): void }): void {
-  console.warn = (...args: unknown[]) => logger.warn(format(...args));
+  // A URL's credentials never reach the log, as in every other line.
+  console.warn = (...args: unknown[]) => logger.warn(redactUrlCredentials(format(...args)));
 }

@@ -32,18 +32,18 @@ async function main(): Promise<void> {
   const logger = pino(serverLoggerOptions(config.logLevel));
   await serveOnProcesses(
     { count: config.processes, deadlineMs: shutdownDeadlineMs(config.shutdownGraceMs), log: (level, line) => logger[level](line) },
-    () => serve(config),
+    () => serve(config, logger),
   );
 }
 
-async function serve(config: ServerConfig): Promise<void> {
+async function serve(config: ServerConfig, logger: { warn(message: string): void }): Promise<void> {
   // The embedded database's folder, checked before anything listens: one it cannot use is a wrong setting.
   const dataDir = config.databaseUrl === undefined ? dataDirProblem(config.dataDir) : undefined;
   if (dataDir !== undefined) {
     console.error(`runnel: ${dataDir}`);
     process.exit(1);
   }
-  logConsoleWarnings(pino(serverLoggerOptions(config.logLevel)));
+  logConsoleWarnings(logger);
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, namespace: config.runNamespace });
   const { chains, docs } = createChains({ services });
   services.checks.set('docs', async () => docs.ready);

@@ -183,7 +183,8 @@ for (const sdk of ['openai', 'anthropic'] as const) {
         const [response] = (await once(request, 'response')) as [IncomingMessage];
         let seen = '';
         response.setEncoding('utf8');
-        for await (const chunk of response) {
+        // Leaving the loop leaves the connection open: the client goes at `destroy()` below.
+        for await (const chunk of response.iterator({ destroyOnReturn: false })) {
           seen += chunk as string;
           if (seen.includes('event: data')) break;
         }

@@ -64,4 +64,6 @@ it('calls the webhook of a run whose worker does not serve its chain', async () 
     await app.close();
     await worker.stop();
   }
+  // Once: the worker's end is the run's only end.
+  expect(received).toHaveLength(1);
 }, 60_000);
