@@ -19,8 +19,8 @@ export interface ChainRoutesOptions {
   chain: PreparedChain;
   /** True for the `/c/{config_hash}/` copy of the routes. */
   hashed: boolean;
-  /** The playground bundle's index.html (undefined when it is not built). */
-  playgroundTemplate?: string | undefined;
+  /** The playground bundle's index.html as it is now (undefined when it is not built). */
+  playgroundTemplate?: () => string | undefined;
 }
 
 /** The error answers every chain route documents: one body, `RunnelError`, whose `code` says which. */
@@ -179,7 +179,7 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
     );
     refuseOtherMethods('/ui_stream/:chat_id/stream', 'GET');
   }
-  if (enabled.has('playground')) await app.register(playgroundRoutes, { chain, template: playgroundTemplate });
+  if (enabled.has('playground')) await app.register(playgroundRoutes, { chain, template: playgroundTemplate ?? (() => undefined) });
 };
 
 /**

@@ -8,6 +8,8 @@
  * an API key (the page then asks for one); everything they fetch needs the
  * key as usual.
  */
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { errorBody } from '../src/server/http-errors.js';
 import type { PreparedChain } from '../src/server/prepared.js';
@@ -25,8 +27,27 @@ export const PLAYGROUND_CSP =
 
 export interface PlaygroundOptions {
   chain: PreparedChain;
-  /** The bundle's index.html, or undefined when the bundle is not built. */
-  template: string | undefined;
+  /** The bundle's index.html as it is now, or undefined when the bundle is not built ({@link bundleTemplate}). */
+  template: () => string | undefined;
+}
+
+/**
+ * The index.html of the bundle in `dir` as it is at each call: read again once a build has replaced it, as
+ * `npm run build` (and every test run) does under a running server — whose page, read once, named the assets of
+ * the build before, which the new build had deleted (a probe). Undefined while the bundle is not built.
+ */
+export function bundleTemplate(dir: string): () => string | undefined {
+  const file = join(dir, 'index.html');
+  let read: { mtimeMs: number; size: number; text: string } | undefined;
+  return () => {
+    try {
+      const { mtimeMs, size } = statSync(file);
+      if (read?.mtimeMs !== mtimeMs || read.size !== size) read = { mtimeMs, size, text: readFileSync(file, 'utf8') };
+      return read.text;
+    } catch {
+      return undefined;
+    }
+  };
 }
 
 const escapeAttribute = (text: string): string => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -43,10 +64,15 @@ export const playgroundRoutes: FastifyPluginAsync<PlaygroundOptions> = async (ap
   const meta = JSON.stringify({ path: spec.path, description: spec.description ?? '', playground: spec.playground, configHashes: spec.enabledEndpoints.includes('config_hashes') });
   // The icon is the server's /favicon.svg, reached relatively (up from {prefix}/playground/) so the page works under any prefix.
   const root = '../'.repeat(app.prefix.split('/').filter(Boolean).length + 1);
-  const page = template?.replace(
-    '<meta name="runnel-chain" content="" />',
-    `<meta name="runnel-chain" content="${escapeAttribute(meta)}" />\n    <link rel="icon" type="image/svg+xml" href="${root}favicon.svg" />`,
-  );
+  const head = `<meta name="runnel-chain" content="${escapeAttribute(meta)}" />\n    <link rel="icon" type="image/svg+xml" href="${root}favicon.svg" />`;
+  // The chain's page, made once for each version of the bundle's.
+  let made: { from: string; page: string } | undefined;
+  const current = (): string | undefined => {
+    const from = template();
+    if (from === undefined) return undefined;
+    if (made?.from !== from) made = { from, page: from.replace('<meta name="runnel-chain" content="" />', head) };
+    return made.page;
+  };
   const config = { public: true };
   const schema = { hide: true };
 
@@ -56,6 +82,7 @@ export const playgroundRoutes: FastifyPluginAsync<PlaygroundOptions> = async (ap
     return reply.redirect(`${path}/${query === undefined ? '' : `?${query}`}`, 307);
   });
   app.get('/playground/', { config, schema }, (_request, reply) => {
+    const page = current();
     if (page === undefined) {
       return reply.code(404).header('x-request-id', reply.request.id).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'The playground is not built: run npm run build', 'Not Found'));
     }
@@ -63,7 +90,7 @@ export const playgroundRoutes: FastifyPluginAsync<PlaygroundOptions> = async (ap
   });
   app.get<{ Params: { file: string } }>('/playground/assets/:file', { config, schema }, (request, reply) => {
     const { file } = request.params;
-    if (page === undefined || !ASSET.test(file)) return reply.code(404).header('x-request-id', request.id).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
+    if (template() === undefined || !ASSET.test(file)) return reply.code(404).header('x-request-id', request.id).send(errorBody(404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found'));
     return secure(reply).header('cache-control', 'public, max-age=31536000, immutable').sendFile(`assets/${file}`);
   });
 };

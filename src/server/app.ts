@@ -20,6 +20,7 @@ import { RunnelError } from '../core/index.js';
 import { chainRoutes } from '../../routes/chain.js';
 import { faviconRoutes } from '../../routes/favicon.js';
 import { healthRoutes } from '../../routes/health.js';
+import { bundleTemplate } from '../../routes/playground.js';
 import { historyRoutes } from '../../routes/history.js';
 import { indexRoutes } from '../../routes/index-page.js';
 import { openAIRoutes } from '../../routes/openai.js';
@@ -600,9 +601,12 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   const playgroundDir = options.playgroundDir ?? join(packageRoot(), 'dist', 'playground');
-  const playgroundTemplate = existsSync(join(playgroundDir, 'index.html')) ? readFileSync(join(playgroundDir, 'index.html'), 'utf8') : undefined;
+  // A bundle built again under the running server is served as built; one first built after the start, only
+  // after a restart.
+  const built = existsSync(playgroundDir);
+  const playgroundTemplate = built ? bundleTemplate(playgroundDir) : () => undefined;
   // Files are sent only by the playground's routes, by validated names, from inside this folder.
-  if (playgroundTemplate !== undefined) await app.register(fastifyStatic, { root: playgroundDir, serve: false, dotfiles: 'deny', index: false });
+  if (built) await app.register(fastifyStatic, { root: playgroundDir, serve: false, dotfiles: 'deny', index: false });
 
   await app.register(healthRoutes);
   await app.register(indexRoutes);
