@@ -42,7 +42,12 @@ export function bundleTemplate(dir: string): () => string | undefined {
   return () => {
     try {
       const { mtimeMs, size } = statSync(file);
-      if (read?.mtimeMs !== mtimeMs || read.size !== size) read = { mtimeMs, size, text: readFileSync(file, 'utf8') };
+      if (read?.mtimeMs !== mtimeMs || read.size !== size) {
+        const text = readFileSync(file, 'utf8');
+        // Caught between a build's truncate and its write: not built yet, and read again next time.
+        if (text === '') return undefined;
+        read = { mtimeMs, size, text };
+      }
       return read.text;
     } catch {
       return undefined;

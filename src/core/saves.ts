@@ -68,7 +68,10 @@ export class Saves {
 export async function invokeAnswering<I, O>(runnable: Runnable<I, O>, input: I, config: RunnableConfig): Promise<O> {
   const saves = new Saves();
   try {
-    return await runnable.invoke(input, { ...config, onSave: saves.onSave });
+    const output = await runnable.invoke(input, { ...config, onSave: saves.onSave });
+    // Succeeded: whoever answers for a run around this one (the config's own collector) decides, as for a retry.
+    saves.passTo(config.onSave);
+    return output;
   } catch (error) {
     await saves.takeBack();
     throw error;

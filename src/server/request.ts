@@ -280,7 +280,9 @@ export function replyHeaders(reply: FastifyReply): Record<string, string> {
  * 503 `RUNNEL_ERR_OVERLOADED` when every stream slot is taken; 429 `RUNNEL_ERR_TOO_MANY_STREAMS` when the caller
  * holds its share already (`RUNNEL_MAX_STREAMS_PER_KEY`), so one key cannot take every slot. The key's share
  * counts its streams whose client is there, and a durable run whose clients have all gone as one (it holds its
- * place until it ends): `runId`, the run a join reads, which takes that place.
+ * place until it ends): `runId`, the run a join reads, which takes that place. Streams whose client has gone
+ * and whose run is still stopping, and a durable run's own stream beside its reader, take slots beyond the share:
+ * at most as many again.
  */
 export function checkStreamSlot(request: FastifyRequest, runId?: string): void {
   const state = request.server.runnel;
@@ -296,8 +298,12 @@ export function checkStreamSlot(request: FastifyRequest, runId?: string): void {
     let spared = maxStreamsPerKey;
     // Each run's streams whose client is there; a run holds one place while none is.
     const runs = new Map<string, number>();
+    // Every slot the key holds, whatever its client does: at most twice its share (a review: spared streams, a
+    // durable run and its reader, readers gone but still in a Redis call, took three times the share and more).
+    let slots = 0;
     for (const stream of state.streams) {
       if (stream.identity !== request.identity) continue;
+      slots++;
       if (stream.runId !== undefined) runs.set(stream.runId, (runs.get(stream.runId) ?? 0) + (stream.clientGone === true ? 0 : 1));
       else if (stream.clientGone !== true) own++;
       else if (spared > 0) spared--;
@@ -305,8 +311,8 @@ export function checkStreamSlot(request: FastifyRequest, runId?: string): void {
     }
     for (const present of runs.values()) own += Math.max(present, 1);
     // A rejoin of a run whose clients have all gone takes the place the run holds.
-    if (runId !== undefined && runs.get(runId) === 0) return;
-    if (own >= maxStreamsPerKey) {
+    if (runId !== undefined && runs.get(runId) === 0 && slots < 2 * maxStreamsPerKey) return;
+    if (own >= maxStreamsPerKey || slots >= 2 * maxStreamsPerKey) {
       throw new RunnelError('RUNNEL_ERR_TOO_MANY_STREAMS', `This caller has ${own} streams open, its most (RUNNEL_MAX_STREAMS_PER_KEY); close one first`);
     }
   }

@@ -72,14 +72,22 @@ describe('RUNNEL_MAX_STREAMS_PER_KEY', () => {
  */
 describe('RUNNEL_MAX_STREAMS_PER_KEY, when a client goes', () => {
   let server: TestServer;
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
+  // The take-backs under way, let go by `release()`.
+  const held: (() => void)[] = [];
+  const release = (): void => held.splice(0).forEach((resolve) => resolve());
+  const streamsEnded = (): Promise<void> =>
+    settleWithin(
+      (async () => {
+        while (server.app.runnel.streams.size > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      })(),
+      10_000,
+    );
   // A step that saved something, as a chat history does, whose take-back takes its time.
   const saving = defineChain({
     path: '/saving',
     runnable: generator(async function* (inputs: AsyncIterable<unknown>, config) {
       for await (const _ of inputs);
-      config.onSave?.(() => released);
+      config.onSave?.(() => new Promise<void>((resolve) => held.push(resolve)));
       yield 'first ';
       await new Promise(() => undefined);
     }).withTypes({ input: z.object({}), output: z.string() }),
@@ -141,12 +149,7 @@ describe('RUNNEL_MAX_STREAMS_PER_KEY, when a client goes', () => {
     const third = await post('/slow/stream', { input: { count: 1 } });
     expect([third.status, (await third.json()) as unknown]).toEqual([429, expect.objectContaining({ code: 'RUNNEL_ERR_TOO_MANY_STREAMS' })]);
     release();
-    await settleWithin(
-      (async () => {
-        while (server.app.runnel.streams.size > 0) await new Promise((resolve) => setTimeout(resolve, 10));
-      })(),
-      10_000,
-    );
+    await streamsEnded();
   });
 
   it('lets a client rejoin the durable run it lost, in the place the run holds', async () => {
@@ -169,6 +172,28 @@ describe('RUNNEL_MAX_STREAMS_PER_KEY, when a client goes', () => {
     const again = await streamUntil(`/slow/runs/${runId}/stream`, undefined, 't3 ', { 'last-event-id': lastId });
     expect([again.status, again.seen]).toEqual([200, expect.stringContaining('t3 ')]);
     await again.cut();
+    expect((await post(`/slow/runs/${runId}/cancel`, {})).status).toBe(200);
+    await streamsEnded();
+  });
+
+  // A review: a stream still stopping, a durable run and its reader took three slots of the server on a share
+  // of one. The slots a key holds, its client there or not, are at most twice its share.
+  it('holds a key to twice its share of slots, whatever its clients do', async () => {
+    const stopping = await streamUntil('/saving/stream', { input: {} }, 'first');
+    await stopping.cut();
+    const stream = await streamUntil('/slow/stream', { input: {}, on_disconnect: 'continue' }, 't1 ');
+    expect(stream.status).toBe(200);
+    const runId = /"run_id":"([^"]+)"/.exec(stream.seen)?.[1];
+    await stream.cut();
+    expect(server.app.runnel.streams.size).toBe(2);
+    const rejoin = await fetch(`${server.url}/slow/runs/${runId}/stream`, { headers: { authorization } });
+    expect([rejoin.status, (await rejoin.json()) as unknown]).toEqual([429, expect.objectContaining({ code: 'RUNNEL_ERR_TOO_MANY_STREAMS' })]);
+    // The stopped stream gone, the run's place is the rejoin's.
+    release();
+    while (server.app.runnel.streams.size > 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    const rejoined = await streamUntil(`/slow/runs/${runId}/stream`, undefined, 'event: data');
+    expect(rejoined.status).toBe(200);
+    await rejoined.cut();
     expect((await post(`/slow/runs/${runId}/cancel`, {})).status).toBe(200);
   });
 });
