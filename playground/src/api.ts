@@ -77,8 +77,10 @@ async function readFrames(res: Response, onFrame: (frame: SseFrame) => void): Pr
       return 'cut';
     }
     if (chunk.done) return 'cut';
-    // Joined first: a piece of the stream may end between the \r and the \n of a line's end.
-    buffer = (buffer + chunk.value).replace(/\r\n/g, '\n');
+    // A piece of the stream may end between the \r and the \n of a line's end: the \r kept goes with the \n.
+    // (Only the new piece is rewritten: a frame of megabytes arrives in many pieces.)
+    if (buffer.endsWith('\r') && chunk.value.startsWith('\n')) buffer = buffer.slice(0, -1);
+    buffer += chunk.value.replace(/\r\n/g, '\n');
     let end: number;
     while ((end = buffer.indexOf('\n\n')) >= 0) {
       const raw = buffer.slice(0, end);

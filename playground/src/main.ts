@@ -283,6 +283,8 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
   const tree = new RunTree();
   let current: unknown;
   let controller: AbortController | undefined;
+  /** Runs followed so far: a reload's question that a run started (and maybe ended) overtook leaves it be. */
+  let follows = 0;
 
   const renderOutput = (): void => {
     clear(output);
@@ -334,6 +336,7 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
 
   /** Follows a run — started, or rejoined after a reload — into the output and the steps. */
   const follow = async (stream: (signal: AbortSignal, on: RunCallbacks) => Promise<void>): Promise<void> => {
+    follows++;
     const mine = (controller = new AbortController());
     // Run is disabled while the run goes: the keyboard's place moves to Stop, and comes back after.
     focusBack = document.activeElement === runButton;
@@ -419,9 +422,10 @@ function runPage(inputSchema: Schema, configSchema: Schema, outputSchema: Schema
     sessionStorage.removeItem(RUN_KEY);
     const runId = pending?.runId;
     if (typeof runId !== 'string' || controller !== undefined) return;
+    const before = follows;
     const record = await getJson<RunView>(url(`runs/${encodeURIComponent(runId)}`)).catch(() => undefined);
-    // A run the person started meanwhile is the one the page follows (its input is in the form).
-    if (record === undefined || controller !== undefined) return;
+    // A run the person started meanwhile, under way or ended, is the one the page shows (its input is in the form).
+    if (record === undefined || follows !== before) return;
     if (pending?.input !== undefined) {
       form.setValue(pending.input);
       jsonArea.value = JSON.stringify(form.value, null, 2);
@@ -530,6 +534,8 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
   // Without a link's settings, the form starts from the schema's defaults (an empty object would clear them).
   const configPanel = configForm(configSchema, sharedConfig?.configurable === undefined ? undefined : sharedSettings, syncUrl, ['session_id']);
   let controller: AbortController | undefined;
+  /** Turns sent so far: a reload's question that a turn overtook (under way or ended) leaves it be. */
+  let turns = 0;
   const linkNotice = h('div', { class: 'link-notice' });
   if (sharedConfigBroken) linkNotice.append(notice("This link's configuration could not be read (the link may be cut short): this tab's session and the defaults are used instead."));
   else if (typeof sharedSession === 'string' && linkSession === undefined) linkNotice.append(notice(`This link's session id is not one this chain takes (${sessionSchema?.description ?? 'session_id'}): this tab's session is used instead.`));
@@ -624,6 +630,7 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
       if (atBottom) log.scrollTop = log.scrollHeight;
     };
     const answerFrames = perFrame(show);
+    turns++;
     const mine = (controller = new AbortController());
     sendButton.disabled = true;
     stopButton.disabled = false;
@@ -722,14 +729,15 @@ function chatPage(inputSchema: Schema, configSchema: Schema): void {
       sessionStorage.removeItem(TURN_KEY);
       return;
     }
+    const before = turns;
     const run = await getJson<RunView>(url(`runs/${encodeURIComponent(runId)}`)).catch(() => undefined);
     // Ended: its answer is in the history already (or it was not kept). Unknown: nothing to follow.
     if (run === undefined || (run.status !== 'running' && run.status !== 'pending')) {
       sessionStorage.removeItem(TURN_KEY);
       return;
     }
-    // A turn sent meanwhile is the one under way; a session started meanwhile is not this turn's.
-    if (controller !== undefined || pending.session !== session) return;
+    // A turn sent meanwhile (under way or ended) is the one shown; a session started meanwhile is not this turn's.
+    if (turns !== before || pending.session !== session) return;
     if (await turn(message, (signal, on) => joinRun(CHAIN, runId, signal, on))) await loadHistory();
   };
 

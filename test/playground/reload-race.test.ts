@@ -78,6 +78,43 @@ describe('a reload mid-run, and the person acting before the page has rejoined',
     await page.close();
   });
 
+  // A review: the check was for a run still under way when the answer came; one started and stopped meanwhile
+  // left the page to put the old input back and follow the old run over the new one's result.
+  it('leaves the old run be when the person\'s run has ended by the time the answer comes', async () => {
+    const { page } = await openWatched(browser, `${base}/waits/playground/`);
+    await page.locator('#f-topic').fill('reloads again');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.output').getByText('w0').waitFor();
+    const first = (JSON.parse((await page.evaluate(() => sessionStorage.getItem('runnel:run:/waits'))) ?? '{}') as { runId?: string }).runId;
+    expect(first).toMatch(/\S/);
+    let held: Route | undefined;
+    const asked = new Promise<void>((resolve) => {
+      void page.route(`**/waits/runs/${first}`, (route) => {
+        held = route;
+        resolve();
+      });
+    });
+    const joins: string[] = [];
+    page.on('request', (request) => {
+      if (new URL(request.url()).pathname === `/waits/runs/${first}/stream`) joins.push(request.url());
+    });
+    await page.reload();
+    await asked;
+    await page.locator('#f-topic').fill('new');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.status', { hasText: 'Running…' }).waitFor();
+    await page.getByRole('button', { name: 'Stop' }).click();
+    await page.locator('.status', { hasText: 'Stopped' }).waitFor();
+    const answered = page.waitForResponse((response) => new URL(response.url()).pathname === `/waits/runs/${first}`);
+    await held?.continue();
+    await answered;
+    await page.waitForTimeout(500);
+    expect(joins).toEqual([]);
+    expect(await page.locator('#f-topic').inputValue()).toBe('new');
+    await app.inject({ method: 'POST', url: `/waits/runs/${first}/cancel`, headers: { 'content-type': 'application/json' } });
+    await page.close();
+  });
+
   it('chat: New session clicked before the page has rejoined the turn leaves that turn to its own session', async () => {
     const { page } = await openWatched(browser, `${base}/waits-chat/playground/`);
     await page.getByLabel('Message').fill('hello');

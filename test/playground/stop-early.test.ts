@@ -76,6 +76,10 @@ describe('Stop before the run id has arrived', () => {
     }
     const runId = runs[0]?.run_id ?? '';
     expect(runId).not.toBe('');
+    // The proxy holds the stream's answer (a review: the run is stored running before its first frame is sent,
+    // so the answer could still be on its way to the proxy, with nothing yet to let go).
+    for (let i = 0; i < 250 && release === undefined; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(release).toBeDefined();
 
     const cancel = page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith(`/waits/runs/${runId}/cancel`), { timeout: 5_000 }).catch(() => undefined);
     await page.getByRole('button', { name: 'Stop' }).click();
