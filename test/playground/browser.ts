@@ -6,6 +6,7 @@
  * another test run may hold ./.runnel).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request as forward, type IncomingMessage, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -79,6 +80,29 @@ export async function serveToBrowser(app: FastifyInstance): Promise<{ base: stri
   await app.listen({ port: 0, host: '127.0.0.1' });
   const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   return { base, browser: await launchChromium() };
+}
+
+/**
+ * A proxy on 127.0.0.1 in front of `base`, whose answers `pass` sends on as the test wants them (held, cut in
+ * pieces); its address, and how to close it.
+ */
+export async function proxyTo(
+  base: string,
+  pass: (request: IncomingMessage, response: ServerResponse, answer: IncomingMessage, upstream: { destroy(): void }) => void,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const proxy = createServer((req, res) => {
+    const upstream = forward(`${base}${req.url ?? '/'}`, { method: req.method, headers: req.headers }, (answer) => pass(req, res, answer, upstream));
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+    close: () => {
+      proxy.closeAllConnections();
+      return new Promise<void>((resolve) => proxy.close(() => resolve()));
+    },
+  };
 }
 
 /** Cuts and restores the page's network through the DevTools protocol (one session: each session emulates its own conditions). */

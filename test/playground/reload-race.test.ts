@@ -6,7 +6,7 @@
  * meanwhile, but not for New session clicked meanwhile: the old session's turn was followed into the new one.
  */
 import type { FastifyInstance } from 'fastify';
-import type { Browser, Route } from 'playwright-core';
+import type { Browser, Page, Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { buildApp, defineChain, lambda, MemoryHistoryStore } from '../../src/index.js';
@@ -38,15 +38,17 @@ afterAll(async () => {
 });
 
 describe('a reload mid-run, and the person acting before the page has rejoined', () => {
-  it('follows the run the person started, not the one the reload left', async () => {
+  /**
+   * A page with a run under way, reloaded: its question about that run (`first`) is held, and every rejoin of it
+   * recorded in `joins`.
+   */
+  async function reloadedMidRun(topic: string): Promise<{ page: Page; first: string; held: () => Route | undefined; joins: string[] }> {
     const { page } = await openWatched(browser, `${base}/waits/playground/`);
-    await page.locator('#f-topic').fill('reloads');
+    await page.locator('#f-topic').fill(topic);
     await page.getByRole('button', { name: 'Run' }).click();
     await page.locator('.output').getByText('w0').waitFor();
-    const first = (JSON.parse((await page.evaluate(() => sessionStorage.getItem('runnel:run:/waits'))) ?? '{}') as { runId?: string }).runId;
+    const first = (JSON.parse((await page.evaluate(() => sessionStorage.getItem('runnel:run:/waits'))) ?? '{}') as { runId?: string }).runId ?? '';
     expect(first).toMatch(/\S/);
-
-    // The reloaded page's question about the old run is held until the new run has started.
     let held: Route | undefined;
     const asked = new Promise<void>((resolve) => {
       void page.route(`**/waits/runs/${first}`, (route) => {
@@ -60,10 +62,16 @@ describe('a reload mid-run, and the person acting before the page has rejoined',
     });
     await page.reload();
     await asked;
+    return { page, first, held: () => held, joins };
+  }
+
+  it('follows the run the person started, not the one the reload left', async () => {
+    // The reloaded page's question about the old run is held until the new run has started.
+    const { page, first, held, joins } = await reloadedMidRun('reloads');
     await page.getByRole('button', { name: 'Run' }).click();
     await page.locator('.status', { hasText: 'Running…' }).waitFor();
     const answered = page.waitForResponse((response) => new URL(response.url()).pathname === `/waits/runs/${first}`);
-    await held?.continue();
+    await held()?.continue();
     await answered;
     // What the page does with the answer, it does at once: a rejoin would be asked for within this wait.
     await page.waitForTimeout(500);
@@ -81,32 +89,14 @@ describe('a reload mid-run, and the person acting before the page has rejoined',
   // A review: the check was for a run still under way when the answer came; one started and stopped meanwhile
   // left the page to put the old input back and follow the old run over the new one's result.
   it('leaves the old run be when the person\'s run has ended by the time the answer comes', async () => {
-    const { page } = await openWatched(browser, `${base}/waits/playground/`);
-    await page.locator('#f-topic').fill('reloads again');
-    await page.getByRole('button', { name: 'Run' }).click();
-    await page.locator('.output').getByText('w0').waitFor();
-    const first = (JSON.parse((await page.evaluate(() => sessionStorage.getItem('runnel:run:/waits'))) ?? '{}') as { runId?: string }).runId;
-    expect(first).toMatch(/\S/);
-    let held: Route | undefined;
-    const asked = new Promise<void>((resolve) => {
-      void page.route(`**/waits/runs/${first}`, (route) => {
-        held = route;
-        resolve();
-      });
-    });
-    const joins: string[] = [];
-    page.on('request', (request) => {
-      if (new URL(request.url()).pathname === `/waits/runs/${first}/stream`) joins.push(request.url());
-    });
-    await page.reload();
-    await asked;
+    const { page, first, held, joins } = await reloadedMidRun('reloads again');
     await page.locator('#f-topic').fill('new');
     await page.getByRole('button', { name: 'Run' }).click();
     await page.locator('.status', { hasText: 'Running…' }).waitFor();
     await page.getByRole('button', { name: 'Stop' }).click();
     await page.locator('.status', { hasText: 'Stopped' }).waitFor();
     const answered = page.waitForResponse((response) => new URL(response.url()).pathname === `/waits/runs/${first}`);
-    await held?.continue();
+    await held()?.continue();
     await answered;
     await page.waitForTimeout(500);
     expect(joins).toEqual([]);

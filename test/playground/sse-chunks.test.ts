@@ -4,14 +4,12 @@
  * page turned `\r\n` into `\n` piece by piece, so such a split hid the frame's end, the next frame's data was
  * joined to its own, and the run failed on a JSON syntax error.
  */
-import { createServer, request as forward, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { buildApp, defineChain, lambda } from '../../src/index.js';
-import { openWatched, serveToBrowser } from './browser.js';
+import { openWatched, proxyTo, serveToBrowser } from './browser.js';
 
 const WORDS = ['one', 'two', 'three', 'four', 'five'];
 
@@ -24,43 +22,37 @@ const chains = [defineChain({ path: '/words', description: 'Streams five words',
 let app: FastifyInstance;
 let browser: Browser;
 let base = '';
-let proxy: Server;
+let proxy: Awaited<ReturnType<typeof proxyTo>> | undefined;
 let proxied = '';
 
 beforeAll(async () => {
   app = await buildApp({ chains: chains as never });
   ({ base, browser } = await serveToBrowser(app));
   // A proxy that passes every stream on in pieces cut between each `\r` and the `\n` after it, one piece at a time.
-  proxy = createServer((req, res) => {
-    const upstream = forward(`${base}${req.url ?? '/'}`, { method: req.method, headers: req.headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      if (!String(answer.headers['content-type']).startsWith('text/event-stream')) {
-        answer.pipe(res);
-        return;
-      }
-      let sending = Promise.resolve();
-      answer.on('data', (chunk: Buffer) => {
-        const pieces = chunk.toString('latin1').split(/(?<=\r)(?=\n)/);
-        sending = sending.then(async () => {
-          for (const piece of pieces) {
-            res.write(Buffer.from(piece, 'latin1'));
-            await new Promise((resolve) => setTimeout(resolve, 20));
-          }
-        });
+  proxy = await proxyTo(base, (_req, res, answer) => {
+    res.writeHead(answer.statusCode ?? 502, answer.headers);
+    if (!String(answer.headers['content-type']).startsWith('text/event-stream')) {
+      answer.pipe(res);
+      return;
+    }
+    let sending = Promise.resolve();
+    answer.on('data', (chunk: Buffer) => {
+      const pieces = chunk.toString('latin1').split(/(?<=\r)(?=\n)/);
+      sending = sending.then(async () => {
+        for (const piece of pieces) {
+          res.write(Buffer.from(piece, 'latin1'));
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
       });
-      answer.on('end', () => void sending.then(() => res.end()));
     });
-    upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
+    answer.on('end', () => void sending.then(() => res.end()));
   });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  proxied = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  proxied = proxy.url;
 }, 60_000);
 
 afterAll(async () => {
   await browser?.close();
-  proxy?.closeAllConnections();
-  await new Promise<void>((resolve) => (proxy ? proxy.close(() => resolve()) : resolve()));
+  await proxy?.close();
   await app?.close();
 });
 

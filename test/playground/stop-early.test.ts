@@ -4,14 +4,12 @@
  * stored before the stream opens): Stop cut the connection still waiting for its answer, the id never came,
  * nothing was cancelled, and the page said "Stopped" while the run went on to its end on the server.
  */
-import { createServer, request as forward, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { buildApp, defineChain, lambda } from '../../src/index.js';
-import { openWatched, serveToBrowser } from './browser.js';
+import { openWatched, proxyTo, serveToBrowser } from './browser.js';
 
 /** Says `w0`, then waits until the run is cancelled. */
 async function* oneWordThenWait(signal: AbortSignal | undefined): AsyncGenerator<string> {
@@ -26,7 +24,7 @@ const chains = [
 let app: FastifyInstance;
 let browser: Browser;
 let base = '';
-let proxy: Server;
+let proxy: Awaited<ReturnType<typeof proxyTo>> | undefined;
 let proxied = '';
 /** Sends on the held answer of the run's stream. */
 let release: (() => void) | undefined;
@@ -36,28 +34,22 @@ beforeAll(async () => {
   app = await buildApp({ chains: chains as never });
   ({ base, browser } = await serveToBrowser(app));
   // A proxy that holds the answer of a run's stream (the run has started on the server) until the test lets it go.
-  proxy = createServer((req, res) => {
-    const upstream = forward(`${base}${req.url ?? '/'}`, { method: req.method, headers: req.headers }, (answer) => {
-      const send = (): void => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      };
-      if (req.method === 'POST' && req.url?.endsWith('/stream_events')) {
-        held = new Promise<void>((resolve) => (release = () => (send(), resolve())));
-        res.on('close', () => upstream.destroy());
-      } else send();
-    });
-    upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
+  proxy = await proxyTo(base, (req, res, answer, upstream) => {
+    const send = (): void => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    };
+    if (req.method === 'POST' && req.url?.endsWith('/stream_events')) {
+      held = new Promise<void>((resolve) => (release = () => (send(), resolve())));
+      res.on('close', () => upstream.destroy());
+    } else send();
   });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  proxied = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  proxied = proxy.url;
 }, 60_000);
 
 afterAll(async () => {
   await browser?.close();
-  proxy?.closeAllConnections();
-  await new Promise<void>((resolve) => (proxy ? proxy.close(() => resolve()) : resolve()));
+  await proxy?.close();
   await app?.close();
 });
 
