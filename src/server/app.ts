@@ -601,8 +601,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   const playgroundDir = options.playgroundDir ?? join(packageRoot(), 'dist', 'playground');
-  // A bundle built again under the running server is served as built; one first built after the start, only
-  // after a restart.
+  // A bundle built again under the running server is served as built; without its folder at the start, the
+  // playground waits for a restart.
   const built = existsSync(playgroundDir);
   const playgroundTemplate = built ? bundleTemplate(playgroundDir) : () => undefined;
   // Files are sent only by the playground's routes, by validated names, from inside this folder.

@@ -12,6 +12,34 @@ import { describe, expect, it } from 'vitest';
 const root = new URL('../..', import.meta.url).pathname;
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 
+/**
+ * Starts `npm start`'s entry on a free port of 127.0.0.1, with `env` over the test's defaults; `until` resolves
+ * with what it has printed once `found` holds of it (and fails if it exits first). Stopped with `stop()`.
+ */
+function startMain(env: Record<string, string>): { until(found: (stdout: string) => boolean): Promise<string>; stderr(): string; stop(): void } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', HOST: '127.0.0.1', DATABASE_URL, LOG_LEVEL: 'info', ...env },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return {
+    until: (found) =>
+      new Promise<string>((resolve, reject) => {
+        const check = (): void => {
+          if (found(stdout)) resolve(stdout);
+        };
+        check();
+        child.stdout.on('data', check);
+        child.once('close', () => reject(new Error(`exited first:\n${stdout}\n${stderr}`)));
+      }),
+    stderr: () => stderr,
+    stop: () => void child.kill('SIGKILL'),
+  };
+}
+
 describe('npm start', () => {
   it('on a port in use: one line naming the port and PORT, exit 1, no stack trace', async () => {
     const taken = createServer();
@@ -39,122 +67,62 @@ describe('npm start', () => {
   it("on a DATABASE_URL whose database does not exist: the seed's warning gives the SQLSTATE (3D000); the start says where state lives", async () => {
     const url = new URL(DATABASE_URL);
     url.pathname = '/runnel_no_such_database';
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
-      cwd: root,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', HOST: '127.0.0.1', DATABASE_URL: url.toString(), LOG_LEVEL: 'info' },
-    });
+    const main = startMain({ DATABASE_URL: url.toString() });
     try {
-      let stdout = '';
-      const line = await new Promise<Record<string, unknown>>((resolve, reject) => {
-        child.stdout.on('data', (chunk: Buffer) => {
-          stdout += chunk.toString();
-          const found = stdout.split('\n').find((text) => text.includes('not seeded'));
-          if (found !== undefined) resolve(JSON.parse(found) as Record<string, unknown>);
-        });
-        child.once('close', () => reject(new Error(`exited before its warning:\n${stdout}`)));
-      });
+      const stdout = await main.until((out) => out.includes('not seeded'));
+      const line = JSON.parse(stdout.split('\n').find((text) => text.includes('not seeded')) ?? '{}') as Record<string, unknown>;
       expect(line).toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE', service_error: '3D000' });
       // The start says where each kind of state lives, background runs included (without Redis: in the process).
       expect(stdout).toContain(
         '"msg":"history: in memory (set REDIS_URL for Redis); background runs: in this process, 8 at a time (set REDIS_URL for a queue every replica and worker shares); vectors: Postgres"',
       );
     } finally {
-      child.kill('SIGKILL');
+      main.stop();
     }
   }, 60_000);
 
   // A new user's probe: with RUNNEL_WORKER_CONCURRENCY=0 on Redis the start said "0 at a time in this process",
   // not that separate workers must run the runs.
   it('with RUNNEL_WORKER_CONCURRENCY=0 on Redis: the start says npm run worker processes run the runs', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
-      cwd: root,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '/tmp',
-        PORT: '0',
-        HOST: '127.0.0.1',
-        DATABASE_URL,
-        REDIS_URL: 'redis://127.0.0.1:6379',
-        RUNNEL_RUN_NAMESPACE: `runnel-test-start-${process.pid}`,
-        RUNNEL_WORKER_CONCURRENCY: '0',
-        LOG_LEVEL: 'info',
-      },
-    });
+    const main = startMain({ REDIS_URL: 'redis://127.0.0.1:6379', RUNNEL_RUN_NAMESPACE: `runnel-test-start-${process.pid}`, RUNNEL_WORKER_CONCURRENCY: '0' });
     try {
-      let stdout = '';
-      const line = await new Promise<string>((resolve, reject) => {
-        child.stdout.on('data', (chunk: Buffer) => {
-          stdout += chunk.toString();
-          const found = stdout.split('\n').find((text) => text.includes('background runs:'));
-          if (found !== undefined) resolve(found);
-        });
-        child.once('close', () => reject(new Error(`exited before its line on runs:\n${stdout}`)));
-      });
-      expect(line).toContain('background runs: BullMQ on Redis, none in this process (npm run worker processes run them);');
+      const stdout = await main.until((out) => out.includes('background runs:'));
+      expect(stdout.split('\n').find((text) => text.includes('background runs:'))).toContain(
+        'background runs: BullMQ on Redis, none in this process (npm run worker processes run them);',
+      );
     } finally {
-      child.kill('SIGKILL');
+      main.stop();
     }
   }, 60_000);
 
   // A probe: with a password in REDIS_URL that Redis does not need, ioredis printed `[WARN] …` lines of its own
   // beside the JSON log, once a connection: the lines a log collector could not read.
   it('with a password Redis does not need: its client\'s warning is a JSON line of the log', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
-      cwd: root,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '/tmp',
-        PORT: '0',
-        HOST: '127.0.0.1',
-        DATABASE_URL,
-        REDIS_URL: 'redis://:not-needed@127.0.0.1:6379',
-        RUNNEL_RUN_NAMESPACE: `runnel-test-start-${process.pid}`,
-        LOG_LEVEL: 'info',
-      },
-    });
+    const main = startMain({ REDIS_URL: 'redis://:not-needed@127.0.0.1:6379', RUNNEL_RUN_NAMESPACE: `runnel-test-start-${process.pid}` });
     try {
-      let stdout = '';
-      let stderr = '';
-      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      await new Promise<void>((resolve, reject) => {
-        child.stdout.on('data', (chunk: Buffer) => {
-          stdout += chunk.toString();
-          if (stdout.includes('does not require a password') && stdout.includes('"msg":"index: ')) resolve();
-        });
-        child.once('close', () => reject(new Error(`exited before its lines:\n${stdout}\n${stderr}`)));
-      });
+      const stdout = await main.until((out) => out.includes('does not require a password') && out.includes('"msg":"index: '));
       const lines = stdout.split('\n').filter((line) => line !== '');
       for (const line of lines) expect(() => JSON.parse(line) as unknown, line).not.toThrow();
       expect(lines.map((line) => JSON.parse(line) as { level: number; msg: string }).find((line) => line.msg.includes('does not require a password'))).toMatchObject({ level: 40 });
-      expect(stderr).not.toContain('[WARN]');
+      expect(main.stderr()).not.toContain('[WARN]');
       expect(stdout).not.toContain('not-needed');
     } finally {
-      child.kill('SIGKILL');
+      main.stop();
     }
   }, 60_000);
 
   // A probe: with HOST=:: the log gave http://:::8000/ for the index, the docs and every chain — no client reads it.
   it.each([['::1'], ['::']])('with HOST=%s: the URLs the start logs are ones a client can open', async (host) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
-      cwd: root,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', HOST: host, DATABASE_URL, LOG_LEVEL: 'info' },
-    });
+    const main = startMain({ HOST: host });
     try {
-      let stdout = '';
-      const index = await new Promise<string>((resolve, reject) => {
-        child.stdout.on('data', (chunk: Buffer) => {
-          stdout += chunk.toString();
-          const found = /"msg":"index: (\S+)"/.exec(stdout);
-          if (found?.[1] !== undefined) resolve(found[1]);
-        });
-        child.once('close', () => reject(new Error(`exited before its index line:\n${stdout}`)));
-      });
+      const stdout = await main.until((out) => /"msg":"index: (\S+)"/.test(out));
+      const index = /"msg":"index: (\S+)"/.exec(stdout)?.[1] ?? '';
       const response = await fetch(index, { headers: { accept: 'application/json' } });
       const body = (await response.json()) as { chains?: unknown[] };
       expect(response.status).toBe(200);
       expect(Array.isArray(body.chains)).toBe(true);
     } finally {
-      child.kill('SIGKILL');
+      main.stop();
     }
   }, 60_000);
 
