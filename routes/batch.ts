@@ -9,7 +9,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { batchItemOf, RunnelError, Saves } from '../src/core/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { bodyObject, checkAcceptingRuns, decodeConfigHash, disconnectSignal, refuseWebhook, required, requestContext } from '../src/server/request.js';
-import { usageMeter } from '../src/server/usage.js';
+import { metered, usageMeter } from '../src/server/usage.js';
 
 export function batchHandler(chain: PreparedChain) {
   return async (request: FastifyRequest<{ Params: { config_hash?: string } }>, reply: FastifyReply) => {
@@ -69,17 +69,21 @@ export function batchHandler(chain: PreparedChain) {
     }
     checkAcceptingRuns(request);
     const connection = disconnectSignal(request, reply, 'batch', chain.spec.path);
-    const saves = new Saves();
+    // An item's saves go to its own config's collector (the chain's `perRequestConfigModifier` may set one) once
+    // the batch has answered.
+    const saves = resolved.map(() => new Saves());
+    const meter = usageMeter(request.server.runnel, chain);
     try {
       const output = await chain.spec.runnable.batch(
         inputs as never[],
-        resolved.map(({ config }) => ({ ...config, signal: connection.signal, onSave: saves.onSave, ...usageMeter(request.server.runnel, chain) })),
+        resolved.map(({ config }, i) => metered(config, meter, { signal: connection.signal, onSave: saves[i]!.onSave })),
       );
+      resolved.forEach(({ config }, i) => saves[i]!.passTo(config.onSave));
       const runIds = resolved.map(({ runId }) => runId);
       return { output, metadata: { run_ids: runIds, responses: runIds.map((run_id) => ({ run_id, feedback_tokens: [] })) } };
     } catch (error) {
       // Its client is told the batch failed, and may send it again: the turns its succeeded items saved go.
-      await saves.takeBack();
+      await Promise.all(saves.map((itemSaves) => itemSaves.takeBack()));
       // One item's failure fails the batch, as LangServe's does: the answer says which item (an internal
       // error's message stays in the log).
       const index = batchItemOf(error);

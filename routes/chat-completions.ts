@@ -13,7 +13,7 @@ import { bodyError, parseChatCompletionRequest } from '../src/server/openai-requ
 import { chatCompletion, CompletionChunks, completionUsage, errorChunk, type CompletionHead } from '../src/server/openai-response.js';
 import type { PreparedChain } from '../src/server/prepared.js';
 import { disconnectSignal } from '../src/server/request.js';
-import { usageTally } from '../src/server/usage.js';
+import { metered, usageTally } from '../src/server/usage.js';
 import { sendLiveStream } from './streams.js';
 
 /** True for a chain served as a model: it has a messages adapter and the endpoint is enabled. */
@@ -62,7 +62,7 @@ export function chatCompletionsHandler() {
       const connection = disconnectSignal(request, reply, 'chat_completions', chain.spec.path);
       try {
         // A run that fails keeps no chat turn a step of it saved, as on /invoke.
-        const output = await invokeAnswering(chain.spec.runnable, run.input, { ...run.config, signal: connection.signal, onUsage: tally.onUsage, onModelCall: tally.onModelCall });
+        const output = await invokeAnswering(chain.spec.runnable, run.input, metered(run.config, tally, { signal: connection.signal }));
         return chatCompletion(head, output, { tools, usage: completionUsage(tally.total()), finishReason: tally.finishReason() });
       } finally {
         connection.dispose();
@@ -82,9 +82,10 @@ export function chatCompletionsHandler() {
       endpoint: 'chat_completions',
       runId: run.runId,
       config: run.config,
-      // The tally meters `/metrics` too, so it replaces the stream's own meter rather than adding to it; it
-      // keeps the last model call's finish reason (a chain ending in a parser streams no message to read it from).
-      items: (runConfig) => chain.spec.runnable.stream(run.input, { ...runConfig, onUsage: tally.onUsage, onModelCall: tally.onModelCall }),
+      // The tally meters `/metrics` too, so it is the stream's meter; it keeps the last model call's finish
+      // reason (a chain ending in a parser streams no message to read it from).
+      meter: tally,
+      items: (runConfig) => chain.spec.runnable.stream(run.input, runConfig),
       // A run that fails before its first piece (the provider's 429 or 5xx) is an HTTP error, as OpenAI answers
       // one: the SDKs retry it. Once the stream is open, a failure is an error frame.
       errorBeforeOpen: (error) => toOpenAIError(error),

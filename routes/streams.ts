@@ -17,7 +17,7 @@ import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordCl
 import { prepareRun, streamRunHere } from '../src/server/runs.js';
 import { publicErrors } from '../src/runs/index.js';
 import type { SseWriter } from '../src/server/sse.js';
-import { usageMeter } from '../src/server/usage.js';
+import { metered, usageMeter, type Meter } from '../src/server/usage.js';
 
 type Kind = 'stream' | 'stream_log' | 'stream_events';
 
@@ -96,6 +96,8 @@ export async function sendLiveStream(
     errorBeforeOpen?: (error: unknown) => { status: number; code: ErrorCode; body: unknown };
     /** Headers of the stream, sent with it only (not with an error answered before it opens). */
     headers?: Readonly<Record<string, string>>;
+    /** The handlers metering its model calls (by default the chain's, for `/metrics`). */
+    meter?: Meter;
   },
 ): Promise<void> {
   const { chain, endpoint, runId, format, errorBeforeOpen } = options;
@@ -135,7 +137,7 @@ export async function sendLiveStream(
   // A run that fails, or whose client goes, keeps no chat turn a step of it saved.
   const saves = new Saves();
   try {
-    const runConfig = { ...options.config, signal: controller, onSave: saves.onSave, ...usageMeter(state, chain) };
+    const runConfig = metered(options.config, options.meter ?? usageMeter(state, chain), { signal: controller, onSave: saves.onSave });
     let open = true;
     for await (const item of options.items(runConfig)) {
       firstToken(item);
@@ -150,6 +152,8 @@ export async function sendLiveStream(
     if (open && !sse.closed) {
       if (!opened) openNow();
       await format.end(sse);
+      // Answered: a collector of the chain's own (its `perRequestConfigModifier`'s `onSave`) has the saves.
+      saves.passTo(options.config.onSave);
     } else await saves.takeBack();
   } catch (error) {
     await saves.takeBack();

@@ -109,7 +109,12 @@ export interface ChainDefinition<I = unknown, O = unknown> {
   enabledEndpoints?: Endpoint[];
   /** Config keys clients may set (default `['configurable']`). */
   configKeys?: ClientConfigKey[];
-  /** Adjusts each request's config, e.g. to put the caller's identity into `configurable`. */
+  /**
+   * Adjusts each request's config, e.g. to put the caller's identity into `configurable`. The handlers it sets
+   * (`onUsage` to bill a caller's tokens, `onModelCall`, `onSave`) are called beside the server's own; `onSave`
+   * hears a request's saves once it has answered. Background runs and durable streams run from their stored
+   * config, which keeps no functions: these handlers do not reach them.
+   */
   perRequestConfigModifier?: (config: RunnableConfig, request: RequestContext) => RunnableConfig | Promise<RunnableConfig>;
   /**
    * Who shares the model response cache's entries: `'caller'` (default) keys

@@ -7,11 +7,11 @@
  * `onModelCall`), not callbacks, so the runs stay unobserved and stream on
  * the fast path.
  */
-import type { ModelCallHandler, RunnableConfig, TokenUsage, UsageHandler } from '../core/index.js';
+import { mergeConfigs, type ModelCallHandler, type RunnableConfig, type TokenUsage, type UsageHandler } from '../core/index.js';
 import type { RunnelState } from './app.js';
 import type { PreparedChain } from './prepared.js';
 
-type Meter = Pick<RunnableConfig, 'onUsage' | 'onModelCall'>;
+export type Meter = Pick<RunnableConfig, 'onUsage' | 'onModelCall'>;
 
 /** One meter per chain (a chain belongs to one app): requests share it rather than make their own. */
 const meters = new WeakMap<PreparedChain, Meter>();
@@ -38,6 +38,20 @@ export function usageMeter(state: RunnelState, chain: PreparedChain): Meter {
     meters.set(chain, meter);
   }
   return meter;
+}
+
+/**
+ * The config a route runs `config` with: `meter`'s handlers added to those the chain's
+ * `perRequestConfigModifier` set (`onUsage`, `onModelCall`: each is called, neither replaces the other), then
+ * the route's `own` keys (its signal, its collector of saves) in place.
+ *
+ * @example
+ * await chain.spec.runnable.invoke(input, metered(config, usageMeter(state, chain), { signal }));
+ */
+export function metered(config: RunnableConfig, meter: Meter, own?: RunnableConfig): RunnableConfig {
+  // Most chains set no handler of their own: a copy, not a merge, on the hot path.
+  if (config.onUsage === undefined && config.onModelCall === undefined) return { ...config, ...meter, ...own };
+  return { ...mergeConfigs(config, meter), ...own };
 }
 
 /**

@@ -1,0 +1,105 @@
+/**
+ * Handlers a chain's `perRequestConfigModifier` sets — `onUsage` to bill tokens per caller, `onModelCall`,
+ * `onSave` — are called on every route that answers a request, beside the server's own (its `/metrics` meter,
+ * the take-back of a failed answer's saves), not replaced by them. Through the real `openai` SDK against the
+ * local provider server, the history in real Redis, with Node's `fetch`.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chatChain } from '../../chains/chat.js';
+import { connectServices, type ChainSpec, type Services, type TakeBack } from '../../src/index.js';
+import { startProviderServer, type ProviderServer } from '../support/provider-server.js';
+import { sampleValue } from '../support/prometheus.js';
+import { post, startServer, text, type TestServer } from '../support/server.js';
+
+/** What the chain's own handlers heard for the requests of one `x-bill-to` header. */
+interface Heard {
+  tokensIn: number;
+  calls: number;
+  saves: TakeBack[];
+}
+
+const heard = new Map<string, Heard>();
+const hear = (tag: string): Heard => {
+  let entry = heard.get(tag);
+  if (entry === undefined) heard.set(tag, (entry = { tokensIn: 0, calls: 0, saves: [] }));
+  return entry;
+};
+
+let provider: ProviderServer;
+let services: Services;
+let server: TestServer;
+
+beforeAll(async () => {
+  provider = await startProviderServer('openai');
+  services = await connectServices({ redisUrl: 'redis://127.0.0.1:6379', namespace: `runnel-test-modifier-${randomUUID()}` });
+  const chat = chatChain({ services, env: { OPENAI_API_KEY: 'sk-test-0000', OPENAI_BASE_URL: provider.url } });
+  const billed: ChainSpec<never, unknown> = {
+    ...(chat as unknown as ChainSpec<never, unknown>),
+    perRequestConfigModifier: (_config, request) => {
+      const entry = hear(String(request.headers['x-bill-to']));
+      return {
+        onUsage: (usage) => void (entry.tokensIn += usage.input_tokens),
+        onModelCall: () => void entry.calls++,
+        onSave: (takeBack) => void entry.saves.push(takeBack),
+      };
+    },
+  };
+  server = await startServer({}, [billed]);
+});
+afterAll(async () => {
+  await server.close();
+  await services.close();
+  await provider.close();
+});
+
+const tokensInMetrics = async (): Promise<number> => sampleValue(await (await fetch(`${server.url}/metrics`)).text(), 'runnel_model_tokens_total', { chain: '/chat', direction: 'in' }) ?? 0;
+const asked = (tag: string) => ({ 'x-bill-to': tag });
+const input = () => ({ input: { message: `hello ${randomUUID()}` }, config: { configurable: { session_id: `s-${randomUUID()}` } } });
+
+describe("a chain's perRequestConfigModifier handlers", () => {
+  it('hear the usage, the model calls and the saves of /invoke, beside /metrics', async () => {
+    const tag = randomUUID();
+    const before = await tokensInMetrics();
+    const res = await post(`${server.url}/chat/invoke`, input(), asked(tag));
+    expect(res.status).toBe(200);
+    // The recorded answer reports 12 tokens in.
+    expect(hear(tag)).toMatchObject({ tokensIn: 12, calls: 1 });
+    expect(hear(tag).saves).toHaveLength(1);
+    expect(await tokensInMetrics()).toBe(before + 12);
+  });
+
+  it('hear those of /stream once it has answered', async () => {
+    const tag = randomUUID();
+    const before = await tokensInMetrics();
+    const body = await text(await post(`${server.url}/chat/stream`, input(), asked(tag)));
+    expect(body).toContain('event: end');
+    expect(hear(tag)).toMatchObject({ tokensIn: 12, calls: 1 });
+    expect(hear(tag).saves).toHaveLength(1);
+    expect(await tokensInMetrics()).toBe(before + 12);
+  });
+
+  it('hear each item of a /batch', async () => {
+    const tag = randomUUID();
+    const one = input();
+    const two = input();
+    const res = await post(`${server.url}/chat/batch`, { inputs: [one.input, two.input], config: [one.config, two.config] }, asked(tag));
+    expect(res.status).toBe(200);
+    expect(hear(tag)).toMatchObject({ tokensIn: 24, calls: 2 });
+    expect(hear(tag).saves).toHaveLength(2);
+  });
+
+  it('hear /v1/chat/completions, streamed or not, and its usage stays right', async () => {
+    for (const stream of [false, true]) {
+      const tag = randomUUID();
+      const before = await tokensInMetrics();
+      const body = { model: 'chat', messages: [{ role: 'user', content: `hi ${randomUUID()}` }], metadata: { session_id: `s-${randomUUID()}` }, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) };
+      const res = await post(`${server.url}/v1/chat/completions`, body, asked(tag));
+      const answer = await text(res);
+      expect(res.status, answer).toBe(200);
+      expect(answer).toContain('"prompt_tokens":12');
+      expect(hear(tag), `stream: ${stream}`).toMatchObject({ tokensIn: 12, calls: 1 });
+      expect(await tokensInMetrics()).toBe(before + 12);
+    }
+  });
+});
