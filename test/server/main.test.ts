@@ -2,25 +2,34 @@
  * Issue 14: `npm start` on a busy port printed an uncaught stack trace. It
  * says what is wrong and what to set, and exits 1.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 
 const root = new URL('../..', import.meta.url).pathname;
 const DATABASE_URL = process.env.RUNNEL_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/runnel_test';
 
+/** Servers a case started: stopped after it, also when it timed out waiting (its `finally` never runs then). */
+const started = new Set<ChildProcess>();
+afterEach(() => {
+  for (const child of started) child.kill('SIGKILL');
+  started.clear();
+});
+
 /**
  * Starts `npm start`'s entry on a free port of 127.0.0.1, with `env` over the test's defaults; `until` resolves
- * with what it has printed once `found` holds of it (and fails if it exits first). Stopped with `stop()`.
+ * with what it has printed once `found` holds of it (and fails if it exits first). Stopped with `stop()`, or
+ * after the case.
  */
 function startMain(env: Record<string, string>): { until(found: (stdout: string) => boolean): Promise<string>; stderr(): string; stop(): void } {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/main.ts'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: '0', HOST: '127.0.0.1', DATABASE_URL, LOG_LEVEL: 'info', ...env },
   });
+  started.add(child);
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
