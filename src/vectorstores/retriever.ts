@@ -78,7 +78,14 @@ export class VectorStoreRetriever extends Runnable<string, Document[]> {
   }
 
   protected override async _call(query: string, run: Run): Promise<Document[]> {
-    const text = typeof query === 'string' ? query : String(query);
+    // A question object (`{question}` piped in whole) would otherwise be searched for as "[object Object]".
+    if (typeof query !== 'string') {
+      const got = query === null ? 'null' : Array.isArray(query) ? 'an array' : typeof query;
+      throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${this.name} expects the query as a string, got ${got} (pick the question out of an object input)`, {
+        detail: [{ type: 'string_type', loc: [], msg: 'Input should be a string' }],
+      });
+    }
+    const text = query;
     if (this.searchType === 'mmr') {
       return this.store.maxMarginalRelevanceSearch(text, {
         k: this.k,

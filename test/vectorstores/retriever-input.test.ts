@@ -1,0 +1,19 @@
+import { describe, expect, it } from 'vitest';
+import { Document, HashingEmbeddings, MemoryVectorStore, parallel, passthrough } from '../../src/index.js';
+
+describe('a retriever given something other than a query string', () => {
+  it('refuses it instead of searching for its String() ("[object Object]")', async () => {
+    const store = new MemoryVectorStore(new HashingEmbeddings());
+    await store.addDocuments([new Document({ id: 'sse', pageContent: 'Runnel streams over SSE.' })]);
+    const retriever = store.asRetriever({ k: 1 });
+    // A probe: the usual RAG slip, the whole input object piped into the retriever, answered with documents found
+    // for "[object Object]" — a chain that looked as if it worked.
+    const rag = parallel({ context: retriever, question: passthrough() });
+    await expect(rag.invoke({ question: 'How does Runnel stream?' } as never)).rejects.toMatchObject({
+      code: 'RUNNEL_ERR_INPUT_INVALID',
+      message: expect.stringMatching(/expects the query as a string, got object/),
+    });
+    await expect(retriever.invoke(['SSE'] as never)).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+    expect((await retriever.invoke('How does Runnel stream?')).map((d) => d.id)).toEqual(['sse']);
+  });
+});
