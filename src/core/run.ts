@@ -40,6 +40,11 @@ function errorMessage(error: unknown): string {
   return String(error);
 }
 
+/** What a run asks of its runnable (`Runnable._eventMetadata`): metadata of its own for the run's events. */
+interface MetadataSource {
+  _eventMetadata?(options: Readonly<Record<string, unknown>>): Record<string, unknown>;
+}
+
 /** One execution of a runnable; see the module comment. @internal */
 export class Run {
   readonly name: string;
@@ -59,15 +64,15 @@ export class Run {
   /** What every event of this run repeats, computed on the first event. */
   private stamp: { tags: string[]; parentIds: string[]; metadata: Record<string, unknown> } | undefined;
 
-  /** Metadata of the runnable's own, added to this run's events (see `Runnable._eventMetadata`). */
-  private readonly ownMetadata: ((options: Readonly<Record<string, unknown>>) => Record<string, unknown>) | undefined;
+  /** The runnable this run is of, asked for metadata of its own on this run's events (`Runnable._eventMetadata`). */
+  private readonly owner: MetadataSource | undefined;
 
-  constructor(name: string, runType: RunType, scope: Scope, ownMetadata?: (options: Readonly<Record<string, unknown>>) => Record<string, unknown>) {
+  constructor(name: string, runType: RunType, scope: Scope, owner?: MetadataSource) {
     this.name = scope.runName ?? name;
     this.runType = runType;
     this.inherited = scope;
     this._id = scope.runId;
-    this.ownMetadata = ownMetadata;
+    this.owner = owner;
   }
 
   /** This run's id (a UUID, made on first use unless the config gave one). */
@@ -226,7 +231,10 @@ export class Run {
 
   private eventMetadata(): Record<string, unknown> {
     const inherited = publicMetadata(this.metadata);
-    return this.ownMetadata === undefined ? inherited : { ...inherited, ...this.ownMetadata(this.options) };
+    // Asked of the runnable itself, not a function taken from it: a configured copy (`configurableFields`) has
+    // other fields than the runnable it was copied from.
+    const own = this.owner?._eventMetadata?.(this.options);
+    return own === undefined ? inherited : { ...inherited, ...own };
   }
 
   private info(): RunInfo {

@@ -198,8 +198,9 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
    * Metadata this runnable adds to its own runs' events (chat models add
    * LangChain's `ls_provider`, `ls_model_name`, ...), computed once per
    * observed run from the run's call options. Unset for most runnables.
+   * @internal
    */
-  protected _eventMetadata?: (options: Readonly<Record<string, unknown>>) => Record<string, unknown>;
+  _eventMetadata?(options: Readonly<Record<string, unknown>>): Record<string, unknown>;
 
   /** The input as this runnable's start event shows it (chat models show `{messages: [[...]]}`). */
   protected _eventInput(input: I): unknown {
@@ -208,7 +209,7 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
 
   /** Runs this runnable within a scope. @internal */
   _invokeIn(input: I, scope: Scope): Promise<O> {
-    const run = new Run(this.name, this.runType, scope, this._eventMetadata);
+    const run = new Run(this.name, this.runType, scope, this);
     const signal = scope.signal;
     if (!run.observed) {
       if (signal?.aborted === true) return Promise.reject(abortError(signal));
@@ -237,7 +238,7 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
 
   /** Streams this runnable within a scope. @internal */
   _streamIn(inputs: AsyncIterable<I>, scope: Scope, known?: Known<I>): AsyncGenerator<O> {
-    const run = new Run(this.name, this.runType, scope, this._eventMetadata);
+    const run = new Run(this.name, this.runType, scope, this);
     if (!run.observed) {
       const signal = scope.signal;
       // Nobody observes this run, and nothing aborts it or an enclosing run races the abort for it:

@@ -297,7 +297,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
   }
 
   /** LangChain's tracing metadata of a chat model call, which tracing UIs group and filter by. */
-  protected override _eventMetadata = (options: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+  override _eventMetadata(options: Readonly<Record<string, unknown>>): Record<string, unknown> {
     const params = this.callParams(options);
     return {
       ls_provider: this.provider.id,
@@ -307,7 +307,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       ...(params.maxTokens === undefined ? {} : { ls_max_tokens: params.maxTokens }),
       ...(params.stop === undefined ? {} : { ls_stop: params.stop }),
     };
-  };
+  }
 
   protected override _eventInput(input: ChatModelInput): unknown {
     try {

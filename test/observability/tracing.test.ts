@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { createChains } from '../../chains/index.js';
 import { chatChain } from '../../chains/chat.js';
 import { jokeChain } from '../../chains/joke.js';
-import { buildApp, connectServices, defineChain, FakeToolCallingModel, lambda, loadTracingConfig, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
+import { buildApp, ChatOpenAI, connectServices, defineChain, FakeToolCallingModel, lambda, loadTracingConfig, RunnelError, type ChainSpec, type Services } from '../../src/index.js';
 import { json as contentText } from '../../src/observability/tracing.js';
 import { rawExchange } from '../helpers.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
@@ -238,7 +238,15 @@ describe('traces of a model call through the real openai SDK, over OTLP/JSON, wi
     provider = await startProviderServer('openai');
     const services = await connectServices({});
     const joke = jokeChain({ services, env: { OPENAI_API_KEY: 'sk-test-0000', OPENAI_BASE_URL: provider.url } });
-    served = await serve([joke] as ChainSpec<never, unknown>[], receiver, { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', RUNNEL_TRACE_CONTENT: 'true' }, services);
+    // A model each request may pick, as a chain that offers several does.
+    const picked = defineChain({
+      path: '/picked',
+      runnable: new ChatOpenAI({ apiKey: 'sk-test-0000', baseURL: provider.url, model: 'gpt-4o-mini', temperature: 0.1, maxRetries: 0 }).configurableFields({
+        model: { id: 'model', schema: z.string() },
+        temperature: { id: 'temperature', schema: z.number().min(0).max(2) },
+      }),
+    });
+    served = await serve([joke, picked] as ChainSpec<never, unknown>[], receiver, { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', RUNNEL_TRACE_CONTENT: 'true' }, services);
   });
   afterAll(async () => {
     await served.app.close();
@@ -279,6 +287,24 @@ describe('traces of a model call through the real openai SDK, over OTLP/JSON, wi
     // The caller's tracestate goes on with the trace, to the provider and on the model's span.
     expect(sent?.tracestate).toBe('vendor=7');
     expect(model.traceState).toBe('vendor=7');
+  });
+
+  // A chain author's probe: the model span and the events named the model the chain was built with.
+  it('names the model and temperature a request chose (configurableFields), as the provider was asked', async () => {
+    const caller = callerTrace();
+    const res = await fetch(`${served.url}/picked/stream_events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', traceparent: caller.traceparent },
+      body: JSON.stringify({ input: 'Tell me a joke', config: { configurable: { model: 'gpt-4o', temperature: 0.9 } } }),
+    });
+    const frames = (await res.text()).split('\n').filter((line) => line.startsWith('data: {'));
+    const started = frames.map((line) => JSON.parse(line.slice('data: '.length)) as { event: string; metadata: Record<string, unknown> }).find((event) => event.event === 'on_chat_model_start');
+    expect(started?.metadata).toMatchObject({ ls_provider: 'openai', ls_model_name: 'gpt-4o', ls_temperature: 0.9 });
+    expect(provider.requests.at(-1)?.body).toMatchObject({ model: 'gpt-4o', temperature: 0.9 });
+    await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /picked/stream_events'));
+    const model = ofTrace(receiver, caller.traceId).find((span) => span.attributes['runnel.run_type'] === 'chat_model') as ReceivedSpan;
+    expect(model.name).toBe('chat gpt-4o');
+    expect(model.attributes).toMatchObject({ 'gen_ai.request.model': 'gpt-4o', 'gen_ai.request.temperature': 0.9 });
   });
 
   it('continues the submitting request’s trace in a background run', async () => {
