@@ -101,11 +101,12 @@ export const processWarn: StoreWarn = (fields, message) => {
 
 // SQLSTATE classes and codes that mean "the database is not there" rather than "this SQL is wrong":
 // connection exceptions (08), credentials refused (28), resources the server is out of (53: its connection
-// limit or a role's, a full disk, memory), its files failing under it (58: a data directory removed or
+// limit or a role's, a full disk, memory — not 53400, a query past a configured limit such as temp_file_limit,
+// which fails the same way each time it is sent), its files failing under it (58: a data directory removed or
 // unreadable, an I/O error — PGlite's as much as a server's), a database that does not exist (3D000),
 // shutdowns, restarts, a dropped database and an idle session ended (57P01-57P05), a statement timeout
 // (57014); and the driver's own timeouts (a server that does not answer).
-const UNAVAILABLE_STATES = /^(08|28|53|58|3D000$|57P0[1-5]$|57014$)/;
+const UNAVAILABLE_STATES = /^(08|28|53(?!400$)|58|3D000$|57P0[1-5]$|57014$)/;
 const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
 
 /**

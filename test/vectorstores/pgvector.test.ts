@@ -313,6 +313,21 @@ describe('database errors', () => {
       await admin.end();
     }
   });
+
+  // Class 53's configuration_limit_exceeded (53400, a query past temp_file_limit) fails the same way each time:
+  // it was called the database unavailable, a 503 a client retries for ever.
+  it('reports a query over a configured limit as its own failure, not the database unavailable', async () => {
+    const db = pgExecutor(new pg.Pool({ connectionString: DATABASE_URL, max: 1 }));
+    try {
+      await db.query("SET work_mem = '64kB'");
+      await db.query("SET temp_file_limit = '64kB'");
+      const failure = await db.query('SELECT g FROM generate_series(1, 200000) AS g ORDER BY random()').catch((error: unknown) => error);
+      expect(failure).toMatchObject({ code: '53400' });
+      expect(failure).not.toMatchObject({ code: 'RUNNEL_ERR_DATABASE_UNAVAILABLE' });
+    } finally {
+      await db.close();
+    }
+  });
 });
 
 describe('databaseError', () => {
