@@ -10,7 +10,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { RunnelError } from '../src/core/index.js';
 import { publicRun, TERMINAL, type RunStatus } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { countRequests } from './chain.js';
+import { checkConfigHashOnReads, countRequests } from './chain.js';
 import { Answering, clientGone, refuseCrossSitePost, whenClientGone } from '../src/server/request.js';
 import { joinFormat, lastEventId, ownRun, runQueue, sendRunStream, submitRun } from '../src/server/runs.js';
 
@@ -57,10 +57,19 @@ function runEndpoint(url: string): string {
   return last === ':run_id' ? 'runs_record' : `runs_${last}`;
 }
 
-export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain }> = async (app, { chain }) => {
+/**
+ * A chain's run routes; `hashed`: their copy under `/{path}/c/{config_hash}/`, where a run is submitted with the
+ * URL's config (a `RemoteRunnable` made on such a URL submits, follows and cancels its runs there). The copies
+ * are left out of the OpenAPI document, which lists the routes once.
+ */
+export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain; hashed?: boolean }> = async (app, { chain, hashed = false }) => {
   const path = chain.spec.path;
   const tags = [path];
   countRequests(app, path, runEndpoint);
+  if (hashed) {
+    checkConfigHashOnReads(app);
+    app.addHook('onRoute', (route) => void (route.schema = { ...route.schema, hide: true }));
+  }
 
   app.post<{ Params: { config_hash?: string } }>(
     '/runs',

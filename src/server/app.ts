@@ -617,6 +617,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     if (chain.spec.enabledEndpoints.includes('runs')) await app.register(runRoutes, { prefix: chain.spec.path, chain });
     if (chain.spec.enabledEndpoints.includes('config_hashes')) {
       await app.register(chainRoutes, { prefix: `${chain.spec.path}/c/:config_hash`, chain, hashed: true, playgroundTemplate });
+      if (chain.spec.enabledEndpoints.includes('runs')) await app.register(runRoutes, { prefix: `${chain.spec.path}/c/:config_hash`, chain, hashed: true });
     }
   }
   // The chains with a messages adapter as OpenAI chat models (docs/frontends.md).

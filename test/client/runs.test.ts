@@ -4,6 +4,7 @@
  * getRun, join (a replay; a rejoin after a frame gives exactly the rest),
  * cancel, wait's 408 as a record, and the server's errors as RunnelErrors.
  */
+import LZString from 'lz-string';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RemoteRunnable, type RunStream } from '../../src/index.js';
 import { settleWithin, toArray } from '../helpers.js';
@@ -114,6 +115,26 @@ for (const backend of ['memory', 'redis'] as const) {
       expect(record.run_id).toBe(runId);
       expect(record.status).toMatch(/^(pending|running)$/);
       await long.cancel(runId);
+    });
+
+    // A RemoteRunnable made on a `/c/{hash}` URL (LangServe's configured chain) called runs under it: 404.
+    it('on a /c/{config_hash} URL: submits with that config, and waits for, joins and cancels its runs and durable streams', async () => {
+      const hash = LZString.compressToEncodedURIComponent(JSON.stringify({ tags: ['from-url'] }));
+      const hashed = new RemoteRunnable<{ topic: string }, string>({ url: `${app.url}/story/c/${hash}`, headers: auth('ada') });
+      const run = await hashed.submit({ topic: 'i' });
+      expect(run).toMatchObject({ chain: '/story', status: 'pending' });
+      expect((await hashed.wait(run.run_id, { timeoutS: 60 })).output).toBe(STORY);
+      expect(await toArray(hashed.join(run.run_id))).toEqual(await toArray(story.join(run.run_id)));
+      expect((await hashed.getRun(run.run_id)).status).toBe('success');
+      // A durable stream left after its first chunk goes on, and is joined there.
+      const named: string[] = [];
+      for await (const _chunk of hashed.stream({ topic: 'j' }, { onDisconnect: 'continue', onRunId: (runId) => named.push(runId) })) break;
+      expect((await toArray(hashed.join(named[0] as string))).join('')).toBe(STORY);
+      const longHashed = new RemoteRunnable<{ topic: string }, string>({ url: `${app.url}/long/c/${hash}`, headers: auth('ada') });
+      const { run_id: longId } = await longHashed.submit({ topic: 'k' });
+      expect(await longHashed.cancel(longId)).toMatchObject({ run_id: longId, status: 'cancelled' });
+      // A hash that does not decode is a 400 there too.
+      await expect(new RemoteRunnable({ url: `${app.url}/story/c/%25%25`, headers: auth('ada') }).submit({ topic: 'l' })).rejects.toMatchObject({ statusCode: 400 });
     });
 
     it("raises the server's errors: bad input, no key, another caller's run, an unknown run", async () => {
