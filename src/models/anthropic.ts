@@ -27,10 +27,14 @@ function imageBlock(url: string): Block {
   return { type: 'image', source: { type: 'url', url } };
 }
 
+/**
+ * A message's content as blocks. Text that is empty or only whitespace is left out: the Messages API refuses an
+ * empty text block anywhere, and one of whitespace alone (400, `text content blocks must contain non-whitespace text`).
+ */
 function contentBlocks(content: MessageContent): Block[] {
-  if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }];
+  if (typeof content === 'string') return content.trim() === '' ? [] : [{ type: 'text', text: content }];
   return content.flatMap((block): Block[] => {
-    if (block.type === 'text' && typeof block.text === 'string') return [{ type: 'text', text: block.text }];
+    if (block.type === 'text' && typeof block.text === 'string') return block.text.trim() === '' ? [] : [{ type: 'text', text: block.text }];
     if (block.type === 'image_url') {
       const image = (block as { image_url: string | { url: string } }).image_url;
       return [imageBlock(typeof image === 'string' ? image : image.url)];
@@ -39,11 +43,17 @@ function contentBlocks(content: MessageContent): Block[] {
   });
 }
 
-/** Converts messages to the Messages API: the system text apart, consecutive same-role turns merged. */
+/**
+ * Converts messages to the Messages API: the system text apart, consecutive same-role turns merged, a turn with
+ * nothing in it left out — the API refuses a request with an empty turn (400, `all messages must have non-empty
+ * content`), and a model's empty answer kept in a chat's history (Claude's empty `end_turn`) would fail every
+ * later turn of that chat.
+ */
 export function toAnthropicMessages(messages: readonly BaseMessage[]): { system: string | undefined; messages: MessageParam[] } {
   const system: string[] = [];
   const out: MessageParam[] = [];
   const push = (role: 'user' | 'assistant', blocks: Block[]): void => {
+    if (blocks.length === 0) return;
     const last = out.at(-1);
     if (last !== undefined && last.role === role) (last.content as Block[]).push(...blocks);
     else out.push({ role, content: blocks });

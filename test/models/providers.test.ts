@@ -714,6 +714,26 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       const twice = await ask({ deltas: [{ output_tokens: 4 }, { output_tokens: 8 }] });
       expect(twice.usage_metadata).toEqual({ input_tokens: 10, output_tokens: 8, total_tokens: 18 });
     });
+
+    // A probe: a model's empty answer kept in a chat's history went back as an assistant turn with no content, and
+    // blank text as a text block of whitespace, both of which the Messages API refuses (400): every later turn of
+    // that chat failed RUNNEL_ERR_PROVIDER_REJECTED.
+    it('leaves out empty turns and blank text, which the Messages API refuses, so a chat with an empty answer goes on', async () => {
+      type Sent = { role: string; content: { type: string; text?: string }[] };
+      // Answers as Anthropic does: a request with an empty turn or a blank text block is refused (here mid-answer).
+      const refuses = (messages: Sent[]) => messages.some((message) => message.content.length === 0 || message.content.some((block) => block.type === 'text' && block.text?.trim() === ''));
+      const refusal = `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'messages.1: all messages must have non-empty content' } })}\n\n`;
+      const store = new MemoryHistoryStore();
+      const chat = withMessageHistory(model({ model: 'scripted' }), { getHistory: (sessionId) => store.history(sessionId) });
+      const config = { configurable: { session_id: 'empty-answer' } };
+      let answer = '';
+      await scripted((body) => (refuses(body.messages as Sent[]) ? { frames: [refusal] } : { text: answer }), async () => {
+        expect((await chat.invoke('hi', config)).text).toBe('');
+        answer = 'Hello again.';
+        expect((await chat.invoke([new HumanMessage({ content: [{ type: 'text', text: ' ' }, { type: 'text', text: 'Still there?' }] })], config)).text).toBe('Hello again.');
+        expect(server.requests.at(-1)?.body.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'text', text: 'Still there?' }] }]);
+      });
+    });
   }
 
   // A probe: every error the provider streamed after its answer began was UNAVAILABLE, a rate limit too.
