@@ -8,6 +8,7 @@ import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent 
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { anthropicClient, withSdkWarnings } from './clients.js';
+import { imageURL } from './image-url.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
 /** Options of {@link ChatAnthropic}. */
@@ -35,10 +36,8 @@ function contentBlocks(content: MessageContent): Block[] {
   if (typeof content === 'string') return content.trim() === '' ? [] : [{ type: 'text', text: content }];
   return content.flatMap((block): Block[] => {
     if (block.type === 'text' && typeof block.text === 'string') return block.text.trim() === '' ? [] : [{ type: 'text', text: block.text }];
-    if (block.type === 'image_url') {
-      const image = (block as { image_url: string | { url: string } }).image_url;
-      return [imageBlock(typeof image === 'string' ? image : image.url)];
-    }
+    const image = imageURL(block);
+    if (image !== undefined) return [imageBlock(image.url)];
     return [];
   });
 }

@@ -8,6 +8,7 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatComp
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { openAIClient } from './clients.js';
+import { imageURL } from './image-url.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
 /** Options of {@link ChatOpenAI}. */
@@ -24,10 +25,8 @@ function openAIContent(content: MessageContent): string | OpenAI.Chat.Completion
   if (typeof content === 'string') return content;
   return content.flatMap((block): OpenAI.Chat.Completions.ChatCompletionContentPart[] => {
     if (block.type === 'text' && typeof block.text === 'string') return [{ type: 'text', text: block.text }];
-    if (block.type === 'image_url') {
-      const image = (block as { image_url: string | { url: string; detail?: 'auto' | 'low' | 'high' } }).image_url;
-      return [{ type: 'image_url', image_url: typeof image === 'string' ? { url: image } : image }];
-    }
+    const image = imageURL(block);
+    if (image !== undefined) return [{ type: 'image_url', image_url: image }];
     return [];
   });
 }

@@ -88,6 +88,36 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     }
   });
 
+  // A probe: an image in LangChain's standard content block (`{type: 'image', url}` or base64 `data` with its
+  // `mimeType`), or Anthropic's own (`source`), was dropped from the request: the model answered without seeing it.
+  it('sends an image given as LangChain\'s standard block or Anthropic\'s own, as it sends an image_url', async () => {
+    const before = server.requests.length;
+    await model({ model: 'text' }).invoke([
+      new HumanMessage({
+        content: [
+          { type: 'text', text: 'What is in these?' },
+          { type: 'image', url: 'https://example.com/cat.jpg' },
+          { type: 'image', data: 'iVBORw0KGgo=', mimeType: 'image/png' },
+          { type: 'image', source_type: 'base64', data: 'R0lGODlh', mime_type: 'image/gif' },
+          { type: 'image', source: { type: 'base64', media_type: 'image/webp', data: 'UklGRg==' } },
+        ],
+      }),
+    ]);
+    const content = (server.requests[before]?.body.messages as { content: unknown }[])[0]?.content;
+    const images = ['https://example.com/cat.jpg', 'data:image/png;base64,iVBORw0KGgo=', 'data:image/gif;base64,R0lGODlh', 'data:image/webp;base64,UklGRg=='];
+    if (name === 'openai') {
+      expect(content).toEqual([{ type: 'text', text: 'What is in these?' }, ...images.map((url) => ({ type: 'image_url', image_url: { url } }))]);
+    } else {
+      expect(content).toEqual([
+        { type: 'text', text: 'What is in these?' },
+        { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
+        { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } },
+        { type: 'image', source: { type: 'base64', media_type: 'image/gif', data: 'R0lGODlh' } },
+        { type: 'image', source: { type: 'base64', media_type: 'image/webp', data: 'UklGRg==' } },
+      ]);
+    }
+  });
+
   it('streams tool-call deltas into parsed tool calls, and sends bound tools', async () => {
     const { z } = await import('zod');
     const before = server.requests.length;
