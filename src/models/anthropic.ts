@@ -8,6 +8,7 @@ import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent 
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { anthropicClient, withSdkWarnings } from './clients.js';
+import { unsendableBlock } from './errors.js';
 import { imageURL } from './image-url.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
@@ -32,13 +33,17 @@ function imageBlock(url: string): Block {
  * A message's content as blocks. Text that is empty or only whitespace is left out: the Messages API refuses an
  * empty text block anywhere, and one of whitespace alone (400, `text content blocks must contain non-whitespace text`).
  */
-function contentBlocks(content: MessageContent): Block[] {
+function contentBlocks(content: MessageContent, from: 'user' | 'assistant'): Block[] {
   if (typeof content === 'string') return content.trim() === '' ? [] : [{ type: 'text', text: content }];
   return content.flatMap((block): Block[] => {
     if (block.type === 'text' && typeof block.text === 'string') return block.text.trim() === '' ? [] : [{ type: 'text', text: block.text }];
     const image = imageURL(block);
     if (image !== undefined) return [imageBlock(image.url)];
-    return [];
+    // A user's other blocks: Anthropic's own documents as they are, anything else refused (left out, the model
+    // would answer without it). An answer's (thinking, its tool_use, which go as tool calls) are left out.
+    if (from === 'assistant') return [];
+    if (block.type === 'document') return [block as unknown as Block];
+    throw unsendableBlock('ChatAnthropic', block.type, 'text, images, and its own document blocks');
   });
 }
 
@@ -63,7 +68,7 @@ export function toAnthropicMessages(messages: readonly BaseMessage[]): { system:
         system.push(message.text);
         break;
       case 'human':
-        push('user', contentBlocks(message.content));
+        push('user', contentBlocks(message.content, 'user'));
         break;
       case 'chat':
         push('user', [{ type: 'text', text: `${(message as ChatMessage).role}: ${message.text}` }]);
@@ -76,7 +81,7 @@ export function toAnthropicMessages(messages: readonly BaseMessage[]): { system:
       default: {
         const ai = message as AIMessage;
         push('assistant', [
-          ...contentBlocks(ai.content),
+          ...contentBlocks(ai.content, 'assistant'),
           ...ai.tool_calls.map((call, index): Block => ({ type: 'tool_use', id: call.id ?? `toolu_${index}`, name: call.name, input: call.args })),
         ]);
       }

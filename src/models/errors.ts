@@ -9,6 +9,17 @@
  */
 import { abortError, isRunnelError, RunnelError } from '../core/index.js';
 
+/**
+ * A content block of a user's message that the adapter cannot send (`sends`: what it sends): refused rather
+ * than left out, or the model would answer as if it had seen the file or the sound.
+ */
+export function unsendableBlock(provider: string, type: unknown, sends: string): RunnelError {
+  const kind = typeof type === 'string' ? JSON.stringify(type.slice(0, 64)) : 'without a type';
+  return new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${provider} cannot send a message content block ${typeof type === 'string' ? `of type ${kind}` : kind} (it sends ${sends}); nothing was sent`, {
+    detail: [{ type: 'value_error', loc: ['content'], msg: `content blocks of type ${kind} are not supported by ${provider}` }],
+  });
+}
+
 /** Converts whatever a provider SDK threw into a Runnel error. */
 export function providerError(provider: string, error: unknown, signal?: { readonly aborted: boolean; readonly reason: unknown }): RunnelError {
   if (isRunnelError(error)) return error;

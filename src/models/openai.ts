@@ -8,6 +8,7 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatComp
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { openAIClient } from './clients.js';
+import { unsendableBlock } from './errors.js';
 import { imageURL } from './image-url.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
@@ -21,13 +22,19 @@ export interface ChatOpenAIOptions extends ChatModelOptions {
   streamUsage?: boolean;
 }
 
+/**
+ * A user message's content as chat-completions parts: text, images (in any form {@link imageURL} reads), and
+ * OpenAI's own `file` and `input_audio` parts as they are. Any other block is refused: left out, the model would
+ * answer without it.
+ */
 function openAIContent(content: MessageContent): string | OpenAI.Chat.Completions.ChatCompletionContentPart[] {
   if (typeof content === 'string') return content;
   return content.flatMap((block): OpenAI.Chat.Completions.ChatCompletionContentPart[] => {
     if (block.type === 'text' && typeof block.text === 'string') return [{ type: 'text', text: block.text }];
     const image = imageURL(block);
     if (image !== undefined) return [{ type: 'image_url', image_url: image }];
-    return [];
+    if (block.type === 'file' || block.type === 'input_audio') return [block as unknown as OpenAI.Chat.Completions.ChatCompletionContentPart];
+    throw unsendableBlock('ChatOpenAI', block.type, 'text, images, and its own file and input_audio parts');
   });
 }
 

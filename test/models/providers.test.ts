@@ -118,6 +118,27 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     }
   });
 
+  // A probe: a user's file, sound or document block was dropped from the request as well, and the model answered
+  // as if it had read it. The provider's own blocks go as they are; any other is refused, and nothing is sent.
+  it("sends the provider's own file blocks as they are, and refuses a block it cannot send", async () => {
+    const before = server.requests.length;
+    const own =
+      name === 'openai'
+        ? [
+            { type: 'file', file: { filename: 'a.pdf', file_data: 'data:application/pdf;base64,JVBERi0=' } },
+            { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } },
+          ]
+        : [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERi0=' } }];
+    await model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Summarise this' }, ...own] })]);
+    expect((server.requests[before]?.body.messages as { content: unknown }[])[0]?.content).toEqual([{ type: 'text', text: 'Summarise this' }, ...own]);
+    const other = name === 'openai' ? { type: 'document', source: { type: 'text', data: 'x' } } : { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } };
+    await expect(model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Listen' }, other] })])).rejects.toMatchObject({
+      code: 'RUNNEL_ERR_INPUT_INVALID',
+      message: expect.stringContaining(`content block of type "${other.type}"`),
+    });
+    expect(server.requests.length).toBe(before + 1);
+  });
+
   it('streams tool-call deltas into parsed tool calls, and sends bound tools', async () => {
     const { z } = await import('zod');
     const before = server.requests.length;
