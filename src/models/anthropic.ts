@@ -4,6 +4,7 @@
  * streaming of tool arguments, usage.
  */
 import type Anthropic from '@anthropic-ai/sdk';
+import { RunnelError } from '../core/index.js';
 import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
@@ -70,9 +71,14 @@ export function toAnthropicMessages(messages: readonly BaseMessage[]): { system:
       case 'human':
         push('user', contentBlocks(message.content, 'user'));
         break;
-      case 'chat':
-        push('user', [{ type: 'text', text: `${(message as ChatMessage).role}: ${message.text}` }]);
+      case 'chat': {
+        // A role the API knows goes as that role; any other, as the user's words prefixed with it.
+        const { role } = message as ChatMessage;
+        if (role === 'system') system.push(message.text);
+        else if (role === 'user' || role === 'assistant') push(role, contentBlocks(message.text, role));
+        else push('user', [{ type: 'text', text: `${role}: ${message.text}` }]);
         break;
+      }
       case 'tool': {
         const tool = message as ToolMessage;
         push('user', [{ type: 'tool_result', tool_use_id: tool.tool_call_id, content: tool.text, is_error: tool.status === 'error' }]);
@@ -227,6 +233,13 @@ class AnthropicProvider implements ChatProvider {
   async *stream(request: ChatRequest): AsyncGenerator<AIMessageChunk> {
     const { params } = request;
     const { system, messages } = toAnthropicMessages(request.messages);
+    // The Messages API refuses a request of system text alone (a prompt of system messages): said here, as the
+    // prompt's fault, not as the provider's 400.
+    if (messages.length === 0) {
+      throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', 'ChatAnthropic needs a user or assistant message with some content: the Messages API refuses a request of system text alone; send the text as a human message', {
+        detail: [{ type: 'value_error', loc: ['messages'], msg: 'no user or assistant message with content' }],
+      });
+    }
     const toolChoice = anthropicToolChoice(params.toolChoice);
     const body: MessageCreateParamsStreaming = {
       model: params.model,

@@ -48,8 +48,12 @@ export function toOpenAIMessages(messages: readonly BaseMessage[]): ChatCompleti
         return { role: 'user', content: openAIContent(message.content), ...(message.name === undefined ? {} : { name: message.name }) };
       case 'tool':
         return { role: 'tool', content: message.text, tool_call_id: (message as ToolMessage).tool_call_id };
-      case 'chat':
-        return { role: 'user', content: `${(message as ChatMessage).role}: ${message.text}` };
+      case 'chat': {
+        // A role the API knows goes as that role; any other, as the user's words prefixed with it.
+        const { role } = message as ChatMessage;
+        if (role === 'user' || role === 'assistant' || role === 'system' || role === 'developer') return { role, content: message.text };
+        return { role: 'user', content: `${role}: ${message.text}` };
+      }
       default: {
         const ai = message as AIMessage;
         return {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { AIMessage, AIMessageChunk, calculatorTool, lambda, MemoryHistoryStore, tool, withMessageHistory, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StringOutputParser, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
+import { AIMessage, AIMessageChunk, calculatorTool, ChatMessage, lambda, MemoryHistoryStore, tool, withMessageHistory, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StringOutputParser, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
 import { deferred, settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
@@ -136,6 +136,25 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       code: 'RUNNEL_ERR_INPUT_INVALID',
       message: expect.stringContaining(`content block of type "${other.type}"`),
     });
+    expect(server.requests.length).toBe(before + 1);
+  });
+
+  // A probe: a ChatMessage went as a user turn reading "assistant: …" whatever its role, as LangChain sends the
+  // role it names; and ChatAnthropic sent a prompt of system text alone as `messages: []`, which the API refuses.
+  it("sends a ChatMessage's role where the API has it; a prompt of system text alone is the prompt's fault", async () => {
+    const before = server.requests.length;
+    await model({ model: 'text' }).invoke([new ChatMessage({ role: 'user', content: 'Hi' }), new ChatMessage({ role: 'assistant', content: 'Hello' }), new ChatMessage({ role: 'critic', content: 'Be kind' })]);
+    const sent = server.requests[before]?.body.messages;
+    if (name === 'openai') {
+      expect(sent).toEqual([{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello' }, { role: 'user', content: 'critic: Be kind' }]);
+      return;
+    }
+    expect(sent).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'Hi' }] },
+      { role: 'assistant', content: [{ type: 'text', text: 'Hello' }] },
+      { role: 'user', content: [{ type: 'text', text: 'critic: Be kind' }] },
+    ]);
+    await expect(model({ model: 'text' }).invoke([new SystemMessage('Summarise: cats are great')])).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID', message: expect.stringContaining('system text alone') });
     expect(server.requests.length).toBe(before + 1);
   });
 
