@@ -161,9 +161,9 @@ export class Run {
   /** Emits one streamed chunk. */
   chunk(chunk: unknown): void {
     if (this.state === State.Created) this.start();
-    // A prompt's and a retriever's output is one value, not a stream: they report start and end only (LangChain
-    // has no on_prompt_stream or on_retriever_stream).
-    if (this.sink?.streams === true && this.runType !== 'prompt' && this.runType !== 'retriever') this.emit('stream', { chunk });
+    // A prompt's, a retriever's and a tool's output is one value, not a stream: they report start and end only
+    // (LangChain has no on_prompt_stream, on_retriever_stream or on_tool_stream, nor a tool's streamed_output).
+    if (this.sink?.streams === true && this.runType !== 'prompt' && this.runType !== 'retriever' && this.runType !== 'tool') this.emit('stream', { chunk });
   }
 
   /** Emits the end event once. */

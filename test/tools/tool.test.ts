@@ -13,7 +13,7 @@ describe('tool', () => {
   it('runs on its arguments and has run type tool', async () => {
     expect(await add.invoke({ a: 1, b: 2 })).toBe(3);
     const events = await toArray(add.streamEvents({ a: 1, b: 2 }));
-    expect(events.map((e: StreamEvent) => e.event)).toEqual(['on_tool_start', 'on_tool_stream', 'on_tool_end']);
+    expect(events.map((e: StreamEvent) => e.event)).toEqual(['on_tool_start', 'on_tool_end']);
   });
 
   it('answers a tool call with a ToolMessage', async () => {
