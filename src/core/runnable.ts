@@ -202,9 +202,12 @@ export abstract class Runnable<I = unknown, O = unknown, CallOptions extends Run
    */
   _eventMetadata?(options: Readonly<Record<string, unknown>>): Record<string, unknown>;
 
-  /** The input as this runnable's start event shows it (chat models show `{messages: [[...]]}`). */
+  /**
+   * The input as this runnable's start and end events show it: a retriever's query as `{query}`, as
+   * LangChain's retrievers report it (chat models show `{messages: [[...]]}`).
+   */
   protected _eventInput(input: I): unknown {
-    return input;
+    return this.runType === 'retriever' ? { query: input } : input;
   }
 
   /** Runs this runnable within a scope. @internal */
