@@ -9,7 +9,7 @@ import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent 
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { anthropicClient, withSdkWarnings } from './clients.js';
-import { unsendableBlock } from './errors.js';
+import { accountFile, unsendableBlock } from './errors.js';
 import { imageURL } from './image-url.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
@@ -43,7 +43,10 @@ function contentBlocks(content: MessageContent, from: 'user' | 'assistant'): Blo
     // A user's other blocks: Anthropic's own documents as they are, anything else refused (left out, the model
     // would answer without it). An answer's (thinking, its tool_use, which go as tool calls) are left out.
     if (from === 'assistant') return [];
-    if (block.type === 'document') return [block as unknown as Block];
+    if (block.type === 'document') {
+      if ((block as { source?: { type?: unknown } | null }).source?.type === 'file') throw accountFile('ChatAnthropic', 'a `base64`, `text` or `url` source');
+      return [block as unknown as Block];
+    }
     throw unsendableBlock('ChatAnthropic', block.type, 'text, images, and its own document blocks');
   });
 }

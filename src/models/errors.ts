@@ -20,6 +20,16 @@ export function unsendableBlock(provider: string, type: unknown, sends: string):
   });
 }
 
+/**
+ * A content block naming a file stored in the provider account (`file_id`): the deployment's account, not the
+ * caller's, so a caller could have the model read a file of another. Refused; the file's data may be sent.
+ */
+export function accountFile(provider: string, instead: string): RunnelError {
+  return new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${provider} does not send a file stored in the provider account (it is the deployment's, not the caller's): send its content instead (${instead})`, {
+    detail: [{ type: 'value_error', loc: ['content'], msg: 'files stored in the provider account are not sent' }],
+  });
+}
+
 /** Converts whatever a provider SDK threw into a Runnel error. */
 export function providerError(provider: string, error: unknown, signal?: { readonly aborted: boolean; readonly reason: unknown }): RunnelError {
   if (isRunnelError(error)) return error;

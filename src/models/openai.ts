@@ -8,7 +8,7 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatComp
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { openAIClient } from './clients.js';
-import { unsendableBlock } from './errors.js';
+import { accountFile, unsendableBlock } from './errors.js';
 import { imageURL } from './image-url.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
@@ -33,7 +33,10 @@ function openAIContent(content: MessageContent): string | OpenAI.Chat.Completion
     if (block.type === 'text' && typeof block.text === 'string') return [{ type: 'text', text: block.text }];
     const image = imageURL(block);
     if (image !== undefined) return [{ type: 'image_url', image_url: image }];
-    if (block.type === 'file' || block.type === 'input_audio') return [block as unknown as OpenAI.Chat.Completions.ChatCompletionContentPart];
+    if (block.type === 'file' || block.type === 'input_audio') {
+      if ((block as { file?: { file_id?: unknown } }).file?.file_id !== undefined) throw accountFile('ChatOpenAI', '`file_data`');
+      return [block as unknown as OpenAI.Chat.Completions.ChatCompletionContentPart];
+    }
     throw unsendableBlock('ChatOpenAI', block.type, 'text, images, and its own file and input_audio parts');
   });
 }

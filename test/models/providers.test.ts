@@ -136,6 +136,12 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       code: 'RUNNEL_ERR_INPUT_INVALID',
       message: expect.stringContaining(`content block of type "${other.type}"`),
     });
+    // A file stored in the provider account is the deployment's: a caller naming one is refused.
+    const stored = name === 'openai' ? { type: 'file', file: { file_id: 'file-abc123' } } : { type: 'document', source: { type: 'file', file_id: 'file_abc123' } };
+    await expect(model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Read' }, stored] })])).rejects.toMatchObject({
+      code: 'RUNNEL_ERR_INPUT_INVALID',
+      message: expect.stringContaining('stored in the provider account'),
+    });
     expect(server.requests.length).toBe(before + 1);
   });
 
