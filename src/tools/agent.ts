@@ -24,6 +24,17 @@ const callId = (id: string | undefined): string => (id === undefined || id === '
 /** The most of an unreadable call's arguments quoted back to the model. */
 const QUOTED_ARGS = 500;
 
+/** The names a tool can have ({@link StructuredTool}'s), which both providers take in a call they are sent. */
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** A name no tool can have, as the providers take it: each character they refuse `_`, at most 64. */
+const sendableName = (name: string): string => name.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 64) || '_';
+
+/** The answer to a call of a tool the agent does not have. */
+function noSuchTool(name: string, toolNames: readonly string[], id: string, sentName = name): ToolMessage {
+  return new ToolMessage({ content: `Error: there is no tool named ${name === '' ? "''" : name}. Use one of: ${toolNames.join(', ')}.`, tool_call_id: id, name: sentName, status: 'error' });
+}
+
 /**
  * A step's answer as the conversation goes on with it, and the results of the calls it made that cannot run.
  *
@@ -34,26 +45,35 @@ const QUOTED_ARGS = 500;
  * - A call whose arguments do not parse, beside calls that do, goes on as a call with no arguments, answered
  *   by an error quoting what the model wrote: left out, the model never learnt it had not run (a probe). One
  *   without a name is still left out: the providers refuse a call named `''` (a 400 that would end the run).
- *   (An answer of such calls alone is no answer: {@link ToolCallingAgent.final} fails the run.) The refused
- *   calls come after the others, and their results in the same order: {@link ToolCallingAgent.callTools}
+ *   (An answer of such calls alone is no answer: {@link ToolCallingAgent.final} fails the run.)
+ * - A call whose name no tool can have (`multi_tool_use.parallel`, which OpenAI's models make up; `''`) goes on
+ *   under that name with what the providers refuse replaced by `_`, answered by the error that no tool has
+ *   its name: sent as it was, OpenAI refuses the conversation (400 on `messages[i].tool_calls[j].function.name`,
+ *   a probe) and the run ended instead of the model learning of its mistake.
+ * - The refused calls come after the others, and their results in the same order: {@link ToolCallingAgent.callTools}
  *   pairs them by place, as two calls may share an id.
  */
-function nextTurn(answer: AIMessage): { message: AIMessage; unreadable: ToolMessage[] } {
+function nextTurn(answer: AIMessage, toolNames: readonly string[]): { message: AIMessage; unreadable: ToolMessage[] } {
   const bad = answer.tool_calls.length === 0 ? [] : answer.invalid_tool_calls.filter((call) => call.name !== undefined && call.name !== '');
-  if (bad.length === 0 && answer.tool_calls.every((call) => call.id !== undefined && call.id !== '')) return { message: answer, unreadable: [] };
+  const misnamed = answer.tool_calls.filter((call) => !TOOL_NAME.test(call.name));
+  if (bad.length === 0 && misnamed.length === 0 && answer.tool_calls.every((call) => call.id !== undefined && call.id !== '')) return { message: answer, unreadable: [] };
+  const renamed = misnamed.map((call) => ({ ...call, name: sendableName(call.name), id: callId(call.id) }));
   const refused = bad.map((call) => ({ name: call.name as string, args: {}, id: callId(call.id), type: 'tool_call' as const }));
-  const unreadable = bad.map((call, i) => {
-    const quoted = cutText(call.args ?? '', QUOTED_ARGS);
-    const content = `Error: the arguments of this call of ${call.name as string} could not be read (${call.error ?? 'malformed JSON'}), so it did not run. You wrote: ${quoted}`;
-    return new ToolMessage({ content, tool_call_id: refused[i]?.id ?? '', name: call.name as string, status: 'error' });
-  });
+  const unreadable = [
+    ...misnamed.map((call, i) => noSuchTool(call.name, toolNames, renamed[i]?.id ?? '', renamed[i]?.name ?? '')),
+    ...bad.map((call, i) => {
+      const quoted = cutText(call.args ?? '', QUOTED_ARGS);
+      const content = `Error: the arguments of this call of ${call.name as string} could not be read (${call.error ?? 'malformed JSON'}), so it did not run. You wrote: ${quoted}`;
+      return new ToolMessage({ content, tool_call_id: refused[i]?.id ?? '', name: call.name as string, status: 'error' });
+    }),
+  ];
   const message = new AIMessage({
     content: answer.content,
     additional_kwargs: answer.additional_kwargs,
     response_metadata: answer.response_metadata,
     name: answer.name,
     id: answer.id,
-    tool_calls: [...answer.tool_calls.map((call) => ({ ...call, id: callId(call.id) })), ...refused],
+    tool_calls: [...answer.tool_calls.filter((call) => TOOL_NAME.test(call.name)).map((call) => ({ ...call, id: callId(call.id) })), ...renamed, ...refused],
     invalid_tool_calls: [],
     usage_metadata: answer.usage_metadata,
   });
@@ -149,10 +169,7 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
         const asCall = { ...call, type: 'tool_call' };
         if (index >= readable) return new RefusedCall(call.name, unreadable[index - readable] as ToolMessage)._invokeIn(asCall, run.scope);
         const found = this.tools.get(call.name);
-        if (found === undefined) {
-          const answer = new ToolMessage({ content: `Error: there is no tool named ${call.name}. Use one of: ${[...this.tools.keys()].join(', ')}.`, tool_call_id: call.id ?? '', name: call.name, status: 'error' });
-          return new RefusedCall(call.name, answer)._invokeIn(asCall, run.scope);
-        }
+        if (found === undefined) return new RefusedCall(call.name, noSuchTool(call.name, [...this.tools.keys()], call.id ?? ''))._invokeIn(asCall, run.scope);
         return (await found._invokeIn(asCall as never, run.scope)) as ToolMessage;
       }),
     );
@@ -180,7 +197,7 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
     const messages = await this.conversation(input, run);
     const said: string[] = [];
     for (let step = 1; step <= this.maxIterations; step++) {
-      const { message: answer, unreadable } = nextTurn(await this.model._invokeIn(messages, run.child([`agent:step:${step}`])));
+      const { message: answer, unreadable } = nextTurn(await this.model._invokeIn(messages, run.child([`agent:step:${step}`])), [...this.tools.keys()]);
       messages.push(answer);
       if (answer.tool_calls.length === 0) {
         const text = this.final(answer);
@@ -209,7 +226,7 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
         first = false;
         said = true;
       }
-      const { message, unreadable } = nextTurn((pieces.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(pieces)).toMessage());
+      const { message, unreadable } = nextTurn((pieces.length === 0 ? new AIMessageChunk('') : AIMessageChunk.merge(pieces)).toMessage(), [...this.tools.keys()]);
       messages.push(message);
       if (message.tool_calls.length === 0) {
         this.final(message);

@@ -302,6 +302,38 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     });
   });
 
+  // A probe: OpenAI's models make up a tool `multi_tool_use.parallel`. The agent told the model there is no such
+  // tool, in a conversation that sent the call back under that name, which OpenAI refuses (400, `messages[i]
+  // .tool_calls[j].function.name` must match ^[a-zA-Z0-9_-]+$; both providers refuse a call named ''): the run
+  // ended RUNNEL_ERR_PROVIDER_REJECTED instead of the model learning of its mistake.
+  it('sends a call of a name no tool can have back under one the providers take, answered that no tool has it', async () => {
+    const SENDABLE = /^[a-zA-Z0-9_-]{1,64}$/;
+    type Sent = { role: string; content: unknown; tool_call_id?: string; tool_calls?: { id: string; function: { name: string } }[] };
+    /** The calls and the results a request sends back, as [name, id] and [id, text], whichever provider's format. */
+    const turns = (messages: Sent[]) => {
+      const blocks = messages.flatMap((message) => (Array.isArray(message.content) ? (message.content as Record<string, unknown>[]) : []));
+      const calls = [...messages.flatMap((message) => (message.tool_calls ?? []).map((call) => [call.function.name, call.id])), ...blocks.filter((b) => b.type === 'tool_use').map((b) => [b.name, b.id])];
+      const results = [...messages.filter((message) => message.role === 'tool').map((message) => [message.tool_call_id, message.content]), ...blocks.filter((b) => b.type === 'tool_result').map((b) => [b.tool_use_id, b.content])];
+      return { calls: calls as string[][], results: results as string[][] };
+    };
+    const answered = (body: Record<string, unknown>): boolean => turns(body.messages as Sent[]).results.length > 0;
+    for (const made of ['multi_tool_use.parallel', '']) {
+      await scripted((body) => (answered(body) ? { text: 'Once at a time, then.' } : { toolCalls: [{ name: 'calculator', args: { expression: '1 + 1' } }, { name: made, args: { tool_uses: [] } }] }), async () => {
+        const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [calculatorTool()] });
+        for (const run of [() => agent.invoke({ input: 'Add twice' }), async () => (await toArray(agent.stream({ input: 'Add twice' }))).join('')]) {
+          const before = server.requests.length;
+          expect(await run()).toBe('Once at a time, then.');
+          const { calls, results } = turns((server.requests[before + 1]?.body.messages ?? []) as Sent[]);
+          expect(calls.map(([called]) => called)).toEqual(['calculator', made === '' ? '_' : 'multi_tool_use_parallel']);
+          expect(calls.every(([called]) => SENDABLE.test(called ?? ''))).toBe(true);
+          expect(results.map(([id]) => id)).toEqual(calls.map(([, id]) => id));
+          expect(results[0]?.[1]).toBe('2');
+          expect(results[1]?.[1]).toBe(`Error: there is no tool named ${made === '' ? "''" : made}. Use one of: calculator.`);
+        }
+      });
+    }
+  });
+
   // A probe: a tool whose own step timed out (a nested runnable's `timeout`) failed the whole agent with
   // RUNNEL_ERR_TIMEOUT, "The run timed out" (a 504), where any other failure of a tool goes to the model to read.
   it('gives the model a tool’s own timeout to read, as any failure of the tool; the run’s own cancellation still ends it', async () => {
