@@ -7,6 +7,7 @@ import type Anthropic from '@anthropic-ai/sdk';
 import { RunnelError } from '../core/index.js';
 import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
+import { answeredCalls } from './answered-calls.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { anthropicClient, withSdkWarnings } from './clients.js';
 import { accountFile, unsendableBlock } from './errors.js';
@@ -66,7 +67,7 @@ export function toAnthropicMessages(messages: readonly BaseMessage[]): { system:
     if (last !== undefined && last.role === role) (last.content as Block[]).push(...blocks);
     else out.push({ role, content: blocks });
   };
-  for (const message of messages) {
+  for (const [at, message] of messages.entries()) {
     switch (message.type) {
       case 'system':
         system.push(message.text);
@@ -89,9 +90,10 @@ export function toAnthropicMessages(messages: readonly BaseMessage[]): { system:
       }
       default: {
         const ai = message as AIMessage;
+        // Only the calls a result answers: the API refuses the others (see answeredCalls).
         push('assistant', [
           ...contentBlocks(ai.content, 'assistant'),
-          ...ai.tool_calls.map((call, index): Block => ({ type: 'tool_use', id: call.id ?? `toolu_${index}`, name: call.name, input: call.args })),
+          ...answeredCalls(messages, at).map((call, index): Block => ({ type: 'tool_use', id: call.id ?? `toolu_${index}`, name: call.name, input: call.args })),
         ]);
       }
     }

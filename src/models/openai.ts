@@ -6,6 +6,7 @@
 import type OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
+import { answeredCalls } from './answered-calls.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { openAIClient } from './clients.js';
 import { accountFile, unsendableBlock } from './errors.js';
@@ -43,7 +44,7 @@ function openAIContent(content: MessageContent): string | OpenAI.Chat.Completion
 
 /** Converts messages to chat-completions messages. */
 export function toOpenAIMessages(messages: readonly BaseMessage[]): ChatCompletionMessageParam[] {
-  return messages.map((message): ChatCompletionMessageParam => {
+  return messages.map((message, at): ChatCompletionMessageParam => {
     switch (message.type) {
       case 'system':
         return { role: 'system', content: message.text };
@@ -59,13 +60,15 @@ export function toOpenAIMessages(messages: readonly BaseMessage[]): ChatCompleti
       }
       default: {
         const ai = message as AIMessage;
+        // Only the calls a result answers: OpenAI refuses the others (see answeredCalls).
+        const calls = answeredCalls(messages, at);
         return {
           role: 'assistant',
-          content: ai.text === '' && ai.tool_calls.length > 0 ? null : ai.text,
-          ...(ai.tool_calls.length === 0
+          content: ai.text === '' && calls.length > 0 ? null : ai.text,
+          ...(calls.length === 0
             ? {}
             : {
-                tool_calls: ai.tool_calls.map((call, index) => ({
+                tool_calls: calls.map((call, index) => ({
                   id: call.id ?? `call_${index}`,
                   type: 'function' as const,
                   function: { name: call.name, arguments: JSON.stringify(call.args) },

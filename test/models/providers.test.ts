@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { AIMessage, AIMessageChunk, calculatorTool, ChatMessage, lambda, MemoryHistoryStore, tool, withMessageHistory, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StringOutputParser, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
+import { AIMessage, AIMessageChunk, calculatorTool, ChatMessage, lambda, MemoryHistoryStore, MessagesPlaceholder, tool, withMessageHistory, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StringOutputParser, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
 import { deferred, settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
@@ -332,6 +332,47 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
         }
       });
     }
+  });
+
+  // A probe: a chat with history whose model called a tool the client never answered (it asked something else)
+  // kept the call in its history, and sent it on every later turn without a result, which both APIs refuse (400):
+  // every turn of that chat failed RUNNEL_ERR_PROVIDER_REJECTED.
+  it('leaves out of the request a call no result answers, so a chat whose history keeps one goes on', async () => {
+    const weather = tool(({ city }) => `Sunny in ${city}`, { name: 'weather', description: 'The weather', schema: z.object({ city: z.string() }) });
+    const store = new MemoryHistoryStore();
+    const prompt = ChatPromptTemplate.fromMessages([new MessagesPlaceholder('history'), ['human', '{question}']]);
+    const chat = withMessageHistory<{ question: string }, AIMessage>(prompt.pipe(model({ model: 'scripted' }).bindTools([weather])) as never, {
+      getHistory: (sessionId) => store.history(sessionId),
+      inputMessagesKey: 'question',
+      historyMessagesKey: 'history',
+    });
+    const config = { configurable: { session_id: `unanswered-${name}` } };
+    /** The calls a request sends, whichever provider's format. */
+    const callsSent = (body: Record<string, unknown>): unknown[] =>
+      (body.messages as { tool_calls?: unknown[]; content: unknown }[]).flatMap((message) => [
+        ...(message.tool_calls ?? []),
+        ...(Array.isArray(message.content) ? (message.content as { type: string }[]).filter((block) => block.type === 'tool_use') : []),
+      ]);
+    await scripted(() => ({ toolCalls: [{ name: 'weather', args: { city: 'Paris' } }] }), async () => {
+      expect((await chat.invoke({ question: 'Weather in Paris?' }, config)).tool_calls).toHaveLength(1);
+    });
+    await scripted(() => ({ text: 'Hello!' }), async () => {
+      for (const question of ['Never mind. Hi!', 'Still there?']) {
+        const before = server.requests.length;
+        expect((await chat.invoke({ question }, config)).text).toBe('Hello!');
+        const body = server.requests[before]?.body ?? {};
+        expect(callsSent(body)).toEqual([]);
+        expect(JSON.stringify(body.messages)).toContain('Weather in Paris?');
+      }
+    });
+    // A call answered by its result is sent, with it.
+    const answered = [new HumanMessage('Weather?'), new AIMessage({ content: '', tool_calls: [{ name: 'weather', args: { city: 'Oslo' }, id: 'call_1' }, { name: 'weather', args: { city: 'Rome' }, id: 'call_2' }] }), new ToolMessage({ content: 'Sunny', tool_call_id: 'call_2' })];
+    await scripted(() => ({ text: 'Sunny in Rome.' }), async () => {
+      const before = server.requests.length;
+      await model({ model: 'scripted' }).bindTools([weather]).invoke(answered);
+      const sent = JSON.stringify(callsSent(server.requests[before]?.body ?? {}));
+      expect([sent.includes('"call_1"'), sent.includes('"call_2"')]).toEqual([false, true]);
+    });
   });
 
   // A probe: a tool whose own step timed out (a nested runnable's `timeout`) failed the whole agent with
