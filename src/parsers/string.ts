@@ -10,7 +10,9 @@ import { textOf } from './text.js';
  * prompt.pipe(model).pipe(new StringOutputParser());
  */
 export class StringOutputParser extends Runnable<unknown, string> {
-  readonly name = 'StringOutputParser';
+  // Its runs are named as LangChain's (Python's and JS's) are: a LangServe client filters events and reads
+  // `/logs/StrOutputParser` by that name.
+  readonly name = 'StrOutputParser';
   override readonly runType: RunType = 'parser';
 
   override get outputSchema(): ZodType {

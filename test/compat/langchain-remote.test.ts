@@ -55,10 +55,10 @@ describe('@langchain/core 0.3.80 RemoteRunnable against Runnel', () => {
     // LLMResult (which this client revives), a parser's `{output}`, a prompt's its value.
     const finals = Object.fromEntries(ops.filter((op) => op.path.endsWith('/final_output') && op.path !== '/final_output').map((op) => [op.path.split('/')[2], (op as { value?: unknown }).value]));
     const answer = await joke.runnable.invoke({ topic: 'cats' } as never);
-    const llm = Object.entries(finals).find(([name]) => name !== 'ChatPromptTemplate' && name !== 'StringOutputParser')?.[1] as { generations: { text: string; message: { content: string } }[][] };
+    const llm = Object.entries(finals).find(([name]) => name !== 'ChatPromptTemplate' && name !== 'StrOutputParser')?.[1] as { generations: { text: string; message: { content: string } }[][] };
     expect(llm.generations[0]?.[0]?.text).toBe(answer);
     expect(llm.generations[0]?.[0]?.message.content).toBe(answer);
-    expect(finals.StringOutputParser).toEqual({ output: answer });
+    expect(finals.StrOutputParser).toEqual({ output: answer });
     expect((finals.ChatPromptTemplate as { constructor: { name: string } }).constructor.name).toBe('ChatPromptValue');
   });
 

@@ -217,7 +217,7 @@ describe('streamLog', () => {
     expect(log.logs.FakeListChatModel.type).toBe('llm');
     expect(log.logs.FakeListChatModel.streamed_output_str.join('')).toBe('two words');
     expect(log.logs.FakeListChatModel.streamed_output).toHaveLength(log.logs.FakeListChatModel.streamed_output_str.length);
-    expect(log.logs.StringOutputParser.streamed_output.join('')).toBe('two words');
-    expect(log.logs.StringOutputParser.streamed_output_str).toEqual([]);
+    expect(log.logs.StrOutputParser.streamed_output.join('')).toBe('two words');
+    expect(log.logs.StrOutputParser.streamed_output_str).toEqual([]);
   });
 });

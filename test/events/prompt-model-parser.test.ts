@@ -14,16 +14,16 @@ it('pins the streamEvents sequence of prompt | model | parser', async () => {
     'on_prompt_end ChatPromptTemplate',
     'on_chat_model_start FakeListChatModel',
     'on_chat_model_stream FakeListChatModel',
-    'on_parser_start StringOutputParser',
-    'on_parser_stream StringOutputParser',
+    'on_parser_start StrOutputParser',
+    'on_parser_stream StrOutputParser',
     'on_chain_stream /joke',
     'on_chat_model_stream FakeListChatModel',
-    'on_parser_stream StringOutputParser',
+    'on_parser_stream StrOutputParser',
     'on_chain_stream /joke',
     // The final chunk carries usage and no text: the parser yields nothing for it.
     'on_chat_model_stream FakeListChatModel',
     'on_chat_model_end FakeListChatModel',
-    'on_parser_end StringOutputParser',
+    'on_parser_end StrOutputParser',
     'on_chain_end /joke',
   ]);
 

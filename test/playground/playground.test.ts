@@ -150,7 +150,7 @@ describe('the playground', () => {
       ['/joke', 'chain'],
       ['ChatPromptTemplate', 'prompt'],
       ['ScriptedChatModel', 'chat_model'],
-      ['StringOutputParser', 'parser'],
+      ['StrOutputParser', 'parser'],
     ]) {
       await expect(joke.locator(`li[data-run-name="${name}"][data-run-type="${type}"]`).count()).resolves.toBe(1);
     }
