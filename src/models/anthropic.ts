@@ -6,12 +6,12 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import { RunnelError } from '../core/index.js';
 import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
-import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
-import { answeredCalls } from './answered-calls.js';
+import { type AIMessage, AIMessageChunk, type ChatMessage, type ContentBlock, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
+import { answeredCalls, lastUserMessage } from './conversation.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { anthropicClient, withSdkWarnings } from './clients.js';
 import { accountFile, unsendableBlock } from './errors.js';
-import { imageURL } from './image-url.js';
+import { imageURL, inlineFile } from './image-url.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
 /** Options of {@link ChatAnthropic}. */
@@ -31,25 +31,57 @@ function imageBlock(url: string): Block {
   return { type: 'image', source: { type: 'url', url } };
 }
 
+const SENDS = 'text, images, and documents given with their data, text or URL';
+
+/** A document block from its source's fields alone (`base64` and `text` data, or a `url`), or undefined. */
+function documentBlock(source: Record<string, unknown>, title: unknown): Block | undefined {
+  const named = typeof title === 'string' && title !== '' ? { title } : {};
+  const { type, data, media_type: mediaType, url } = source;
+  if (type === 'base64' && typeof data === 'string' && mediaType === 'application/pdf') return { type: 'document', source: { type, data, media_type: mediaType }, ...named };
+  if (type === 'text' && typeof data === 'string') return { type: 'document', source: { type, data, media_type: 'text/plain' }, ...named };
+  if (type === 'url' && typeof url === 'string') return { type: 'document', source: { type, url }, ...named };
+  return undefined;
+}
+
 /**
- * A message's content as blocks. Text that is empty or only whitespace is left out: the Messages API refuses an
- * empty text block anywhere, and one of whitespace alone (400, `text content blocks must contain non-whitespace text`).
+ * A user message's content block as Messages API blocks: text (none when empty or only whitespace: the API
+ * refuses an empty text block, and one of whitespace alone); an image in any form {@link imageURL} reads; a
+ * document — Anthropic's own block, or LangChain's standard `file` block — given with its data, text or URL.
+ * Each is rebuilt from the fields it needs, nothing else of the block sent. A file stored in the provider account
+ * is refused; so is any other block of the conversation's last user message (left out, the model would answer
+ * as if it had seen it), while one in an earlier message, its history, is left out (a chat that kept it would
+ * otherwise fail every later turn).
  */
-function contentBlocks(content: MessageContent, from: 'user' | 'assistant'): Block[] {
+function userBlocks(block: ContentBlock, last: boolean): Block[] {
+  if (block.type === 'text' && typeof block.text === 'string') return block.text.trim() === '' ? [] : [{ type: 'text', text: block.text }];
+  const image = imageURL(block);
+  if (image !== undefined) return [imageBlock(image.url)];
+  const fields = block as Record<string, unknown>;
+  const source = fields.source !== null && typeof fields.source === 'object' ? (fields.source as Record<string, unknown>) : undefined;
+  const file = inlineFile(block);
+  if (source?.type === 'file' || (file !== undefined && 'id' in file)) throw accountFile('ChatAnthropic', 'its data, text or URL');
+  const document =
+    block.type === 'document' && source !== undefined
+      ? documentBlock(source, fields.title)
+      : block.type === 'file' && file !== undefined
+        ? 'url' in file
+          ? documentBlock({ type: 'url', url: file.url }, fields.title)
+          : documentBlock({ type: 'base64', data: file.data, media_type: file.mimeType }, file.filename ?? fields.title)
+        : undefined;
+  if (document !== undefined) return [document];
+  if (!last) return [];
+  throw unsendableBlock('ChatAnthropic', block.type, SENDS);
+}
+
+/**
+ * A message's content as blocks: a user's as {@link userBlocks} makes them; an answer's text alone (its
+ * thinking, its tool_use, which go as tool calls, and anything else are left out: the API takes images and
+ * documents from the user only).
+ */
+function contentBlocks(content: MessageContent, from: 'user' | 'assistant', last = false): Block[] {
   if (typeof content === 'string') return content.trim() === '' ? [] : [{ type: 'text', text: content }];
-  return content.flatMap((block): Block[] => {
-    if (block.type === 'text' && typeof block.text === 'string') return block.text.trim() === '' ? [] : [{ type: 'text', text: block.text }];
-    const image = imageURL(block);
-    if (image !== undefined) return [imageBlock(image.url)];
-    // A user's other blocks: Anthropic's own documents as they are, anything else refused (left out, the model
-    // would answer without it). An answer's (thinking, its tool_use, which go as tool calls) are left out.
-    if (from === 'assistant') return [];
-    if (block.type === 'document') {
-      if ((block as { source?: { type?: unknown } | null }).source?.type === 'file') throw accountFile('ChatAnthropic', 'a `base64`, `text` or `url` source');
-      return [block as unknown as Block];
-    }
-    throw unsendableBlock('ChatAnthropic', block.type, 'text, images, and its own document blocks');
-  });
+  if (from === 'user') return content.flatMap((block) => userBlocks(block, last));
+  return content.flatMap((block): Block[] => (block.type === 'text' && typeof block.text === 'string' && block.text.trim() !== '' ? [{ type: 'text', text: block.text }] : []));
 }
 
 /**
@@ -60,6 +92,7 @@ function contentBlocks(content: MessageContent, from: 'user' | 'assistant'): Blo
  */
 export function toAnthropicMessages(messages: readonly BaseMessage[]): { system: string | undefined; messages: MessageParam[] } {
   const system: string[] = [];
+  const lastUser = lastUserMessage(messages);
   const out: MessageParam[] = [];
   const push = (role: 'user' | 'assistant', blocks: Block[]): void => {
     if (blocks.length === 0) return;
@@ -73,13 +106,13 @@ export function toAnthropicMessages(messages: readonly BaseMessage[]): { system:
         system.push(message.text);
         break;
       case 'human':
-        push('user', contentBlocks(message.content, 'user'));
+        push('user', contentBlocks(message.content, 'user', at === lastUser));
         break;
       case 'chat': {
         // A role the API knows goes as that role; any other, as the user's words prefixed with it.
         const { role } = message as ChatMessage;
         if (role === 'system') system.push(message.text);
-        else if (role === 'user' || role === 'assistant') push(role, contentBlocks(message.text, role));
+        else if (role === 'user' || role === 'assistant') push(role, contentBlocks(role === 'user' ? message.content : message.text, role, at === lastUser));
         else push('user', [{ type: 'text', text: `${role}: ${message.text}` }]);
         break;
       }

@@ -39,11 +39,34 @@ export function imageURL(block: ContentBlock): ImageURL | undefined {
     }
     return undefined;
   }
-  // LangChain's standard block: {url} or {data, mimeType} (0.3: {source_type: 'url' | 'base64', url | data, mime_type}).
+  // LangChain's standard block: {url} or {data, mimeType} (0.3: {source_type: 'url' | 'base64', url | data,
+  // mime_type}; Python's v1: {base64, mime_type}).
+  const file = inlineFile(block);
+  return file === undefined || 'id' in file ? undefined : 'url' in file ? { url: file.url } : { url: `data:${file.mimeType};base64,${file.data}` };
+}
+
+/** What a LangChain standard block (`image`, `file`, `audio`) holds: its data inline, a URL, or a provider's file id. */
+export type InlineFile = { data: string; mimeType: string; filename?: string } | { url: string } | { id: string };
+
+/**
+ * The content of a LangChain standard block — `{url}`, `{data, mimeType}` or `{base64, mime_type}` (0.3's
+ * `source_type` and `mime_type`), `{fileId}` (`file_id`, 0.3's `source_type: 'id'`) — or undefined when it holds
+ * none of these. A `data:` URL given as data is read as one.
+ *
+ * @example
+ * inlineFile({ type: 'file', data: 'JVBERi0=', mimeType: 'application/pdf' }) // { data: 'JVBERi0=', mimeType: 'application/pdf' }
+ */
+export function inlineFile(block: ContentBlock): InlineFile | undefined {
+  const fields = block as Record<string, unknown>;
+  const id = text(fields.fileId) ?? text(fields.file_id) ?? (fields.source_type === 'id' ? text(fields.id) : undefined);
+  if (id !== undefined) return { id };
   if (text(fields.url) !== undefined) return { url: fields.url as string };
-  const mime = text(fields.mimeType) ?? text(fields.mime_type);
-  if (typeof fields.data === 'string' && fields.data !== '' && mime !== undefined) {
-    return { url: fields.data.startsWith('data:') ? fields.data : `data:${mime};base64,${fields.data}` };
-  }
-  return undefined;
+  const data = text(fields.data) ?? text(fields.base64);
+  if (data === undefined) return undefined;
+  const inline = /^data:([^;,]+);base64,(.*)$/s.exec(data);
+  const mimeType = inline?.[1] ?? text(fields.mimeType) ?? text(fields.mime_type);
+  if (mimeType === undefined) return undefined;
+  const metadata = (fields.metadata ?? {}) as Record<string, unknown>;
+  const filename = text(fields.filename) ?? text(fields.name) ?? text(metadata.filename) ?? text(metadata.name);
+  return { data: inline?.[2] ?? data, mimeType, ...(filename === undefined ? {} : { filename }) };
 }

@@ -5,12 +5,12 @@
  */
 import type OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { type AIMessage, AIMessageChunk, type ChatMessage, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
-import { answeredCalls } from './answered-calls.js';
+import { type AIMessage, AIMessageChunk, type ChatMessage, type ContentBlock, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
+import { answeredCalls, lastUserMessage } from './conversation.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { openAIClient } from './clients.js';
 import { accountFile, unsendableBlock } from './errors.js';
-import { imageURL } from './image-url.js';
+import { imageURL, inlineFile } from './image-url.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
 /** Options of {@link ChatOpenAI}. */
@@ -23,39 +23,61 @@ export interface ChatOpenAIOptions extends ChatModelOptions {
   streamUsage?: boolean;
 }
 
+type ContentPart = OpenAI.Chat.Completions.ChatCompletionContentPart;
+
+const SENDS = 'text, images, files given with their data, and input_audio parts';
+
 /**
- * A user message's content as chat-completions parts: text, images (in any form {@link imageURL} reads), and
- * OpenAI's own `file` and `input_audio` parts as they are. Any other block is refused: left out, the model would
- * answer without it.
+ * A user message's content block as a chat-completions part: text; an image in any form {@link imageURL}
+ * reads; a file with its data, as OpenAI's own `file` part (`file_data`) or LangChain's standard block; OpenAI's
+ * `input_audio`. Each is rebuilt from the fields it needs, nothing else of the block sent. A file stored in the
+ * provider account is refused; so is any other block of the conversation's last user message (left out, the
+ * model would answer as if it had seen it), while one in an earlier message, its history, is left out (a chat
+ * that kept it would otherwise fail every later turn).
  */
-function openAIContent(content: MessageContent): string | OpenAI.Chat.Completions.ChatCompletionContentPart[] {
-  if (typeof content === 'string') return content;
-  return content.flatMap((block): OpenAI.Chat.Completions.ChatCompletionContentPart[] => {
-    if (block.type === 'text' && typeof block.text === 'string') return [{ type: 'text', text: block.text }];
-    const image = imageURL(block);
-    if (image !== undefined) return [{ type: 'image_url', image_url: image }];
-    if (block.type === 'file' || block.type === 'input_audio') {
-      if ((block as { file?: { file_id?: unknown } }).file?.file_id !== undefined) throw accountFile('ChatOpenAI', '`file_data`');
-      return [block as unknown as OpenAI.Chat.Completions.ChatCompletionContentPart];
-    }
-    throw unsendableBlock('ChatOpenAI', block.type, 'text, images, and its own file and input_audio parts');
-  });
+function openAIPart(block: ContentBlock, last: boolean): ContentPart[] {
+  if (block.type === 'text' && typeof block.text === 'string') return [{ type: 'text', text: block.text }];
+  const image = imageURL(block);
+  if (image !== undefined) return [{ type: 'image_url', image_url: image }];
+  const fields = block as Record<string, unknown>;
+  const own = fields.file as { file_data?: unknown; file_id?: unknown; filename?: unknown } | null | undefined;
+  const audio = fields.input_audio as { data?: unknown; format?: unknown } | null | undefined;
+  const file = own === undefined ? inlineFile(block) : undefined;
+  if ((own !== null && typeof own === 'object' && own.file_id !== undefined) || (file !== undefined && 'id' in file)) throw accountFile('ChatOpenAI', '`file_data`');
+  if (block.type === 'file' && typeof own?.file_data === 'string' && own.file_data !== '') {
+    return [{ type: 'file', file: { file_data: own.file_data, ...(typeof own.filename === 'string' ? { filename: own.filename } : {}) } }];
+  }
+  if (block.type === 'file' && file !== undefined && 'data' in file) {
+    return [{ type: 'file', file: { file_data: `data:${file.mimeType};base64,${file.data}`, filename: file.filename ?? 'file' } }];
+  }
+  if (block.type === 'input_audio' && typeof audio?.data === 'string' && (audio.format === 'wav' || audio.format === 'mp3')) {
+    return [{ type: 'input_audio', input_audio: { data: audio.data, format: audio.format } }];
+  }
+  if (!last) return [];
+  throw unsendableBlock('ChatOpenAI', block.type, SENDS);
+}
+
+/** A user message's content as chat-completions content: see {@link openAIPart}. */
+function openAIContent(content: MessageContent, last: boolean): string | ContentPart[] {
+  return typeof content === 'string' ? content : content.flatMap((block) => openAIPart(block, last));
 }
 
 /** Converts messages to chat-completions messages. */
 export function toOpenAIMessages(messages: readonly BaseMessage[]): ChatCompletionMessageParam[] {
+  const lastUser = lastUserMessage(messages);
   return messages.map((message, at): ChatCompletionMessageParam => {
     switch (message.type) {
       case 'system':
         return { role: 'system', content: message.text };
       case 'human':
-        return { role: 'user', content: openAIContent(message.content), ...(message.name === undefined ? {} : { name: message.name }) };
+        return { role: 'user', content: openAIContent(message.content, at === lastUser), ...(message.name === undefined ? {} : { name: message.name }) };
       case 'tool':
         return { role: 'tool', content: message.text, tool_call_id: (message as ToolMessage).tool_call_id };
       case 'chat': {
         // A role the API knows goes as that role; any other, as the user's words prefixed with it.
         const { role } = message as ChatMessage;
-        if (role === 'user' || role === 'assistant' || role === 'system' || role === 'developer') return { role, content: message.text };
+        if (role === 'user') return { role, content: openAIContent(message.content, at === lastUser) };
+        if (role === 'assistant' || role === 'system' || role === 'developer') return { role, content: message.text };
         return { role: 'user', content: `${role}: ${message.text}` };
       }
       default: {

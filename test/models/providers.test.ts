@@ -145,6 +145,59 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     expect(server.requests.length).toBe(before + 1);
   });
 
+  // A review: blocks went on as the client sent them (an Anthropic document's nested file, its cache_control);
+  // LangChain's own file block went to OpenAI as it was (a 400, a 502 here) or was refused; a block history kept
+  // from before failed every later turn; a ChatMessage's image was dropped; an answer's image went to Anthropic.
+  it('rebuilds each block from the fields it needs, reads LangChain\'s file blocks, and refuses only what the last question holds', async () => {
+    const before = server.requests.length;
+    const pdf = { type: 'file', data: 'JVBERi0=', mimeType: 'application/pdf', metadata: { filename: 'a.pdf' } };
+    const extra = name === 'openai' ? { type: 'file', file: { file_data: 'data:application/pdf;base64,JVBERi0=', filename: 'b.pdf', file_id: undefined, cache: 1 } } : { type: 'document', source: { type: 'text', data: 'notes', media_type: 'text/plain' }, cache_control: { type: 'ephemeral' } };
+    await model({ model: 'text' }).invoke([
+      new HumanMessage({ content: [{ type: 'text', text: 'Earlier' }, { type: 'video', url: 'https://example.com/v.mp4' }] }),
+      new AIMessage({ content: [{ type: 'text', text: 'Seen' }, { type: 'image_url', image_url: 'https://example.com/mine.png' }] }),
+      new ChatMessage({ role: 'user', content: [{ type: 'text', text: 'Read these' }, pdf, extra, { type: 'image', base64: 'R0lGODlh', mime_type: 'image/gif' }] }),
+    ]);
+    const sent = server.requests[before]?.body.messages as { role: string; content: unknown }[];
+    const gif = name === 'openai' ? { type: 'image_url', image_url: { url: 'data:image/gif;base64,R0lGODlh' } } : { type: 'image', source: { type: 'base64', media_type: 'image/gif', data: 'R0lGODlh' } };
+    if (name === 'openai') {
+      expect(sent).toEqual([
+        { role: 'user', content: [{ type: 'text', text: 'Earlier' }] },
+        { role: 'assistant', content: 'Seen' },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Read these' },
+            { type: 'file', file: { file_data: 'data:application/pdf;base64,JVBERi0=', filename: 'a.pdf' } },
+            { type: 'file', file: { file_data: 'data:application/pdf;base64,JVBERi0=', filename: 'b.pdf' } },
+            gif,
+          ],
+        },
+      ]);
+    } else {
+      expect(sent).toEqual([
+        { role: 'user', content: [{ type: 'text', text: 'Earlier' }] },
+        { role: 'assistant', content: [{ type: 'text', text: 'Seen' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Read these' },
+            { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERi0=' }, title: 'a.pdf' },
+            { type: 'document', source: { type: 'text', data: 'notes', media_type: 'text/plain' } },
+            gif,
+          ],
+        },
+      ]);
+      // A document whose content nests a file of the account is no document it sends.
+      const nested = { type: 'document', source: { type: 'content', content: [{ type: 'image', source: { type: 'file', file_id: 'file_x' } }] } };
+      await expect(model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Read' }, nested] })])).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+    }
+    await expect(model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Read' }, { type: 'file', fileId: 'file-abc' }] })])).rejects.toMatchObject({
+      code: 'RUNNEL_ERR_INPUT_INVALID',
+      message: expect.stringContaining('stored in the provider account'),
+    });
+    expect(server.requests.length).toBe(before + 1);
+  });
+
   // A probe: a ChatMessage went as a user turn reading "assistant: …" whatever its role, as LangChain sends the
   // role it names; and ChatAnthropic sent a prompt of system text alone as `messages: []`, which the API refuses.
   it("sends a ChatMessage's role where the API has it; a prompt of system text alone is the prompt's fault", async () => {
