@@ -109,7 +109,12 @@ export async function* streamLog<I>(
           ],
         };
       } else if (phase === 'end' && !streamed) {
-        yield { ops: [{ op: 'replace', path: '/final_output', value: event.data.output ?? null }] };
+        const output = event.data.output ?? null;
+        // A prompt, a retriever and a tool emit no stream events: at the root, their output is the stream's one
+        // chunk, as LangChain's log has it (a tool served as a chain streamed nothing here).
+        const type = runTypeOf(event);
+        const whole = type === 'prompt' || type === 'retriever' || type === 'tool';
+        yield { ops: whole ? [{ op: 'add', path: '/streamed_output/-', value: output }, { op: 'replace', path: '/final_output', value: output }] : [{ op: 'replace', path: '/final_output', value: output }] };
       }
       continue;
     }

@@ -1,6 +1,7 @@
 /**
  * A tool's events next to @langchain/core's for the same step: a tool starts and ends, it does not stream
- * (LangChain has no on_tool_stream), so its run-log entry's streamed_output stays empty.
+ * (LangChain has no on_tool_stream), so its run-log entry's streamed_output stays empty; at the root, the
+ * log's streamed_output holds its output.
  */
 import { tool as lcTool } from '@langchain/core/tools';
 import { RunnableLambda, RunnableSequence } from '@langchain/core/runnables';
@@ -36,4 +37,15 @@ it('adds nothing to a tool log entry streamed_output, as LangChain streamLog doe
   expect(paths(lcOps)).toEqual(['/logs/search', '/logs/search/final_output', '/logs/search/end_time']);
   expect(paths(ops)).toEqual(paths(lcOps));
   expect(ops.find((op) => op.path === '/logs/search/final_output')?.value).toEqual({ output: 'found cats' });
+});
+
+// A review: a tool served as a chain (the root) streamed nothing on /stream_log once tools stopped emitting
+// stream events; LangChain's log has its output as the stream's one chunk.
+it('streams a root tool\'s output in the log, as LangChain streamLog does', async () => {
+  const root = (ops: { op: string; path: string; value?: unknown }[]) => ops.filter((op) => op.path === '/streamed_output/-').map((op) => op.value);
+  const ops = (await toArray(search.streamLog({ q: 'x' }))).flatMap((patch: RunLogPatch) => patch.ops);
+  const lcOps = (await toArray(lcTool(({ q }: { q: string }) => `found ${q}`, { name: 'search', description: 'Searches', schema }).streamLog({ q: 'x' }))).flatMap((patch) => patch.ops);
+  expect(root(lcOps)).toEqual(['found x']);
+  expect(root(ops)).toEqual(root(lcOps));
+  expect(ops.find((op) => op.path === '/final_output')?.value).toBe('found x');
 });
