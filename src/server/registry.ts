@@ -46,6 +46,11 @@ export interface RequestContext {
   path: string;
   /** The W3C `traceparent` of the request's span, when tracing is on (to carry the trace onward). */
   traceparent?: string | undefined;
+  /**
+   * True for a run that executes from its stored config (a background run, a durable stream): the handlers a
+   * config carries (`onUsage`, `onModelCall`, `onSave`) cannot go with it, and a config that sets them is refused.
+   */
+  stored?: boolean;
 }
 
 /** One turn of a conversation as a chat frontend sends it (AI SDK UI messages, OpenAI chat messages). */
@@ -113,7 +118,8 @@ export interface ChainDefinition<I = unknown, O = unknown> {
    * Adjusts each request's config, e.g. to put the caller's identity into `configurable`. The handlers it sets
    * (`onUsage` to bill a caller's tokens, `onModelCall`, `onSave`) are called beside the server's own; `onSave`
    * hears a request's saves once it has answered. Background runs and durable streams run from their stored
-   * config, which keeps no functions: these handlers do not reach them.
+   * config, which keeps no functions: a config with these handlers is refused there, rather than run unmetered
+   * (the context says `stored` for them).
    */
   perRequestConfigModifier?: (config: RunnableConfig, request: RequestContext) => RunnableConfig | Promise<RunnableConfig>;
   /**

@@ -50,11 +50,20 @@ export async function prepareRun(
   }
   const input = from === undefined ? required(body, 'input') : from.input;
   const filters = kind === 'stream_events' && from === undefined ? eventFilters(body) : undefined;
+  const context = requestContext(request, from !== undefined ? 'ui_stream' : kind === 'run' ? 'runs' : kind, chain.spec.path);
+  // Set on the context itself: a copy would lose the request's span, which it carries hidden.
+  context.stored = true;
   const { config, clientRunId } = await chain.resolveConfig(
     { hash: decodeConfigHash(request.params.config_hash), body: body.config, bodyLoc: ['config'], server: from?.server },
-    requestContext(request, from !== undefined ? 'ui_stream' : kind === 'run' ? 'runs' : kind, chain.spec.path),
+    context,
   );
   chain.checkInput(input);
+  // Handlers the chain's perRequestConfigModifier set (billing a caller's tokens) cannot go with the run, which
+  // executes from its stored config: refused rather than run unmetered (the log says why; the caller sees a 500).
+  const handler = (['onUsage', 'onModelCall', 'onSave'] as const).find((key) => config[key] !== undefined);
+  if (handler !== undefined) {
+    throw new RunnelError('RUNNEL_ERR_INTERNAL', `${chain.spec.path}'s perRequestConfigModifier sets ${handler}, which a background run or durable stream cannot carry (it runs from its stored config): refused rather than run without it; leave it out where its context says stored`);
+  }
   const state = request.server.runnel;
   const webhook =
     body.webhook === undefined || body.webhook === null

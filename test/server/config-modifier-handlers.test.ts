@@ -37,6 +37,8 @@ beforeAll(async () => {
   const billed: ChainSpec<never, unknown> = {
     ...(chat as unknown as ChainSpec<never, unknown>),
     perRequestConfigModifier: (_config, request) => {
+      // A modifier that knows a stored run cannot carry its handlers leaves them out there.
+      if (request.stored === true && request.headers['x-knows-stored'] === '1') return {};
       const entry = hear(String(request.headers['x-bill-to']));
       return {
         onUsage: (usage) => void (entry.tokensIn += usage.input_tokens),
@@ -101,5 +103,22 @@ describe("a chain's perRequestConfigModifier handlers", () => {
       expect(hear(tag), `stream: ${stream}`).toMatchObject({ tokensIn: 12, calls: 1 });
       expect(await tokensInMetrics()).toBe(before + 12);
     }
+  });
+
+  // A review: a background run or a durable stream runs from its stored config, which keeps no functions, so a
+  // caller could have its tokens go unbilled by asking for one.
+  it('refuse a background run or a durable stream they cannot go with, which a modifier can tell apart', async () => {
+    for (const [url, body] of [
+      [`${server.url}/chat/runs`, input()],
+      [`${server.url}/chat/stream`, { ...input(), on_disconnect: 'continue' }],
+    ] as const) {
+      const refused = await post(url, body, asked(randomUUID()));
+      expect(refused.status, url).toBe(500);
+      expect(((await refused.json()) as { code: string }).code).toBe('RUNNEL_ERR_INTERNAL');
+    }
+    const submitted = await post(`${server.url}/chat/runs`, input(), { ...asked(randomUUID()), 'x-knows-stored': '1' });
+    expect(submitted.status).toBe(202);
+    const { run_id: runId } = (await submitted.json()) as { run_id: string };
+    expect(((await (await fetch(`${server.url}/chat/runs/${runId}/wait?timeout_s=60`)).json()) as { status: string }).status).toBe('success');
   });
 });
