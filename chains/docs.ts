@@ -9,7 +9,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, Runnable, RunnelError, searchSharingWords, SEED_ORIGIN, type IngestResult, type RunType } from '../src/index.js';
+import { HashingEmbeddings, ingestPaths, packageRoot, PgVectorStore, queryText, Runnable, RunnelError, searchSharingWords, SEED_ORIGIN, type IngestResult, type RunType } from '../src/index.js';
 import type { ChainContext } from './model.js';
 
 /** A retrieved passage, as `/rag` returns it. */
@@ -186,6 +186,6 @@ class DocsRetriever extends Runnable<string, Source[]> {
   }
 
   protected override _call(query: string): Promise<Source[]> {
-    return this.docs.search(String(query), this.k);
+    return this.docs.search(queryText(query, this.name), this.k);
   }
 }

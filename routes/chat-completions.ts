@@ -62,7 +62,7 @@ export function chatCompletionsHandler() {
       const connection = disconnectSignal(request, reply, 'chat_completions', chain.spec.path);
       try {
         // A run that fails keeps no chat turn a step of it saved, as on /invoke.
-        const output = await invokeAnswering(chain.spec.runnable, run.input, metered(run.config, tally, { signal: connection.signal }));
+        const output = await invokeAnswering(chain.spec.runnable, run.input, metered(run.config, { onUsage: tally.onUsage, onModelCall: tally.onModelCall }, { signal: connection.signal }));
         return chatCompletion(head, output, { tools, usage: completionUsage(tally.total()), finishReason: tally.finishReason() });
       } finally {
         connection.dispose();
@@ -84,7 +84,7 @@ export function chatCompletionsHandler() {
       config: run.config,
       // The tally meters `/metrics` too, so it is the stream's meter; it keeps the last model call's finish
       // reason (a chain ending in a parser streams no message to read it from).
-      meter: tally,
+      meter: { onUsage: tally.onUsage, onModelCall: tally.onModelCall },
       items: (runConfig) => chain.spec.runnable.stream(run.input, runConfig),
       // A run that fails before its first piece (the provider's 429 or 5xx) is an HTTP error, as OpenAI answers
       // one: the SDKs retry it. Once the stream is open, a failure is an error frame.

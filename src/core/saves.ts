@@ -5,6 +5,7 @@
  * kept (the client sends it again, and it would be kept twice).
  */
 import type { RunnableConfig, SaveHandler, TakeBack } from './config.js';
+import { callQuietly } from './events.js';
 import type { Runnable } from './runnable.js';
 
 const quietly = (takeBack: TakeBack): Promise<void> => takeBack().catch(() => undefined);
@@ -31,21 +32,22 @@ export class Saves {
   /** The config's `onSave`. */
   readonly onSave: SaveHandler = (takeBack) => {
     if (this.failed) void quietly(takeBack);
-    else if (this.passed !== null) this.passed?.(takeBack);
-    else (this.list ??= []).push(takeBack);
+    else if (this.passed !== null) {
+      if (this.passed !== undefined) callQuietly(this.passed, takeBack);
+    } else (this.list ??= []).push(takeBack);
   };
 
   /**
    * Hands every save reported so far to `onSave`, and each one reported later: the part these saves belong to
    * (a retry's attempt, a fallback) succeeded, and whoever answers for the whole decides. Without a collector
-   * they are kept.
+   * they are kept. A collector that throws does not fail the answer it is handed (as other handlers, it observes).
    */
   passTo(onSave: SaveHandler | undefined): void {
     if (this.failed || this.passed !== null) return;
     this.passed = onSave;
     const list = this.list;
     this.list = undefined;
-    if (list !== undefined && onSave !== undefined) for (const takeBack of list) onSave(takeBack);
+    if (list !== undefined && onSave !== undefined) for (const takeBack of list) callQuietly(onSave, takeBack);
   }
 
   /** Takes back every save reported so far (settles once each has been tried), and each one reported later. */

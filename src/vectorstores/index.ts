@@ -3,7 +3,7 @@ export { VectorStore, MAX_K, SEARCH_MODES, checkK, checkSearchMode, type ScoredM
 export { fuseRankings, checkFusion, DEFAULT_FUSION, type FusionOptions, type SearchMatch } from './fusion.js';
 export { countTerms, idf, termScore, BM25, type Bm25Params, type TermCounts } from './lexical.js';
 export { MemoryVectorStore } from './memory.js';
-export { VectorStoreRetriever, type RetrieverOptions, type Reranker, type RerankInput } from './retriever.js';
+export { queryText, VectorStoreRetriever, type RetrieverOptions, type Reranker, type RerankInput } from './retriever.js';
 export { validateFilter, matchesFilter, type Filter } from './filter.js';
 export { PgVectorStore, type PgVectorStoreOptions, type Distance } from './pgvector.js';
 export { databaseError, pgExecutor, pgliteExecutor, processWarn, type SqlExecutor, type SqlQueryable, type StoreWarn } from './sql.js';

@@ -38,6 +38,22 @@ export interface RetrieverOptions {
   rerank?: Reranker;
 }
 
+/**
+ * A retriever's query, which must be a string: a question object (`{question}` piped in whole) would otherwise
+ * be searched for as "[object Object]", and the chain answer from whatever matched that. `name`: the retriever's.
+ *
+ * @example
+ * queryText('How is history stored?', 'VectorStoreRetriever') // 'How is history stored?'
+ * queryText({ question: 'x' }, 'VectorStoreRetriever') // throws RUNNEL_ERR_INPUT_INVALID
+ */
+export function queryText(query: unknown, name: string): string {
+  if (typeof query === 'string') return query;
+  const got = query === null ? 'null' : Array.isArray(query) ? 'an array' : typeof query;
+  throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${name} expects the query as a string, got ${got} (pick the question out of an object input)`, {
+    detail: [{ type: 'string_type', loc: [], msg: 'Input should be a string' }],
+  });
+}
+
 /** A retriever over a vector store; see `VectorStore.asRetriever`. */
 export class VectorStoreRetriever extends Runnable<string, Document[]> {
   readonly name = 'VectorStoreRetriever';
@@ -78,14 +94,7 @@ export class VectorStoreRetriever extends Runnable<string, Document[]> {
   }
 
   protected override async _call(query: string, run: Run): Promise<Document[]> {
-    // A question object (`{question}` piped in whole) would otherwise be searched for as "[object Object]".
-    if (typeof query !== 'string') {
-      const got = query === null ? 'null' : Array.isArray(query) ? 'an array' : typeof query;
-      throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${this.name} expects the query as a string, got ${got} (pick the question out of an object input)`, {
-        detail: [{ type: 'string_type', loc: [], msg: 'Input should be a string' }],
-      });
-    }
-    const text = query;
+    const text = queryText(query, this.name);
     if (this.searchType === 'mmr') {
       return this.store.maxMarginalRelevanceSearch(text, {
         k: this.k,

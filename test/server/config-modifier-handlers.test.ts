@@ -43,7 +43,10 @@ beforeAll(async () => {
       return {
         onUsage: (usage) => void (entry.tokensIn += usage.input_tokens),
         onModelCall: () => void entry.calls++,
-        onSave: (takeBack) => void entry.saves.push(takeBack),
+        onSave: (takeBack) => {
+          if (request.headers['x-throw'] === '1') throw new Error('a collector bug');
+          entry.saves.push(takeBack);
+        },
       };
     },
   };
@@ -103,6 +106,18 @@ describe("a chain's perRequestConfigModifier handlers", () => {
       expect(hear(tag), `stream: ${stream}`).toMatchObject({ tokensIn: 12, calls: 1 });
       expect(await tokensInMetrics()).toBe(before + 12);
     }
+  });
+
+  // A review: a collector that threw turned a finished /stream into an end and then an error frame, and a /batch
+  // that succeeded into a 500.
+  it("do not fail an answer when the chain's onSave throws", async () => {
+    const headers = { ...asked(randomUUID()), 'x-throw': '1' };
+    const streamed = await text(await post(`${server.url}/chat/stream`, input(), headers));
+    expect(streamed).toContain('event: end');
+    expect(streamed).not.toContain('event: error');
+    const one = input();
+    expect((await post(`${server.url}/chat/batch`, { inputs: [one.input], config: [one.config] }, headers)).status).toBe(200);
+    expect((await post(`${server.url}/chat/invoke`, input(), headers)).status).toBe(200);
   });
 
   // A review: a background run or a durable stream runs from its stored config, which keeps no functions, so a

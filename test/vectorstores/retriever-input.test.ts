@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Document, HashingEmbeddings, MemoryVectorStore, parallel, passthrough } from '../../src/index.js';
+import { createChains } from '../../chains/index.js';
+import { connectServices, Document, HashingEmbeddings, MemoryVectorStore, parallel, passthrough } from '../../src/index.js';
 
 describe('a retriever given something other than a query string', () => {
   it('refuses it instead of searching for its String() ("[object Object]")', async () => {
@@ -15,5 +16,18 @@ describe('a retriever given something other than a query string', () => {
     });
     await expect(retriever.invoke(['SSE'] as never)).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
     expect((await retriever.invoke('How does Runnel stream?')).map((d) => d.id)).toEqual(['sse']);
+  });
+});
+
+// A review: /rag's own retriever (chains/docs.ts) still searched for String(query).
+describe("the docs chains' retriever given something other than a query string", () => {
+  it('refuses it too, before any search', async () => {
+    const services = await connectServices({});
+    try {
+      const { docs } = createChains({ services, env: {} });
+      await expect(docs.retriever(1).invoke({ question: 'How does Runnel stream?' } as never)).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+    } finally {
+      await services.close();
+    }
   });
 });
