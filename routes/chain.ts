@@ -65,7 +65,17 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
       }
     : {};
   countRequests(app, path);
-  if (hashed) checkConfigHashOnReads(app);
+  if (hashed) {
+    // The GET routes under the hash check it too (the schemas): one that does not decode is a 400 there as on
+    // POST, whose handlers decode it themselves. After authentication and the rate limit (a pre-handler), and
+    // not on the public playground pages, which read their hash in the browser: no decoding for a caller
+    // without a key.
+    app.addHook('preHandler', async (request) => {
+      if ((request.method === 'GET' || request.method === 'HEAD') && request.routeOptions.config?.public !== true) {
+        decodeConfigHash((request.params as { config_hash?: string }).config_hash);
+      }
+    });
+  }
   const doc = (summary: string, extra: Record<string, unknown>) => ({ schema: { tags, summary: hashed ? `${summary}, with the config of the URL` : summary, ...params, ...extra } });
   const refuseOtherMethods = (url: string, allowed: 'POST' | 'GET'): void => {
     const allow = allowed === 'GET' ? 'GET, HEAD' : 'POST';
@@ -171,20 +181,6 @@ export const chainRoutes: FastifyPluginAsync<ChainRoutesOptions> = async (app, {
   }
   if (enabled.has('playground')) await app.register(playgroundRoutes, { chain, template: playgroundTemplate ?? (() => undefined) });
 };
-
-/**
- * Under `/c/{config_hash}/`, the GET routes check the hash too (the schemas, a run's record): one that does not
- * decode is a 400 there as on POST, whose handlers decode it themselves. After authentication and the rate
- * limit (a pre-handler), and not on the public playground pages, which read their hash in the browser: no
- * decoding for a caller without a key.
- */
-export function checkConfigHashOnReads(app: FastifyInstance): void {
-  app.addHook('preHandler', async (request) => {
-    if ((request.method === 'GET' || request.method === 'HEAD') && request.routeOptions.config?.public !== true) {
-      decodeConfigHash((request.params as { config_hash?: string }).config_hash);
-    }
-  });
-}
 
 /**
  * Every route `app` registers from now on counts itself in `/metrics` when it answers, under the chain's

@@ -10,8 +10,8 @@ import type { FastifyPluginAsync } from 'fastify';
 import { RunnelError } from '../src/core/index.js';
 import { publicRun, TERMINAL, type RunStatus } from '../src/runs/index.js';
 import type { PreparedChain } from '../src/server/prepared.js';
-import { checkConfigHashOnReads, countRequests } from './chain.js';
-import { Answering, clientGone, refuseCrossSitePost, whenClientGone } from '../src/server/request.js';
+import { countRequests } from './chain.js';
+import { Answering, clientGone, decodeConfigHash, refuseCrossSitePost, whenClientGone } from '../src/server/request.js';
 import { joinFormat, lastEventId, ownRun, runQueue, sendRunStream, submitRun } from '../src/server/runs.js';
 
 const STATUSES: readonly RunStatus[] = ['pending', 'running', 'success', 'error', 'cancelled'];
@@ -67,7 +67,9 @@ export const runRoutes: FastifyPluginAsync<{ chain: PreparedChain; hashed?: bool
   const tags = [path];
   countRequests(app, path, runEndpoint);
   if (hashed) {
-    checkConfigHashOnReads(app);
+    // Every route under the hash checks it (a cancel too): one that does not decode is a 400. After
+    // authentication and the rate limit (a pre-handler).
+    app.addHook('preHandler', async (request) => void decodeConfigHash((request.params as { config_hash?: string }).config_hash));
     app.addHook('onRoute', (route) => void (route.schema = { ...route.schema, hide: true }));
   }
 

@@ -133,8 +133,12 @@ for (const backend of ['memory', 'redis'] as const) {
       const longHashed = new RemoteRunnable<{ topic: string }, string>({ url: `${app.url}/long/c/${hash}`, headers: auth('ada') });
       const { run_id: longId } = await longHashed.submit({ topic: 'k' });
       expect(await longHashed.cancel(longId)).toMatchObject({ run_id: longId, status: 'cancelled' });
-      // A hash that does not decode is a 400 there too.
+      // A hash that does not decode is a 400 there too, a cancel's as well (a review: it cancelled the run).
       await expect(new RemoteRunnable({ url: `${app.url}/story/c/%25%25`, headers: auth('ada') }).submit({ topic: 'l' })).rejects.toMatchObject({ statusCode: 400 });
+      const { run_id: kept } = await long.submit({ topic: 'm' });
+      await expect(new RemoteRunnable({ url: `${app.url}/long/c/%25%25`, headers: auth('ada') }).cancel(kept)).rejects.toMatchObject({ statusCode: 400 });
+      expect((await long.getRun(kept)).status).not.toBe('cancelled');
+      await long.cancel(kept);
     });
 
     it("raises the server's errors: bad input, no key, another caller's run, an unknown run", async () => {
