@@ -574,8 +574,12 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
     run.reportModelCall({ provider: this.provider.id, model, seconds: 0, cached: true, ...(reason === undefined ? {} : { finishReason: reason }) });
   }
 
-  /** Reports one call that went to the provider (`RunnableConfig.onModelCall`). */
+  /**
+   * Reports one call that went to the provider (`RunnableConfig.onModelCall`). One the adapter refused to send
+   * (`RUNNEL_ERR_INPUT_INVALID`: a content block it cannot send) went nowhere: not a call, nor a provider's error.
+   */
   private reportCall(run: Run, call: { model: string; began: number; error?: string | undefined; usage?: UsageMetadata | undefined; finishReason?: string | undefined }): void {
+    if (call.error === 'RUNNEL_ERR_INPUT_INVALID') return;
     run.reportModelCall({
       provider: this.provider.id,
       model: call.model,

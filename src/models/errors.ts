@@ -12,6 +12,9 @@ import { abortError, isRunnelError, RunnelError } from '../core/index.js';
 /**
  * A content block of a user's message that the adapter cannot send (`sends`: what it sends): refused rather
  * than left out, or the model would answer as if it had seen the file or the sound.
+ *
+ * @example
+ * throw unsendableBlock('ChatAnthropic', 'input_audio', 'text, images and documents'); // RUNNEL_ERR_INPUT_INVALID
  */
 export function unsendableBlock(provider: string, type: unknown, sends: string): RunnelError {
   const kind = typeof type === 'string' ? JSON.stringify(type.slice(0, 64)) : 'without a type';
@@ -23,6 +26,9 @@ export function unsendableBlock(provider: string, type: unknown, sends: string):
 /**
  * A content block naming a file stored in the provider account (`file_id`): the deployment's account, not the
  * caller's, so a caller could have the model read a file of another. Refused; the file's data may be sent.
+ *
+ * @example
+ * throw accountFile('ChatOpenAI', '`file_data`'); // RUNNEL_ERR_INPUT_INVALID
  */
 export function accountFile(provider: string, instead: string): RunnelError {
   return new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${provider} does not send a file stored in the provider account (it is the deployment's, not the caller's): send its content instead (${instead})`, {

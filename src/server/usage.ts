@@ -11,6 +11,7 @@ import { mergeConfigs, type ModelCallHandler, type RunnableConfig, type TokenUsa
 import type { RunnelState } from './app.js';
 import type { PreparedChain } from './prepared.js';
 
+/** The handlers that meter a run's model calls: its tokens (`onUsage`) and each call (`onModelCall`). */
 export type Meter = Pick<RunnableConfig, 'onUsage' | 'onModelCall'>;
 
 /** One meter per chain (a chain belongs to one app): requests share it rather than make their own. */

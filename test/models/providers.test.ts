@@ -132,10 +132,13 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     await model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Summarise this' }, ...own] })]);
     expect((server.requests[before]?.body.messages as { content: unknown }[])[0]?.content).toEqual([{ type: 'text', text: 'Summarise this' }, ...own]);
     const other = name === 'openai' ? { type: 'document', source: { type: 'text', data: 'x' } } : { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } };
-    await expect(model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Listen' }, other] })])).rejects.toMatchObject({
+    // Refused before it is sent, it is no model call (a review: /metrics and onModelCall counted it as a failed one).
+    const calls: ModelCall[] = [];
+    await expect(model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Listen' }, other] })], { onModelCall: (call) => calls.push(call) })).rejects.toMatchObject({
       code: 'RUNNEL_ERR_INPUT_INVALID',
       message: expect.stringContaining(`content block of type "${other.type}"`),
     });
+    expect(calls).toEqual([]);
     // A file stored in the provider account is the deployment's: a caller naming one is refused.
     const stored = name === 'openai' ? { type: 'file', file: { file_id: 'file-abc123' } } : { type: 'document', source: { type: 'file', file_id: 'file_abc123' } };
     await expect(model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Read' }, stored] })])).rejects.toMatchObject({
