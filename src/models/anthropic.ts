@@ -7,11 +7,12 @@ import type Anthropic from '@anthropic-ai/sdk';
 import { RunnelError } from '../core/index.js';
 import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ContentBlock, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
-import { answeredCalls, lastUserMessage } from './conversation.js';
+import { answeredCalls, questionStart } from './conversation.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { anthropicClient, withSdkWarnings } from './clients.js';
 import { accountFile, unsendableBlock } from './errors.js';
-import { imageURL, inlineFile } from './image-url.js';
+import { imageURL } from './image-url.js';
+import { inlineFile } from './inline-file.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
 /** Options of {@link ChatAnthropic}. */
@@ -59,14 +60,21 @@ function userBlocks(block: ContentBlock, last: boolean): Block[] {
   const fields = block as Record<string, unknown>;
   const source = fields.source !== null && typeof fields.source === 'object' ? (fields.source as Record<string, unknown>) : undefined;
   const file = inlineFile(block);
-  if (source?.type === 'file' || (file !== undefined && 'id' in file)) throw accountFile('ChatAnthropic', 'its data, text or URL');
+  if (source?.type === 'file' || (file !== undefined && 'id' in file)) {
+    if (!last) return [];
+    throw accountFile('ChatAnthropic', 'its data, text or URL');
+  }
   const document =
     block.type === 'document' && source !== undefined
       ? documentBlock(source, fields.title)
       : block.type === 'file' && file !== undefined
         ? 'url' in file
           ? documentBlock({ type: 'url', url: file.url }, fields.title)
-          : documentBlock({ type: 'base64', data: file.data, media_type: file.mimeType }, file.filename ?? fields.title)
+          : documentBlock(
+              // Plain text given as base64 is a text document: the API takes base64 documents of PDF alone.
+              file.mimeType === 'text/plain' ? { type: 'text', data: Buffer.from(file.data, 'base64').toString('utf8') } : { type: 'base64', data: file.data, media_type: file.mimeType },
+              file.filename ?? fields.title,
+            )
         : undefined;
   if (document !== undefined) return [document];
   if (!last) return [];
@@ -92,7 +100,7 @@ function contentBlocks(content: MessageContent, from: 'user' | 'assistant', last
  */
 export function toAnthropicMessages(messages: readonly BaseMessage[]): { system: string | undefined; messages: MessageParam[] } {
   const system: string[] = [];
-  const lastUser = lastUserMessage(messages);
+  const asked = questionStart(messages);
   const out: MessageParam[] = [];
   const push = (role: 'user' | 'assistant', blocks: Block[]): void => {
     if (blocks.length === 0) return;
@@ -106,13 +114,13 @@ export function toAnthropicMessages(messages: readonly BaseMessage[]): { system:
         system.push(message.text);
         break;
       case 'human':
-        push('user', contentBlocks(message.content, 'user', at === lastUser));
+        push('user', contentBlocks(message.content, 'user', at >= asked));
         break;
       case 'chat': {
         // A role the API knows goes as that role; any other, as the user's words prefixed with it.
         const { role } = message as ChatMessage;
         if (role === 'system') system.push(message.text);
-        else if (role === 'user' || role === 'assistant') push(role, contentBlocks(role === 'user' ? message.content : message.text, role, at === lastUser));
+        else if (role === 'user' || role === 'assistant') push(role, contentBlocks(role === 'user' ? message.content : message.text, role, at >= asked));
         else push('user', [{ type: 'text', text: `${role}: ${message.text}` }]);
         break;
       }

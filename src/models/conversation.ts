@@ -10,8 +10,10 @@
 import type { AIMessage, BaseMessage, ChatMessage, ToolCall, ToolMessage } from '../messages/index.js';
 
 /**
- * The calls of the answer at `index` that a tool message right after it (among the tool messages that
- * follow it) answers; a call without an id is kept, as the adapters name it.
+ * The calls of the answer at `index` that a tool message after it answers, before the next user message or
+ * answer with calls of its own (system messages and answers of text alone between them do not end the
+ * search: Anthropic moves the first out and merges the second into this answer's turn); a call without an id
+ * is kept, as the adapters name it.
  *
  * @example
  * answeredCalls([question, answerWithTwoCalls, resultOfTheFirst], 1) // the first call only
@@ -20,22 +22,27 @@ export function answeredCalls(messages: readonly BaseMessage[], index: number): 
   const calls = (messages[index] as AIMessage).tool_calls;
   if (calls.length === 0) return calls;
   const answered = new Set<string>();
-  for (let next = index + 1; next < messages.length && messages[next]?.type === 'tool'; next++) answered.add((messages[next] as ToolMessage).tool_call_id);
+  for (let next = index + 1; next < messages.length; next++) {
+    const message = messages[next] as BaseMessage;
+    if (message.type === 'tool') answered.add((message as ToolMessage).tool_call_id);
+    else if (message.type !== 'system' && !(message.type === 'ai' && (message as AIMessage).tool_calls.length === 0)) break;
+  }
   return calls.filter((call) => call.id === undefined || call.id === '' || answered.has(call.id));
 }
 
 /**
- * The index of the conversation's last user message (a `HumanMessage`, or a `ChatMessage` of role `user`), -1
- * when there is none: the message this request asks about, whose content the adapters refuse rather than leave
- * out when they cannot send a part of it.
+ * Where the request's question begins: the index after the conversation's last answer (an AI message, or a
+ * `ChatMessage` of role `assistant`), 0 when there is none. The user messages from there on are what this
+ * request asks about (a file and then "summarise the above" are one question), whose content the adapters
+ * refuse rather than leave out when they cannot send a part of it; the ones before are its history.
  *
  * @example
- * lastUserMessage([question, answer, followUp]) // 2
+ * questionStart([question, answer, file, followUp]) // 2
  */
-export function lastUserMessage(messages: readonly BaseMessage[]): number {
+export function questionStart(messages: readonly BaseMessage[]): number {
   for (let at = messages.length - 1; at >= 0; at--) {
     const message = messages[at] as BaseMessage;
-    if (message.type === 'human' || (message.type === 'chat' && (message as ChatMessage).role === 'user')) return at;
+    if (message.type === 'ai' || (message.type === 'chat' && (message as ChatMessage).role === 'assistant')) return at + 1;
   }
-  return -1;
+  return 0;
 }

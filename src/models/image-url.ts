@@ -5,6 +5,7 @@
  * image in those forms was dropped from the request, and the model answered without having seen it.
  */
 import type { ContentBlock } from '../messages/index.js';
+import { inlineFile } from './inline-file.js';
 
 /** An image's URL and OpenAI's `detail`, when it has one. */
 export interface ImageURL {
@@ -43,30 +44,4 @@ export function imageURL(block: ContentBlock): ImageURL | undefined {
   // mime_type}; Python's v1: {base64, mime_type}).
   const file = inlineFile(block);
   return file === undefined || 'id' in file ? undefined : 'url' in file ? { url: file.url } : { url: `data:${file.mimeType};base64,${file.data}` };
-}
-
-/** What a LangChain standard block (`image`, `file`, `audio`) holds: its data inline, a URL, or a provider's file id. */
-export type InlineFile = { data: string; mimeType: string; filename?: string } | { url: string } | { id: string };
-
-/**
- * The content of a LangChain standard block — `{url}`, `{data, mimeType}` or `{base64, mime_type}` (0.3's
- * `source_type` and `mime_type`), `{fileId}` (`file_id`, 0.3's `source_type: 'id'`) — or undefined when it holds
- * none of these. A `data:` URL given as data is read as one.
- *
- * @example
- * inlineFile({ type: 'file', data: 'JVBERi0=', mimeType: 'application/pdf' }) // { data: 'JVBERi0=', mimeType: 'application/pdf' }
- */
-export function inlineFile(block: ContentBlock): InlineFile | undefined {
-  const fields = block as Record<string, unknown>;
-  const id = text(fields.fileId) ?? text(fields.file_id) ?? (fields.source_type === 'id' ? text(fields.id) : undefined);
-  if (id !== undefined) return { id };
-  if (text(fields.url) !== undefined) return { url: fields.url as string };
-  const data = text(fields.data) ?? text(fields.base64);
-  if (data === undefined) return undefined;
-  const inline = /^data:([^;,]+);base64,(.*)$/s.exec(data);
-  const mimeType = inline?.[1] ?? text(fields.mimeType) ?? text(fields.mime_type);
-  if (mimeType === undefined) return undefined;
-  const metadata = (fields.metadata ?? {}) as Record<string, unknown>;
-  const filename = text(fields.filename) ?? text(fields.name) ?? text(metadata.filename) ?? text(metadata.name);
-  return { data: inline?.[2] ?? data, mimeType, ...(filename === undefined ? {} : { filename }) };
 }

@@ -6,11 +6,12 @@
 import type OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { type AIMessage, AIMessageChunk, type ChatMessage, type ContentBlock, type ToolMessage, type BaseMessage, type MessageContent, type UsageMetadata } from '../messages/index.js';
-import { answeredCalls, lastUserMessage } from './conversation.js';
+import { answeredCalls, questionStart } from './conversation.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { openAIClient } from './clients.js';
 import { accountFile, unsendableBlock } from './errors.js';
-import { imageURL, inlineFile } from './image-url.js';
+import { imageURL } from './image-url.js';
+import { inlineFile } from './inline-file.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
 /** Options of {@link ChatOpenAI}. */
@@ -43,7 +44,10 @@ function openAIPart(block: ContentBlock, last: boolean): ContentPart[] {
   const own = fields.file as { file_data?: unknown; file_id?: unknown; filename?: unknown } | null | undefined;
   const audio = fields.input_audio as { data?: unknown; format?: unknown } | null | undefined;
   const file = own === undefined ? inlineFile(block) : undefined;
-  if ((own !== null && typeof own === 'object' && own.file_id !== undefined) || (file !== undefined && 'id' in file)) throw accountFile('ChatOpenAI', '`file_data`');
+  if ((own !== null && typeof own === 'object' && own.file_id !== undefined) || (file !== undefined && 'id' in file)) {
+    if (!last) return [];
+    throw accountFile('ChatOpenAI', '`file_data`');
+  }
   if (block.type === 'file' && typeof own?.file_data === 'string' && own.file_data !== '') {
     return [{ type: 'file', file: { file_data: own.file_data, ...(typeof own.filename === 'string' ? { filename: own.filename } : {}) } }];
   }
@@ -62,21 +66,31 @@ function openAIContent(content: MessageContent, last: boolean): string | Content
   return typeof content === 'string' ? content : content.flatMap((block) => openAIPart(block, last));
 }
 
-/** Converts messages to chat-completions messages. */
+/**
+ * Converts messages to chat-completions messages. A user message of history whose every part was left out
+ * (a file this adapter cannot send, kept from another provider's turn) is left out: the API takes no empty
+ * content list, and an assistant message with neither text nor a call answered goes the same way.
+ */
 export function toOpenAIMessages(messages: readonly BaseMessage[]): ChatCompletionMessageParam[] {
-  const lastUser = lastUserMessage(messages);
-  return messages.map((message, at): ChatCompletionMessageParam => {
+  const asked = questionStart(messages);
+  return messages.flatMap((message, at): ChatCompletionMessageParam | [] => {
     switch (message.type) {
       case 'system':
         return { role: 'system', content: message.text };
-      case 'human':
-        return { role: 'user', content: openAIContent(message.content, at === lastUser), ...(message.name === undefined ? {} : { name: message.name }) };
+      case 'human': {
+        const content = openAIContent(message.content, at >= asked);
+        if (content.length === 0 && typeof message.content !== 'string') return [];
+        return { role: 'user', content, ...(message.name === undefined ? {} : { name: message.name }) };
+      }
       case 'tool':
         return { role: 'tool', content: message.text, tool_call_id: (message as ToolMessage).tool_call_id };
       case 'chat': {
         // A role the API knows goes as that role; any other, as the user's words prefixed with it.
         const { role } = message as ChatMessage;
-        if (role === 'user') return { role, content: openAIContent(message.content, at === lastUser) };
+        if (role === 'user') {
+          const content = openAIContent(message.content, at >= asked);
+          return content.length === 0 && typeof message.content !== 'string' ? [] : { role, content };
+        }
         if (role === 'assistant' || role === 'system' || role === 'developer') return { role, content: message.text };
         return { role: 'user', content: `${role}: ${message.text}` };
       }
@@ -84,6 +98,7 @@ export function toOpenAIMessages(messages: readonly BaseMessage[]): ChatCompleti
         const ai = message as AIMessage;
         // Only the calls a result answers: OpenAI refuses the others (see answeredCalls).
         const calls = answeredCalls(messages, at);
+        if (ai.text === '' && calls.length === 0 && ai.tool_calls.length > 0) return [];
         return {
           role: 'assistant',
           content: ai.text === '' && calls.length > 0 ? null : ai.text,

@@ -30,9 +30,9 @@ const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 /** A name no tool can have, as the providers take it: each character they refuse `_`, at most 64. */
 const sendableName = (name: string): string => name.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 64) || '_';
 
-/** The answer to a call of a tool the agent does not have. */
-function noSuchTool(name: string, toolNames: readonly string[], id: string, sentName = name): ToolMessage {
-  return new ToolMessage({ content: `Error: there is no tool named ${name === '' ? "''" : name}. Use one of: ${toolNames.join(', ')}.`, tool_call_id: id, name: sentName, status: 'error' });
+/** The answer to a call (`id`, sent as `sentName`) of a tool named `name` that the agent does not have. */
+function noSuchTool(name: string, toolNames: readonly string[], sent: { id: string; name?: string }): ToolMessage {
+  return new ToolMessage({ content: `Error: there is no tool named ${name === '' ? "''" : name}. Use one of: ${toolNames.join(', ')}.`, tool_call_id: sent.id, name: sent.name ?? name, status: 'error' });
 }
 
 /**
@@ -58,13 +58,14 @@ function nextTurn(answer: AIMessage, toolNames: readonly string[]): { message: A
   const misnamed = answer.tool_calls.filter((call) => !TOOL_NAME.test(call.name));
   if (bad.length === 0 && misnamed.length === 0 && answer.tool_calls.every((call) => call.id !== undefined && call.id !== '')) return { message: answer, unreadable: [] };
   const renamed = misnamed.map((call) => ({ ...call, name: sendableName(call.name), id: callId(call.id) }));
-  const refused = bad.map((call) => ({ name: call.name as string, args: {}, id: callId(call.id), type: 'tool_call' as const }));
+  // Under a name the providers take too (the model's own is quoted in the answer).
+  const refused = bad.map((call) => ({ name: sendableName(call.name as string), args: {}, id: callId(call.id), type: 'tool_call' as const }));
   const unreadable = [
-    ...misnamed.map((call, i) => noSuchTool(call.name, toolNames, renamed[i]?.id ?? '', renamed[i]?.name ?? '')),
+    ...misnamed.map((call, i) => noSuchTool(call.name, toolNames, { id: renamed[i]?.id ?? '', name: renamed[i]?.name ?? '' })),
     ...bad.map((call, i) => {
       const quoted = cutText(call.args ?? '', QUOTED_ARGS);
       const content = `Error: the arguments of this call of ${call.name as string} could not be read (${call.error ?? 'malformed JSON'}), so it did not run. You wrote: ${quoted}`;
-      return new ToolMessage({ content, tool_call_id: refused[i]?.id ?? '', name: call.name as string, status: 'error' });
+      return new ToolMessage({ content, tool_call_id: refused[i]?.id ?? '', name: refused[i]?.name ?? '', status: 'error' });
     }),
   ];
   const message = new AIMessage({
@@ -169,7 +170,7 @@ export class ToolCallingAgent extends Runnable<AgentInput, string> {
         const asCall = { ...call, type: 'tool_call' };
         if (index >= readable) return new RefusedCall(call.name, unreadable[index - readable] as ToolMessage)._invokeIn(asCall, run.scope);
         const found = this.tools.get(call.name);
-        if (found === undefined) return new RefusedCall(call.name, noSuchTool(call.name, [...this.tools.keys()], call.id ?? ''))._invokeIn(asCall, run.scope);
+        if (found === undefined) return new RefusedCall(call.name, noSuchTool(call.name, [...this.tools.keys()], { id: call.id ?? '' }))._invokeIn(asCall, run.scope);
         return (await found._invokeIn(asCall as never, run.scope)) as ToolMessage;
       }),
     );

@@ -203,6 +203,27 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
 
   // A probe: a ChatMessage went as a user turn reading "assistant: …" whatever its role, as LangChain sends the
   // role it names; and ChatAnthropic sent a prompt of system text alone as `messages: []`, which the API refuses.
+  // A second review: a file and then "summarise the above" (two user messages) had the file left out silently as
+  // history; a history message left with no part went to OpenAI as an empty list; a call whose result came after
+  // a system message or an answer's second text was left out while its result was sent (Anthropic's 400).
+  it('refuses what the whole question holds, leaves out an emptied history message, and finds a result past a system message', async () => {
+    const audio = name === 'openai' ? { type: 'document', source: { type: 'text', data: 'x' } } : { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } };
+    await expect(model({ model: 'text' }).invoke([new HumanMessage({ content: [audio] }), new HumanMessage('What is said in it?')])).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+    const before = server.requests.length;
+    await model({ model: 'text' }).invoke([
+      new HumanMessage({ content: [audio] }),
+      new AIMessage({ content: '', tool_calls: [{ name: 'weather', args: {}, id: 'call_1', type: 'tool_call' }] }),
+      new SystemMessage('Tools answer below.'),
+      new ToolMessage({ content: 'Sunny', tool_call_id: 'call_1' }),
+      new HumanMessage('And now?'),
+    ]);
+    const sent = server.requests[before]?.body.messages as { role: string; content: unknown; tool_calls?: unknown[] }[];
+    expect(sent.some((message) => message.role === 'user' && Array.isArray(message.content) && message.content.length === 0)).toBe(false);
+    const text = JSON.stringify(sent);
+    expect(text).toContain('call_1');
+    expect(text.match(/call_1/g)?.length).toBe(2);
+  });
+
   it("sends a ChatMessage's role where the API has it; a prompt of system text alone is the prompt's fault", async () => {
     const before = server.requests.length;
     await model({ model: 'text' }).invoke([new ChatMessage({ role: 'user', content: 'Hi' }), new ChatMessage({ role: 'assistant', content: 'Hello' }), new ChatMessage({ role: 'critic', content: 'Be kind' })]);
@@ -388,6 +409,16 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
         }
       });
     }
+    // A review: such a name with arguments that do not parse went back as it was (a call refused for its arguments).
+    await scripted((body) => (answered(body) ? { text: 'Fine.' } : { toolCalls: [{ name: 'calculator', args: { expression: '1 + 1' } }, { name: 'multi_tool_use.parallel', args: '{"tool_uses": [' }] }), async () => {
+      const agent = createToolCallingAgent({ model: model({ model: 'scripted' }), tools: [calculatorTool()] });
+      const before = server.requests.length;
+      expect(await agent.invoke({ input: 'Add twice' })).toBe('Fine.');
+      const { calls, results } = turns((server.requests[before + 1]?.body.messages ?? []) as Sent[]);
+      expect(calls.map(([called]) => called)).toEqual(['calculator', 'multi_tool_use_parallel']);
+      expect(results.map(([id]) => id)).toEqual(calls.map(([, id]) => id));
+      expect(results[1]?.[1]).toContain('the arguments of this call of multi_tool_use.parallel could not be read');
+    });
   });
 
   // A probe: a chat with history whose model called a tool the client never answered (it asked something else)
