@@ -48,12 +48,12 @@ function documentBlock(source: Record<string, unknown>, title: unknown): Block |
  * A user message's content block as Messages API blocks: text (none when empty or only whitespace: the API
  * refuses an empty text block, and one of whitespace alone); an image in any form {@link imageURL} reads; a
  * document — Anthropic's own block, or LangChain's standard `file` block — given with its data, text or URL.
- * Each is rebuilt from the fields it needs, nothing else of the block sent. A file stored in the provider account
- * is refused; so is any other block of the conversation's last user message (left out, the model would answer
- * as if it had seen it), while one in an earlier message, its history, is left out (a chat that kept it would
- * otherwise fail every later turn).
+ * Each is rebuilt from the fields it needs, nothing else of the block sent. In the question (`asked`: a user
+ * message after the conversation's last answer), a file stored in the provider account is refused, and so is
+ * any block it cannot send (left out, the model would answer as if it had seen it); in history, they are left
+ * out (a chat that kept one would otherwise fail every later turn).
  */
-function userBlocks(block: ContentBlock, last: boolean): Block[] {
+function userBlocks(block: ContentBlock, asked: boolean): Block[] {
   if (block.type === 'text' && typeof block.text === 'string') return block.text.trim() === '' ? [] : [{ type: 'text', text: block.text }];
   const image = imageURL(block);
   if (image !== undefined) return [imageBlock(image.url)];
@@ -61,7 +61,7 @@ function userBlocks(block: ContentBlock, last: boolean): Block[] {
   const source = fields.source !== null && typeof fields.source === 'object' ? (fields.source as Record<string, unknown>) : undefined;
   const file = inlineFile(block);
   if (source?.type === 'file' || (file !== undefined && 'id' in file)) {
-    if (!last) return [];
+    if (!asked) return [];
     throw accountFile('ChatAnthropic', 'its data, text or URL');
   }
   const document =
@@ -77,7 +77,7 @@ function userBlocks(block: ContentBlock, last: boolean): Block[] {
             )
         : undefined;
   if (document !== undefined) return [document];
-  if (!last) return [];
+  if (!asked) return [];
   throw unsendableBlock('ChatAnthropic', block.type, SENDS);
 }
 
@@ -86,9 +86,9 @@ function userBlocks(block: ContentBlock, last: boolean): Block[] {
  * thinking, its tool_use, which go as tool calls, and anything else are left out: the API takes images and
  * documents from the user only).
  */
-function contentBlocks(content: MessageContent, from: 'user' | 'assistant', last = false): Block[] {
+function contentBlocks(content: MessageContent, from: 'user' | 'assistant', asked = false): Block[] {
   if (typeof content === 'string') return content.trim() === '' ? [] : [{ type: 'text', text: content }];
-  if (from === 'user') return content.flatMap((block) => userBlocks(block, last));
+  if (from === 'user') return content.flatMap((block) => userBlocks(block, asked));
   return content.flatMap((block): Block[] => (block.type === 'text' && typeof block.text === 'string' && block.text.trim() !== '' ? [{ type: 'text', text: block.text }] : []));
 }
 
@@ -100,7 +100,7 @@ function contentBlocks(content: MessageContent, from: 'user' | 'assistant', last
  */
 export function toAnthropicMessages(messages: readonly BaseMessage[]): { system: string | undefined; messages: MessageParam[] } {
   const system: string[] = [];
-  const asked = questionStart(messages);
+  const question = questionStart(messages);
   const out: MessageParam[] = [];
   const push = (role: 'user' | 'assistant', blocks: Block[]): void => {
     if (blocks.length === 0) return;
@@ -114,13 +114,13 @@ export function toAnthropicMessages(messages: readonly BaseMessage[]): { system:
         system.push(message.text);
         break;
       case 'human':
-        push('user', contentBlocks(message.content, 'user', at >= asked));
+        push('user', contentBlocks(message.content, 'user', at >= question));
         break;
       case 'chat': {
         // A role the API knows goes as that role; any other, as the user's words prefixed with it.
         const { role } = message as ChatMessage;
         if (role === 'system') system.push(message.text);
-        else if (role === 'user' || role === 'assistant') push(role, contentBlocks(role === 'user' ? message.content : message.text, role, at >= asked));
+        else if (role === 'user' || role === 'assistant') push(role, contentBlocks(role === 'user' ? message.content : message.text, role, at >= question));
         else push('user', [{ type: 'text', text: `${role}: ${message.text}` }]);
         break;
       }

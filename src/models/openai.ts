@@ -31,12 +31,12 @@ const SENDS = 'text, images, files given with their data, and input_audio parts'
 /**
  * A user message's content block as a chat-completions part: text; an image in any form {@link imageURL}
  * reads; a file with its data, as OpenAI's own `file` part (`file_data`) or LangChain's standard block; OpenAI's
- * `input_audio`. Each is rebuilt from the fields it needs, nothing else of the block sent. A file stored in the
- * provider account is refused; so is any other block of the conversation's last user message (left out, the
- * model would answer as if it had seen it), while one in an earlier message, its history, is left out (a chat
- * that kept it would otherwise fail every later turn).
+ * `input_audio`. Each is rebuilt from the fields it needs, nothing else of the block sent. In the question
+ * (`asked`: a user message after the conversation's last answer), a file stored in the provider account is
+ * refused, and so is any block it cannot send (left out, the model would answer as if it had seen it); in
+ * history, they are left out (a chat that kept one would otherwise fail every later turn).
  */
-function openAIPart(block: ContentBlock, last: boolean): ContentPart[] {
+function openAIPart(block: ContentBlock, asked: boolean): ContentPart[] {
   if (block.type === 'text' && typeof block.text === 'string') return [{ type: 'text', text: block.text }];
   const image = imageURL(block);
   if (image !== undefined) return [{ type: 'image_url', image_url: image }];
@@ -45,7 +45,7 @@ function openAIPart(block: ContentBlock, last: boolean): ContentPart[] {
   const audio = fields.input_audio as { data?: unknown; format?: unknown } | null | undefined;
   const file = own === undefined ? inlineFile(block) : undefined;
   if ((own !== null && typeof own === 'object' && own.file_id !== undefined) || (file !== undefined && 'id' in file)) {
-    if (!last) return [];
+    if (!asked) return [];
     throw accountFile('ChatOpenAI', '`file_data`');
   }
   if (block.type === 'file' && typeof own?.file_data === 'string' && own.file_data !== '') {
@@ -57,13 +57,13 @@ function openAIPart(block: ContentBlock, last: boolean): ContentPart[] {
   if (block.type === 'input_audio' && typeof audio?.data === 'string' && (audio.format === 'wav' || audio.format === 'mp3')) {
     return [{ type: 'input_audio', input_audio: { data: audio.data, format: audio.format } }];
   }
-  if (!last) return [];
+  if (!asked) return [];
   throw unsendableBlock('ChatOpenAI', block.type, SENDS);
 }
 
 /** A user message's content as chat-completions content: see {@link openAIPart}. */
-function openAIContent(content: MessageContent, last: boolean): string | ContentPart[] {
-  return typeof content === 'string' ? content : content.flatMap((block) => openAIPart(block, last));
+function openAIContent(content: MessageContent, asked: boolean): string | ContentPart[] {
+  return typeof content === 'string' ? content : content.flatMap((block) => openAIPart(block, asked));
 }
 
 /**
@@ -72,13 +72,13 @@ function openAIContent(content: MessageContent, last: boolean): string | Content
  * content list, and an assistant message with neither text nor a call answered goes the same way.
  */
 export function toOpenAIMessages(messages: readonly BaseMessage[]): ChatCompletionMessageParam[] {
-  const asked = questionStart(messages);
+  const question = questionStart(messages);
   return messages.flatMap((message, at): ChatCompletionMessageParam | [] => {
     switch (message.type) {
       case 'system':
         return { role: 'system', content: message.text };
       case 'human': {
-        const content = openAIContent(message.content, at >= asked);
+        const content = openAIContent(message.content, at >= question);
         if (content.length === 0 && typeof message.content !== 'string') return [];
         return { role: 'user', content, ...(message.name === undefined ? {} : { name: message.name }) };
       }
@@ -88,7 +88,7 @@ export function toOpenAIMessages(messages: readonly BaseMessage[]): ChatCompleti
         // A role the API knows goes as that role; any other, as the user's words prefixed with it.
         const { role } = message as ChatMessage;
         if (role === 'user') {
-          const content = openAIContent(message.content, at >= asked);
+          const content = openAIContent(message.content, at >= question);
           return content.length === 0 && typeof message.content !== 'string' ? [] : { role, content };
         }
         if (role === 'assistant' || role === 'system' || role === 'developer') return { role, content: message.text };

@@ -30,7 +30,7 @@ const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 /** A name no tool can have, as the providers take it: each character they refuse `_`, at most 64. */
 const sendableName = (name: string): string => name.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 64) || '_';
 
-/** The answer to a call (`id`, sent as `sentName`) of a tool named `name` that the agent does not have. */
+/** The answer to a call of a tool named `name` that the agent does not have (`sent`: its id, and the name it goes under when not `name`). */
 function noSuchTool(name: string, toolNames: readonly string[], sent: { id: string; name?: string }): ToolMessage {
   return new ToolMessage({ content: `Error: there is no tool named ${name === '' ? "''" : name}. Use one of: ${toolNames.join(', ')}.`, tool_call_id: sent.id, name: sent.name ?? name, status: 'error' });
 }
