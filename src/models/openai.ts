@@ -22,7 +22,16 @@ export interface ChatOpenAIOptions extends ChatModelOptions {
   baseURL?: string;
   /** Ask OpenAI-compatible servers for token usage at the end of the stream (default true). */
   streamUsage?: boolean;
+  /**
+   * Send `maxTokens` as `max_completion_tokens`, not `max_tokens`. By default, only for OpenAI's reasoning models
+   * (a model named `o1`…`o9` or `gpt-5…`), which refuse `max_tokens`; set it for a deployment whose name does
+   * not say so (Azure's), or `false` for a compatible server that knows only `max_tokens`.
+   */
+  maxCompletionTokens?: boolean;
 }
+
+/** OpenAI's reasoning models by name (o1, o3-mini, o4-mini, gpt-5, gpt-5-mini…): they take `max_completion_tokens` only. */
+const REASONING_MODEL = /^(o\d|gpt-5)/;
 
 type ContentPart = OpenAI.Chat.Completions.ChatCompletionContentPart;
 
@@ -210,7 +219,11 @@ class OpenAIProvider implements ChatProvider {
       stream: true,
       ...(this.options.streamUsage === false ? {} : { stream_options: { include_usage: true } }),
       ...(params.temperature === undefined ? {} : { temperature: params.temperature }),
-      ...(params.maxTokens === undefined ? {} : { max_tokens: params.maxTokens }),
+      ...(params.maxTokens === undefined
+        ? {}
+        : (this.options.maxCompletionTokens ?? REASONING_MODEL.test(params.model))
+          ? { max_completion_tokens: params.maxTokens }
+          : { max_tokens: params.maxTokens }),
       ...(params.stop === undefined ? {} : { stop: params.stop }),
       ...(params.tools === undefined || params.tools.length === 0
         ? {}

@@ -627,6 +627,32 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
   });
 
   if (name === 'openai') {
+    // Left by the thirty-sixth session: o1…o4 and gpt-5 refuse `max_tokens` with a 400.
+    it('sends the token limit as max_completion_tokens to a reasoning model, as max_tokens to the others, as the option says', async () => {
+      const sent = async (options: ChatModelOptions & { maxCompletionTokens?: boolean }): Promise<Record<string, unknown>> => {
+        const before = server.requests.length;
+        await new ChatOpenAI({ apiKey: KEY, baseURL: server.url, maxRetries: 0, maxTokens: 50, ...options }).invoke('hi');
+        return server.requests[before]?.body ?? {};
+      };
+      for (const reasoning of ['o1', 'o3-mini', 'o4-mini', 'gpt-5', 'gpt-5-mini']) {
+        const body = await sent({ model: reasoning });
+        expect(body.max_completion_tokens, reasoning).toBe(50);
+        expect(body, reasoning).not.toHaveProperty('max_tokens');
+      }
+      for (const other of ['gpt-4o-mini', 'gpt-4.1', 'llama3.1', 'text']) {
+        const body = await sent({ model: other });
+        expect(body.max_tokens, other).toBe(50);
+        expect(body, other).not.toHaveProperty('max_completion_tokens');
+      }
+      // A deployment whose name does not say it (Azure's), and a compatible server that knows only max_tokens.
+      expect((await sent({ model: 'my-reasoner', maxCompletionTokens: true })).max_completion_tokens).toBe(50);
+      expect((await sent({ model: 'o3', maxCompletionTokens: false })).max_tokens).toBe(50);
+      // No limit set: neither.
+      const unlimited = await sent({ model: 'o3', maxTokens: undefined });
+      expect(unlimited).not.toHaveProperty('max_tokens');
+      expect(unlimited).not.toHaveProperty('max_completion_tokens');
+    });
+
     it('reads usage sent in every chunk as the running total it is (a compatible server), not a count per chunk', async () => {
       await scripted(() => ({ text: 'Why did the cat sit?', usageEveryChunk: true }), async () => {
         const answer = await model({ model: 'scripted' }).invoke('Tell me a joke');
