@@ -239,9 +239,23 @@ function toolCallsOf(calls: z.infer<typeof toolCall>[], index: number): NonNulla
   });
 }
 
-/** The turns of a conversation: developer messages read as system, text parts joined, tool calls parsed. */
+/**
+ * The turns of a conversation: developer messages read as system, text parts joined, tool calls parsed. A tool
+ * message answers a call of the assistant message it follows (other tool messages between), as OpenAI requires:
+ * one that answers no call there is refused here, the client's mistake, not sent on for the provider to refuse
+ * (a 502 then).
+ */
 function turnsOf(messages: z.infer<typeof message>[]): ChatTurn[] {
+  // The ids of the calls the latest assistant message made, while only tool messages follow it.
+  let calls: ReadonlySet<string> = new Set();
   return messages.map((m, index): ChatTurn => {
+    if (m.role !== 'tool') calls = new Set(m.role === 'assistant' ? (m.tool_calls ?? []).map((call) => call.id) : []);
+    else if (!calls.has(m.tool_call_id)) {
+      throw bodyError(`Invalid parameter: messages[${index}] with role 'tool' must answer a tool call of the assistant message before it, and none there has id ${JSON.stringify(m.tool_call_id)}.`, {
+        code: 'invalid_value',
+        loc: ['messages', index, 'tool_call_id'],
+      });
+    }
     switch (m.role) {
       case 'system':
       case 'developer':

@@ -151,6 +151,36 @@ describe('tools through /v1/chat/completions', () => {
     expect(model.calls.at(-1)?.[1]).toMatchObject({ tool_calls: [{ id: 'call_here', name: 'get_weather', args: {} }] });
   });
 
+  // Left by the thirty-sixth session's probe: a result no call asked for went to the provider, which refused it,
+  // and the client got a 502 where OpenAI answers 400.
+  it('refuses a tool result that answers no call of the assistant message before it: a 400 naming it, as OpenAI answers', async () => {
+    const calling = { role: 'assistant' as const, content: null, tool_calls: [{ id: 'call_a', type: 'function' as const, function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] };
+    const cases: [OpenAI.Chat.ChatCompletionMessageParam[], number][] = [
+      // No call at all.
+      [[ask, { role: 'tool', tool_call_id: 'call_a', content: '18 °C' }], 1],
+      // A call of another id.
+      [[ask, calling, { role: 'tool', tool_call_id: 'call_b', content: '18 °C' }], 2],
+      // The call's turn is over: a user message came between.
+      [[ask, calling, { role: 'tool', tool_call_id: 'call_a', content: '18 °C' }, ask, { role: 'tool', tool_call_id: 'call_a', content: '19 °C' }], 4],
+    ];
+    const before = model.calls.length;
+    for (const [messages, index] of cases) {
+      const failed = await client.chat.completions.create({ model: 'team/tools', tools: [weather], messages }).catch((error: unknown) => error);
+      expect(failed).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(failed).toMatchObject({ status: 400, type: 'invalid_request_error', code: 'invalid_value', param: `messages[${index}].tool_call_id` });
+    }
+    // Nothing reached the chain's model.
+    expect(model.calls.length).toBe(before);
+    // Two results of one answer's two calls, each after the other, are taken.
+    const two = { ...calling, tool_calls: [...calling.tool_calls, { id: 'call_b', type: 'function' as const, function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] };
+    const answered = await client.chat.completions.create({
+      model: 'team/tools',
+      tools: [weather],
+      messages: [ask, two, { role: 'tool', tool_call_id: 'call_a', content: '18 °C' }, { role: 'tool', tool_call_id: 'call_b', content: '19 °C' }],
+    });
+    expect(answered.choices[0]?.message.content).toBe('It is 19 °C in Paris.');
+  });
+
   it("tool_choice 'none' keeps the tools from the chain; 'required' is refused", async () => {
     const none = await client.chat.completions.create({ model: 'team/tools', messages: [ask], tools: [weather], tool_choice: 'none' });
     expect(none.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: 'No tools were offered.' } });
