@@ -25,7 +25,17 @@ const runSchema = {
     status: { type: 'string', enum: [...STATUSES] },
     output: { description: 'On success: the output, as /invoke gives it' },
     error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' } } },
-    usage: { type: 'object', properties: { input_tokens: { type: 'integer' }, output_tokens: { type: 'integer' }, total_tokens: { type: 'integer' } } },
+    usage: {
+      type: 'object',
+      description: "When known: the tokens the run's model calls spent, and of them, when a call reported any, those its provider's prompt cache read or wrote and those spent reasoning",
+      properties: {
+        input_tokens: { type: 'integer' },
+        output_tokens: { type: 'integer' },
+        total_tokens: { type: 'integer' },
+        input_token_details: { type: 'object', properties: { cache_read: { type: 'integer' }, cache_creation: { type: 'integer' } } },
+        output_token_details: { type: 'object', properties: { reasoning: { type: 'integer' } } },
+      },
+    },
     finish_reason: { type: 'string', description: "On success, when the run called a model: why its last model call ended, in the provider's words (`stop`, `end_turn`; `length` or `max_tokens` when the answer was cut at the token limit)" },
     created_at: { type: 'string', format: 'date-time' },
     updated_at: { type: 'string', format: 'date-time' },

@@ -71,11 +71,19 @@ export interface RunConfig extends Omit<RunnableConfig, 'signal'> {
   signal?: AbortSignal;
 }
 
-/** Tokens one model call spent at its provider. */
+/**
+ * Tokens one model call spent at its provider. The details, in LangChain's names, are parts of the counts
+ * above them, present when the provider reported them non-zero: the input read from its prompt cache
+ * (`cache_read`: OpenAI's `cached_tokens`, Anthropic's `cache_read_input_tokens`) or written to it
+ * (`cache_creation`: Anthropic's), and the output spent reasoning (`reasoning`: OpenAI's `reasoning_tokens`).
+ * Providers price them apart.
+ */
 export interface TokenUsage {
   input_tokens: number;
   output_tokens: number;
   total_tokens: number;
+  input_token_details?: { cache_read?: number; cache_creation?: number };
+  output_token_details?: { reasoning?: number };
 }
 
 /** Receives the token usage of model calls (`RunnableConfig.onUsage`). */

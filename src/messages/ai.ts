@@ -56,15 +56,29 @@ export interface AIMessageChunkFields extends AIMessageFields {
   tool_call_chunks?: ToolCallChunk[] | undefined;
 }
 
-/** The sum of two usages (either may be missing). */
+/** The sum of two usages (either may be missing), their details too. */
 export function addUsage(a: UsageMetadata | undefined, b: UsageMetadata | undefined): UsageMetadata | undefined {
   if (a === undefined) return b;
   if (b === undefined) return a;
-  return {
+  const sum: UsageMetadata = {
     input_tokens: a.input_tokens + b.input_tokens,
     output_tokens: a.output_tokens + b.output_tokens,
     total_tokens: a.total_tokens + b.total_tokens,
   };
+  const input = addCounts(a.input_token_details, b.input_token_details);
+  if (input !== undefined) sum.input_token_details = input;
+  const output = addCounts(a.output_token_details, b.output_token_details);
+  if (output !== undefined) sum.output_token_details = output;
+  return sum;
+}
+
+/** The sum of two sets of named counts, key by key (either may be missing). */
+function addCounts<T extends Partial<Record<string, number>>>(a: T | undefined, b: T | undefined): T | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  const sum: Partial<Record<string, number>> = { ...a };
+  for (const [key, value] of Object.entries(b)) if (value !== undefined) sum[key] = (sum[key] ?? 0) + value;
+  return sum as T;
 }
 
 /**

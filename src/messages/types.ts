@@ -1,4 +1,5 @@
 /** The plain data a message is made of, in LangServe's JSON field names. */
+import type { TokenUsage } from '../core/index.js';
 
 /** A text part of a message's content. */
 export interface TextBlock {
@@ -44,12 +45,8 @@ export interface ToolCallChunk {
   type?: 'tool_call_chunk';
 }
 
-/** Token counts of one model call. */
-export interface UsageMetadata {
-  input_tokens: number;
-  output_tokens: number;
-  total_tokens: number;
-}
+/** Token counts of one model call (the core's {@link TokenUsage}, under LangChain's name). */
+export type UsageMetadata = TokenUsage;
 
 /** Fields every message has. */
 export interface MessageFields {

@@ -13,6 +13,7 @@ import { anthropicClient, withSdkWarnings } from './clients.js';
 import { accountFile, unsendableBlock } from './errors.js';
 import { imageURL } from './image-url.js';
 import { inlineFile } from './inline-file.js';
+import { grownBy, tokenCount } from './running-totals.js';
 import type { ChatProvider, ChatRequest, ToolChoice } from './types.js';
 
 /** Options of {@link ChatAnthropic}. */
@@ -158,6 +159,9 @@ export interface AnthropicStreamState {
   /** The tokens reported so far: Anthropic's counts are running totals, and each chunk carries what they grew by. */
   input?: number;
   output?: number;
+  /** Of the input, read from the prompt cache and written to it. */
+  cacheRead?: number;
+  cacheCreation?: number;
   /**
    * Tool calls whose `content_block_start` carried their input whole (a compatible server's; Anthropic's own is
    * `{}`, its arguments streamed): their arguments, by block index, until a non-empty `input_json_delta` replaces
@@ -175,9 +179,6 @@ function startedArgs(state: AnthropicStreamState, index?: number): { index: numb
   return out;
 }
 
-/** A token count as sent, or undefined when it is missing or not a count. */
-const tokens = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined);
-
 /**
  * The usage a chunk adds, from a usage object of running totals (`message_start`'s, then each
  * `message_delta`'s). Input counts the prompt cache's tokens too (written and read), which Anthropic counts
@@ -187,13 +188,14 @@ const tokens = (value: unknown): number | undefined => (typeof value === 'number
 function usageGrowth(usage: unknown, state: AnthropicStreamState): UsageMetadata | undefined {
   if (usage === null || typeof usage !== 'object') return undefined;
   const { input_tokens, cache_creation_input_tokens, cache_read_input_tokens, output_tokens } = usage as Record<string, unknown>;
-  const parts = [tokens(input_tokens), tokens(cache_creation_input_tokens), tokens(cache_read_input_tokens)];
-  const input = parts.every((part) => part === undefined) ? state.input ?? 0 : parts.reduce<number>((sum, part) => sum + (part ?? 0), 0);
-  const output = tokens(output_tokens) ?? state.output ?? 0;
-  const grown = { input: Math.max(0, input - (state.input ?? 0)), output: Math.max(0, output - (state.output ?? 0)) };
-  state.input = Math.max(input, state.input ?? 0);
-  state.output = Math.max(output, state.output ?? 0);
-  return { input_tokens: grown.input, output_tokens: grown.output, total_tokens: grown.input + grown.output };
+  const parts = [tokenCount(input_tokens), tokenCount(cache_creation_input_tokens), tokenCount(cache_read_input_tokens)];
+  const input = grownBy(parts.every((part) => part === undefined) ? undefined : parts.reduce<number>((sum, part) => sum + (part ?? 0), 0), state, 'input');
+  const output = grownBy(tokenCount(output_tokens), state, 'output');
+  const spent: UsageMetadata = { input_tokens: input, output_tokens: output, total_tokens: input + output };
+  const read = grownBy(tokenCount(cache_read_input_tokens), state, 'cacheRead');
+  const written = grownBy(tokenCount(cache_creation_input_tokens), state, 'cacheCreation');
+  if (read > 0 || written > 0) spent.input_token_details = { ...(read > 0 ? { cache_read: read } : {}), ...(written > 0 ? { cache_creation: written } : {}) };
+  return spent;
 }
 
 /**

@@ -9,6 +9,7 @@ import { type AIMessage, AIMessageChunk, type ChatMessage, type ContentBlock, ty
 import { answeredCalls, questionStart } from './conversation.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { openAIClient } from './clients.js';
+import { grownBy, tokenCount } from './running-totals.js';
 import { accountFile, unsendableBlock } from './errors.js';
 import { imageURL } from './image-url.js';
 import { inlineFile } from './inline-file.js';
@@ -137,9 +138,11 @@ function openAIToolChoice(choice: ToolChoice | undefined): ChatCompletionCreateP
 export interface OpenAIStreamState {
   input: number;
   output: number;
+  /** Of the input, read from the prompt cache (`prompt_tokens_details.cached_tokens`). */
+  cached?: number;
+  /** Of the output, spent reasoning (`completion_tokens_details.reasoning_tokens`). */
+  reasoning?: number;
 }
-
-const count = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined);
 
 /**
  * What a chunk's `usage` adds to what the stream reported before. OpenAI sends the answer's usage once, in its
@@ -148,12 +151,14 @@ const count = (value: unknown): number | undefined => (typeof value === 'number'
  */
 function usageGrowth(usage: ChatCompletionChunk['usage'], state: OpenAIStreamState): UsageMetadata | undefined {
   if (usage === null || usage === undefined || typeof usage !== 'object') return undefined;
-  const input = count(usage.prompt_tokens) ?? state.input;
-  const output = count(usage.completion_tokens) ?? state.output;
-  const grown = { input: Math.max(0, input - state.input), output: Math.max(0, output - state.output) };
-  state.input = Math.max(input, state.input);
-  state.output = Math.max(output, state.output);
-  return { input_tokens: grown.input, output_tokens: grown.output, total_tokens: grown.input + grown.output };
+  const input = grownBy(tokenCount(usage.prompt_tokens), state, 'input');
+  const output = grownBy(tokenCount(usage.completion_tokens), state, 'output');
+  const spent: UsageMetadata = { input_tokens: input, output_tokens: output, total_tokens: input + output };
+  const cached = grownBy(tokenCount((usage.prompt_tokens_details as { cached_tokens?: unknown } | null | undefined)?.cached_tokens), state, 'cached');
+  if (cached > 0) spent.input_token_details = { cache_read: cached };
+  const reasoning = grownBy(tokenCount((usage.completion_tokens_details as { reasoning_tokens?: unknown } | null | undefined)?.reasoning_tokens), state, 'reasoning');
+  if (reasoning > 0) spent.output_token_details = { reasoning };
+  return spent;
 }
 
 /** A tool call's streamed arguments as text: a string as it is, anything else (an object) as its JSON. */

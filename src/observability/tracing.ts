@@ -13,7 +13,7 @@
  * runs stay unobserved.
  */
 import { randomFillSync } from 'node:crypto';
-import { cutText, lifecycleCallback, type EventCallback, type StreamEvent } from '../core/index.js';
+import { cutText, lifecycleCallback, type EventCallback, type StreamEvent, type TokenUsage } from '../core/index.js';
 import type { TracingConfig } from './config.js';
 import { BatchExporter, SpanKinds, StatusCodes, type AttributeValue, type SpanData } from './otlp.js';
 import { openSpans } from './propagation.js';
@@ -240,10 +240,16 @@ function startAttributes(event: StreamEvent, type: string, content: boolean): Re
 /** What a run's end adds to its span. */
 function endAttributes(span: Span, type: string, output: unknown, content: boolean): void {
   if (type === 'chat_model' || type === 'llm') {
-    const message = output as { usage_metadata?: { input_tokens?: number; output_tokens?: number }; response_metadata?: Record<string, unknown>; text?: string; content?: unknown } | undefined;
+    const message = output as { usage_metadata?: Partial<TokenUsage>; response_metadata?: Record<string, unknown>; text?: string; content?: unknown } | undefined;
     const usage = message?.usage_metadata;
     if (typeof usage?.input_tokens === 'number') span.setAttribute('gen_ai.usage.input_tokens', usage.input_tokens);
     if (typeof usage?.output_tokens === 'number') span.setAttribute('gen_ai.usage.output_tokens', usage.output_tokens);
+    // Parts of the counts above, as the GenAI conventions name them.
+    const { cache_read, cache_creation } = usage?.input_token_details ?? {};
+    if (typeof cache_read === 'number') span.setAttribute('gen_ai.usage.cache_read.input_tokens', cache_read);
+    if (typeof cache_creation === 'number') span.setAttribute('gen_ai.usage.cache_creation.input_tokens', cache_creation);
+    const reasoning = usage?.output_token_details?.reasoning;
+    if (typeof reasoning === 'number') span.setAttribute('gen_ai.usage.reasoning.output_tokens', reasoning);
     const finish = message?.response_metadata?.finish_reason ?? message?.response_metadata?.stop_reason;
     if (typeof finish === 'string') span.setAttribute('gen_ai.response.finish_reasons', [finish]);
     const model = message?.response_metadata?.model_name ?? message?.response_metadata?.model;

@@ -10,7 +10,7 @@ import { createHash, randomInt } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { wrongTypeError } from '../cache/redis-client.js';
-import { heldBytes, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError } from '../core/index.js';
+import { heldBytes, MAX_STORED_JSON_DEPTH, nestedDeeperThan, RunnelError, type TokenUsage } from '../core/index.js';
 
 /** Where a run is in its life. `success`, `error` and `cancelled` are terminal. */
 export type RunStatus = 'pending' | 'running' | 'success' | 'error' | 'cancelled';
@@ -36,7 +36,7 @@ export interface RunRecord {
   chat_id?: string | undefined;
   output?: unknown;
   error?: { code: string; message: string } | undefined;
-  usage?: { input_tokens: number; output_tokens: number; total_tokens: number } | undefined;
+  usage?: TokenUsage | undefined;
   /** Why the run's last model call ended, in its provider's words (`stop`, `length`, `end_turn`, `max_tokens`…), when one did. */
   finish_reason?: string | undefined;
   created_at: string;
@@ -1072,8 +1072,10 @@ function isRunRecord(value: unknown): value is RunRecord {
   if (!isRunConfig(config) || !(webhook === undefined || typeof webhook === 'string') || !(chat_id === undefined || typeof chat_id === 'string')) return false;
   if (filters !== undefined && !(isObject(filters) && Object.values(filters).every((names) => Array.isArray(names) && names.every((name) => typeof name === 'string')))) return false;
   if (error !== undefined && !(isObject(error) && typeof error.code === 'string' && typeof error.message === 'string')) return false;
-  // Usage as a model reported it (a chain's own model may add details beside the three counts).
+  // Usage as a model reported it (a chain's own model may add details beside the three counts); the details
+  // Runnel serves are counts, when they are there.
   if (usage !== undefined && !(isObject(usage) && ['input_tokens', 'output_tokens', 'total_tokens'].every((name) => usage[name] === undefined || usage[name] === null || typeof usage[name] === 'number'))) return false;
+  if (usage !== undefined && !['input_token_details', 'output_token_details'].every((name) => usage[name] === undefined || (isObject(usage[name]) && Object.values(usage[name]).every((count) => typeof count === 'number')))) return false;
   return finish_reason === undefined || finish_reason === null || typeof finish_reason === 'string';
 }
 

@@ -26,6 +26,8 @@ export interface CompletionUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+  completion_tokens_details?: { reasoning_tokens: number };
 }
 
 /** A tool call in OpenAI's shape. */
@@ -36,13 +38,20 @@ interface CompletionToolCall {
 }
 
 /**
- * OpenAI's usage from the tokens the run's model calls reported (zeros when none did).
+ * OpenAI's usage from the tokens the run's model calls reported (zeros when none did), with OpenAI's details of
+ * them when a call reported any: the input the prompt cache gave (Anthropic's cache writes are input, said in
+ * no field of OpenAI's), the output spent reasoning.
  *
  * @example
  * completionUsage({ input_tokens: 12, output_tokens: 5, total_tokens: 17 }) // { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 }
  */
 export function completionUsage(usage: TokenUsage | undefined): CompletionUsage {
-  return { prompt_tokens: usage?.input_tokens ?? 0, completion_tokens: usage?.output_tokens ?? 0, total_tokens: usage?.total_tokens ?? 0 };
+  const out: CompletionUsage = { prompt_tokens: usage?.input_tokens ?? 0, completion_tokens: usage?.output_tokens ?? 0, total_tokens: usage?.total_tokens ?? 0 };
+  const cached = usage?.input_token_details?.cache_read;
+  if (cached !== undefined) out.prompt_tokens_details = { cached_tokens: cached };
+  const reasoning = usage?.output_token_details?.reasoning;
+  if (reasoning !== undefined) out.completion_tokens_details = { reasoning_tokens: reasoning };
+  return out;
 }
 
 /** The text an output stands for (see the module comment). */

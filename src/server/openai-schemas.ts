@@ -11,7 +11,21 @@ const usage: JsonSchema = {
   type: 'object',
   description: "Tokens the chain's model calls spent at their provider for this answer (0 when none reported any: no model, or a cached answer)",
   required: ['prompt_tokens', 'completion_tokens', 'total_tokens'],
-  properties: { prompt_tokens: { type: 'integer' }, completion_tokens: { type: 'integer' }, total_tokens: { type: 'integer' } },
+  properties: {
+    prompt_tokens: { type: 'integer' },
+    completion_tokens: { type: 'integer' },
+    total_tokens: { type: 'integer' },
+    prompt_tokens_details: {
+      type: 'object',
+      description: 'When a model call reported it: the prompt tokens its provider read from its prompt cache',
+      properties: { cached_tokens: { type: 'integer' } },
+    },
+    completion_tokens_details: {
+      type: 'object',
+      description: 'When a model call reported it: the completion tokens its model spent reasoning',
+      properties: { reasoning_tokens: { type: 'integer' } },
+    },
+  },
 };
 
 const toolCall: JsonSchema = {

@@ -8,6 +8,7 @@
  * the fast path.
  */
 import { mergeConfigs, type ModelCallHandler, type RunnableConfig, type TokenUsage, type UsageHandler } from '../core/index.js';
+import { addUsage } from '../messages/index.js';
 import type { RunnelState } from './app.js';
 import type { PreparedChain } from './prepared.js';
 
@@ -76,11 +77,7 @@ export function usageTally(
   let sum: TokenUsage | undefined;
   return {
     onUsage: (usage, model) => {
-      sum = {
-        input_tokens: (sum?.input_tokens ?? 0) + usage.input_tokens,
-        output_tokens: (sum?.output_tokens ?? 0) + usage.output_tokens,
-        total_tokens: (sum?.total_tokens ?? 0) + usage.total_tokens,
-      };
+      sum = addUsage(sum, usage);
       meter?.(usage, model);
     },
     onModelCall: last.onModelCall,

@@ -107,6 +107,29 @@ describe('POST /v1/chat/completions on /joke', () => {
     expect(neutral.choices[0]?.logprobs).toBeNull();
   });
 
+  // Left by the thirty-sixth session: the cached and reasoning counts were dropped, which providers price apart.
+  it("says the prompt tokens the provider's cache gave and the reasoning tokens, in OpenAI's fields, streamed or not, and on a run's record", async () => {
+    const details = { prompt_tokens_details: { cached_tokens: 8, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 3, audio_tokens: 0 } };
+    app.provider.script = (body) => ({ ...reply(body), openAIUsage: details });
+    try {
+      const expected = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, prompt_tokens_details: { cached_tokens: 8 }, completion_tokens_details: { reasoning_tokens: 3 } };
+      const completion = await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: `cache ${randomUUID()}` }] });
+      expect(completion.usage).toEqual(expected);
+      const all = await chunks({ model: 'joke', messages: [{ role: 'user', content: `cache ${randomUUID()}` }], stream: true, stream_options: { include_usage: true } });
+      expect(all.at(-1)?.usage).toEqual(expected);
+      // A background run keeps them on its record, in LangChain's names.
+      const submitted = await call(app, '/joke/runs', { input: { topic: `cache ${randomUUID()}` } });
+      expect(submitted.status).toBe(202);
+      const res = await fetch(`${app.server.url}/joke/runs/${String(submitted.json.run_id)}/wait`, { headers: { authorization: `Bearer ${app.client.apiKey}` } });
+      expect(await res.json()).toMatchObject({
+        status: 'success',
+        usage: { input_tokens: 10, output_tokens: 5, total_tokens: 15, input_token_details: { cache_read: 8 }, output_token_details: { reasoning: 3 } },
+      });
+    } finally {
+      app.provider.script = reply;
+    }
+  });
+
   it('reports no usage for an answer from the cache: no model call spent any', async () => {
     const topic = `dogs ${randomUUID()}`;
     await app.client.chat.completions.create({ model: 'joke', messages: [{ role: 'user', content: topic }] });

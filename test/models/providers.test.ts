@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { AIMessage, AIMessageChunk, calculatorTool, ChatMessage, lambda, MemoryHistoryStore, MessagesPlaceholder, tool, withMessageHistory, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StringOutputParser, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall } from '../../src/index.js';
+import { addUsage, AIMessage, AIMessageChunk, calculatorTool, ChatMessage, lambda, MemoryHistoryStore, MessagesPlaceholder, tool, withMessageHistory, ChatAnthropic, createToolCallingAgent, ChatOpenAI, ChatPromptTemplate, HumanMessage, InMemoryCache, JsonOutputParser, setProviderLogger, StringOutputParser, StructuredOutputParser, SystemMessage, ToolMessage, providerRetryAfter, type ChatModel, type ChatModelOptions, type ModelCall, type UsageMetadata } from '../../src/index.js';
 import { deferred, settleWithin, toArray } from '../helpers.js';
 import { startProviderServer, type ProviderServer, type ScriptedReply } from '../support/provider-server.js';
 
@@ -653,6 +653,21 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       expect(unlimited).not.toHaveProperty('max_completion_tokens');
     });
 
+    it('says which input tokens the prompt cache gave and which output tokens went to reasoning, as LangChain names them', async () => {
+      const details = { prompt_tokens_details: { cached_tokens: 8, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 3, audio_tokens: 0 } };
+      await scripted(() => ({ text: 'Why did the cat sit?', openAIUsage: details }), async () => {
+        const answer = await model({ model: 'scripted' }).invoke('Tell me a joke');
+        expect(answer.usage_metadata).toEqual({ input_tokens: 10, output_tokens: 5, total_tokens: 15, input_token_details: { cache_read: 8 }, output_token_details: { reasoning: 3 } });
+        // Streamed: the chunks add up to the same.
+        const chunks = await toArray(model({ model: 'scripted' }).stream('Tell me a joke'));
+        expect(chunks.reduce<UsageMetadata | undefined>((sum, chunk) => addUsage(sum, chunk.usage_metadata), undefined)).toEqual(answer.usage_metadata);
+      });
+      // None of either (OpenAI reports them as 0): no details.
+      await scripted(() => ({ text: 'Why did the cat sit?', openAIUsage: { prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } } }), async () => {
+        expect((await model({ model: 'scripted' }).invoke('Tell me a joke')).usage_metadata).toEqual({ input_tokens: 10, output_tokens: 5, total_tokens: 15 });
+      });
+    });
+
     it('reads usage sent in every chunk as the running total it is (a compatible server), not a count per chunk', async () => {
       await scripted(() => ({ text: 'Why did the cat sit?', usageEveryChunk: true }), async () => {
         const answer = await model({ model: 'scripted' }).invoke('Tell me a joke');
@@ -970,8 +985,15 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       expect(noDelta.text).toBe('Hello there');
       expect(noDelta.usage_metadata).toEqual({ input_tokens: 10, output_tokens: 0, total_tokens: 10 });
       // Tokens written to and read from the prompt cache are input too (Anthropic counts them apart).
+      // Each is said apart too, as LangChain names them: providers price them apart.
       const cached = await ask({ start: { input_tokens: 3, cache_creation_input_tokens: 100, cache_read_input_tokens: 200, output_tokens: 1 } });
-      expect(cached.usage_metadata).toEqual({ input_tokens: 303, output_tokens: 5, total_tokens: 308 });
+      expect(cached.usage_metadata).toEqual({ input_tokens: 303, output_tokens: 5, total_tokens: 308, input_token_details: { cache_read: 200, cache_creation: 100 } });
+      // Repeated in message_delta as running totals (as the API now sends them): counted once.
+      const repeated = await ask({
+        start: { input_tokens: 3, cache_creation_input_tokens: 0, cache_read_input_tokens: 200, output_tokens: 1 },
+        deltas: [{ input_tokens: 3, cache_creation_input_tokens: 0, cache_read_input_tokens: 200, output_tokens: 5 }],
+      });
+      expect(repeated.usage_metadata).toEqual({ input_tokens: 203, output_tokens: 5, total_tokens: 208, input_token_details: { cache_read: 200 } });
       // message_delta's counts are running totals: two of them (4, then 8) are 8 tokens, not 12.
       const twice = await ask({ deltas: [{ output_tokens: 4 }, { output_tokens: 8 }] });
       expect(twice.usage_metadata).toEqual({ input_tokens: 10, output_tokens: 8, total_tokens: 18 });

@@ -307,6 +307,21 @@ describe('traces of a model call through the real openai SDK, over OTLP/JSON, wi
     expect(model.attributes).toMatchObject({ 'gen_ai.request.model': 'gpt-4o', 'gen_ai.request.temperature': 0.9 });
   });
 
+  it('names the prompt-cache and reasoning tokens of a model call as the GenAI conventions do', async () => {
+    provider.script = () => ({ text: 'Why did the cat sit?', openAIUsage: { prompt_tokens_details: { cached_tokens: 8 }, completion_tokens_details: { reasoning_tokens: 3 } } });
+    try {
+      const caller = callerTrace();
+      const res = await fetch(`${served.url}/picked/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: JSON.stringify({ input: `cache ${randomUUID()}` }) });
+      expect(res.status).toBe(200);
+      await collect(served.app, receiver, (spans) => spans.some((span) => span.traceId === caller.traceId && span.name === 'POST /picked/invoke'));
+      const model = ofTrace(receiver, caller.traceId).find((span) => span.attributes['runnel.run_type'] === 'chat_model') as ReceivedSpan;
+      expect(model.attributes).toMatchObject({ 'gen_ai.usage.input_tokens': 10, 'gen_ai.usage.cache_read.input_tokens': 8, 'gen_ai.usage.output_tokens': 5, 'gen_ai.usage.reasoning.output_tokens': 3 });
+      expect(model.attributes).not.toHaveProperty('gen_ai.usage.cache_creation.input_tokens');
+    } finally {
+      provider.script = undefined;
+    }
+  });
+
   it('continues the submitting request’s trace in a background run', async () => {
     const caller = callerTrace();
     const submitted = (await (await fetch(`${served.url}/joke/runs`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: caller.traceparent, tracestate: 'vendor=queued' }, body: JSON.stringify({ input: { topic: 'queued' } }) })).json()) as { run_id: string };

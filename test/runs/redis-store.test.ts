@@ -421,6 +421,8 @@ describe('RedisRunStore', () => {
     const key = `${namespace}:run:${run.run_id}`;
     const good = (await client.get(key)) as string;
     for (const change of [{ status: 'bogus' }, { created_at: -5 }, { updated_at: null }, { created_at: 'not a date' }, { error: 5 }, { error: { code: 'X' } }, { usage: { input_tokens: 'many' } }, { chain: ['/joke'] },
+      // The usage's details, which a reader serves as counts.
+      { usage: { input_tokens: 1, output_tokens: 1, total_tokens: 2, input_token_details: 'x' } }, { usage: { input_tokens: 1, output_tokens: 1, total_tokens: 2, output_token_details: { reasoning: 'x' } } },
       // What a worker runs the chain with and calls back (a config of another shape failed the run as a Redis outage).
       { kind: 'batch' }, { config: 5 }, { config: null }, { config: { tags: 'x' } }, { config: { metadata: [] } }, { config: { configurable: 'x' } },
       { filters: { include_names: 'x' } }, { filters: [] }, { webhook: 5 }, { chat_id: {} },

@@ -82,6 +82,8 @@ export interface ScriptedReply {
   finish?: string;
   /** OpenAI: every chunk carries the answer's running usage (vLLM's continuous usage stats), not only the last. */
   usageEveryChunk?: boolean;
+  /** OpenAI: fields added to the last chunk's usage (`prompt_tokens_details`, `completion_tokens_details`). */
+  openAIUsage?: Record<string, unknown>;
   /** OpenAI: the answer streamed as a refusal (`delta.refusal`), ending in `stop`. */
   refusal?: string;
   /** Anthropic: `message_start`'s usage (null: none), and one `message_delta` per entry with that usage (null: none; an empty list: no `message_delta` at all, so no stop reason). */
@@ -110,7 +112,7 @@ function openAIFrames(reply: ScriptedReply, model: string): string[] {
   }
   out.push(chunk({}, reply.finish ?? (reply.toolCalls?.length ? 'tool_calls' : 'stop')));
   const total = reply.usageEveryChunk === true ? sent : 5;
-  out.push(`data: ${JSON.stringify({ id: 'chatcmpl-sc', object: 'chat.completion.chunk', created: 1764500000, model, choices: [], usage: { prompt_tokens: 10, completion_tokens: total, total_tokens: 10 + total } })}\n\n`);
+  out.push(`data: ${JSON.stringify({ id: 'chatcmpl-sc', object: 'chat.completion.chunk', created: 1764500000, model, choices: [], usage: { prompt_tokens: 10, completion_tokens: total, total_tokens: 10 + total, ...reply.openAIUsage } })}\n\n`);
   out.push('data: [DONE]\n\n');
   return out;
 }
