@@ -10,7 +10,7 @@ import { type AIMessage, AIMessageChunk, type ChatMessage, type ContentBlock, ty
 import { answeredCalls, questionStart } from './conversation.js';
 import { ChatModel, type ChatModelOptions } from './chat-model.js';
 import { anthropicClient, withSdkWarnings } from './clients.js';
-import { accountFile, unsendableBlock } from './errors.js';
+import { accountFile, sendsNothing, unsendableBlock } from './errors.js';
 import { imageURL } from './image-url.js';
 import { inlineFile } from './inline-file.js';
 import { grownBy, tokenCount } from './running-totals.js';
@@ -284,9 +284,11 @@ class AnthropicProvider implements ChatProvider {
     // The Messages API refuses a request of system text alone (a prompt of system messages): said here, as the
     // prompt's fault, not as the provider's 400.
     if (messages.length === 0) {
-      throw new RunnelError('RUNNEL_ERR_INPUT_INVALID', 'ChatAnthropic needs a user or assistant message with some content: the Messages API refuses a request of system text alone; send the text as a human message', {
-        detail: [{ type: 'value_error', loc: ['messages'], msg: 'no user or assistant message with content' }],
-      });
+      throw sendsNothing(
+        new RunnelError('RUNNEL_ERR_INPUT_INVALID', 'ChatAnthropic needs a user or assistant message with some content: the Messages API refuses a request of system text alone; send the text as a human message', {
+          detail: [{ type: 'value_error', loc: ['messages'], msg: 'no user or assistant message with content' }],
+        }),
+      );
     }
     const toolChoice = anthropicToolChoice(params.toolChoice);
     const body: MessageCreateParamsStreaming = {

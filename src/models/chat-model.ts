@@ -35,7 +35,7 @@ import {
 import { isPromptValue, type PromptValue } from '../prompts/index.js';
 import { cacheKey, type ModelCache } from './cache.js';
 import { finishedWhole } from './finish.js';
-import { providerError } from './errors.js';
+import { providerError, sentNothing } from './errors.js';
 import type { CallParams, ChatCallOptions, ChatProvider, ChatRequest, ToolChoice, ToolDefinition } from './types.js';
 
 /** What a chat model accepts: a string, a prompt value, or a list of messages. */
@@ -417,7 +417,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       answer = await (this.provider.generate as (request: ChatRequest) => Promise<AIMessageChunk>)({ messages, params, signal, headers: runTraceHeaders(run) });
     } catch (error) {
       failed = providerError(this.name, error, run.signal);
-      this.reportCall(run, { model: params.model, began, error: failed.code });
+      this.reportCall(run, { model: params.model, began, error: failed.code, failure: failed });
       throw failed;
     } finally {
       flight?.(answer === undefined ? sharedFailure(failed, run) : answer.invalid_tool_calls.length > 0 ? undefined : { chunks: [answer] });
@@ -484,7 +484,7 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       const usage = reportSpent(run, chunks);
       // A stream its reader left before the end (no error of its own) was cut short: an abort.
       const reason = complete ? finishReason(chunks) : undefined;
-      this.reportCall(run, { model: started.params.model, began: started.began, error: complete ? undefined : (failure?.code ?? 'RUNNEL_ERR_ABORTED'), usage, finishReason: reason });
+      this.reportCall(run, { model: started.params.model, began: started.began, error: complete ? undefined : (failure?.code ?? 'RUNNEL_ERR_ABORTED'), failure, usage, finishReason: reason });
       // Only a whole answer of a call nobody aborted is cached — not one cut by a token limit or a filter, nor
       // one whose tool calls do not parse (cut short, say), nor one the chain refuses: a retry must reach the provider.
       const cache = lead?.prepared.cache;
@@ -576,10 +576,11 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
 
   /**
    * Reports one call that went to the provider (`RunnableConfig.onModelCall`). One the adapter refused to send
-   * (`RUNNEL_ERR_INPUT_INVALID`: a content block it cannot send) went nowhere: not a call, nor a provider's error.
+   * (`failure` marked by `sendsNothing`: a content block it cannot send) went nowhere: not a call, nor a
+   * provider's error.
    */
-  private reportCall(run: Run, call: { model: string; began: number; error?: string | undefined; usage?: UsageMetadata | undefined; finishReason?: string | undefined }): void {
-    if (call.error === 'RUNNEL_ERR_INPUT_INVALID') return;
+  private reportCall(run: Run, call: { model: string; began: number; error?: string | undefined; failure?: unknown; usage?: UsageMetadata | undefined; finishReason?: string | undefined }): void {
+    if (sentNothing(call.failure)) return;
     run.reportModelCall({
       provider: this.provider.id,
       model: call.model,

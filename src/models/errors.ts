@@ -9,6 +9,26 @@
  */
 import { abortError, isRunnelError, RunnelError } from '../core/index.js';
 
+/** Refusals made before anything was sent (see {@link sentNothing}). */
+const unsent = new WeakSet<RunnelError>();
+
+/**
+ * Marks `error` as a provider's refusal of a request it did not send (a content block it cannot send): no model
+ * call was made, so `onModelCall` and `/metrics` hear of none. A custom {@link ChatProvider} marks its own so.
+ *
+ * @example
+ * throw sendsNothing(new RunnelError('RUNNEL_ERR_INPUT_INVALID', 'MyProvider takes text only'));
+ */
+export function sendsNothing(error: RunnelError): RunnelError {
+  unsent.add(error);
+  return error;
+}
+
+/** Whether `error` is a refusal {@link sendsNothing} marked: no request went to the provider. */
+export function sentNothing(error: unknown): boolean {
+  return error instanceof RunnelError && unsent.has(error);
+}
+
 /**
  * A content block of a user's message that the adapter cannot send (`sends`: what it sends): refused rather
  * than left out, or the model would answer as if it had seen the file or the sound.
@@ -18,9 +38,9 @@ import { abortError, isRunnelError, RunnelError } from '../core/index.js';
  */
 export function unsendableBlock(provider: string, type: unknown, sends: string): RunnelError {
   const kind = typeof type === 'string' ? JSON.stringify(type.slice(0, 64)) : 'without a type';
-  return new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${provider} cannot send a message content block ${typeof type === 'string' ? `of type ${kind}` : kind} (it sends ${sends}); nothing was sent`, {
+  return sendsNothing(new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${provider} cannot send a message content block ${typeof type === 'string' ? `of type ${kind}` : kind} (it sends ${sends}); nothing was sent`, {
     detail: [{ type: 'value_error', loc: ['content'], msg: `content blocks of type ${kind} are not supported by ${provider}` }],
-  });
+  }));
 }
 
 /**
@@ -31,9 +51,9 @@ export function unsendableBlock(provider: string, type: unknown, sends: string):
  * throw accountFile('ChatOpenAI', '`file_data`'); // RUNNEL_ERR_INPUT_INVALID
  */
 export function accountFile(provider: string, instead: string): RunnelError {
-  return new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${provider} does not send a file stored in the provider account (it is the deployment's, not the caller's): send its content instead (${instead})`, {
+  return sendsNothing(new RunnelError('RUNNEL_ERR_INPUT_INVALID', `${provider} does not send a file stored in the provider account (it is the deployment's, not the caller's): send its content instead (${instead})`, {
     detail: [{ type: 'value_error', loc: ['content'], msg: 'files stored in the provider account are not sent' }],
-  });
+  }));
 }
 
 /** Converts whatever a provider SDK threw into a Runnel error. */

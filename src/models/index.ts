@@ -14,6 +14,6 @@ export {
 } from './fake.js';
 export { chatModelFromEnv, OFFLINE_ANSWER, type ChatModelFromEnvOptions } from './from-env.js';
 export { InMemoryCache, cacheKey, chunksToJSON, type ModelCache } from './cache.js';
-export { providerError, providerFailure, providerRetryAfter } from './errors.js';
+export { providerError, providerFailure, providerRetryAfter, sendsNothing } from './errors.js';
 export type { CallParams, ChatCallOptions, ChatProvider, ChatRequest, ToolChoice, ToolDefinition } from './types.js';
 export { apiKeyFor, openAIClient, anthropicClient, setProviderLogger, type ClientOptions, type ProviderLogger } from './clients.js';

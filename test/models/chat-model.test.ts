@@ -16,6 +16,8 @@ import {
   InMemoryCache,
   OFFLINE_ANSWER,
   RunnableLambda,
+  RunnelError,
+  sendsNothing,
   type TokenUsage,
   type StreamEvent,
 } from '../../src/index.js';
@@ -207,6 +209,31 @@ describe('a provider whose stream breaks the iterator protocol', () => {
     // Several idle periods later, no timer has reported a stall of the call that already failed.
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(calls.map((call) => call.error)).toEqual(['RUNNEL_ERR_PROVIDER_UNAVAILABLE']);
+  });
+});
+
+// Left by the thirty-sixth session: "not a model call" was read from the error code, so a provider's own
+// RUNNEL_ERR_INPUT_INVALID after its backend answered went uncounted.
+describe('a refusal before anything was sent', () => {
+  it('is no model call only when the provider marks it so (sendsNothing); an unmarked one was a call that failed', async () => {
+    const refusing = (marked: boolean) =>
+      new ChatModel(
+        {
+          id: 'custom',
+          // eslint-disable-next-line require-yield
+          async *stream() {
+            const error = new RunnelError('RUNNEL_ERR_INPUT_INVALID', 'The backend refused the input');
+            throw marked ? sendsNothing(error) : error;
+          },
+        },
+        { name: 'Custom', defaultModel: 'c' },
+      );
+    for (const marked of [true, false]) {
+      const calls: { error?: string }[] = [];
+      await expect(refusing(marked).invoke('x', { onModelCall: (call) => void calls.push(call) })).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+      await expect(toArray(refusing(marked).stream('x', { onModelCall: (call) => void calls.push(call) }))).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
+      expect(calls.map((call) => call.error), String(marked)).toEqual(marked ? [] : ['RUNNEL_ERR_INPUT_INVALID', 'RUNNEL_ERR_INPUT_INVALID']);
+    }
   });
 });
 
