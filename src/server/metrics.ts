@@ -161,6 +161,7 @@ export class Metrics {
   readonly modelDuration: Histogram<'provider' | 'model'>;
   readonly modelErrors: Counter<'provider' | 'model' | 'code'>;
   readonly modelTokens: Counter<'provider' | 'model' | 'direction'>;
+  readonly modelTokenDetails: Counter<'provider' | 'model' | 'detail'>;
   readonly errors: Counter<'code'>;
   readonly runs: Gauge<'status'>;
   private readonly models = new Set<string>();
@@ -209,6 +210,12 @@ export class Metrics {
       labelNames: ['provider', 'model', 'direction'],
       registers,
     });
+    this.modelTokenDetails = new Counter({
+      name: 'runnel_model_request_token_details_total',
+      help: "Of the tokens in runnel_model_request_tokens_total, those the provider said its prompt cache read (cache_read) or wrote (cache_creation), parts of 'in', and those spent reasoning (reasoning), part of 'out'.",
+      labelNames: ['provider', 'model', 'detail'],
+      registers,
+    });
     this.errors = new Counter({
       name: 'runnel_errors_total',
       help: 'Error answers by Runnel error code: JSON error answers and the error frames of live streams.',
@@ -254,6 +261,12 @@ export class Metrics {
     if (call.usage !== undefined) {
       this.modelTokens.inc({ ...labels, direction: 'in' }, call.usage.input_tokens);
       this.modelTokens.inc({ ...labels, direction: 'out' }, call.usage.output_tokens);
+      // The details Runnel knows by name only: a custom provider's own keys would add series without bound.
+      const { cache_read, cache_creation } = call.usage.input_token_details ?? {};
+      const { reasoning } = call.usage.output_token_details ?? {};
+      for (const [detail, count] of [['cache_read', cache_read], ['cache_creation', cache_creation], ['reasoning', reasoning]] as const) {
+        if (typeof count === 'number' && count > 0) this.modelTokenDetails.inc({ ...labels, detail }, count);
+      }
     }
   }
 

@@ -51,6 +51,21 @@ describe('model calls in /metrics', () => {
     expect(sumOf(metrics, 'runnel_model_request_errors_total')).toBe(0);
   });
 
+  it("counts the input the provider's prompt cache read and the output spent reasoning, as parts of the tokens", async () => {
+    const detail = async (name: string): Promise<number> => sampleValue(await scrape(), 'runnel_model_request_token_details_total', { ...MODEL, detail: name }) ?? 0;
+    const [read, reasoning] = [await detail('cache_read'), await detail('reasoning')];
+    provider.script = () => ({ text: 'Why did the cat sit?', openAIUsage: { prompt_tokens_details: { cached_tokens: 8 }, completion_tokens_details: { reasoning_tokens: 3 } } });
+    try {
+      expect((await post(`${server.url}/joke/invoke`, { input: { topic: `cache ${randomUUID()}` } })).status).toBe(200);
+    } finally {
+      provider.script = undefined;
+    }
+    expect(await detail('cache_read')).toBe(read + 8);
+    expect(await detail('reasoning')).toBe(reasoning + 3);
+    // None written (OpenAI reports no cache writes): no series.
+    expect(sampleValue(await scrape(), 'runnel_model_request_token_details_total', { ...MODEL, detail: 'cache_creation' })).toBeUndefined();
+  });
+
   it('counts a call the provider broke off as an error with its code, and times it too', async () => {
     const before = await calls();
     provider.cutNext(2);
