@@ -186,6 +186,9 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
   // The source-name prefixes of the folders given: with sync, a file gone from one takes its passages along.
   const folders: string[] = [];
   const read = new Set<string>();
+  // The sources of the files that loaded, records or none: a JSON Lines file emptied gives no document, and its
+  // passages are stale all the same (a probe: `--sync data.jsonl` after emptying it removed nothing).
+  const loaded = new Set<string>();
   const ignored = new Set<string>();
   for (const path of paths) {
     let files: string[];
@@ -206,9 +209,10 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
       if (read.has(resolve(file))) continue;
       read.add(resolve(file));
       try {
-        const loaded = await loadFile(file, { maxBytes: options.maxFileBytes });
-        if (loaded.some(holdsNul)) throw new Error(`${file} holds a NUL character (\\u0000), which the database cannot store`);
-        for (const doc of loaded) docs.push(doc);
+        const fileDocs = await loadFile(file, { maxBytes: options.maxFileBytes });
+        if (fileDocs.some(holdsNul)) throw new Error(`${file} holds a NUL character (\\u0000), which the database cannot store`);
+        for (const doc of fileDocs) docs.push(doc);
+        loaded.add(sourceName(file));
       } catch (error) {
         fail(sourceName(file), error);
       }
@@ -342,7 +346,7 @@ export async function ingestPaths(store: PgVectorStore, paths: readonly string[]
       removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { ...scope });
     } else if (options.sync === true) {
       // The sources that loaded, and those of files gone from a folder given; a file that failed to read keeps its chunks.
-      const named = docs.map((doc) => doc.metadata.source).filter((source): source is string => typeof source === 'string');
+      const named = [...loaded, ...docs.map((doc) => doc.metadata.source).filter((source): source is string => typeof source === 'string')];
       const gone = folders.length === 0 ? [] : (await store.sources(scope)).filter((source) => folders.some((folder) => source.startsWith(folder)));
       const sources = [...new Set([...named, ...gone])].filter((source) => !unstored.has(source));
       if (sources.length > 0) removed = await store.deleteExcept(unique.map((chunk) => chunk.id as string), { source: { $in: sources }, ...scope });
