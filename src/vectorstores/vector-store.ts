@@ -77,6 +77,13 @@ function cosine(a: readonly number[], b: readonly number[]): number {
   return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb);
 }
 
+/**
+ * Whether a query vector points anywhere. One of zeros — a question with no searchable word (`it's`, `(`, an
+ * emoji) under the hashing embeddings — is near nothing: its cosine with every document is undefined, and
+ * Postgres ranked every row NaN, in no order (a probe: /rag quoted four arbitrary passages for "(").
+ */
+const hasDirection = (vector: readonly number[]): boolean => vector.some((value) => value !== 0);
+
 /** Checks `k`: a whole number from 1 to {@link MAX_K}. */
 export function checkK(k: number): number {
   if (!Number.isInteger(k) || k < 1 || k > MAX_K) {
@@ -145,8 +152,11 @@ export abstract class VectorStore {
     if (options.filter !== undefined) validateFilter(options.filter);
     const filter = options.filter;
     if (mode === 'lexical') return this.searchTerms(queryTerms(query), k, filter);
-    const dense = async (n: number): Promise<SearchMatch[]> =>
-      (await this.searchVectors(await this.embeddings.embedQuery(query), n, filter)).map(({ document, score }) => ({ document, score }));
+    const dense = async (n: number): Promise<SearchMatch[]> => {
+      const vector = await this.embeddings.embedQuery(query);
+      if (!hasDirection(vector)) return [];
+      return (await this.searchVectors(vector, n, filter)).map(({ document, score }) => ({ document, score }));
+    };
     if (mode === 'dense') return dense(k);
     const fusion = checkFusion(options.fusion);
     const candidates = checkK(Math.max(k, options.candidates ?? 20));
@@ -169,6 +179,7 @@ export abstract class VectorStore {
     checkK(k);
     if (filter !== undefined) validateFilter(filter);
     const vector = await this.embeddings.embedQuery(query);
+    if (!hasDirection(vector)) return [];
     return (await this.searchVectors(vector, k, filter)).map((match) => [match.document, match.score]);
   }
 
@@ -184,6 +195,7 @@ export abstract class VectorStore {
     const lambda = options.lambda ?? 0.5;
     if (options.filter !== undefined) validateFilter(options.filter);
     const queryVector = await this.embeddings.embedQuery(query);
+    if (!hasDirection(queryVector)) return [];
     const candidates = await this.searchVectors(queryVector, fetchK, options.filter, { withEmbeddings: true });
     const chosen: ScoredMatch[] = [];
     const left = [...candidates];
