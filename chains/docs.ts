@@ -103,6 +103,7 @@ export class DocsCollection {
    * undefined when nothing changed.
    */
   async seed(): Promise<IngestResult | undefined> {
+    if (this.context.seedDocs === false) return this.leaveOwnOut();
     // Empty of the server's passages: the collection is being filled, and not yet worth a search. Known from
     // the start, so a search that comes meanwhile waits for the answer.
     const known = this.store().then((store) => store.sources(SEEDED));
@@ -114,6 +115,16 @@ export class DocsCollection {
     } finally {
       this.fillings.delete(filling);
     }
+  }
+
+  /**
+   * With the seed turned off: the passages an earlier start seeded are removed (the users' own are not), and the
+   * collection is ready as it is — empty until `npm run ingest` fills it.
+   */
+  private async leaveOwnOut(): Promise<IngestResult | undefined> {
+    const removed = await (await this.store()).delete({ filter: SEEDED });
+    this.seeded = true;
+    return removed === 0 ? undefined : { added: 0, updated: 0, skipped: 0, removed, failed: [] };
   }
 
   /** Seeds `store`, which held passages of the files `known` before (the files gone since are removed). */

@@ -13,6 +13,11 @@ export interface ChainContext {
   env?: Record<string, string | undefined>;
   /** Milliseconds before each token of the offline model (default 20: it streams visibly). */
   offlineDelayMs?: number;
+  /**
+   * Whether the `docs` collection holds Runnel's own README and `docs/` beside what users ingest (default true;
+   * `RUNNEL_SEED_DOCS=false` for a server of your documents alone, whose start removes the ones seeded before).
+   */
+  seedDocs?: boolean;
 }
 
 /**

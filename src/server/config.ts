@@ -208,6 +208,7 @@ const envSchema = z.object({
     .optional()
     .transform((value) => (value === undefined || value === '' ? undefined : value)),
   RUNNEL_WEBHOOK_ALLOW_HTTP: z.enum(['true', 'false', '']).optional().transform((value) => value === 'true'),
+  RUNNEL_SEED_DOCS: z.enum(['true', 'false', '']).optional().transform((value) => value !== 'false'),
   REDIS_URL: z
     .string()
     .regex(/^rediss?:\/\//, 'REDIS_URL must start with redis:// or rediss://')
@@ -304,6 +305,8 @@ export interface ServerConfig {
   webhookSecret?: string | undefined;
   /** Webhooks to http: URLs too (a receiver on a network you trust); default https only. */
   webhookAllowHttp: boolean;
+  /** Whether the shipped `docs` collection holds Runnel's own README and docs/ beside the users' (`RUNNEL_SEED_DOCS`, default true). */
+  seedDocs: boolean;
   /** Redis for history and the response cache; memory without it. */
   redisUrl?: string | undefined;
   /** Postgres with pgvector for vectors; PGlite in `dataDir` without it. */
@@ -341,6 +344,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   allowedHosts: [],
   webhookHosts: [],
   webhookAllowHttp: false,
+  seedDocs: true,
   dataDir: './.runnel',
   tracing: undefined,
 };
@@ -475,6 +479,7 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     webhookHosts: e.RUNNEL_WEBHOOK_HOSTS.map((host) => host.toLowerCase()),
     webhookSecret: e.RUNNEL_WEBHOOK_SECRET,
     webhookAllowHttp: e.RUNNEL_WEBHOOK_ALLOW_HTTP,
+    seedDocs: e.RUNNEL_SEED_DOCS,
     redisUrl: e.REDIS_URL,
     databaseUrl: e.DATABASE_URL,
     dataDir: e.RUNNEL_DATA_DIR,

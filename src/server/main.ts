@@ -45,7 +45,7 @@ async function serve(config: ServerConfig, logger: { warn(message: string): void
   }
   logConsoleWarnings(logger);
   const services = await connectServices({ redisUrl: config.redisUrl, databaseUrl: config.databaseUrl, dataDir: config.dataDir, namespace: config.runNamespace });
-  const { chains, docs } = createChains({ services });
+  const { chains, docs } = createChains({ services, seedDocs: config.seedDocs });
   services.checks.set('docs', async () => docs.ready);
   const app = await buildApp({
     chains,
@@ -105,7 +105,8 @@ async function serve(config: ServerConfig, logger: { warn(message: string): void
   // unreachable (or lacks pgvector), seeding is retried (5 s, doubling to 5 min) — /rag answers 503 until then.
   docs.seedInBackground({
     seeded: (result) => {
-      if (result === undefined) app.log.info('docs collection: ready');
+      if (result === undefined) app.log.info(`docs collection: ready${config.seedDocs ? '' : " (without Runnel's own docs: RUNNEL_SEED_DOCS=false)"}`);
+      else if (!config.seedDocs) app.log.info(`docs collection: Runnel's own docs removed (RUNNEL_SEED_DOCS=false): ${result.removed} chunks; yours are kept`);
       else app.log.info(`docs collection: seeded from README.md and docs/ (${result.added} chunks added, ${result.updated} updated, ${result.removed} stale removed, ${result.failed.length} failed)`);
     },
     failed: (error, retryInMs) => {

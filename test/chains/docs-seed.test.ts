@@ -71,5 +71,16 @@ describe('the docs collection at start', () => {
     expect((await docs.search('What is crema on an espresso?', 4)).map((source) => source.metadata.source)).toContain('mydocs/espresso.md');
     // Up to date: a third start changes nothing.
     expect(await docs.seed()).toBeUndefined();
+
+    // A probe: a team serving its own documents always had Runnel's mixed into /rag's sources. With the seed off
+    // (RUNNEL_SEED_DOCS=false), a start removes the passages seeded before and keeps the users'.
+    const theirs = new DocsCollection({ services, env: {}, seedDocs: false });
+    expect(theirs.ready).toBe(false);
+    expect((await theirs.seed())?.removed).toBeGreaterThanOrEqual(seeded);
+    expect(theirs.ready).toBe(true);
+    expect(await store.sources({ origin: 'runnel' })).toEqual([]);
+    expect((await store.sources()).sort()).toEqual(['docs/runbook.md', 'mydocs/espresso.md', 'README.md'].sort());
+    expect((await theirs.search('How is chat history stored?', 4)).map((source) => source.metadata.origin)).not.toContain('runnel');
+    expect(await theirs.seed()).toBeUndefined();
   }, 120_000);
 });

@@ -159,6 +159,10 @@ describe('loadServerConfig', () => {
     expect(() => loadServerConfig({ RUNNEL_BODY_LIMIT: '99999999999999' })).toThrow(/RUNNEL_BODY_LIMIT must be a whole number from 1024 to 1073741824/);
     expect(() => loadServerConfig({ RUNNEL_MAX_BATCH: '99999999999' })).toThrow(/RUNNEL_MAX_BATCH must be a whole number from 1 to 10000/);
     expect(() => loadServerConfig({ RUNNEL_WORKER_CONCURRENCY: '100000' })).toThrow(/RUNNEL_WORKER_CONCURRENCY must be a whole number from 0 to 1000/);
+    // Runnel's own docs in the docs collection: on unless turned off, and a value that says neither stops the start.
+    expect(loadServerConfig({}).seedDocs).toBe(true);
+    expect(loadServerConfig({ RUNNEL_SEED_DOCS: 'false' }).seedDocs).toBe(false);
+    expect(() => loadServerConfig({ RUNNEL_SEED_DOCS: 'no' })).toThrow(/RUNNEL_SEED_DOCS/);
   });
 
   it('serves only the enabled endpoints', async () => {
