@@ -25,14 +25,17 @@ export interface ChatOpenAIOptions extends ChatModelOptions {
   streamUsage?: boolean;
   /**
    * Send `maxTokens` as `max_completion_tokens`, not `max_tokens`. By default, only for OpenAI's reasoning models
-   * (a model named `o1`…`o9` or `gpt-5…`), which refuse `max_tokens`; set it for a deployment whose name does
+   * (a model named `o1`…`o9` or `gpt-5…`, or fine-tuned from one: `ft:o4-mini…`), which refuse `max_tokens`; set it for a deployment whose name does
    * not say so (Azure's), or `false` for a compatible server that knows only `max_tokens`.
    */
   maxCompletionTokens?: boolean;
 }
 
-/** OpenAI's reasoning models by name (o1, o3-mini, o4-mini, gpt-5, gpt-5-mini…): they take `max_completion_tokens` only. */
-const REASONING_MODEL = /^(o\d|gpt-5)/;
+/**
+ * OpenAI's reasoning models by name (o1, o3-mini, o4-mini, gpt-5, gpt-5-mini…), fine-tuned ones too
+ * (`ft:o4-mini-2025-04-16:org::id`): they take `max_completion_tokens` only.
+ */
+const REASONING_MODEL = /^(ft:)?(o\d|gpt-5)/;
 
 type ContentPart = OpenAI.Chat.Completions.ChatCompletionContentPart;
 

@@ -634,12 +634,13 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
         await new ChatOpenAI({ apiKey: KEY, baseURL: server.url, maxRetries: 0, maxTokens: 50, ...options }).invoke('hi');
         return server.requests[before]?.body ?? {};
       };
-      for (const reasoning of ['o1', 'o3-mini', 'o4-mini', 'gpt-5', 'gpt-5-mini']) {
+      // A fine-tuned one is named after its base model, behind `ft:` (reinforcement fine-tuning of o4-mini).
+      for (const reasoning of ['o1', 'o3-mini', 'o4-mini', 'gpt-5', 'gpt-5-mini', 'ft:o4-mini-2025-04-16:acme::BqXw1a2b']) {
         const body = await sent({ model: reasoning });
         expect(body.max_completion_tokens, reasoning).toBe(50);
         expect(body, reasoning).not.toHaveProperty('max_tokens');
       }
-      for (const other of ['gpt-4o-mini', 'gpt-4.1', 'llama3.1', 'text']) {
+      for (const other of ['gpt-4o-mini', 'gpt-4.1', 'llama3.1', 'text', 'ft:gpt-4o-mini-2024-07-18:acme::BqXw1a2b']) {
         const body = await sent({ model: other });
         expect(body.max_tokens, other).toBe(50);
         expect(body, other).not.toHaveProperty('max_completion_tokens');
