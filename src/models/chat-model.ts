@@ -35,7 +35,7 @@ import {
 import { isPromptValue, type PromptValue } from '../prompts/index.js';
 import { cacheKey, type ModelCache } from './cache.js';
 import { finishedWhole } from './finish.js';
-import { providerError, sentNothing } from './errors.js';
+import { providerError, sendsNothing, sentNothing } from './errors.js';
 import type { CallParams, ChatCallOptions, ChatProvider, ChatRequest, ToolChoice, ToolDefinition } from './types.js';
 
 /** What a chat model accepts: a string, a prompt value, or a list of messages. */
@@ -379,9 +379,12 @@ export class ChatModel extends Runnable<ChatModelInput, AIMessage, ChatCallOptio
       }
       if ('chunks' in shared) return { hit: shared.chunks };
       // The leader's provider failed: so does this call, at once (a copy each: each request tells its own),
-      // heard as an answer given without a call.
+      // heard as an answer given without a call — unless the leader's was refused before anything was sent,
+      // which is heard by no one (and its copy marked so too).
+      const copy = new RunnelError(shared.error.code, shared.error.message, { cause: shared.error.cause, detail: shared.error.detail });
+      if (sentNothing(shared.error)) throw sendsNothing(copy);
       run.reportModelCall({ provider: this.provider.id, model, seconds: 0, cached: true, error: shared.error.code });
-      throw new RunnelError(shared.error.code, shared.error.message, { cause: shared.error.cause, detail: shared.error.detail });
+      throw copy;
     }
     let settle!: (outcome: Shared) => void;
     const mine = new Promise<Shared>((resolve) => (settle = resolve));

@@ -21,7 +21,7 @@ import {
   type TokenUsage,
   type StreamEvent,
 } from '../../src/index.js';
-import { settleWithin, toArray } from '../helpers.js';
+import { delay, settleWithin, toArray } from '../helpers.js';
 
 describe('FakeListChatModel', () => {
   it('answers in turn, token by token, and records what it was sent', async () => {
@@ -234,6 +234,24 @@ describe('a refusal before anything was sent', () => {
       await expect(toArray(refusing(marked).stream('x', { onModelCall: (call) => void calls.push(call) }))).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID' });
       expect(calls.map((call) => call.error), String(marked)).toEqual(marked ? [] : ['RUNNEL_ERR_INPUT_INVALID', 'RUNNEL_ERR_INPUT_INVALID']);
     }
+  });
+  it('is heard by no one when identical calls shared it (the response cache): the waiting call made none either', async () => {
+    const model = new ChatModel(
+      {
+        id: 'custom',
+        // eslint-disable-next-line require-yield
+        async *stream() {
+          await delay(20);
+          throw sendsNothing(new RunnelError('RUNNEL_ERR_INPUT_INVALID', 'The provider cannot send this'));
+        },
+      },
+      { name: 'Custom', defaultModel: 'c', cache: new InMemoryCache() },
+    );
+    const calls: { error?: string }[] = [];
+    const onModelCall = (call: { error?: string }): void => void calls.push(call);
+    const both = await Promise.allSettled([model.invoke('x', { onModelCall }), model.invoke('x', { onModelCall })]);
+    expect(both.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected']);
+    expect(calls).toEqual([]);
   });
 });
 
