@@ -24,7 +24,12 @@ export function sendsNothing(error: RunnelError): RunnelError {
   return error;
 }
 
-/** Whether `error` is a refusal {@link sendsNothing} marked: no request went to the provider. */
+/**
+ * Whether `error` is a refusal {@link sendsNothing} marked: no request went to the provider.
+ *
+ * @example
+ * if (sentNothing(failure)) return; // no model call to report
+ */
 export function sentNothing(error: unknown): boolean {
   return error instanceof RunnelError && unsent.has(error);
 }

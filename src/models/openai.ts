@@ -25,8 +25,9 @@ export interface ChatOpenAIOptions extends ChatModelOptions {
   streamUsage?: boolean;
   /**
    * Send `maxTokens` as `max_completion_tokens`, not `max_tokens`. By default, only for OpenAI's reasoning models
-   * (a model named `o1`…`o9` or `gpt-5…`, or fine-tuned from one: `ft:o4-mini…`), which refuse `max_tokens`; set it for a deployment whose name does
-   * not say so (Azure's), or `false` for a compatible server that knows only `max_tokens`.
+   * (a model named `o1`…`o9` or `gpt-5…`, or fine-tuned from one: `ft:o4-mini…`), which refuse `max_tokens`;
+   * set it for a deployment whose name does not say so (Azure's), or `false` for a compatible server that knows
+   * only `max_tokens`.
    */
   maxCompletionTokens?: boolean;
 }

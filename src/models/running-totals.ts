@@ -3,7 +3,13 @@
  * from compatible servers that report usage in every chunk), which each chunk turns into what it adds.
  */
 
-/** A token count as sent, or undefined when it is missing or not a count. */
+/**
+ * A token count as sent, or undefined when it is missing or not a count.
+ *
+ * @example
+ * tokenCount(12); // 12
+ * tokenCount(null); // undefined
+ */
 export const tokenCount = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined);
 
 /**

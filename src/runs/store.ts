@@ -1073,9 +1073,10 @@ function isRunRecord(value: unknown): value is RunRecord {
   if (filters !== undefined && !(isObject(filters) && Object.values(filters).every((names) => Array.isArray(names) && names.every((name) => typeof name === 'string')))) return false;
   if (error !== undefined && !(isObject(error) && typeof error.code === 'string' && typeof error.message === 'string')) return false;
   // Usage as a model reported it (a chain's own model may add details beside the three counts); the details
-  // Runnel serves are counts, when they are there.
-  if (usage !== undefined && !(isObject(usage) && ['input_tokens', 'output_tokens', 'total_tokens'].every((name) => usage[name] === undefined || usage[name] === null || typeof usage[name] === 'number'))) return false;
-  if (usage !== undefined && !['input_token_details', 'output_token_details'].every((name) => usage[name] === undefined || (isObject(usage[name]) && Object.values(usage[name]).every((count) => typeof count === 'number')))) return false;
+  // Runnel serves are objects of counts (null: a count JSON could not write, NaN, as for the three), when there.
+  const count = (value: unknown): boolean => value === undefined || value === null || typeof value === 'number';
+  if (usage !== undefined && !(isObject(usage) && ['input_tokens', 'output_tokens', 'total_tokens'].every((name) => count(usage[name])))) return false;
+  if (usage !== undefined && !['input_token_details', 'output_token_details'].every((name) => usage[name] === undefined || (isObject(usage[name]) && Object.values(usage[name]).every(count)))) return false;
   return finish_reason === undefined || finish_reason === null || typeof finish_reason === 'string';
 }
 

@@ -141,10 +141,11 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
     expect(calls).toEqual([]);
     // A file stored in the provider account is the deployment's: a caller naming one is refused.
     const stored = name === 'openai' ? { type: 'file', file: { file_id: 'file-abc123' } } : { type: 'document', source: { type: 'file', file_id: 'file_abc123' } };
-    await expect(model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Read' }, stored] })])).rejects.toMatchObject({
+    await expect(model({ model: 'text' }).invoke([new HumanMessage({ content: [{ type: 'text', text: 'Read' }, stored] })], { onModelCall: (call) => calls.push(call) })).rejects.toMatchObject({
       code: 'RUNNEL_ERR_INPUT_INVALID',
       message: expect.stringContaining('stored in the provider account'),
     });
+    expect(calls).toEqual([]);
     expect(server.requests.length).toBe(before + 1);
   });
 
@@ -237,7 +238,13 @@ describe.each(providers)('$name adapter through its real SDK', ({ name, make }) 
       { role: 'assistant', content: [{ type: 'text', text: 'Hello' }] },
       { role: 'user', content: [{ type: 'text', text: 'critic: Be kind' }] },
     ]);
-    await expect(model({ model: 'text' }).invoke([new SystemMessage('Summarise: cats are great')])).rejects.toMatchObject({ code: 'RUNNEL_ERR_INPUT_INVALID', message: expect.stringContaining('system text alone') });
+    // Refused before it is sent: no model call either.
+    const calls: ModelCall[] = [];
+    await expect(model({ model: 'text' }).invoke([new SystemMessage('Summarise: cats are great')], { onModelCall: (call) => calls.push(call) })).rejects.toMatchObject({
+      code: 'RUNNEL_ERR_INPUT_INVALID',
+      message: expect.stringContaining('system text alone'),
+    });
+    expect(calls).toEqual([]);
     expect(server.requests.length).toBe(before + 1);
   });
 
