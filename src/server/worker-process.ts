@@ -53,9 +53,17 @@ export function startRunWorkers(options: {
   };
 }
 
-/** Stops the workers on SIGTERM or SIGINT, then exits (1 after the hard deadline). */
+/**
+ * Stops the workers on SIGTERM or SIGINT, then exits (1 after the hard deadline). A second signal while
+ * stopping is ignored, as the server ignores it: Ctrl-C on `npm run worker` sends SIGINT twice (the
+ * terminal's and npm's forward), and with a one-time handler the second one killed the worker at once,
+ * its runs left `running` until the sweep ended them lost.
+ */
 export function stopWorkersOnSignals(worker: { stop(): Promise<void> }, hardDeadlineMs: number, log: { info(message: string): void }): void {
+  let stopping = false;
   const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
     log.info(`${signal}: stopping the worker`);
     setTimeout(() => process.exit(1), hardDeadlineMs).unref();
     worker.stop().then(
@@ -63,6 +71,6 @@ export function stopWorkersOnSignals(worker: { stop(): Promise<void> }, hardDead
       () => process.exit(1),
     );
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
 }

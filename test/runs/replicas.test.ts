@@ -188,6 +188,34 @@ describe('a worker killed mid-run', () => {
   }, 60_000);
 });
 
+// An operator's probe: Ctrl-C on `npm run worker` sends SIGINT twice (the terminal's to the process group, and npm's
+// forward). The handler was a one-time one: the second took Node's default, and the worker died at once, its run
+// left running until a sweep ended it lost.
+describe('a worker told to stop twice (Ctrl-C under npm)', () => {
+  it('drains once: its run ends RUNNEL_ERR_SHUTTING_DOWN after the grace, and the worker exits on its own', async () => {
+    const namespace = `runnel-test-sigint-${randomUUID()}`;
+    const env = { RUNNEL_RUN_NAMESPACE: namespace, RUNNEL_RUN_LOCK_MS: '1000' };
+    const api = await start({ ...env, RUNNEL_WORKER_CONCURRENCY: '0' });
+    const worker = await start({ ...env, RUNNEL_ROLE: 'worker', RUNNEL_SHUTDOWN_GRACE_MS: '500' });
+    let said = '';
+    worker.child.stdout?.on('data', (chunk: Buffer) => (said += chunk.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => worker.child.once('exit', (code, signal) => resolve({ code, signal })));
+    const run = await submit(api.url as string, '/long', { input: { topic: 'interrupted' } });
+    const stream = await fetch(`${api.url}/long/runs/${run.run_id}/stream`, { headers });
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    worker.child.kill('SIGINT');
+    // The second once the first was heard (it said so), as npm's forward comes after the terminal's.
+    while (!said.includes('SIGINT: stopping the worker')) await new Promise((resolve) => setTimeout(resolve, 10));
+    worker.child.kill('SIGINT');
+    expect(await exited).toEqual({ code: 0, signal: null });
+    expect(said.match(/stopping the worker/g)).toHaveLength(1);
+    expect(await wait(api.url as string, '/long', run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_SHUTTING_DOWN' } });
+    await reader.cancel();
+  }, 60_000);
+});
+
 describe('a worker killed mid-run, no worker left', () => {
   // A probe: after `kill -9` of the only worker, the replicas ended its runs RUNNEL_ERR_RUN_LOST, and their
   // `/metrics` said `runnel_runs{status="running"}` of them for good: BullMQ keeps a dead worker's job active
