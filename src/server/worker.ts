@@ -50,7 +50,10 @@ try {
   // Without the server's database, a worker's chains read an embedded one of its own, which holds none of
   // what was ingested for the server (/rag finds nothing).
   if (config.databaseUrl === undefined) {
-    logger.warn(`runnel worker: no DATABASE_URL, so its chains use an embedded database of their own (in ${config.dataDir}), not the server's: give it the server's DATABASE_URL`);
+    // (A probe: in the server's own data directory, "of their own" misled — that one is the server's, locked.)
+    logger.warn(
+      `runnel worker: no DATABASE_URL, so its chains use the embedded database in ${config.dataDir}: a server using that directory holds it locked (their runs that search fail RUNNEL_ERR_DATABASE_UNAVAILABLE), and another holds none of the server's documents. Give the worker the server's DATABASE_URL`,
+    );
   }
   // Said once SIGTERM is handled: whoever waits for this line to stop the worker finds it draining, not killed.
   log.info(`runnel worker: ${config.workerConcurrency} runs at a time, chains ${chains.map((chain) => chain.path).join(', ')}`);
