@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, ChatPromptTemplate, connectServices, defineChain, FakeListChatModel, ScriptedChatModel, StringOutputParser, type ChainSpec, type Services } from '../../src/index.js';
+import { AIMessageChunk, buildApp, ChatModel, ChatPromptTemplate, connectServices, defineChain, FakeListChatModel, ScriptedChatModel, StringOutputParser, type ChainSpec, type Services } from '../../src/index.js';
 import { metricNames, parseMetrics } from '../support/prometheus.js';
 
 interface Target {
@@ -52,13 +52,32 @@ beforeAll(async () => {
       },
     }),
   });
-  app = await buildApp({ chains: [chain, down] as ChainSpec<never, unknown>[], services });
+  // A provider that reports the input its prompt cache read, as OpenAI's and Anthropic's do.
+  const cachedPrompt = defineChain({
+    path: '/cached-prompt',
+    description: 'a model whose provider read most of the prompt from its cache',
+    runnable: new ChatModel(
+      {
+        id: 'caching',
+        async *stream() {
+          yield new AIMessageChunk({
+            content: 'ok',
+            usage_metadata: { input_tokens: 10, output_tokens: 1, total_tokens: 11, input_token_details: { cache_read: 8 } },
+            response_metadata: { finish_reason: 'stop' },
+          });
+        },
+      },
+      { name: 'Caching', defaultModel: 'caching-1' },
+    ),
+  });
+  app = await buildApp({ chains: [chain, down, cachedPrompt] as ChainSpec<never, unknown>[], services });
   const send = (url: string, payload: unknown) => app.inject({ method: 'POST', url, payload: payload as Record<string, unknown> });
   expect((await send('/answer/invoke', { input: { question: 'q' } })).statusCode).toBe(200);
   expect((await send('/answer/invoke', { input: { question: 'q' } })).statusCode).toBe(200);
   expect((await send('/answer/stream', { input: { question: 'streamed' } })).statusCode).toBe(200);
   expect((await send('/answer/invoke', { input: 'not an object' })).statusCode).toBe(422);
   expect((await send('/down/invoke', { input: 'hello' })).statusCode).toBe(502);
+  expect((await send('/cached-prompt/invoke', { input: 'hello' })).statusCode).toBe(200);
   expect((await send('/answer/runs', { input: { question: 'in the background' } })).statusCode).toBe(202);
   exposition = (await app.inject('/metrics')).body;
 });
@@ -68,7 +87,7 @@ describe('deploy/grafana/dashboards/runnel.json', () => {
   it('has the panels operators asked for, on the provisioned Prometheus', () => {
     expect(dashboard.uid).toBe('runnel');
     const titles = dashboard.panels.map((panel) => panel.title).join('\n');
-    for (const topic of [/requests per second/i, /latency p50 \/ p99/i, /first token/i, /tokens per minute by model/i, /cache hit rate/i, /errors by code/i, /event-loop lag/i, /memory/i, /queue depth/i]) {
+    for (const topic of [/requests per second/i, /latency p50 \/ p99/i, /first token/i, /tokens per minute by model/i, /prompt-cache share/i, /cache hit rate/i, /errors by code/i, /event-loop lag/i, /memory/i, /queue depth/i]) {
       expect(titles).toMatch(topic);
     }
     for (const panel of dashboard.panels.filter((p) => p.type !== 'row')) {
