@@ -19,6 +19,9 @@ export function runError(error: unknown): { status_code: number; code: string; m
 }
 
 /** A reader of a run in the process that executes it (a durable stream's own client). */
+/** What counts a run's model calls and tokens where the process is watched (its `/metrics`). */
+export type RunMeter = Pick<RunnableConfig, 'onUsage' | 'onModelCall'>;
+
 export interface RunReader {
   /** Each frame, with its id, as soon as it is made (before it is written); the last one once the record has ended. */
   frame(frame: RunFrame): void;
@@ -220,6 +223,8 @@ export async function executeRun(options: {
   local?: boolean;
   /** Tracing: a run-event callback for the trace the run was submitted in (its `__traceparent` and `__tracestate`). */
   trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
+  /** Hears the run's model calls and tokens beside its record (the server's `/metrics`). */
+  meter?: RunMeter;
   /**
    * The end about to be written, stamped (`updated_at`) by the caller, who can then tell this execution's end
    * from another's when the write's outcome was unknown (the queue's `OwnEnds`).
@@ -270,9 +275,13 @@ export async function executeRun(options: {
     ...callbacks,
     signal,
     onSave: saves.onSave,
-    onUsage: (spent) => (usage = addUsage(usage, spent as UsageMetadata)),
+    onUsage: (spent, model) => {
+      usage = addUsage(usage, spent as UsageMetadata);
+      options.meter?.onUsage?.(spent, model);
+    },
     onModelCall: (call) => {
       if (call.finishReason !== undefined) finishReason = call.finishReason;
+      options.meter?.onModelCall?.(call);
     },
   };
   let output: unknown;

@@ -13,7 +13,7 @@ import { Queue, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { CancelToken, isRunnelError, RunnelError, type EventCallback, type Runnable } from '../core/index.js';
 import { coalesceWrites, neverSent } from '../cache/redis-client.js';
-import { executeRun, RunNotStored, type RunReader } from './executor.js';
+import { executeRun, RunNotStored, type RunMeter, type RunReader } from './executor.js';
 import { publicRun, RunEnded, TERMINAL, type RunRecord, type RunStore } from './store.js';
 import { DEFAULT_DELIVERY_LIMITS, DeliveryLimiter, deliverWebhook, webhookBody, type DeliveryLimits, type WebhookPolicy } from './webhook.js';
 
@@ -66,6 +66,8 @@ export interface RunQueueOptions {
   };
   /** Tracing: the run-event callback that makes a run's spans under the trace it was submitted in. */
   trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
+  /** The handlers that count a run's model calls and tokens in this process's `/metrics`, by the run's chain. */
+  meter?: (chain: string) => RunMeter;
   /** Runs one caller may have pending or running at once, in every process of the store (`RUNNEL_MAX_RUNS_PER_KEY`); 0 or none: no limit. */
   maxRunsPerCaller?: number;
 }
@@ -428,7 +430,8 @@ class RunWorkerCore {
       };
       try {
         const { trace, warn } = this.options;
-        const ended = await executeRun({ record, runnable, store, signal: controller, reader, local, trace, warn, ending, log: (error) => this.options.log?.(error, 'run failed') });
+        const meter = this.options.meter?.(record.chain);
+        const ended = await executeRun({ record, runnable, store, signal: controller, reader, local, trace, warn, meter, ending, log: (error) => this.options.log?.(error, 'run failed') });
         // Found ended "elsewhere": by an end of its own that had timed out, Redis running it late, it is this
         // process's to tell.
         notify(own.settled(ended) ?? (attempted ? own.own(await store.get(runId).catch(() => undefined)) : undefined), this.options);

@@ -41,11 +41,12 @@ import { PreparedChain } from './prepared.js';
 import { hostCheck, hostName } from './allowed-hosts.js';
 import { bodyExample, isJsonType, nestedDeeperThan, REQUEST_SPAN, tooDeep, type SpannedRequest } from './request.js';
 import { RouteTable } from './route-table.js';
-import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunQueue } from '../runs/index.js';
+import { BullRunQueue, MemoryRunQueue, MemoryRunStore, RedisRunStore, type RunMeter, type RunQueue } from '../runs/index.js';
 import { Tracing } from '../observability/index.js';
 import type { Redis } from 'ioredis';
 import { createRegistry, ENDPOINTS, type ChainSpec } from './registry.js';
 import type { Services } from './services.js';
+import { usageMeter } from './usage.js';
 
 /** An open event stream, as shutdown sees it. */
 export interface OpenStream {
@@ -167,8 +168,10 @@ export function createRunQueue(options: {
   /** A model provider's failure under a run (see `RunQueueOptions.warn`). */
   warn?: (fields: Record<string, unknown>, message: string) => void;
   tracing?: Tracing | undefined;
+  /** The handlers that count a run's model calls in `/metrics`, by chain (a worker process, which serves none, has none). */
+  meter?: (chain: string) => RunMeter;
 }): RunQueue {
-  const { config, redis, log, warn, tracing } = options;
+  const { config, redis, log, warn, tracing, meter } = options;
   const trace = tracing === undefined ? undefined : (traceparent: string | undefined, tracestate: string | undefined) => tracing.runCallback(traceparent, tracestate);
   const chains = new Map(options.chains.map((chain) => ('spec' in chain ? chain.spec : chain)).map((spec) => [spec.path, spec.runnable]));
   const webhooks = { hosts: config.webhookHosts, secret: config.webhookSecret, allowHttp: config.webhookAllowHttp };
@@ -182,10 +185,11 @@ export function createRunQueue(options: {
       log,
       warn,
       trace,
+      meter,
     });
   }
   const store = new RedisRunStore({ client: redis, ttlSeconds: config.runTtlSeconds, namespace: `${config.runNamespace}:runs` });
-  return new BullRunQueue({ connection: redis, prefix: `${config.runNamespace}:bull`, store, chains, concurrency: config.workerConcurrency, lockMs: config.runLockMs, maxRunsPerCaller: config.maxRunsPerKey, webhooks, log, warn, trace });
+  return new BullRunQueue({ connection: redis, prefix: `${config.runNamespace}:bull`, store, chains, concurrency: config.workerConcurrency, lockMs: config.runLockMs, maxRunsPerCaller: config.maxRunsPerKey, webhooks, log, warn, trace, meter });
 }
 
 /** This package's root: the folder above this file that holds package.json (from src/server/ and dist/src/server/ alike). */
@@ -330,7 +334,20 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     runQueue(): RunQueue {
       // A draining replica starts no workers it would stop at once.
       if (this.runs === undefined && this.shuttingDown) throw new RunnelError('RUNNEL_ERR_SHUTTING_DOWN', 'The server is shutting down');
-      return (this.runs ??= createRunQueue({ config, chains, redis: options.services?.redis, tracing, log: (error, message) => app.log.error({ err: error }, message), warn: (fields, message) => app.log.warn(fields, message) }));
+      return (this.runs ??= createRunQueue({
+        config,
+        chains,
+        redis: options.services?.redis,
+        tracing,
+        log: (error, message) => app.log.error({ err: error }, message),
+        warn: (fields, message) => app.log.warn(fields, message),
+        // Runs executed here (durable streams, queued runs this process's workers take) count in its /metrics as
+        // the plain routes' do (until 2026-12-07 their model calls and tokens were counted nowhere).
+        meter: (path) => {
+          const chain = chains.find((candidate) => candidate.spec.path === path);
+          return chain === undefined ? {} : usageMeter(app.runnel, chain);
+        },
+      }));
     },
   } satisfies RunnelState);
   app.addHook('onClose', async () => app.runnel.runs?.close(0));
