@@ -11,6 +11,7 @@ import { buildApp, connectServices, type ChainSpec } from '../../src/index.js';
 import { gatedChain } from '../support/gated-essay.js';
 import { RedisServer } from '../support/redis-server.js';
 import { runChains } from '../support/run-server.js';
+import { rest } from '../support/sse-frames.js';
 import { settleWithin } from '../helpers.js';
 
 let redis: RedisServer;
@@ -44,16 +45,6 @@ async function openDurable(path: string, topic: string): Promise<{ reader: Reada
   let text = '';
   while (!text.includes('event: data')) text += new TextDecoder().decode((await reader.read()).value);
   return { reader, text, runId: /"run_id":"([\w-]+)"/.exec(text)?.[1] as string };
-}
-
-/** The rest of a stream, to its end. */
-async function rest(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
-  let text = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return text;
-    text += new TextDecoder().decode(value);
-  }
 }
 
 /** The run's record once it has ended (each wait a second, up to 600). */

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scanKeys } from '../helpers.js';
-import { frames } from '../support/sse-frames.js';
+import { frames, rest } from '../support/sse-frames.js';
 import { STORY } from '../support/run-server.js';
 
 const root = new URL('../..', import.meta.url).pathname;
@@ -51,6 +51,14 @@ const submit = async (url: string, path: string, body: unknown): Promise<{ run_i
 };
 const wait = async (url: string, path: string, runId: string): Promise<{ status: string; output?: unknown; error?: { code: string } }> =>
   (await (await fetch(`${url}${path}/runs/${runId}/wait?timeout_s=60`, { headers })).json()) as { status: string; output?: unknown; error?: { code: string } };
+
+/** Reads an event stream up to its first data frame: the reader, to read on, and what it read. */
+async function firstFrame(res: Response): Promise<{ reader: ReadableStreamDefaultReader<Uint8Array>; seen: string }> {
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  let seen = '';
+  while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+  return { reader, seen };
+}
 
 interface Delivery {
   runId: string;
@@ -125,10 +133,7 @@ describe('durable runs across replicas', () => {
   it('cancels from another replica: the run ends cancelled, seen from both', async () => {
     const run = await submit(replicaA, '/long', { input: { topic: 'c' } });
     // Running (it has streamed a frame) before the cancel.
-    const stream = await fetch(`${replicaA}/long/runs/${run.run_id}/stream`, { headers });
-    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
-    let seen = '';
-    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    const { reader } = await firstFrame(await fetch(`${replicaA}/long/runs/${run.run_id}/stream`, { headers }));
     await reader.cancel();
     const cancelled = (await (await fetch(`${replicaB}/long/runs/${run.run_id}/cancel`, { method: 'POST', headers })).json()) as { status: string };
     expect(cancelled.status).toBe('cancelled');
@@ -171,19 +176,12 @@ describe('a worker killed mid-run', () => {
     const api = await start({ ...env, RUNNEL_WORKER_CONCURRENCY: '0' });
     const doomed = await start({ ...env, RUNNEL_ROLE: 'worker' });
     const run = await submit(api.url as string, '/long', { input: { topic: 'k' } });
-    const stream = await fetch(`${api.url}/long/runs/${run.run_id}/stream`, { headers });
-    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
-    let seen = '';
-    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    const { reader, seen } = await firstFrame(await fetch(`${api.url}/long/runs/${run.run_id}/stream`, { headers }));
     doomed.child.kill('SIGKILL');
     await new Promise((resolve) => doomed.child.once('exit', resolve));
     await start({ ...env, RUNNEL_ROLE: 'worker' });
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      seen += new TextDecoder().decode(value);
-    }
-    expect(frames(seen).at(-1)).toMatchObject({ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    const all = seen + (await rest(reader));
+    expect(frames(all).at(-1)).toMatchObject({ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } });
     expect(await wait(api.url as string, '/long', run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
   }, 60_000);
 });
@@ -201,10 +199,7 @@ describe('a worker told to stop twice (Ctrl-C under npm)', () => {
     worker.child.stdout?.on('data', (chunk: Buffer) => (said += chunk.toString()));
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => worker.child.once('exit', (code, signal) => resolve({ code, signal })));
     const run = await submit(api.url as string, '/long', { input: { topic: 'interrupted' } });
-    const stream = await fetch(`${api.url}/long/runs/${run.run_id}/stream`, { headers });
-    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
-    let seen = '';
-    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    const { reader } = await firstFrame(await fetch(`${api.url}/long/runs/${run.run_id}/stream`, { headers }));
     worker.child.kill('SIGINT');
     // The second once the first was heard (it said so), as npm's forward comes after the terminal's.
     while (!said.includes('SIGINT: stopping the worker')) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -252,17 +247,10 @@ describe('a worker killed mid-run while the other worker is busy', () => {
     while ((await status('/long', busy.run_id)) !== 'running') await new Promise((resolve) => setTimeout(resolve, 50));
     const doomed = await start({ ...env, RUNNEL_ROLE: 'worker' });
     const run = await submit(url, '/long', { input: { topic: 'doomed' } });
-    const stream = await fetch(`${url}/long/runs/${run.run_id}/stream`, { headers });
-    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
-    let seen = '';
-    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    const { reader, seen } = await firstFrame(await fetch(`${url}/long/runs/${run.run_id}/stream`, { headers }));
     doomed.child.kill('SIGKILL');
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      seen += new TextDecoder().decode(value);
-    }
-    expect(frames(seen).at(-1)).toMatchObject({ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } });
+    const all = seen + (await rest(reader));
+    expect(frames(all).at(-1)).toMatchObject({ event: 'error', data: { code: 'RUNNEL_ERR_RUN_LOST' } });
     expect(await wait(url, '/long', run.run_id)).toMatchObject({ status: 'error', error: { code: 'RUNNEL_ERR_RUN_LOST' } });
     // Ended before a slot came free: the survivor's run is still under way.
     expect(await status('/long', busy.run_id)).toBe('running');
@@ -275,9 +263,7 @@ describe('a replica killed under a durable stream', () => {
     const env = { RUNNEL_RUN_NAMESPACE: `runnel-test-local-${randomUUID()}`, RUNNEL_RUN_LOCK_MS: '1000' };
     const [doomed, survivor] = await Promise.all([start(env), start(env)]);
     const res = await fetch(`${doomed.url}/long/stream`, { method: 'POST', headers, body: JSON.stringify({ input: { topic: 'gone' }, on_disconnect: 'continue' }) });
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    let seen = '';
-    while (!seen.includes('event: data')) seen += new TextDecoder().decode((await reader.read()).value);
+    const { seen } = await firstFrame(res);
     const got = frames(seen);
     const runId = (got[0]?.data as { run_id: string }).run_id;
     doomed.child.kill('SIGKILL');

@@ -9,3 +9,13 @@ export function frames(body: string): { id?: string; event: string; data?: unkno
       return { ...(id === undefined ? {} : { id }), event: /^event: (.*)$/m.exec(frame)?.[1] as string, ...(data === undefined ? {} : { data: JSON.parse(data) as unknown }) };
     });
 }
+
+/** The rest of what `reader` reads, to the stream's end, as text. */
+export async function rest(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
+  let text = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return text;
+    text += new TextDecoder().decode(value);
+  }
+}
