@@ -18,10 +18,10 @@ export function runError(error: unknown): { status_code: number; code: string; m
   return { status_code: 500, code: 'RUNNEL_ERR_INTERNAL', message: 'Internal Server Error' };
 }
 
-/** A reader of a run in the process that executes it (a durable stream's own client). */
 /** What counts a run's model calls and tokens where the process is watched (its `/metrics`). */
 export type RunMeter = Pick<RunnableConfig, 'onUsage' | 'onModelCall'>;
 
+/** A reader of a run in the process that executes it (a durable stream's own client). */
 export interface RunReader {
   /** Each frame, with its id, as soon as it is made (before it is written); the last one once the record has ended. */
   frame(frame: RunFrame): void;
