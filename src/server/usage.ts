@@ -9,11 +9,12 @@
  */
 import { mergeConfigs, type ModelCallHandler, type RunnableConfig, type TokenUsage, type UsageHandler } from '../core/index.js';
 import { addUsage } from '../messages/index.js';
+import type { RunMeter } from '../runs/index.js';
 import type { RunnelState } from './app.js';
 import type { PreparedChain } from './prepared.js';
 
 /** The handlers that meter a run's model calls: its tokens (`onUsage`) and each call (`onModelCall`). */
-export type Meter = Pick<RunnableConfig, 'onUsage' | 'onModelCall'>;
+export type Meter = RunMeter;
 
 /** One meter per chain (a chain belongs to one app): requests share it rather than make their own. */
 const meters = new WeakMap<PreparedChain, Meter>();

@@ -81,7 +81,9 @@ export class MemoryVectorStore extends VectorStore {
     const matches: ScoredMatch[] = [];
     for (const entry of this.entries.values()) {
       if (filter !== undefined && !matchesFilter(entry.document.metadata, filter)) continue;
-      matches.push({ document: entry.document, score: cosine(vector, entry.embedding), embedding: entry.embedding });
+      const score = cosine(vector, entry.embedding);
+      // A vector of zeros is near nothing (its cosine is NaN), and a NaN would unsettle the sort of the others.
+      if (!Number.isNaN(score)) matches.push({ document: entry.document, score, embedding: entry.embedding });
     }
     return matches.sort((a, b) => b.score - a.score).slice(0, k);
   }

@@ -74,7 +74,8 @@ function cosine(a: readonly number[], b: readonly number[]): number {
     na += x * x;
     nb += y * y;
   }
-  return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb);
+  // A vector of zeros has no direction, so no angle to another: NaN, as pgvector answers (and searches drop it).
+  return na === 0 || nb === 0 ? Number.NaN : dot / Math.sqrt(na * nb);
 }
 
 /**
@@ -152,11 +153,7 @@ export abstract class VectorStore {
     if (options.filter !== undefined) validateFilter(options.filter);
     const filter = options.filter;
     if (mode === 'lexical') return this.searchTerms(queryTerms(query), k, filter);
-    const dense = async (n: number): Promise<SearchMatch[]> => {
-      const vector = await this.embeddings.embedQuery(query);
-      if (!hasDirection(vector)) return [];
-      return (await this.searchVectors(vector, n, filter)).map(({ document, score }) => ({ document, score }));
-    };
+    const dense = async (n: number): Promise<SearchMatch[]> => (await this.nearest(await this.embeddings.embedQuery(query), n, filter)).map(({ document, score }) => ({ document, score }));
     if (mode === 'dense') return dense(k);
     const fusion = checkFusion(options.fusion);
     const candidates = checkK(Math.max(k, options.candidates ?? 20));
@@ -165,6 +162,16 @@ export abstract class VectorStore {
       fusion.lexical > 0 ? this.searchTerms(queryTerms(query), candidates, filter) : [],
     ]);
     return fuseRankings(byVector, byWords, k, fusion);
+  }
+
+  /**
+   * {@link searchVectors}, for vectors with a direction only: a query or a passage that embeds to zeros (no
+   * searchable word, under the hashing embeddings) is near nothing — its cosine is undefined: NaN in Postgres,
+   * which ranked such a passage anywhere among a query's matches (a review), and such a query's every row.
+   */
+  private async nearest(vector: number[], k: number, filter?: Filter, options?: VectorSearchOptions): Promise<ScoredMatch[]> {
+    if (!hasDirection(vector)) return [];
+    return (await this.searchVectors(vector, k, filter, options)).filter((match) => Number.isFinite(match.score));
   }
 
   protected checkDelete(options: { ids?: string[]; filter?: Filter }): void {
@@ -178,9 +185,7 @@ export abstract class VectorStore {
   async similaritySearchWithScore(query: string, k = 4, filter?: Filter): Promise<[Document, number][]> {
     checkK(k);
     if (filter !== undefined) validateFilter(filter);
-    const vector = await this.embeddings.embedQuery(query);
-    if (!hasDirection(vector)) return [];
-    return (await this.searchVectors(vector, k, filter)).map((match) => [match.document, match.score]);
+    return (await this.nearest(await this.embeddings.embedQuery(query), k, filter)).map((match) => [match.document, match.score]);
   }
 
   /** The `k` documents most similar to `query`. */
@@ -195,8 +200,7 @@ export abstract class VectorStore {
     const lambda = options.lambda ?? 0.5;
     if (options.filter !== undefined) validateFilter(options.filter);
     const queryVector = await this.embeddings.embedQuery(query);
-    if (!hasDirection(queryVector)) return [];
-    const candidates = await this.searchVectors(queryVector, fetchK, options.filter, { withEmbeddings: true });
+    const candidates = await this.nearest(queryVector, fetchK, options.filter, { withEmbeddings: true });
     const chosen: ScoredMatch[] = [];
     const left = [...candidates];
     while (chosen.length < k && left.length > 0) {

@@ -29,4 +29,19 @@ describe.each(stores)('a query with no searchable word (%s)', (_name, open) => {
     // A question with a word still finds its passage.
     expect((await store.search('snapshots retained', { k: 1, search: 'dense' }))[0]?.document.id).toBe('d0');
   });
+
+  // A review: a passage with no searchable word of its own (`(((`) ranked among a query's dense matches, scored
+  // NaN (null in JSON) on Postgres and PGlite, 0 in memory.
+  it('never finds a passage with no searchable word by vectors; lexical search has nothing to find it by either', async () => {
+    const store = await open();
+    await store.addDocuments([...docs, new Document({ id: 'blank', pageContent: '(((', metadata: { n: 9 } })]);
+    for (const query of ['snapshots', 'pager alerts', 'chat history redis']) {
+      const dense = await store.search(query, { k: 4, search: 'dense' });
+      expect(dense.map((match) => match.document.id), query).not.toContain('blank');
+      expect(dense.every((match) => Number.isFinite(match.score)), query).toBe(true);
+      expect((await store.search(query, { k: 4 })).map((match) => match.document.id), query).not.toContain('blank');
+      expect((await store.similaritySearchWithScore(query, 4)).map(([document]) => document.id), query).not.toContain('blank');
+    }
+    expect((await store.search('snapshots', { k: 1, search: 'dense' }))[0]?.document.id).toBe('d0');
+  });
 });
