@@ -176,6 +176,7 @@ const envSchema = z.object({
   RUNNEL_SHUTDOWN_GRACE_MS: integer('RUNNEL_SHUTDOWN_GRACE_MS', 0, 5_000, HOUR_MS),
   RUNNEL_PING_MS: integer('RUNNEL_PING_MS', 100, 15_000, HOUR_MS),
   RUNNEL_WORKER_CONCURRENCY: integer('RUNNEL_WORKER_CONCURRENCY', 0, 8, 1_000),
+  RUNNEL_WORKER_METRICS_PORT: integer('RUNNEL_WORKER_METRICS_PORT', 0, 0, 65_535),
   RUNNEL_PROCESSES: z
     .string()
     .optional()
@@ -286,6 +287,8 @@ export interface ServerConfig {
   pingMs: number;
   /** Background runs this process executes at once (0: none here, separate `npm run worker` processes do). */
   workerConcurrency: number;
+  /** A worker process's own `/metrics` port (`RUNNEL_WORKER_METRICS_PORT`; 0: none). The HTTP server ignores it. */
+  workerMetricsPort: number;
   /** Server processes on this machine (`RUNNEL_PROCESSES`; `auto`: one per core): more than one needs Redis and Postgres. */
   processes: number;
   /** Seconds a run's record and event log are kept. */
@@ -337,6 +340,7 @@ export const DEFAULT_SERVER_CONFIG: ServerConfig = {
   shutdownGraceMs: 5_000,
   pingMs: 15_000,
   workerConcurrency: 8,
+  workerMetricsPort: 0,
   processes: 1,
   runTtlSeconds: 86_400,
   runLockMs: 30_000,
@@ -471,6 +475,7 @@ export function loadServerConfig(env: Record<string, string | undefined>): Serve
     shutdownGraceMs: e.RUNNEL_SHUTDOWN_GRACE_MS,
     pingMs: e.RUNNEL_PING_MS,
     workerConcurrency: e.RUNNEL_WORKER_CONCURRENCY,
+    workerMetricsPort: e.RUNNEL_WORKER_METRICS_PORT,
     processes: e.RUNNEL_PROCESSES,
     runTtlSeconds: e.RUNNEL_RUN_TTL,
     runLockMs: e.RUNNEL_RUN_LOCK_MS,

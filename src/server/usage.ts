@@ -11,6 +11,7 @@ import { mergeConfigs, type ModelCallHandler, type RunnableConfig, type TokenUsa
 import { addUsage } from '../messages/index.js';
 import type { RunMeter } from '../runs/index.js';
 import type { RunnelState } from './app.js';
+import type { Metrics } from './metrics.js';
 import type { PreparedChain } from './prepared.js';
 
 /** The handlers that meter a run's model calls: its tokens (`onUsage`) and each call (`onModelCall`). */
@@ -29,18 +30,27 @@ export function usageMeter(state: RunnelState, chain: PreparedChain): Meter {
   if (!chain.hasModel) return {};
   let meter = meters.get(chain);
   if (meter === undefined) {
-    const { metrics } = state;
-    const path = chain.spec.path;
-    meter = {
-      onUsage: (usage) => {
-        metrics.tokens.inc({ chain: path, direction: 'in' }, usage.input_tokens);
-        metrics.tokens.inc({ chain: path, direction: 'out' }, usage.output_tokens);
-      },
-      onModelCall: (call) => metrics.modelCall(call),
-    };
+    meter = modelMeter(state.metrics, chain.spec.path);
     meters.set(chain, meter);
   }
   return meter;
+}
+
+/**
+ * The handlers that count the model calls and tokens of chain `path` in `metrics` (a server's, or a worker
+ * process's own).
+ *
+ * @example
+ * const meter = modelMeter(metrics, '/joke');
+ */
+export function modelMeter(metrics: Metrics, path: string): Meter {
+  return {
+    onUsage: (usage) => {
+      metrics.tokens.inc({ chain: path, direction: 'in' }, usage.input_tokens);
+      metrics.tokens.inc({ chain: path, direction: 'out' }, usage.output_tokens);
+    },
+    onModelCall: (call) => metrics.modelCall(call),
+  };
 }
 
 /**

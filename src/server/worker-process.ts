@@ -6,7 +6,7 @@
  */
 import { RunnelError } from '../core/index.js';
 import { Tracing } from '../observability/index.js';
-import type { RunQueue } from '../runs/index.js';
+import type { RunMeter, RunQueue } from '../runs/index.js';
 import { createRunQueue, packageVersion } from './app.js';
 import type { ServerConfig } from './config.js';
 import type { ChainSpec } from './registry.js';
@@ -23,6 +23,8 @@ export function startRunWorkers(options: {
   chains: readonly ChainSpec<never, unknown>[];
   services: Services;
   log: { info(message: string): void; error(message: string, error?: unknown): void; warn?(fields: Record<string, unknown>, message: string): void };
+  /** Counts the runs' model calls and tokens (the worker's own `/metrics`, when it serves one). */
+  meter?: (chain: string) => RunMeter;
 }): { queue: RunQueue; stop(): Promise<void> } {
   const { config, services, log } = options;
   if (services.redis === undefined) {
@@ -30,8 +32,8 @@ export function startRunWorkers(options: {
   }
   // Runs continue the traces of the requests that submitted them, when tracing is on.
   const tracing = config.tracing === undefined ? undefined : new Tracing(config.tracing, { version: packageVersion() });
-  // A worker has no /metrics: an export the collector did not take is said in its log, as a server says it (a
-  // probe: a worker dropped every span of a wrong endpoint without a word).
+  // An export the collector did not take is said in the log, as a server says it (a probe: a worker dropped
+  // every span of a wrong endpoint without a word), whether or not the worker serves /metrics.
   tracing?.warnOnDroppedSpans((fields, message) => log.warn?.(fields, message));
   const queue = createRunQueue({
     config: { ...config, workerConcurrency: Math.max(1, config.workerConcurrency) },
@@ -40,6 +42,7 @@ export function startRunWorkers(options: {
     tracing,
     log: (error, message) => log.error(message, error),
     warn: (fields, message) => log.warn?.(fields, message),
+    meter: options.meter,
   });
   let stopping: Promise<void> | undefined;
   return {

@@ -14,6 +14,9 @@ import { providerKeyWarning, unknownSettings } from './startup-warnings.js';
 import { redactUrlCredentials } from '../observability/index.js';
 import { connectServices } from './services.js';
 import { shutdownDeadlineMs } from './signals.js';
+import { Metrics } from './metrics.js';
+import { modelMeter } from './usage.js';
+import { serveWorkerMetrics } from './worker-metrics.js';
 import { startRunWorkers, stopWorkersOnSignals } from './worker-process.js';
 
 try {
@@ -45,8 +48,22 @@ try {
   if (processes !== undefined && processes.trim() !== '' && processes.trim() !== '1') logger.warn('runnel worker: RUNNEL_PROCESSES is for the HTTP server; a worker runs RUNNEL_WORKER_CONCURRENCY runs at once in one process (start more workers for more)');
   services.onStoreWarning = log.warn;
   const { chains } = createChains({ services });
-  const worker = startRunWorkers({ config, chains, services, log });
-  stopWorkersOnSignals(worker, shutdownDeadlineMs(config.shutdownGraceMs), log);
+  // Its own /metrics when asked for (a server's cannot see the runs a worker executes), listening before any
+  // run is taken: a port that is taken stops the start.
+  const metrics = config.workerMetricsPort > 0 ? new Metrics() : undefined;
+  const served =
+    metrics === undefined
+      ? undefined
+      : await serveWorkerMetrics({ port: config.workerMetricsPort, metrics, config }).catch((error: unknown) => {
+          throw new Error(`runnel worker: RUNNEL_WORKER_METRICS_PORT ${config.workerMetricsPort}: ${error instanceof Error ? error.message : String(error)}`);
+        });
+  const worker = startRunWorkers({ config, chains, services, log, ...(metrics === undefined ? {} : { meter: (path: string) => modelMeter(metrics, path) }) });
+  const stop = async (): Promise<void> => {
+    await worker.stop();
+    await served?.close();
+  };
+  stopWorkersOnSignals({ stop }, shutdownDeadlineMs(config.shutdownGraceMs), log);
+  if (served !== undefined) log.info(`runnel worker: /metrics on port ${served.port}`);
   // Without the server's database, a worker's chains read an embedded one of its own, which holds none of
   // what was ingested for the server (/rag finds nothing).
   if (config.databaseUrl === undefined) {

@@ -146,6 +146,7 @@ describe('docker-compose.yml', () => {
       PORT: 'fixed at 8000: nginx, the health check and `expose` reach the app there',
       HOST: 'the image sets 0.0.0.0; the default, loopback, would leave the app unreachable from nginx',
       RUNNEL_DATA_DIR: "PGlite's files, unused: compose gives the app DATABASE_URL",
+      RUNNEL_WORKER_METRICS_PORT: "a worker process's: the app serves /metrics on its own port (the worker service sets it)",
     };
     for (const name of Object.keys(notInCompose)) expect(documented, `${name} is no longer documented: drop its exclusion`).toContain(name);
     const missing = [...documented].filter((name) => !(name in notInCompose) && app.environment?.[name] === undefined);
@@ -255,6 +256,14 @@ describe('the observability profile', () => {
     expect(runnel?.metrics_path).toBe('/metrics');
     expect(runnel?.dns_sd_configs).toEqual([expect.objectContaining({ names: ['app'], type: 'A', port: 8000 })]);
     expect(app.expose).toEqual(['8000']);
+    // And every worker on its own /metrics port, which its environment opens with the app's key rule.
+    const workers = config.scrape_configs.find((job) => job.job_name === 'runnel-worker');
+    expect(workers?.metrics_path).toBe('/metrics');
+    expect(workers?.dns_sd_configs).toEqual([expect.objectContaining({ names: ['worker'], type: 'A', port: 9464 })]);
+    const worker = compose.services.worker as Service;
+    expect(worker.expose).toEqual(['9464']);
+    expect(loadServerConfig({ RUNNEL_WORKER_METRICS_PORT: substitute(worker.environment?.RUNNEL_WORKER_METRICS_PORT ?? '') }).workerMetricsPort).toBe(9464);
+    for (const name of ['RUNNEL_API_KEYS', 'RUNNEL_METRICS_KEYS']) expect(worker.environment?.[name], name).toBe(app.environment?.[name]);
   });
 
   it('provisions Grafana with Prometheus and Jaeger and the dashboard', () => {

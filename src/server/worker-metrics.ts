@@ -1,0 +1,70 @@
+/**
+ * A worker process's own `/metrics` (`RUNNEL_WORKER_METRICS_PORT`): the model calls and tokens of the runs it
+ * executes, and its process's series (memory, CPU, event-loop lag, GC), which a server's `/metrics` cannot
+ * see. The same gate as the server's: with API keys on, only the keys `RUNNEL_METRICS_KEYS` names read it.
+ * Nothing else is served there.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { ErrorCode } from '../core/index.js';
+import { KeyRing } from './auth.js';
+import type { ServerConfig } from './config.js';
+import { errorBody } from './http-errors.js';
+import type { Metrics } from './metrics.js';
+
+/** A Runnel-shaped error answer. */
+function refuse(res: ServerResponse, status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
+  res.end(JSON.stringify(errorBody(status, code, message)));
+}
+
+/**
+ * Serves `metrics` on `port` (all interfaces, as the server listens): `GET /metrics`, behind the server's key
+ * rule. Resolves once it listens, with the port it took and its `close()`.
+ *
+ * @example
+ * const served = await serveWorkerMetrics({ port: 9464, metrics, config });
+ */
+export async function serveWorkerMetrics(options: { port: number; host?: string; metrics: Metrics; config: Pick<ServerConfig, 'apiKeys' | 'metricsKeys'> }): Promise<{ port: number; close(): Promise<void> }> {
+  const { metrics, config } = options;
+  const keys = new KeyRing(config.apiKeys);
+  const everyKey = config.metricsKeys.includes('*');
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    // A body is never read: what a client sends with a GET is left unread, and the connection closed after.
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== '/metrics') return refuse(res, 404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found: a worker serves /metrics only');
+    if (req.method !== 'GET' && req.method !== 'HEAD') return refuse(res, 405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed', { allow: 'GET, HEAD' });
+    if (keys.enabled) {
+      const identity = keys.identify(req.headers);
+      if (identity === undefined) return refuse(res, 401, 'RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)', { 'www-authenticate': 'Bearer' });
+      if (!everyKey && !config.metricsKeys.includes(identity)) {
+        return refuse(res, 403, 'RUNNEL_ERR_FORBIDDEN', `The key "${identity}" may not read /metrics: only the keys named in RUNNEL_METRICS_KEYS may (the series add up every caller's traffic)`);
+      }
+    }
+    metrics.render().then(
+      (text) => {
+        res.writeHead(200, { 'content-type': metrics.contentType });
+        res.end(req.method === 'HEAD' ? undefined : text);
+      },
+      () => refuse(res, 500, 'RUNNEL_ERR_INTERNAL', 'Internal Server Error'),
+    );
+  });
+  // Scrapes are short: an idle connection is not kept for a client that went quiet.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 10_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
