@@ -19,13 +19,14 @@ function refuse(res: ServerResponse, status: number, code: ErrorCode, message: s
 }
 
 /**
- * Serves `metrics` on `port` (all interfaces, as the server listens): `GET /metrics`, behind the server's key
- * rule. Resolves once it listens, with the port it took and its `close()`.
+ * Serves `metrics` on `port` of `config.host` (`HOST`, where the server listens: loopback unless set, as the
+ * image sets 0.0.0.0): `GET /metrics`, behind the server's key rule. Resolves once it listens, with the port
+ * it took and its `close()`.
  *
  * @example
  * const served = await serveWorkerMetrics({ port: 9464, metrics, config });
  */
-export async function serveWorkerMetrics(options: { port: number; host?: string; metrics: Metrics; config: Pick<ServerConfig, 'apiKeys' | 'metricsKeys'> }): Promise<{ port: number; close(): Promise<void> }> {
+export async function serveWorkerMetrics(options: { port: number; metrics: Metrics; config: Pick<ServerConfig, 'host' | 'apiKeys' | 'metricsKeys'> }): Promise<{ port: number; close(): Promise<void> }> {
   const { metrics, config } = options;
   const keys = new KeyRing(config.apiKeys);
   const everyKey = config.metricsKeys.includes('*');
@@ -54,7 +55,7 @@ export async function serveWorkerMetrics(options: { port: number; host?: string;
   server.requestTimeout = 10_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port, options.host, () => {
+    server.listen(options.port, config.host, () => {
       server.off('error', reject);
       resolve();
     });
