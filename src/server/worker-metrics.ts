@@ -8,6 +8,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import type { ErrorCode } from '../core/index.js';
 import { KeyRing } from './auth.js';
+import { AuthThrottle } from './auth-throttle.js';
+import { clientNetwork } from './client-network.js';
 import type { ServerConfig } from './config.js';
 import { errorBody } from './http-errors.js';
 import type { Metrics } from './metrics.js';
@@ -26,17 +28,28 @@ function refuse(res: ServerResponse, status: number, code: ErrorCode, message: s
  * @example
  * const served = await serveWorkerMetrics({ port: 9464, metrics, config });
  */
-export async function serveWorkerMetrics(options: { port: number; metrics: Metrics; config: Pick<ServerConfig, 'host' | 'apiKeys' | 'metricsKeys'> }): Promise<{ port: number; close(): Promise<void> }> {
+export async function serveWorkerMetrics(options: { port: number; metrics: Metrics; config: Pick<ServerConfig, 'host' | 'apiKeys' | 'metricsKeys' | 'authFailLimit'> }): Promise<{ port: number; close(): Promise<void> }> {
   const { metrics, config } = options;
   const keys = new KeyRing(config.apiKeys);
   const everyKey = config.metricsKeys.includes('*');
+  // The server's RUNNEL_AUTH_FAIL_LIMIT here too: a 403 says a key is right, so an unthrottled port would let
+  // anyone who reaches it guess every API key the server takes, past the server's own throttle.
+  const throttle = keys.enabled && config.authFailLimit > 0 ? new AuthThrottle({ limit: config.authFailLimit }) : undefined;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     // A body is never read: what a client sends with a GET is left unread, and the connection closed after.
     const path = (req.url ?? '').split('?')[0];
     if (path !== '/metrics') return refuse(res, 404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found: a worker serves /metrics only');
     if (req.method !== 'GET' && req.method !== 'HEAD') return refuse(res, 405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed', { allow: 'GET, HEAD' });
     if (keys.enabled) {
+      const address = clientNetwork(req.socket.remoteAddress ?? '');
+      const waitMs = throttle?.blockedFor(address) ?? 0;
+      if (waitMs > 0) {
+        const seconds = Math.ceil(waitMs / 1000);
+        return refuse(res, 429, 'RUNNEL_ERR_RATE_LIMITED', `Too many failed authentications from this address; retry in ${seconds} s`, { 'retry-after': String(seconds) });
+      }
       const identity = keys.identify(req.headers);
+      // As the server counts: a key presented and wrong is a guess; none at all is not.
+      if (identity === undefined && (req.headers.authorization !== undefined || req.headers['x-api-key'] !== undefined)) throttle?.fail(address);
       if (identity === undefined) return refuse(res, 401, 'RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)', { 'www-authenticate': 'Bearer' });
       if (!everyKey && !config.metricsKeys.includes(identity)) {
         return refuse(res, 403, 'RUNNEL_ERR_FORBIDDEN', `The key "${identity}" may not read /metrics: only the keys named in RUNNEL_METRICS_KEYS may (the series add up every caller's traffic)`);

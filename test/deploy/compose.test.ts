@@ -263,7 +263,7 @@ describe('the observability profile', () => {
     const worker = compose.services.worker as Service;
     expect(worker.expose).toEqual(['9464']);
     expect(loadServerConfig({ RUNNEL_WORKER_METRICS_PORT: substitute(worker.environment?.RUNNEL_WORKER_METRICS_PORT ?? '') }).workerMetricsPort).toBe(9464);
-    for (const name of ['RUNNEL_API_KEYS', 'RUNNEL_METRICS_KEYS']) expect(worker.environment?.[name], name).toBe(app.environment?.[name]);
+    for (const name of ['RUNNEL_API_KEYS', 'RUNNEL_METRICS_KEYS', 'RUNNEL_AUTH_FAIL_LIMIT']) expect(worker.environment?.[name], name).toBe(app.environment?.[name]);
   });
 
   it('provisions Grafana with Prometheus and Jaeger and the dashboard', () => {

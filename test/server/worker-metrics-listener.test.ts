@@ -8,6 +8,7 @@ import { loadServerConfig } from '../../src/index.js';
 import { Metrics } from '../../src/server/metrics.js';
 import { serveWorkerMetrics } from '../../src/server/worker-metrics.js';
 
+/** A port of each test's own: fetch keeps a connection to the last one's, which its close cut. */
 const PORT = 19641;
 const closing: (() => Promise<void>)[] = [];
 
@@ -33,5 +34,30 @@ describe("a worker's /metrics listener", () => {
     const other = await listenOn('127.0.0.2', PORT);
     closing.push(() => new Promise<void>((resolve) => other.close(() => resolve())));
     expect((await fetch(`http://127.0.0.1:${PORT}/metrics`)).status).toBe(200);
+  });
+
+  it("throttles failed keys as the server does (RUNNEL_AUTH_FAIL_LIMIT): a 403 would tell which guess is a key", async () => {
+    const config = loadServerConfig({ RUNNEL_API_KEYS: 'ada:ada-key-0123456789abcdef,scraper:scraper-key-0123456789abcdef', RUNNEL_METRICS_KEYS: 'scraper', RUNNEL_AUTH_FAIL_LIMIT: '3' });
+    const served = await serveWorkerMetrics({ port: PORT + 1, metrics: new Metrics(), config });
+    closing.push(() => served.close());
+    const scrape = (key?: string) => fetch(`http://127.0.0.1:${PORT + 1}/metrics`, { headers: key === undefined ? {} : { authorization: `Bearer ${key}` } });
+    // No key at all is not a guess.
+    for (let i = 0; i < 5; i++) expect((await scrape()).status).toBe(401);
+    for (let i = 0; i < 3; i++) expect((await scrape(`guess-${i}`)).status).toBe(401);
+    // Past the limit, the address is refused, with a right key too.
+    for (const key of ['ada-key-0123456789abcdef', 'scraper-key-0123456789abcdef']) {
+      const refused = await scrape(key);
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(await refused.json()).toMatchObject({ code: 'RUNNEL_ERR_RATE_LIMITED' });
+    }
+  });
+
+  it('does not throttle with the limit off', async () => {
+    const config = loadServerConfig({ RUNNEL_API_KEYS: 'scraper:scraper-key-0123456789abcdef', RUNNEL_METRICS_KEYS: 'scraper', RUNNEL_AUTH_FAIL_LIMIT: '0' });
+    const served = await serveWorkerMetrics({ port: PORT + 2, metrics: new Metrics(), config });
+    closing.push(() => served.close());
+    for (let i = 0; i < 25; i++) expect((await fetch(`http://127.0.0.1:${PORT + 2}/metrics`, { headers: { authorization: `Bearer guess-${i}` } })).status).toBe(401);
+    expect((await fetch(`http://127.0.0.1:${PORT + 2}/metrics`, { headers: { authorization: 'Bearer scraper-key-0123456789abcdef' } })).status).toBe(200);
   });
 });
