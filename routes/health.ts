@@ -3,6 +3,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { clusterMetrics } from '../src/server/cluster.js';
 import { RunnelError } from '../src/core/index.js';
 import { errorBody } from '../src/server/http-errors.js';
+import { metricsRefusal } from '../src/server/auth.js';
 
 /**
  * How long `/readyz` waits for a check: a service that does not answer in time (a frozen database) is not
@@ -49,16 +50,11 @@ export const healthRoutes: FastifyPluginAsync = async (app) => {
 
   // With keys on, only the keys named in RUNNEL_METRICS_KEYS read the series: they add up every caller's
   // traffic (chains, models, tokens, errors), which one caller of a shared server has no business seeing.
-  const { apiKeys, metricsKeys } = app.runnel.config;
-  const everyKey = metricsKeys.includes('*');
+  const { config } = app.runnel;
   app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (request, reply) => {
     const { metrics } = app.runnel;
-    if (apiKeys.length > 0 && !everyKey && !metricsKeys.includes(request.identity)) {
-      throw new RunnelError(
-        'RUNNEL_ERR_FORBIDDEN',
-        `The key "${request.identity}" may not read /metrics: only the keys named in RUNNEL_METRICS_KEYS may (the series add up every caller's traffic)`,
-      );
-    }
+    const refusal = config.apiKeys.length > 0 ? metricsRefusal(config, request.identity) : undefined;
+    if (refusal !== undefined) throw new RunnelError('RUNNEL_ERR_FORBIDDEN', refusal);
     // One of a cluster's processes (RUNNEL_PROCESSES): the whole server's series, whichever process answers —
     // or none, when a process did not hand its in: a failed scrape, not a sum that looks like a counter reset.
     const cluster = await clusterMetrics();

@@ -4,7 +4,7 @@
  * nothing about which key or how much of it matched).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { ApiKey } from './config.js';
+import type { ApiKey, ServerConfig } from './config.js';
 
 const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
 
@@ -38,4 +38,16 @@ export class KeyRing {
     }
     return match;
   }
+}
+
+/**
+ * Why key `identity` may not read `/metrics`, or undefined when it may: with keys on, only the keys
+ * `RUNNEL_METRICS_KEYS` names (or `*`, every key) — the series add up every caller's traffic.
+ *
+ * @example
+ * metricsRefusal({ metricsKeys: ['prometheus'] }, 'ada'); // 'The key "ada" may not read /metrics: …'
+ */
+export function metricsRefusal(config: Pick<ServerConfig, 'metricsKeys'>, identity: string): string | undefined {
+  if (config.metricsKeys.includes('*') || config.metricsKeys.includes(identity)) return undefined;
+  return `The key "${identity}" may not read /metrics: only the keys named in RUNNEL_METRICS_KEYS may (the series add up every caller's traffic)`;
 }

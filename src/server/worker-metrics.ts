@@ -7,16 +7,16 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ErrorCode } from '../core/index.js';
-import { KeyRing } from './auth.js';
+import { KeyRing, metricsRefusal } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { clientNetwork } from './client-network.js';
 import type { ServerConfig } from './config.js';
 import { errorBody } from './http-errors.js';
 import type { Metrics } from './metrics.js';
 
-/** A Runnel-shaped error answer. */
+/** A Runnel-shaped error answer; the connection closes after it, as after every answer here. */
 function refuse(res: ServerResponse, status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', connection: 'close', ...headers });
   res.end(JSON.stringify(errorBody(status, code, message)));
 }
 
@@ -31,11 +31,12 @@ function refuse(res: ServerResponse, status: number, code: ErrorCode, message: s
 export async function serveWorkerMetrics(options: { port: number; metrics: Metrics; config: Pick<ServerConfig, 'host' | 'apiKeys' | 'metricsKeys' | 'authFailLimit'> }): Promise<{ port: number; close(): Promise<void> }> {
   const { metrics, config } = options;
   const keys = new KeyRing(config.apiKeys);
-  const everyKey = config.metricsKeys.includes('*');
   // The server's RUNNEL_AUTH_FAIL_LIMIT here too: a 403 says a key is right, so an unthrottled port would let
   // anyone who reaches it guess every API key the server takes, past the server's own throttle.
   const throttle = keys.enabled && config.authFailLimit > 0 ? new AuthThrottle({ limit: config.authFailLimit }) : undefined;
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  // Scrapes are short: a client that sends its request slowly, or holds its connection, is cut within a second or
+  // two of the limit (Node checks every 30 s unless told), and at most 64 connections are open at once.
+  const server = createServer({ headersTimeout: 10_000, requestTimeout: 10_000, connectionsCheckingInterval: 1_000 }, (req: IncomingMessage, res: ServerResponse) => {
     // A body is never read: what a client sends with a GET is left unread, and the connection closed after.
     const path = (req.url ?? '').split('?')[0];
     if (path !== '/metrics') return refuse(res, 404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found: a worker serves /metrics only');
@@ -51,21 +52,18 @@ export async function serveWorkerMetrics(options: { port: number; metrics: Metri
       // As the server counts: a key presented and wrong is a guess; none at all is not.
       if (identity === undefined && (req.headers.authorization !== undefined || req.headers['x-api-key'] !== undefined)) throttle?.fail(address);
       if (identity === undefined) return refuse(res, 401, 'RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)', { 'www-authenticate': 'Bearer' });
-      if (!everyKey && !config.metricsKeys.includes(identity)) {
-        return refuse(res, 403, 'RUNNEL_ERR_FORBIDDEN', `The key "${identity}" may not read /metrics: only the keys named in RUNNEL_METRICS_KEYS may (the series add up every caller's traffic)`);
-      }
+      const refusal = metricsRefusal(config, identity);
+      if (refusal !== undefined) return refuse(res, 403, 'RUNNEL_ERR_FORBIDDEN', refusal);
     }
     metrics.render().then(
       (text) => {
-        res.writeHead(200, { 'content-type': metrics.contentType });
+        res.writeHead(200, { 'content-type': metrics.contentType, connection: 'close' });
         res.end(req.method === 'HEAD' ? undefined : text);
       },
       () => refuse(res, 500, 'RUNNEL_ERR_INTERNAL', 'Internal Server Error'),
     );
   });
-  // Scrapes are short: an idle connection is not kept for a client that went quiet.
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 10_000;
+  server.maxConnections = 64;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, config.host, () => {

@@ -57,6 +57,8 @@ try {
       : await serveWorkerMetrics({ port: config.workerMetricsPort, metrics, config }).catch((error: unknown) => {
           throw new Error(`runnel worker: RUNNEL_WORKER_METRICS_PORT ${config.workerMetricsPort}: ${error instanceof Error ? error.message : String(error)}`);
         });
+  // Its runs' response-cache lookups too, as a server counts its own.
+  if (metrics !== undefined) services.onCacheLookup = (result) => metrics.cache.inc({ result });
   const worker = startRunWorkers({ config, chains, services, log, ...(metrics === undefined ? {} : { meter: (path: string) => modelMeter(metrics, path) }) });
   const stop = async (): Promise<void> => {
     await worker.stop();

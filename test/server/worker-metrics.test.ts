@@ -98,6 +98,8 @@ describe("a worker's own /metrics", () => {
     const text = await (await scrape(SCRAPER)).text();
     expect(sampleValue(text, 'runnel_model_request_duration_seconds_count', { provider: 'openai', model: 'gpt-4o-mini' })).toBe(1);
     expect(sampleValue(text, 'runnel_model_tokens_total', { chain: '/joke', direction: 'in' })).toBe(12);
+    // Its run's response-cache lookup (a miss: the first time that prompt was asked).
+    expect(sampleValue(text, 'runnel_model_cache_total', { result: 'miss' })).toBe(1);
     // The process's own series, which only the worker can tell.
     expect(sampleValue(text, 'process_resident_memory_bytes')).toBeGreaterThan(0);
     // The server, whose workers are elsewhere, counted no call.
