@@ -17,7 +17,8 @@ import { bodyObject, checkAcceptingRuns, checkStreamSlot, clientGone as recordCl
 import { prepareRun, streamRunHere } from '../src/server/runs.js';
 import { publicErrors } from '../src/runs/index.js';
 import type { SseWriter } from '../src/server/sse.js';
-import { metered, usageMeter, type Meter } from '../src/server/usage.js';
+import { metered, usageMeter } from '../src/server/usage.js';
+import type { RunMeter } from '../src/runs/index.js';
 
 type Kind = 'stream' | 'stream_log' | 'stream_events';
 
@@ -97,7 +98,7 @@ export async function sendLiveStream(
     /** Headers of the stream, sent with it only (not with an error answered before it opens). */
     headers?: Readonly<Record<string, string>>;
     /** The handlers metering its model calls (by default the chain's, for `/metrics`). */
-    meter?: Meter;
+    meter?: RunMeter;
   },
 ): Promise<void> {
   const { chain, endpoint, runId, format, errorBeforeOpen } = options;

@@ -223,7 +223,7 @@ export async function executeRun(options: {
   local?: boolean;
   /** Tracing: a run-event callback for the trace the run was submitted in (its `__traceparent` and `__tracestate`). */
   trace?: (traceparent: string | undefined, tracestate: string | undefined) => EventCallback;
-  /** Hears the run's model calls and tokens beside its record (the server's `/metrics`). */
+  /** Hears the run's model calls and tokens beside its record (this process's `/metrics`). */
   meter?: RunMeter;
   /**
    * The end about to be written, stamped (`updated_at`) by the caller, who can then tell this execution's end

@@ -25,7 +25,7 @@ import { historyRoutes } from '../../routes/history.js';
 import { indexRoutes } from '../../routes/index-page.js';
 import { openAIRoutes } from '../../routes/openai.js';
 import { runRoutes } from '../../routes/runs.js';
-import { KeyRing } from './auth.js';
+import { checkKey, KeyRing } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { DEFAULT_SERVER_CONFIG, metricsKeyProblems, originListed, type ServerConfig } from './config.js';
 import { clientNetwork } from './client-network.js';
@@ -168,7 +168,7 @@ export function createRunQueue(options: {
   /** A model provider's failure under a run (see `RunQueueOptions.warn`). */
   warn?: (fields: Record<string, unknown>, message: string) => void;
   tracing?: Tracing | undefined;
-  /** The handlers that count a run's model calls in `/metrics`, by chain (a worker process, which serves none, has none). */
+  /** The handlers that count a run's model calls in this process's `/metrics`, by chain (a worker process's when it serves one). */
   meter?: (chain: string) => RunMeter;
 }): RunQueue {
   const { config, redis, log, warn, tracing, meter } = options;
@@ -276,6 +276,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   // Tracing is on when the OTEL_* variables name an endpoint (or a test hands one in).
   const tracing = options.tracing ?? (config.tracing === undefined ? undefined : new Tracing(config.tracing, { version: packageVersion() }));
   const chains = createRegistry(options.chains).map((spec) => new PreparedChain(spec, { tracing }));
+  const chainsByPath = new Map(chains.map((chain) => [chain.spec.path, chain]));
   // A request's span opens with its logger (before any hook), so every log line of the request carries its ids.
   const app = Fastify({
     logger: options.logger ?? false,
@@ -344,7 +345,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
         // Runs executed here (durable streams, queued runs this process's workers take) count in its /metrics as
         // the plain routes' do (until 2026-12-07 their model calls and tokens were counted nowhere).
         meter: (path) => {
-          const chain = chains.find((candidate) => candidate.spec.path === path);
+          const chain = chainsByPath.get(path);
           return chain === undefined ? {} : usageMeter(app.runnel, chain);
         },
       }));
@@ -543,26 +544,14 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
       done();
       return;
     }
-    // An address over its failed authentications is refused before its key is looked at, right or wrong.
-    const waitMs = throttle?.blockedFor(clientNetwork(request.ip)) ?? 0;
-    if (waitMs > 0) {
-      const seconds = Math.ceil(waitMs / 1000);
+    const checked = checkKey(app.runnel.keys, throttle, clientNetwork(request.ip), request.headers);
+    if (checked.refusal !== undefined) {
       grant(request, reply);
-      void reply.header('retry-after', String(seconds));
-      done(new RunnelError('RUNNEL_ERR_RATE_LIMITED', `Too many failed authentications from this address; retry in ${seconds} s`));
+      void reply.headers(checked.headers);
+      done(checked.refusal);
       return;
     }
-    const identity = app.runnel.keys.identify(request.headers);
-    if (identity === undefined) {
-      // A key presented and wrong is a guess; none at all is not (a page's first requests, before it asks for
-      // a key, locked the right key out of a few tabs).
-      if (request.headers.authorization !== undefined || request.headers['x-api-key'] !== undefined) throttle?.fail(clientNetwork(request.ip));
-      grant(request, reply);
-      void reply.header('www-authenticate', 'Bearer');
-      done(new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)'));
-      return;
-    }
-    request.identity = identity;
+    request.identity = checked.identity;
     done();
   });
   }

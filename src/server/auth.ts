@@ -4,6 +4,8 @@
  * nothing about which key or how much of it matched).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { RunnelError } from '../core/index.js';
+import type { AuthThrottle } from './auth-throttle.js';
 import type { ApiKey, ServerConfig } from './config.js';
 
 const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
@@ -50,4 +52,29 @@ export class KeyRing {
 export function metricsRefusal(config: Pick<ServerConfig, 'metricsKeys'>, identity: string): string | undefined {
   if (config.metricsKeys.includes('*') || config.metricsKeys.includes(identity)) return undefined;
   return `The key "${identity}" may not read /metrics: only the keys named in RUNNEL_METRICS_KEYS may (the series add up every caller's traffic)`;
+}
+
+/** What a request's key says: whose it is, or why the request is refused and the headers that go with that. */
+export type KeyCheck = { identity: string; refusal?: undefined } | { identity?: undefined; refusal: RunnelError; headers: Record<string, string> };
+
+/**
+ * The key rule of every route that needs a key (the server's, a worker's `/metrics`): a client network over its
+ * failed authentications is refused (429) before its key is looked at, right or wrong; a key presented and wrong
+ * counts as a guess, none at all does not (a page's first requests, before it asks for a key, locked the right
+ * key out of a few tabs); either is a 401.
+ *
+ * @example
+ * const checked = checkKey(keys, throttle, clientNetwork(request.ip), request.headers);
+ * if (checked.refusal !== undefined) throw checked.refusal;
+ */
+export function checkKey(keys: KeyRing, throttle: AuthThrottle | undefined, network: string, headers: Readonly<Record<string, string | string[] | undefined>>): KeyCheck {
+  const waitMs = throttle?.blockedFor(network) ?? 0;
+  if (waitMs > 0) {
+    const seconds = Math.ceil(waitMs / 1000);
+    return { refusal: new RunnelError('RUNNEL_ERR_RATE_LIMITED', `Too many failed authentications from this address; retry in ${seconds} s`), headers: { 'retry-after': String(seconds) } };
+  }
+  const identity = keys.identify(headers);
+  if (identity !== undefined) return { identity };
+  if (headers.authorization !== undefined || headers['x-api-key'] !== undefined) throttle?.fail(network);
+  return { refusal: new RunnelError('RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)'), headers: { 'www-authenticate': 'Bearer' } };
 }

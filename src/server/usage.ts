@@ -14,11 +14,8 @@ import type { RunnelState } from './app.js';
 import type { Metrics } from './metrics.js';
 import type { PreparedChain } from './prepared.js';
 
-/** The handlers that meter a run's model calls: its tokens (`onUsage`) and each call (`onModelCall`). */
-export type Meter = RunMeter;
-
 /** One meter per chain (a chain belongs to one app): requests share it rather than make their own. */
-const meters = new WeakMap<PreparedChain, Meter>();
+const meters = new WeakMap<PreparedChain, RunMeter>();
 
 /**
  * The handlers a run of `chain` meters its model calls with (none for a chain without a model).
@@ -26,7 +23,7 @@ const meters = new WeakMap<PreparedChain, Meter>();
  * @example
  * await chain.spec.runnable.invoke(input, { ...config, ...usageMeter(state, chain) });
  */
-export function usageMeter(state: RunnelState, chain: PreparedChain): Meter {
+export function usageMeter(state: RunnelState, chain: PreparedChain): RunMeter {
   if (!chain.hasModel) return {};
   let meter = meters.get(chain);
   if (meter === undefined) {
@@ -43,7 +40,7 @@ export function usageMeter(state: RunnelState, chain: PreparedChain): Meter {
  * @example
  * const meter = modelMeter(metrics, '/joke');
  */
-export function modelMeter(metrics: Metrics, path: string): Meter {
+export function modelMeter(metrics: Metrics, path: string): RunMeter {
   return {
     onUsage: (usage) => {
       metrics.tokens.inc({ chain: path, direction: 'in' }, usage.input_tokens);
@@ -61,7 +58,7 @@ export function modelMeter(metrics: Metrics, path: string): Meter {
  * @example
  * await chain.spec.runnable.invoke(input, metered(config, usageMeter(state, chain), { signal }));
  */
-export function metered(config: RunnableConfig, meter: Meter, own?: RunnableConfig): RunnableConfig {
+export function metered(config: RunnableConfig, meter: RunMeter, own?: RunnableConfig): RunnableConfig {
   // Most chains set no handler of their own: a copy, not a merge, on the hot path.
   if (config.onUsage === undefined && config.onModelCall === undefined) return { ...config, ...meter, ...own };
   return { ...mergeConfigs(config, meter), ...own };

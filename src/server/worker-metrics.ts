@@ -6,18 +6,19 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { ErrorCode } from '../core/index.js';
-import { KeyRing, metricsRefusal } from './auth.js';
+import { RunnelError } from '../core/index.js';
+import { checkKey, KeyRing, metricsRefusal } from './auth.js';
 import { AuthThrottle } from './auth-throttle.js';
 import { clientNetwork } from './client-network.js';
 import type { ServerConfig } from './config.js';
-import { errorBody } from './http-errors.js';
+import { toHttpError } from './http-errors.js';
 import type { Metrics } from './metrics.js';
 
-/** A Runnel-shaped error answer; the connection closes after it, as after every answer here. */
-function refuse(res: ServerResponse, status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
+/** `error` as the server answers it; the connection closes after it, as after every answer here. */
+function refuse(res: ServerResponse, error: RunnelError, headers: Record<string, string> = {}): void {
+  const { status, body } = toHttpError(error);
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', connection: 'close', ...headers });
-  res.end(JSON.stringify(errorBody(status, code, message)));
+  res.end(JSON.stringify(body));
 }
 
 /**
@@ -39,28 +40,21 @@ export async function serveWorkerMetrics(options: { port: number; metrics: Metri
   const server = createServer({ headersTimeout: 10_000, requestTimeout: 10_000, connectionsCheckingInterval: 1_000 }, (req: IncomingMessage, res: ServerResponse) => {
     // A body is never read: what a client sends with a GET is left unread, and the connection closed after.
     const path = (req.url ?? '').split('?')[0];
-    if (path !== '/metrics') return refuse(res, 404, 'RUNNEL_ERR_NOT_FOUND', 'Not Found: a worker serves /metrics only');
-    if (req.method !== 'GET' && req.method !== 'HEAD') return refuse(res, 405, 'RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed', { allow: 'GET, HEAD' });
+    if (path !== '/metrics') return refuse(res, new RunnelError('RUNNEL_ERR_NOT_FOUND', 'Not Found: a worker serves /metrics only'));
+    if (req.method !== 'GET' && req.method !== 'HEAD') return refuse(res, new RunnelError('RUNNEL_ERR_METHOD_NOT_ALLOWED', 'Method Not Allowed'), { allow: 'GET, HEAD' });
     if (keys.enabled) {
-      const address = clientNetwork(req.socket.remoteAddress ?? '');
-      const waitMs = throttle?.blockedFor(address) ?? 0;
-      if (waitMs > 0) {
-        const seconds = Math.ceil(waitMs / 1000);
-        return refuse(res, 429, 'RUNNEL_ERR_RATE_LIMITED', `Too many failed authentications from this address; retry in ${seconds} s`, { 'retry-after': String(seconds) });
-      }
-      const identity = keys.identify(req.headers);
-      // As the server counts: a key presented and wrong is a guess; none at all is not.
-      if (identity === undefined && (req.headers.authorization !== undefined || req.headers['x-api-key'] !== undefined)) throttle?.fail(address);
-      if (identity === undefined) return refuse(res, 401, 'RUNNEL_ERR_UNAUTHORIZED', 'Missing or invalid API key (send authorization: Bearer <key> or x-api-key)', { 'www-authenticate': 'Bearer' });
-      const refusal = metricsRefusal(config, identity);
-      if (refusal !== undefined) return refuse(res, 403, 'RUNNEL_ERR_FORBIDDEN', refusal);
+      // The server's rule, and its throttle of wrong keys.
+      const checked = checkKey(keys, throttle, clientNetwork(req.socket.remoteAddress ?? ''), req.headers);
+      if (checked.refusal !== undefined) return refuse(res, checked.refusal, checked.headers);
+      const refusal = metricsRefusal(config, checked.identity);
+      if (refusal !== undefined) return refuse(res, new RunnelError('RUNNEL_ERR_FORBIDDEN', refusal));
     }
     metrics.render().then(
       (text) => {
         res.writeHead(200, { 'content-type': metrics.contentType, connection: 'close' });
         res.end(req.method === 'HEAD' ? undefined : text);
       },
-      () => refuse(res, 500, 'RUNNEL_ERR_INTERNAL', 'Internal Server Error'),
+      (error: unknown) => refuse(res, new RunnelError('RUNNEL_ERR_INTERNAL', 'Internal Server Error', { cause: error })),
     );
   });
   server.maxConnections = 64;
